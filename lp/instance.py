@@ -1,0 +1,282 @@
+"""Instances: small-vocabulary target/draft pairs (JSON format of DESIGN.md).
+
+    {"vocab_size": V, "depth": L, "target": ROWS, "draft": ROWS}
+
+ROWS holds one probability row of length V for every prefix of length 0..L in shortlex
+order (see speclp.verifiers.tree). Entries are numbers or exact fraction strings
+("1/3"). An instance written without any float (fraction strings, decimal strings or
+integers) is *rational*: it is solved and compared in exact arithmetic, and rows must
+sum to exactly 1. Float rows must sum to 1 within 1e-9 and are renormalised.
+
+Every problem is reported as an InstanceError with a one-line message that names the
+offending field, e.g. ``target[3]: row sums to 0.9, not 1 (tolerance 1e-9)``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..verifiers.tree import TreeModel, node_prefix, num_nodes
+
+ROW_SUM_TOLERANCE = 1e-9
+MAX_NODES = 2_000_000  # rows per model; larger instances are refused (memory)
+
+
+class InstanceError(ValueError):
+    """Bad instance input; the message is one line naming the field."""
+
+
+@dataclass
+class Instance:
+    vocab_size: int
+    depth: int
+    target: np.ndarray  # [N, V] float64
+    draft: np.ndarray  # [N, V] float64
+    target_exact: np.ndarray  # [N, V] Fractions (exact rows, or the exact value of the floats)
+    draft_exact: np.ndarray
+    rational: bool  # True when the instance was given in exact numbers
+    name: str = "instance"
+    notes: list[str] = field(default_factory=list)
+
+    def model(self, exact: bool = False) -> TreeModel:
+        """Rows as a TreeModel: float64, or exact rationals when exact=True."""
+        if exact:
+            return TreeModel(self.target_exact, self.draft_exact, self.depth)
+        return TreeModel(self.target, self.draft, self.depth)
+
+    def to_json(self, exact: bool | None = None) -> dict[str, Any]:
+        """JSON object; exact fraction strings when the instance is rational (or exact=True)."""
+        use_exact = self.rational if exact is None else exact
+        if use_exact:
+            rows = lambda a: [[_fraction_str(x) for x in row] for row in a]  # noqa: E731
+            return {"vocab_size": self.vocab_size, "depth": self.depth,
+                    "target": rows(self.target_exact), "draft": rows(self.draft_exact)}
+        return {"vocab_size": self.vocab_size, "depth": self.depth,
+                "target": self.target.tolist(), "draft": self.draft.tolist()}
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.to_json(), indent=1))
+        return path
+
+
+def _fraction_str(x: Fraction) -> str:
+    return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
+
+
+# ---------------------------------------------------------------------------
+# parsing and validation
+# ---------------------------------------------------------------------------
+
+def _parse_entry(value: Any, where: str) -> tuple[Fraction, bool]:
+    """-> (exact value, was_float)."""
+    if isinstance(value, bool):
+        raise InstanceError(f"{where}: expected a probability, got {value!r}")
+    if isinstance(value, int):
+        return Fraction(value), False
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            raise InstanceError(f"{where}: {value} is not a probability")
+        return Fraction(value), True
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lower() in ("nan", "inf", "-inf", "+inf", "infinity", "-infinity"):
+            raise InstanceError(f"{where}: {value!r} is not a probability")
+        try:
+            return Fraction(text), False
+        except (ValueError, ZeroDivisionError):
+            raise InstanceError(f"{where}: cannot read {value!r} as a number or fraction") from None
+    raise InstanceError(f"{where}: expected a number or fraction string, got {type(value).__name__}")
+
+
+def _parse_rows(rows: Any, field_name: str, vocab: int, count: int) -> tuple[np.ndarray, bool]:
+    if not isinstance(rows, list):
+        raise InstanceError(f"{field_name}: expected a list of {count} rows, got {type(rows).__name__}")
+    if len(rows) != count:
+        raise InstanceError(
+            f"{field_name}: expected {count} rows (one per prefix of length 0..depth), got {len(rows)}"
+        )
+    exact = np.empty((count, vocab), dtype=object)
+    any_float = False
+    for i, row in enumerate(rows):
+        where = f"{field_name}[{i}]"
+        if not isinstance(row, list) or len(row) != vocab:
+            got = len(row) if isinstance(row, list) else type(row).__name__
+            raise InstanceError(f"{where}: expected a row of {vocab} probabilities, got {got}")
+        for j, value in enumerate(row):
+            x, was_float = _parse_entry(value, f"{where}[{j}]")
+            if x < 0:
+                raise InstanceError(f"{where}[{j}]: negative probability {value!r}")
+            exact[i, j] = x
+            any_float |= was_float
+    return exact, any_float
+
+
+def _normalise(exact: np.ndarray, field_name: str, rational: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Check row sums; return (exact rows summing to exactly 1, float64 rows)."""
+    out = exact.copy()
+    for i, row in enumerate(exact):
+        total = sum(row, Fraction(0))
+        if rational:
+            if total != 1:
+                raise InstanceError(
+                    f"{field_name}[{i}]: exact row sums to {_fraction_str(total)}, not 1 "
+                    f"({_node_name(i, exact.shape[1])})"
+                )
+        elif abs(float(total) - 1.0) > ROW_SUM_TOLERANCE:
+            raise InstanceError(
+                f"{field_name}[{i}]: row sums to {float(total):.12g}, not 1 "
+                f"(tolerance {ROW_SUM_TOLERANCE:g}; {_node_name(i, exact.shape[1])})"
+            )
+        if total != 1:
+            out[i] = [x / total for x in row]
+    floats = np.array([[float(x) for x in row] for row in out], dtype=np.float64)
+    return out, floats
+
+
+def _node_name(index: int, vocab: int) -> str:
+    return f"prefix {node_prefix(index, vocab)}"
+
+
+def instance_from_json(data: Any, name: str = "instance") -> Instance:
+    """Validate a parsed JSON object and build an Instance (raises InstanceError)."""
+    if not isinstance(data, dict):
+        raise InstanceError(f"instance: expected a JSON object, got {type(data).__name__}")
+    for key in ("vocab_size", "depth", "target", "draft"):
+        if key not in data:
+            raise InstanceError(f"{key}: missing field")
+    vocab, depth = data["vocab_size"], data["depth"]
+    if not isinstance(vocab, int) or isinstance(vocab, bool) or vocab < 2:
+        raise InstanceError(f"vocab_size: must be an integer >= 2, got {vocab!r}")
+    if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
+        raise InstanceError(f"depth: must be an integer >= 1, got {depth!r}")
+    count = num_nodes(vocab, depth)
+    if count > MAX_NODES:
+        raise InstanceError(
+            f"depth: vocab_size {vocab} and depth {depth} need {count} rows per model "
+            f"(limit {MAX_NODES}); use a smaller vocabulary or depth"
+        )
+    target, target_float = _parse_rows(data["target"], "target", vocab, count)
+    draft, draft_float = _parse_rows(data["draft"], "draft", vocab, count)
+    rational = not (target_float or draft_float)
+    target_exact, target_f = _normalise(target, "target", rational)
+    draft_exact, draft_f = _normalise(draft, "draft", rational)
+    inst = Instance(vocab, depth, target_f, draft_f, target_exact, draft_exact, rational, name)
+    if not rational:
+        inst.notes.append("float rows: exact data are the binary values renormalised to sum to 1")
+    return inst
+
+
+def load_instance(path: str | Path) -> Instance:
+    path = Path(path)
+    if not path.exists():
+        raise InstanceError(f"{path}: no such file")
+    if path.is_dir():
+        raise InstanceError(f"{path}: is a directory, expected an instance JSON file")
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise InstanceError(f"{path}: malformed JSON ({err.msg} at line {err.lineno} column {err.colno})") from None
+    except UnicodeDecodeError:
+        raise InstanceError(f"{path}: not a text file") from None
+    return instance_from_json(data, name=path.stem)
+
+
+def from_rows(target: np.ndarray, draft: np.ndarray, depth: int, name: str = "instance") -> Instance:
+    """Instance from arrays [N, V] (float64, or object arrays of Fractions for a rational one)."""
+    target = np.asarray(target)
+    draft = np.asarray(draft)
+    if target.dtype == object and draft.dtype == object:
+        data = {"vocab_size": target.shape[1], "depth": depth,
+                "target": [[_fraction_str(Fraction(x)) for x in r] for r in target],
+                "draft": [[_fraction_str(Fraction(x)) for x in r] for r in draft]}
+    else:
+        data = {"vocab_size": int(target.shape[1]), "depth": depth,
+                "target": np.asarray(target, dtype=np.float64).tolist(),
+                "draft": np.asarray(draft, dtype=np.float64).tolist()}
+    return instance_from_json(data, name)
+
+
+# ---------------------------------------------------------------------------
+# generators and built-ins
+# ---------------------------------------------------------------------------
+
+def _round_rows(rows: np.ndarray, denominator: int) -> np.ndarray:
+    """Largest-remainder rounding of float rows to multiples of 1/denominator (exact)."""
+    out = np.empty(rows.shape, dtype=object)
+    for i, row in enumerate(rows):
+        scaled = row * denominator
+        base = np.floor(scaled).astype(np.int64)
+        short = denominator - int(base.sum())
+        order = np.argsort(-(scaled - base), kind="stable")
+        base[order[:short]] += 1
+        out[i] = [Fraction(int(b), denominator) for b in base]
+    return out
+
+
+def dirichlet_instance(vocab_size: int, depth: int, alpha: float = 1.0, seed: int = 0,
+                       denominator: int | None = None) -> Instance:
+    """Independent Dirichlet(alpha) target and draft rows at every prefix.
+
+    denominator: round every row to multiples of 1/denominator (a rational instance).
+    """
+    if alpha <= 0:
+        raise InstanceError(f"alpha: must be > 0, got {alpha}")
+    rng = np.random.default_rng(seed)
+    count = num_nodes(vocab_size, depth)
+    target = rng.dirichlet(np.full(vocab_size, alpha), size=count)
+    draft = rng.dirichlet(np.full(vocab_size, alpha), size=count)
+    name = f"dirichlet-V{vocab_size}-L{depth}-a{alpha:g}-s{seed}"
+    if denominator:
+        return from_rows(_round_rows(target, denominator), _round_rows(draft, denominator), depth, name)
+    return from_rows(target, draft, depth, name)
+
+
+def temperature_instance(vocab_size: int, depth: int, temperature: float = 1.5, noise: float = 0.5,
+                         scale: float = 2.0, seed: int = 0) -> Instance:
+    """Target = softmax(logits); draft = softmax(logits / temperature + noise * N(0, 1)).
+
+    logits ~ N(0, scale^2) independently at every prefix.
+    """
+    if temperature <= 0:
+        raise InstanceError(f"temperature: must be > 0, got {temperature}")
+    rng = np.random.default_rng(seed)
+    count = num_nodes(vocab_size, depth)
+    logits = rng.normal(0.0, scale, size=(count, vocab_size))
+    draft_logits = logits / temperature + noise * rng.normal(size=logits.shape)
+
+    def softmax(z: np.ndarray) -> np.ndarray:
+        e = np.exp(z - z.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    name = f"temperature-V{vocab_size}-L{depth}-T{temperature:g}-n{noise:g}-s{seed}"
+    return from_rows(softmax(logits), softmax(draft_logits), depth, name)
+
+
+def bv_toy(depth: int = 2) -> Instance:
+    """V = 2, every target row (1/3, 2/3), every draft row (2/3, 1/3) (THEORY.md section 2)."""
+    count = num_nodes(2, depth)
+    target = np.empty((count, 2), dtype=object)
+    draft = np.empty((count, 2), dtype=object)
+    target[:] = [Fraction(1, 3), Fraction(2, 3)]
+    draft[:] = [Fraction(2, 3), Fraction(1, 3)]
+    return from_rows(target, draft, depth, name=f"bv-toy-L{depth}")
+
+
+BUILTINS = {"bv-toy": bv_toy}
+
+
+def builtin_instance(name: str, depth: int = 2) -> Instance:
+    if name not in BUILTINS:
+        raise InstanceError(f"--builtin: unknown instance {name!r}; known: {', '.join(BUILTINS)}")
+    if depth < 1:
+        raise InstanceError(f"depth: must be an integer >= 1, got {depth}")
+    return BUILTINS[name](depth)

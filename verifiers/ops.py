@@ -1,0 +1,155 @@
+"""A tiny array namespace so that one law function serves two number systems.
+
+Every verifier law is written once against these functions. They run on
+  * torch tensors (float64 on CPU for exact-float enumeration, float32/bf16 on CUDA
+    in the engine), and
+  * numpy object arrays of exact rationals (``fractions.Fraction`` or ``flint.fmpq``),
+    which gives the *exact* law of a rational instance from the same code.
+
+Only what the laws need is here; nothing loops over the batch or the vocabulary.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+Array = Any  # torch.Tensor or numpy.ndarray (dtype float64 or object)
+
+
+def is_torch(a: Array) -> bool:
+    return isinstance(a, torch.Tensor)
+
+
+def is_exact(a: Array) -> bool:
+    """True for numpy object arrays (exact rationals)."""
+    return isinstance(a, np.ndarray) and a.dtype == object
+
+
+def _like(value: Any, ref: Array) -> Array:
+    if is_torch(ref):
+        return torch.as_tensor(value, dtype=ref.dtype, device=ref.device)
+    return value
+
+
+def minimum(a: Array, b: Array | float) -> Array:
+    if is_torch(a):
+        return torch.minimum(a, _like(b, a))
+    return np.minimum(a, b)
+
+
+def maximum(a: Array, b: Array | float) -> Array:
+    if is_torch(a):
+        return torch.maximum(a, _like(b, a))
+    return np.maximum(a, b)
+
+
+def positive_part(a: Array) -> Array:
+    """(a)_+ elementwise."""
+    if is_torch(a):
+        return torch.clamp_min(a, 0)
+    return np.maximum(a, 0)
+
+
+def total(a: Array, dim: int, keepdim: bool = False) -> Array:
+    """Sum over one axis."""
+    if is_torch(a):
+        return a.sum(dim=dim, keepdim=keepdim)
+    return a.sum(axis=dim, keepdims=keepdim)
+
+
+def where(cond: Array, a: Array, b: Array) -> Array:
+    if is_torch(cond):
+        ref = a if is_torch(a) else b
+        return torch.where(cond, _like(a, ref), _like(b, ref))
+    return np.where(cond, a, b)
+
+
+def safe_div(num: Array, den: Array) -> Array:
+    """num / den where den != 0, else 0 (no division by zero is ever evaluated)."""
+    nonzero = den != 0
+    if is_torch(den):
+        return torch.where(nonzero, num / torch.where(nonzero, den, torch.ones_like(den)),
+                           torch.zeros_like(num * den))
+    ones = np.ones_like(den)
+    safe = np.where(nonzero, den, ones)
+    zero = np.zeros_like(num * safe)
+    return np.where(nonzero, num / safe, zero)
+
+
+def gather(a: Array, dim: int, index: Array) -> Array:
+    """torch.gather semantics (numpy: take_along_axis)."""
+    if is_torch(a):
+        return torch.gather(a, dim, index)
+    return np.take_along_axis(a, np.asarray(index), axis=dim)
+
+
+def stack(items: list[Array], dim: int) -> Array:
+    if is_torch(items[0]):
+        return torch.stack(items, dim=dim)
+    return np.stack(items, axis=dim)
+
+
+def zeros(shape: tuple[int, ...], like: Array) -> Array:
+    if is_torch(like):
+        return torch.zeros(shape, dtype=like.dtype, device=like.device)
+    if is_exact(like):
+        out = np.empty(shape, dtype=object)
+        out[...] = _exact_zero(like)
+        return out
+    return np.zeros(shape, dtype=like.dtype)
+
+
+def ones(shape: tuple[int, ...], like: Array) -> Array:
+    if is_torch(like):
+        return torch.ones(shape, dtype=like.dtype, device=like.device)
+    if is_exact(like):
+        out = np.empty(shape, dtype=object)
+        out[...] = _exact_zero(like) + 1
+        return out
+    return np.ones(shape, dtype=like.dtype)
+
+
+def _exact_zero(like: np.ndarray) -> Any:
+    flat = like.reshape(-1)
+    return flat[0] * 0 if flat.size else 0
+
+
+def cumprod(a: Array, dim: int) -> Array:
+    if is_torch(a):
+        return torch.cumprod(a, dim=dim)
+    return np.cumprod(a, axis=dim)
+
+
+def flip(a: Array, dim: int) -> Array:
+    if is_torch(a):
+        return torch.flip(a, dims=(dim,))
+    return np.flip(a, axis=dim)
+
+
+def concat(items: list[Array], dim: int) -> Array:
+    if is_torch(items[0]):
+        return torch.cat(items, dim=dim)
+    return np.concatenate(items, axis=dim)
+
+
+def eq(a: Array, b: Array) -> Array:
+    return a == b
+
+
+def index_like(a: Array, index: Array) -> Array:
+    """Integer index array in the same framework as ``a``."""
+    if is_torch(a):
+        return torch.as_tensor(index, device=a.device, dtype=torch.long)
+    return np.asarray(index.cpu().numpy() if is_torch(index) else index, dtype=np.int64)
+
+
+def as_float64(a: Array) -> np.ndarray:
+    """Float64 numpy copy (exact rationals are rounded)."""
+    if is_torch(a):
+        return a.detach().to(torch.float64).cpu().numpy()
+    if is_exact(a):
+        return np.vectorize(float, otypes=[np.float64])(a) if a.size else a.astype(np.float64)
+    return np.asarray(a, dtype=np.float64)
