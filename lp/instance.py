@@ -280,3 +280,28 @@ def builtin_instance(name: str, depth: int = 2) -> Instance:
     if depth < 1:
         raise InstanceError(f"depth: must be an integer >= 1, got {depth}")
     return BUILTINS[name](depth)
+
+
+def ties_instance(vocab_size: int, depth: int, seed: int = 0, denominator: int = 4,
+                  copy_probability: float = 0.5) -> Instance:
+    """A rational instance with many equal ratios p/q (for audits of tie handling).
+
+    Rows are random compositions of `denominator` units into V parts (multiples of
+    1/denominator); with probability `copy_probability` a draft row is a copy of the
+    target row at the same prefix (all ratios equal to 1 there).
+    """
+    rng = np.random.default_rng(seed)
+    count = num_nodes(vocab_size, depth)
+
+    def composition() -> list[Fraction]:
+        cuts = np.sort(rng.integers(0, denominator + 1, size=vocab_size - 1))
+        parts = np.diff(np.concatenate([[0], cuts, [denominator]]))
+        return [Fraction(int(x), denominator) for x in parts]
+
+    target = np.empty((count, vocab_size), dtype=object)
+    draft = np.empty((count, vocab_size), dtype=object)
+    for i in range(count):
+        target[i] = composition()
+        draft[i] = list(target[i]) if rng.random() < copy_probability else composition()
+    name = f"ties-V{vocab_size}-L{depth}-d{denominator}-s{seed}"
+    return from_rows(target, draft, depth, name)

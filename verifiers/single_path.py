@@ -105,3 +105,35 @@ def bv_law(tree: DraftTree) -> BlockLaw:
 @register("token", "token-level speculative sampling on the first drafted path", multipath=False)
 def token_law(tree: DraftTree) -> BlockLaw:
     return _on_first_path(token_path_law, tree)
+
+
+def bv_stop_at_first_failure_path_law(tokens: Array, target_rows: Array,
+                                      draft_rows: Array) -> tuple[Array, Array]:
+    """A deliberately WRONG BV (THEORY.md section 2): tests i = 1..L in order, stops at the
+    first failure. Same h_i and residuals as BV; not lossless. Kept to prove the checks fail."""
+    _, residuals = bv_path_law(tokens, target_rows, draft_rows)
+    depth = tokens.shape[-1]
+    index = ops.index_like(draft_rows, tokens)[..., None]
+    q_drafted = ops.gather(draft_rows, -1, index)[..., 0]
+    p_drafted = ops.gather(target_rows[:, :depth], -1, index)[..., 0]
+    ratio = ops.safe_div(p_drafted, q_drafted)
+    weight = ops.ones(q_drafted.shape[:1], like=q_drafted)
+    passed = ops.ones(q_drafted.shape[:1], like=q_drafted)
+    stop = []
+    for i in range(1, depth + 1):
+        weight = ops.minimum(weight * ratio[:, i - 1], 1)
+        if i < depth:
+            _, mass = residual_rows(weight, target_rows[:, i], draft_rows[:, i])
+            h = ops.safe_div(mass, mass + 1 - weight)
+        else:
+            h = weight
+        stop.append(passed * (1 - h))  # first failure at i: tau = i - 1
+        passed = passed * h
+    stop.append(passed)
+    return ops.stack(stop, 1), residuals
+
+
+@register("bv_first_failure", "BROKEN on purpose: BV that stops at the first failed test",
+          multipath=False, lossless=False)
+def bv_first_failure_law(tree: DraftTree) -> BlockLaw:
+    return _on_first_path(bv_stop_at_first_failure_path_law, tree)

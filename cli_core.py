@@ -1,0 +1,159 @@
+"""`speclp solve` and `speclp check bv-optimal` (single-path core)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import typer
+
+from .cli import BadInput, ClaimFailed, app, check_app, progress, run, table
+
+BACKENDS = ("highs", "cvxpy")
+
+
+def _load(instance: str | None, builtin: str | None, depth: int | None) -> Any:
+    from .lp.instance import builtin_instance, load_instance
+
+    if instance and builtin:
+        raise BadInput("give either INSTANCE.json or --builtin, not both")
+    if instance:
+        if depth is not None:
+            raise BadInput("--depth: only applies to --builtin instances (a file fixes its depth)")
+        return load_instance(instance)
+    return builtin_instance(builtin or "bv-toy", depth if depth is not None else 2)
+
+
+@app.command()
+def solve(
+    instance: str = typer.Argument(None, help="Instance JSON file (default: --builtin bv-toy)."),
+    builtin: str = typer.Option(None, "--builtin", help="Built-in instance: bv-toy."),
+    depth: int = typer.Option(None, "--depth", help="Depth L of a built-in instance (default 2)."),
+    backend: str = typer.Option("highs", "--backend", help="LP backend: highs or cvxpy."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Solve the single-path information-agnostic LPs and compare BV and token-level.
+
+    Full LP (variables pi(x, i, y)) and node-budget LP, both certified in exact
+    rationals; exact block efficiencies E[tau + 1] of BV and token-level verification.
+    """
+
+    def body() -> dict[str, Any]:
+        if backend not in BACKENDS:
+            raise BadInput(f"--backend: must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        from fractions import Fraction
+
+        from .lp.builders import full_lp, node_lp
+        from .lp.report import optimum_record
+        from .verifiers.exact import exact_result
+
+        inst = _load(instance, builtin, depth)
+        records = {}
+        for key, build in (("lp_full", full_lp), ("lp_node", node_lp)):
+            start = time.perf_counter()
+            lp = build(inst)
+            build_seconds = time.perf_counter() - start
+            rec = optimum_record(lp, backend, rational=inst.rational)
+            rec["build_seconds"] = round(build_seconds, 6)
+            records[key] = rec
+        verifiers, verifiers_exact = {}, {}
+        model = inst.model(exact=inst.rational)
+        for name in ("bv", "token"):
+            res = exact_result(model, name)
+            verifiers[name] = float(res.block_efficiency)
+            verifiers_exact[name] = str(Fraction(res.block_efficiency)) if inst.rational else None
+        optimum = records["lp_full"]["exact_value"]
+        if optimum is not None and inst.rational:
+            gaps = {n: str(optimum - Fraction(verifiers_exact[n])) for n in verifiers}
+        else:
+            gaps = {n: records["lp_full"]["value"] - v for n, v in verifiers.items()}
+        for rec in records.values():
+            rec.pop("exact_value")
+        return {
+            "instance": {"name": inst.name, "vocab_size": inst.vocab_size, "depth": inst.depth,
+                         "rational": inst.rational, "notes": inst.notes},
+            **records,
+            "verifiers": verifiers,
+            "verifiers_exact": verifiers_exact,
+            "gap_to_optimum": gaps,
+        }
+
+    def render(r: dict[str, Any]) -> None:
+        inst = r["instance"]
+        rows = []
+        for key, label in (("lp_full", "full LP optimum"), ("lp_node", "node LP optimum")):
+            rec = r[key]
+            rows.append([label, rec["exact"] or f"{rec['value']:.12g}", f"{rec['value']:.12g}",
+                         "certified" if rec["certified"] else f"NOT certified: {rec['certificate']}",
+                         f"build {rec['build_seconds']:.3f}s solve {rec['seconds']:.3f}s "
+                         f"cert {rec['certify_seconds'] or 0:.3f}s"])
+        for name in ("bv", "token"):
+            exact = r["verifiers_exact"][name]
+            rows.append([f"{name} block efficiency", exact or f"{r['verifiers'][name]:.12g}",
+                         f"{r['verifiers'][name]:.12g}", f"gap {r['gap_to_optimum'][name]}", "exact law"])
+        title = (f"{inst['name']}  (V={inst['vocab_size']}, L={inst['depth']}, "
+                 f"{'rational' if inst['rational'] else 'float'})  E[tau + 1]")
+        table(title, ["quantity", "exact", "float", "status", "times"], rows)
+
+    run(body, as_json, render)
+
+
+@check_app.command("bv-optimal")
+def check_bv_optimal_cmd(
+    trials: int = typer.Option(200, "--trials", help="Random instances."),
+    vocab: int = typer.Option(3, "--vocab", help="Vocabulary size V."),
+    depth: int = typer.Option(3, "--depth", help="Depth L."),
+    seed: int = typer.Option(0, "--seed", help="First seed."),
+    alpha: float = typer.Option(1.0, "--alpha", help="Dirichlet concentration of the rows."),
+    denominator: int = typer.Option(0, "--denominator",
+                                    help="Round rows to multiples of 1/D (rational instances); 0: floats."),
+    verifier: str = typer.Option("bv", "--verifier", help="Verifier claimed optimal (bv)."),
+    backend: str = typer.Option("highs", "--backend", help="LP backend: highs or cvxpy."),
+    save_dir: str = typer.Option("counterexamples", "--save-dir", help="Where a counterexample is saved."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Full LP optimum = node LP optimum = exact BV block efficiency, BV lossless."""
+
+    def body() -> dict[str, Any]:
+        from .proofs.bv_optimal import check_bv_optimal
+        from .verifiers.law import get_verifier
+
+        if trials < 1:
+            raise BadInput(f"--trials: must be >= 1, got {trials}")
+        if vocab < 2:
+            raise BadInput(f"--vocab: must be >= 2, got {vocab}")
+        if depth < 1:
+            raise BadInput(f"--depth: must be >= 1, got {depth}")
+        if alpha <= 0:
+            raise BadInput(f"--alpha: must be > 0, got {alpha}")
+        if backend not in BACKENDS:
+            raise BadInput(f"--backend: must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        try:
+            get_verifier(verifier)
+        except KeyError as err:
+            raise BadInput(f"--verifier: {err.args[0]}") from None
+        result = check_bv_optimal(
+            trials, vocab, depth, seed=seed, alpha=alpha, denominator=denominator or None,
+            verifier=verifier, backend=backend, save_dir=save_dir,
+            progress=lambda it: progress(it, trials, f"bv-optimal V={vocab} L={depth}"))
+        if not result["passed"]:
+            failures = "; ".join(result["counterexample"]["failures"])
+            raise ClaimFailed(f"{verifier} is not LP-optimal/lossless on {result['counterexample']['instance']}: "
+                              f"{failures} (instance saved to {result['saved']})", result)
+        return result
+
+    def render(r: dict[str, Any]) -> None:
+        if r["passed"]:
+            table("claim bv-optimal: HOLDS", ["trials", "V", "L", "certified", "max |LP - BV| (float)",
+                                              "max TV (float64)"],
+                  [[r["trials"], r["vocab"], r["depth"], f"{r['certified']}/{r['trials']}",
+                    f"{r['max_float_gap_lp_vs_bv']:.3g}", f"{r['max_tv_float64']:.3g}"]])
+        else:
+            ce = r["counterexample"]
+            table("counterexample", ["quantity", "value"], [
+                ["instance", ce["instance"]], ["saved", r["saved"]],
+                ["full LP optimum", ce["lp_full"]["value"]], ["node LP optimum", ce["lp_node"]["value"]],
+                [f"{r['verifier']} block efficiency", ce["block_efficiency"]],
+                ["TV (float64)", ce["tv_float64"]], ["failures", "; ".join(ce["failures"])]])
+
+    run(body, as_json, render)

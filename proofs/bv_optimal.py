@@ -1,0 +1,102 @@
+"""Claim: block verification is optimal for one draft path (THEORY.md section 3).
+
+For an instance: full information-agnostic LP optimum = node-budget LP optimum =
+closed-form node optimum = exact block efficiency of BV, and BV is lossless. Both LP
+optima must be certified in exact rationals; the comparisons are exact (the exact law
+of BV is computed on the instance's exact data), and the float64 law (the code that
+runs in the engine) must agree within 1e-9 with TV <= 1e-12.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from ..lp.builders import full_lp, node_lp, node_optimum
+from ..lp.instance import Instance, dirichlet_instance
+from ..lp.report import optimum_record
+from ..verifiers.exact import exact_result
+
+FLOAT_TOLERANCE = 1e-9
+TV_TOLERANCE = 1e-12
+
+
+def check_instance(instance: Instance, verifier: str = "bv", backend: str = "highs") -> dict[str, Any]:
+    """All numbers of the claim on one instance, plus `failures` (empty when it holds)."""
+    exact_model = instance.model(exact=True)
+    float_model = instance.model(exact=False)
+    full = optimum_record(full_lp(instance), backend, rational=instance.rational)
+    node = optimum_record(node_lp(instance), backend, rational=instance.rational)
+    _, closed_form = node_optimum(exact_model)
+    law_exact = exact_result(exact_model, verifier)
+    law_float = exact_result(float_model, verifier)
+    failures: list[str] = []
+    for name, rec in (("full LP", full), ("node LP", node)):
+        if not rec["certified"]:
+            failures.append(f"{name} optimum not certified ({rec['certificate']})")
+    be_exact = Fraction(law_exact.block_efficiency)
+    comparisons = {"closed-form node optimum": Fraction(closed_form)}
+    if full["exact_value"] is not None:
+        comparisons["full LP"] = full["exact_value"]
+    if node["exact_value"] is not None:
+        comparisons["node LP"] = node["exact_value"]
+    for name, value in comparisons.items():
+        if value != be_exact:
+            failures.append(f"{name} optimum {float(value):.15g} != {verifier} block efficiency "
+                            f"{float(be_exact):.15g} (exact difference {float(value - be_exact):.3g})")
+    if law_exact.total_variation != 0:
+        failures.append(f"{verifier} not lossless in exact arithmetic: TV {law_exact.total_variation:.3g}")
+    if law_float.total_variation > TV_TOLERANCE:
+        failures.append(f"{verifier} float64 law TV {law_float.total_variation:.3g} > {TV_TOLERANCE:g}")
+    if abs(float(law_float.block_efficiency) - float(be_exact)) > FLOAT_TOLERANCE:
+        failures.append(f"{verifier} float64 block efficiency {float(law_float.block_efficiency):.15g} "
+                        f"differs from exact {float(be_exact):.15g} by more than {FLOAT_TOLERANCE:g}")
+    return {
+        "instance": instance.name,
+        "rational": instance.rational,
+        "lp_full": _public(full),
+        "lp_node": _public(node),
+        "closed_form": str(closed_form) if instance.rational else float(closed_form),
+        "block_efficiency": float(be_exact),
+        "block_efficiency_exact": str(be_exact) if instance.rational else None,
+        "tv_exact": float(law_exact.total_variation),
+        "tv_float64": law_float.total_variation,
+        "failures": failures,
+    }
+
+
+def _public(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in record.items() if k != "exact_value"}
+
+
+def check_bv_optimal(trials: int, vocab: int, depth: int, seed: int = 0, alpha: float = 1.0,
+                     denominator: int | None = None, verifier: str = "bv", backend: str = "highs",
+                     save_dir: str | Path = "counterexamples",
+                     progress: Callable[[Iterable[int]], Iterable[int]] | None = None) -> dict[str, Any]:
+    """Run the claim on `trials` random Dirichlet(alpha) instances (seeds seed..seed+trials-1).
+
+    The first failing instance is saved as JSON under save_dir and returned in
+    `counterexample`; `passed` is False then.
+    """
+    seeds: Iterable[int] = range(seed, seed + trials)
+    if progress is not None:
+        seeds = progress(seeds)
+    worst_gap = 0.0
+    worst_tv = 0.0
+    certified = 0
+    for s in seeds:
+        inst = dirichlet_instance(vocab, depth, alpha=alpha, seed=s, denominator=denominator)
+        result = check_instance(inst, verifier=verifier, backend=backend)
+        certified += result["lp_full"]["certified"] and result["lp_node"]["certified"]
+        worst_gap = max(worst_gap, abs(result["lp_full"]["value"] - result["block_efficiency"]))
+        worst_tv = max(worst_tv, result["tv_float64"])
+        if result["failures"]:
+            path = inst.save(Path(save_dir) / f"bv-optimal-{verifier}-{inst.name}.json")
+            return {"claim": "bv-optimal", "passed": False, "trials_run": s - seed + 1,
+                    "verifier": verifier, "counterexample": result, "saved": str(path),
+                    "instance_json": inst.to_json()}
+    return {"claim": "bv-optimal", "passed": True, "trials": trials, "vocab": vocab, "depth": depth,
+            "seed": seed, "alpha": alpha, "rational": bool(denominator), "verifier": verifier,
+            "certified": certified, "max_float_gap_lp_vs_bv": worst_gap, "max_tv_float64": worst_tv}
