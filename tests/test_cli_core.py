@@ -1,0 +1,133 @@
+"""`speclp solve` and `speclp check bv-optimal`: anchors, JSON contract, exit codes."""
+
+import json
+import subprocess
+import sys
+from fractions import Fraction
+
+import pytest
+from typer.testing import CliRunner
+
+from speclp.cli import app
+from speclp.lp.instance import bv_toy, dirichlet_instance
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, list(args))
+
+
+@pytest.mark.parametrize("depth,bv,token", [
+    (2, "20/9", "19/9"), (3, "8/3", "65/27"), (4, "247/81", "211/81")])
+def test_solve_bv_toy_anchors(depth, bv, token):
+    result = invoke("solve", "--builtin", "bv-toy", "--depth", str(depth), "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    for key in ("lp_full", "lp_node"):
+        rec = out[key]
+        assert rec["certified"] is True
+        assert rec["exact"] == bv
+        assert rec["status"] == "optimal"
+        assert rec["seconds"] >= 0
+        assert abs(rec["value"] - float(Fraction(bv))) < 1e-9
+    assert abs(out["verifiers"]["bv"] - float(Fraction(bv))) < 1e-12
+    assert abs(out["verifiers"]["token"] - float(Fraction(token))) < 1e-12
+    assert out["verifiers_exact"] == {"bv": bv, "token": token}
+    assert out["gap_to_optimum"]["bv"] == "0"
+
+
+def test_solve_default_prints_table():
+    result = invoke("solve")
+    assert result.exit_code == 0, result.output
+    assert "20/9" in result.stdout and "certified" in result.stdout
+
+
+def test_solve_file_and_cvxpy_backend(tmp_path):
+    inst = dirichlet_instance(3, 2, alpha=0.7, seed=4)
+    path = inst.save(tmp_path / "inst.json")
+    highs = json.loads(invoke("solve", str(path), "--json").stdout)
+    cvx = json.loads(invoke("solve", str(path), "--backend", "cvxpy", "--json").stdout)
+    assert highs["lp_full"]["certified"]
+    assert abs(highs["lp_full"]["value"] - cvx["lp_full"]["value"]) <= 1e-9
+    assert abs(highs["lp_node"]["value"] - cvx["lp_node"]["value"]) <= 1e-9
+    assert highs["lp_full"]["exact"] is None  # float instance: certified, no fraction printed
+
+
+BAD_FILES = {
+    "vocab": {"vocab_size": 1, "depth": 1, "target": [], "draft": []},
+    "depth": {"vocab_size": 2, "depth": 0, "target": [], "draft": []},
+    "rowsum": {"vocab_size": 2, "depth": 1, "target": [[0.5, 0.6], [0.5, 0.5], [0.5, 0.5]],
+               "draft": [[0.5, 0.5], [0.5, 0.5], [0.5, 0.5]]},
+    "negative": {"vocab_size": 2, "depth": 1, "target": [[1.5, -0.5], [0.5, 0.5], [0.5, 0.5]],
+                 "draft": [[0.5, 0.5], [0.5, 0.5], [0.5, 0.5]]},
+    "nan": {"vocab_size": 2, "depth": 1, "target": [["nan", 1], [0.5, 0.5], [0.5, 0.5]],
+            "draft": [[0.5, 0.5], [0.5, 0.5], [0.5, 0.5]]},
+    "length": {"vocab_size": 2, "depth": 1, "target": [[0.5, 0.5], [0.5, 0.5]],
+               "draft": [[0.5, 0.5], [0.5, 0.5], [0.5, 0.5]]},
+}
+FIELDS = {"vocab": "vocab_size", "depth": "depth", "rowsum": "target[0]", "negative": "target[0][1]",
+          "nan": "target[0][0]", "length": "target"}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_bad_instance_exits_2_with_one_line(tmp_path, case):
+    path = tmp_path / f"{case}.json"
+    path.write_text(json.dumps(BAD_FILES[case]))
+    result = invoke("solve", str(path), "--json")
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and FIELDS[case] in lines[0]
+
+
+def test_missing_and_malformed_files_exit_2(tmp_path):
+    result = invoke("solve", str(tmp_path / "nope.json"))
+    assert result.exit_code == 2 and "no such file" in result.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"vocab_size": 2,')
+    result = invoke("solve", str(bad))
+    assert result.exit_code == 2 and "malformed JSON" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    result = invoke("solve", "--backend", "glpk")
+    assert result.exit_code == 2 and "--backend" in result.stderr
+
+
+def test_check_bv_optimal_holds():
+    result = invoke("check", "bv-optimal", "--trials", "5", "--vocab", "3", "--depth", "2", "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["passed"] and out["certified"] == 5
+
+
+def test_check_bv_optimal_rational_exact():
+    result = invoke("check", "bv-optimal", "--trials", "4", "--vocab", "2", "--depth", "3",
+                    "--denominator", "12", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["rational"]
+
+
+def test_check_fails_on_wrong_verifier_and_saves_instance(tmp_path):
+    """Handed a deliberately wrong BV (stops at the first failed test) the check must fail."""
+    result = invoke("check", "bv-optimal", "--trials", "3", "--vocab", "3", "--depth", "2",
+                    "--verifier", "bv_first_failure", "--save-dir", str(tmp_path), "--json")
+    assert result.exit_code == 1
+    out = json.loads(result.stdout)
+    assert out["passed"] is False
+    saved = list(tmp_path.glob("*.json"))
+    assert len(saved) == 1 and out["saved"] == str(saved[0])
+    assert json.loads(saved[0].read_text())["vocab_size"] == 3
+    assert any("not lossless" in f or "!=" in f for f in out["counterexample"]["failures"])
+
+
+def test_console_script_runs():
+    proc = subprocess.run([sys.executable, "-m", "speclp", "solve", "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["lp_full"]["exact"] == "20/9"
+
+
+def test_toy_instance_file_roundtrip(tmp_path):
+    path = bv_toy(3).save(tmp_path / "toy.json")
+    out = json.loads(invoke("solve", str(path), "--json").stdout)
+    assert out["lp_full"]["exact"] == "8/3" and out["instance"]["rational"]
