@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -98,11 +99,11 @@ def run(body: Callable[[], dict[str, Any]], as_json: bool,
 
 
 def table(title: str, columns: list[str], rows: Iterable[Iterable[Any]]) -> None:
-    t = Table(title=title)
+    t = Table(title=escape(title))
     for c in columns:
-        t.add_column(c)
+        t.add_column(escape(c))
     for row in rows:
-        t.add_row(*["" if v is None else str(v) for v in row])
+        t.add_row(*["" if v is None else escape(str(v)) for v in row])
     stdout.print(t)
 
 
@@ -116,7 +117,7 @@ def progress(items: Iterable[T], total: int | None, description: str) -> Iterato
             bar.advance(task)
 
 
-COMMAND_MODULES: tuple[str, ...] = ("cli_core",)
+COMMAND_MODULES: tuple[str, ...] = ("cli_core", "cli_claims", "cli_multipath")
 
 for _module in COMMAND_MODULES:
     importlib.import_module(f"{__package__}.{_module}")

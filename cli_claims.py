@@ -1,0 +1,156 @@
+"""`speclp check class-equals-full` and `speclp check node-form` (selection class, K paths).
+
+Open questions of THEORY.md section 4, checked on random Dirichlet instances
+(speclp.proofs.class_claims). Exit 0 when the claim held on every trial, 1 with the
+counterexample (printed and saved) on the first trial where it fails, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from .cli import BadInput, ClaimFailed, check_app, progress, run, table
+
+BACKENDS = ("highs", "cvxpy")
+SAMPLING = ("iid", "without-replacement")
+DENOMINATOR_HELP = "Round rows to multiples of 1/D (rational, exact comparison); 0: floats."
+SAVE_HELP = "Where a counterexample is saved."
+
+
+def _validate(trials: int, vocab: int, depth: int, paths: int, alpha: float, denominator: int,
+              draft_sampling: str, backend: str) -> None:
+    if trials < 1:
+        raise BadInput(f"--trials: must be >= 1, got {trials}")
+    if vocab < 2:
+        raise BadInput(f"--vocab: must be >= 2, got {vocab}")
+    if depth < 1:
+        raise BadInput(f"--depth: must be >= 1, got {depth}")
+    if paths < 1:
+        raise BadInput(f"--paths: must be >= 1, got {paths}")
+    if alpha <= 0:
+        raise BadInput(f"--alpha: must be > 0, got {alpha}")
+    if denominator < 0:
+        raise BadInput(f"--denominator: must be >= 0 (0: float rows), got {denominator}")
+    if draft_sampling not in SAMPLING:
+        raise BadInput(f"--draft-sampling: must be one of {', '.join(SAMPLING)}, "
+                       f"got {draft_sampling!r}")
+    if backend not in BACKENDS:
+        raise BadInput(f"--backend: must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if draft_sampling == "without-replacement" and paths > vocab**depth:
+        raise BadInput(f"--paths: cannot draw {paths} distinct paths from {vocab**depth}")
+    from .lp.builders import count_configurations
+
+    configs = count_configurations(vocab**depth, paths, draft_sampling)
+    if configs > 200_000:
+        raise BadInput(f"--paths: the full LP would have {configs:,} draft configurations "
+                       f"(V={vocab}, L={depth}, K={paths}); use a smaller V, L or K")
+
+
+def _render(r: dict[str, Any]) -> None:
+    if r["passed"]:
+        rows = [[key, counts["<"], counts["="], counts[">"], f"{r['max_abs_difference'][key]:.3g}"]
+                for key, counts in r["relations"].items()]
+        title = (f"claim {r['claim']}: HOLDS on {r['trials']} trials "
+                 f"(V={r['vocab']}, L={r['depth']}, K={r['paths']}, {r['draft_sampling']}, "
+                 f"{'rational 1/' + str(r['denominator']) if r['rational'] else 'float'} rows; "
+                 f"certified {r['certified']})")
+        table(title, ["comparison", "<", "=", ">", "max |difference|"], rows)
+        if r.get("gbv_note"):
+            table("note", ["note"], [[r["gbv_note"]]])
+        return
+    ce = r["counterexample"]
+    rows = [["instance", ce["instance"]], ["seed", r["seed"]], ["saved", r["saved"]],
+            ["kind", r["kind"]]]
+    for name in ("full", "class", "node_form", "gbv", "bv"):
+        rec = ce.get(name)
+        if rec:
+            status = "certified" if rec.get("certified") else "NOT certified"
+            if name in ("gbv", "bv"):
+                status = "exact law" if rec.get("certified") else "float64 law"
+            label = f"{name} block efficiency" if name in ("gbv", "bv") else f"{name} optimum"
+            shown = rec.get("exact") or rec["value"]
+            rows.append([label, f"{shown}  ({rec['value']:.15g}, {status})"])
+    for key, comp in ce["comparisons"].items():
+        difference = f"{comp['difference']:.6g}"
+        if comp["exact_difference"] is not None:
+            exact = comp["exact_difference"]
+            difference += f" (exact {exact})" if len(exact) <= 40 else " (exact)"
+        rows.append([key, f"{comp['relation']}  difference {difference}"])
+    if ce.get("class", {}).get("r"):
+        rows.append(["class optimal skewed law r", ", ".join(f"{v:.6g}" for v in ce["class"]["r"])])
+    for bug in r["bugs"]:
+        rows.append(["BUG", bug])
+    table(f"counterexample to {r['claim']}", ["quantity", "value"], rows)
+
+
+def _check(claim: str, trials: int, vocab: int, depth: int, paths: int, seed: int, alpha: float,
+           denominator: int, draft_sampling: str, backend: str, save_dir: str, as_json: bool,
+           against: str = "class") -> None:
+    def body() -> dict[str, Any]:
+        _validate(trials, vocab, depth, paths, alpha, denominator, draft_sampling, backend)
+        from .proofs import class_claims
+
+        bar = lambda it: progress(it, trials, f"{claim} V={vocab} L={depth} K={paths}")  # noqa: E731
+        common = dict(seed=seed, alpha=alpha, progress=bar, denominator=denominator or None,
+                      draft_sampling=draft_sampling, backend=backend, save_dir=save_dir)
+        if claim == "class-equals-full":
+            result = class_claims.check_class_equals_full(trials, vocab, depth, paths, **common)
+        else:
+            if against not in ("class", "full"):
+                raise BadInput(f"--against: must be class or full, got {against!r}")
+            result = class_claims.check_node_form(trials, vocab, depth, paths, against=against,
+                                                  **common)
+        if not result["passed"]:
+            what = "BUG (a theorem failed)" if result["kind"] == "bug" else "counterexample"
+            instance = result["counterexample"]["instance"]
+            raise ClaimFailed(f"{result['claim']}: {what} on {instance}: "
+                              f"{result['message']}"
+                              + "".join(f"; BUG: {bug}" for bug in result["bugs"])
+                              + f" (instance saved to {result['saved']})", result)
+        return result
+
+    run(body, as_json, _render)
+
+
+@check_app.command("class-equals-full")
+def check_class_equals_full_cmd(
+    trials: int = typer.Option(100, "--trials", help="Random instances."),
+    vocab: int = typer.Option(2, "--vocab", help="Vocabulary size V."),
+    depth: int = typer.Option(2, "--depth", help="Depth L."),
+    paths: int = typer.Option(2, "--paths", help="Number K of drafted paths."),
+    seed: int = typer.Option(0, "--seed", help="First seed."),
+    alpha: float = typer.Option(1.0, "--alpha", help="Dirichlet concentration of the rows."),
+    denominator: int = typer.Option(0, "--denominator", help=DENOMINATOR_HELP),
+    draft_sampling: str = typer.Option("iid", "--draft-sampling",
+                                       help="iid or without-replacement."),
+    backend: str = typer.Option("highs", "--backend", help="LP backend: highs or cvxpy."),
+    save_dir: str = typer.Option("counterexamples", "--save-dir", help=SAVE_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Selection-class optimum ("select one path, then BV") = full K-path LP optimum?"""
+    _check("class-equals-full", trials, vocab, depth, paths, seed, alpha, denominator,
+           draft_sampling, backend, save_dir, as_json)
+
+
+@check_app.command("node-form")
+def check_node_form_cmd(
+    trials: int = typer.Option(100, "--trials", help="Random instances."),
+    vocab: int = typer.Option(2, "--vocab", help="Vocabulary size V."),
+    depth: int = typer.Option(2, "--depth", help="Depth L."),
+    paths: int = typer.Option(2, "--paths", help="Number K of drafted paths."),
+    seed: int = typer.Option(0, "--seed", help="First seed."),
+    alpha: float = typer.Option(1.0, "--alpha", help="Dirichlet concentration of the rows."),
+    denominator: int = typer.Option(0, "--denominator", help=DENOMINATOR_HELP),
+    draft_sampling: str = typer.Option("iid", "--draft-sampling",
+                                       help="iid or without-replacement."),
+    against: str = typer.Option("class", "--against",
+                                help="Compare the node form with: class or full."),
+    backend: str = typer.Option("highs", "--backend", help="LP backend: highs or cvxpy."),
+    save_dir: str = typer.Option("counterexamples", "--save-dir", help=SAVE_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Node-level form (per-depth set budgets on beta) optimum = class (or full) optimum?"""
+    _check("node-form", trials, vocab, depth, paths, seed, alpha, denominator, draft_sampling,
+           backend, save_dir, as_json, against=against)
