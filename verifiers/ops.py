@@ -153,3 +153,55 @@ def as_float64(a: Array) -> np.ndarray:
     if is_exact(a):
         return np.vectorize(float, otypes=[np.float64])(a) if a.size else a.astype(np.float64)
     return np.asarray(a, dtype=np.float64)
+
+
+# --- additions for the multi-path laws (sorting, prefix sums, index arithmetic) ---
+
+
+def cumsum(a: Array, dim: int) -> Array:
+    """Inclusive prefix sum along one axis."""
+    if is_torch(a):
+        return torch.cumsum(a, dim=dim)
+    return np.cumsum(a, axis=dim)
+
+
+def argsort(a: Array, dim: int = -1) -> Array:
+    """Stable ascending argsort (equal values keep their index order).
+
+    torch: torch.sort(stable=True); numpy (float or exact object arrays): kind="stable".
+    """
+    if is_torch(a):
+        return torch.sort(a, dim=dim, stable=True).indices
+    return np.argsort(a, axis=dim, kind="stable")
+
+
+def inverse_permutation(order: Array, dim: int = -1) -> Array:
+    """rank with rank[..., order[..., j]] = j along `dim` (the inverse of an argsort)."""
+    size = order.shape[dim]
+    if is_torch(order):
+        shape = [1] * order.ndim
+        shape[dim] = size
+        positions = torch.arange(size, device=order.device).reshape(shape).expand_as(order)
+        return torch.empty_like(order).scatter_(dim, order, positions)
+    shape = [1] * order.ndim
+    shape[dim] = size
+    positions = np.broadcast_to(np.arange(size).reshape(shape), order.shape)
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, positions, axis=dim)
+    return rank
+
+
+def arange(n: int, like: Array) -> Array:
+    """Integer range 0..n-1 in the framework (and on the device) of `like`."""
+    if is_torch(like):
+        return torch.arange(n, device=like.device)
+    return np.arange(n)
+
+
+def argmax(a: Array, dim: int) -> Array:
+    """Index of the FIRST maximum along `dim` (ints or bools; torch and numpy agree)."""
+    if is_torch(a):
+        if a.dtype == torch.bool:
+            a = a.to(torch.int8)
+        return torch.argmax(a, dim=dim)
+    return np.argmax(a, axis=dim)

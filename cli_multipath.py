@@ -1,0 +1,233 @@
+"""`speclp gap`, `speclp sweep` and `speclp plot` (multi-path optimality gaps)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from .cli import BadInput, ClaimFailed, app, progress, run, stderr, table
+
+BACKENDS = ("highs", "cvxpy")
+DRAFT_SAMPLING = ("iid", "without-replacement")
+
+
+def _label(record: dict[str, Any]) -> str:
+    """'certified' or 'NOT certified: reason' for an optimum record."""
+    if record.get("certified"):
+        return "certified"
+    return f"NOT certified: {record.get('certificate') or record.get('reason') or 'unknown'}"
+
+
+@app.command()
+def gap(
+    instance: str = typer.Argument(..., help="Instance JSON file."),
+    paths: int = typer.Option(2, "--paths", help="Number K of draft paths."),
+    draft_sampling: str = typer.Option("iid", "--draft-sampling",
+                                       help="iid or without-replacement."),
+    backend: str = typer.Option("highs", "--backend", help="LP backend: highs or cvxpy."),
+    no_class: bool = typer.Option(False, "--no-class", help="Skip the selection-class optimum."),
+    save_dir: str = typer.Option("counterexamples", "--save-dir",
+                                 help="Where a failing instance is saved."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Every verifier's exact block efficiency E[tau + 1] against the K-path LP optimum.
+
+    Exit 1 when a verifier exceeds the optimum (tolerance 1e-9 certified, 1e-7 not) or is
+    lossy (TV > 1e-12): the numbers are printed and the instance saved.
+    """
+
+    def body() -> dict[str, Any]:
+        from .lp.instance import load_instance
+        from .proofs.gap import gap as compute_gap
+
+        if paths < 1:
+            raise BadInput(f"--paths: must be >= 1, got {paths}")
+        if draft_sampling not in DRAFT_SAMPLING:
+            raise BadInput(f"--draft-sampling: must be one of {', '.join(DRAFT_SAMPLING)}, "
+                           f"got {draft_sampling!r}")
+        if backend not in BACKENDS:
+            raise BadInput(f"--backend: must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        inst = load_instance(instance)
+        try:
+            result = compute_gap(inst, paths, draft_sampling=draft_sampling, backend=backend,
+                                 class_optimum=not no_class)
+        except ValueError as err:
+            raise BadInput(f"--paths: {err}") from None
+        for key in ("optimum", "class_optimum"):
+            result[key].pop("exact_value", None)
+        if result["failures"]:
+            saved = inst.save(Path(save_dir) / f"gap-K{paths}-{inst.name}.json")
+            result["saved"] = str(saved)
+            raise ClaimFailed(f"{'; '.join(result['failures'])} (instance saved to {saved})",
+                              result)
+        return result
+
+    def render(r: dict[str, Any]) -> None:
+        inst, opt, klass = r["instance"], r["optimum"], r["class_optimum"]
+        rows = [["full LP optimum", f"{opt['value']:.12g}", opt["exact"] or "", "", "",
+                 _label(opt)]]
+        if klass.get("available"):
+            rows.append(["class optimum (select + BV)", f"{klass['value']:.12g}",
+                         klass.get("exact") or "", f"{opt['value'] - klass['value']:.3g}",
+                         f"{klass['value'] / opt['value']:.6f}", _label(klass)])
+        else:
+            rows.append(["class optimum (select + BV)", "", "", "", "",
+                         f"not computed: {klass.get('reason')}"])
+        for name, v in r["verifiers"].items():
+            rows.append([name, f"{v['block_efficiency']:.12g}", "", f"{v['gap']:.3g}",
+                         f"{v['ratio']:.6f}", f"TV {v['tv']:.2g}"])
+        title = (f"{inst['name']}  V={inst['vocab_size']} L={inst['depth']} K={r['paths']} "
+                 f"({r['draft_sampling']})  E[tau + 1]")
+        table(title, ["quantity", "value", "exact", "gap to optimum", "ratio", "status"], rows)
+        if r["missing"]:
+            stderr.print(f"verifiers not registered: {', '.join(r['missing'])}", markup=False)
+
+    run(body, as_json, render)
+
+
+def _ints(text: str, flag: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise BadInput(f"{flag}: expected comma-separated integers, got {text!r}") from None
+
+
+def _floats(text: str | None, flag: str) -> list[float]:
+    if not text:
+        return []
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise BadInput(f"{flag}: expected comma-separated numbers, got {text!r}") from None
+
+
+@app.command()
+def sweep(
+    vocab: str = typer.Option("2,3", "--vocab", help="Vocabulary sizes V, comma-separated."),
+    depth: str = typer.Option("1,2", "--depth", help="Depths L."),
+    paths: str = typer.Option("1,2,3", "--paths", help="Numbers K of draft paths."),
+    alpha: str = typer.Option(None, "--alpha",
+                              help="Dirichlet concentrations (family dirichlet)."),
+    temperature: str = typer.Option(None, "--temperature",
+                                    help="Draft temperatures (family temperature)."),
+    trials: int = typer.Option(4, "--trials", help="Instances per grid cell."),
+    seed: int = typer.Option(0, "--seed", help="First seed (seeds seed..seed+trials-1)."),
+    draft_sampling: str = typer.Option("iid", "--draft-sampling",
+                                       help="iid or without-replacement."),
+    backend: str = typer.Option("highs", "--backend", help="LP backend: highs or cvxpy."),
+    no_certify: bool = typer.Option(False, "--no-certify",
+                                    help="Skip exact certificates (optima labelled so)."),
+    class_max_paths: int = typer.Option(27, "--class-max-paths",
+                                        help="Class optimum only where V^L <= this (0: never)."),
+    max_variables: int = typer.Option(400_000, "--max-variables",
+                                      help="Size guard: full LP variables per cell."),
+    skip_large: bool = typer.Option(False, "--skip-large",
+                                    help="Leave out cells over the size guard (else exit 2)."),
+    out: str = typer.Option("sweep-results", "--out", help="Results directory (resumable)."),
+    fmt: str = typer.Option("parquet", "--format", help="parquet or csv."),
+    workers: int = typer.Option(1, "--workers", help="Worker processes."),
+    cluster: str = typer.Option(None, "--cluster",
+                                help="Dask scheduler address, or 'local' for a LocalCluster."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Optimality gaps over a grid of random instances, one row per (instance, verifier).
+
+    Resumable: rerun the same command after an interrupt; finished instances are kept.
+    Exit 1 when any verifier exceeded an optimum or was lossy (rows are saved first).
+    """
+
+    def body() -> dict[str, Any]:
+        from .proofs.sweep import (
+            FORMATS,
+            ResultStore,
+            SweepSpec,
+            SweepTooLarge,
+            load_results,
+            run_sweep,
+        )
+        from .proofs.sweep import summarize as summarise_rows
+
+        if fmt not in FORMATS:
+            raise BadInput(f"--format: must be one of {', '.join(FORMATS)}, got {fmt!r}")
+        if workers < 1:
+            raise BadInput(f"--workers: must be >= 1, got {workers}")
+        out_path = Path(out)
+        if out_path.exists() and not out_path.is_dir():
+            raise BadInput(f"--out: {out} exists and is not a directory")
+        spec = SweepSpec(vocab=_ints(vocab, "--vocab"), depth=_ints(depth, "--depth"),
+                         paths=_ints(paths, "--paths"), alpha=_floats(alpha, "--alpha"),
+                         temperature=_floats(temperature, "--temperature"), trials=trials,
+                         seed=seed, draft_sampling=draft_sampling, backend=backend,
+                         certify=not no_certify, class_max_paths=class_max_paths,
+                         max_variables=max_variables)
+        try:
+            summary = run_sweep(
+                spec, out_path, fmt=fmt, workers=workers, cluster=cluster,
+                skip_large=skip_large,
+                progress=lambda it, total: progress(it, total, f"sweep -> {out}"))
+        except SweepTooLarge as err:
+            raise BadInput(f"--max-variables: {err}") from None
+        except ValueError as err:
+            field = str(err).split(":", 1)[0]
+            raise BadInput(f"--{field.replace('_', '-')}: {str(err).split(':', 1)[-1].strip()}"
+                           ) from None
+        except KeyboardInterrupt:
+            done = len(ResultStore(out_path, fmt).done())
+            stderr.print(f"interrupted: {done} finished instances are saved in {out}; rerun the "
+                         "same command to resume", markup=False)
+            raise typer.Exit(130) from None
+        frame = load_results(out_path)
+        summary["summary"] = summarise_rows(frame)
+        if summary["violations"]:
+            raise ClaimFailed(f"{len(summary['violations'])} claim violations, first: "
+                              f"{summary['violations'][0]} (rows saved in {out})", summary)
+        return summary
+
+    def render(r: dict[str, Any]) -> None:
+        s = r["summary"]
+        rows = [["tasks (instance, K)", r["tasks"]], ["finished before this run", r["done_before"]],
+                ["computed now", r["computed"]], ["errors", len(r["errors"])],
+                ["rows", r["rows"]], ["optimum certified", f"{s['optimum_certified']}/"
+                                                           f"{s['instances']}"],
+                ["complete", r["complete"]], ["results", r["results_file"] or r["out"]]]
+        if "gbv_mean_gap" in s:
+            rows.append(["GBV mean gap to optimum", f"{s['gbv_mean_gap']:.6g}"])
+            for k, v in s["gbv_mean_gap_per_K"].items():
+                rows.append([f"  K={k}", f"{v:.6g}"])
+        if "gbv_below_bv" in s:
+            b = s["gbv_below_bv"]
+            rows.append(["GBV < BV (tol 1e-12)", f"{b['count']}/{b['of']} ({b['fraction']:.3f})"])
+        for cell in r["skipped_cells"]:
+            rows.append([f"skipped V={cell['vocab']} L={cell['depth']} K={cell['paths']}",
+                         cell["reason"]])
+        for err in r["errors"][:5]:
+            rows.append([f"error {err['instance_id']}", err["error"]])
+        table(f"sweep {r['out']}", ["quantity", "value"], rows)
+
+    run(body, as_json, render)
+
+
+@app.command()
+def plot(
+    results: str = typer.Argument(..., help="Sweep directory / results file, or bench results."),
+    out: str = typer.Option(None, "--out", help="Figure directory (default RESULTS_figures)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Optimality-gap figures (PNG and PDF) from a sweep, or benchmark figures."""
+
+    def body() -> dict[str, Any]:
+        from .proofs.plots import plot_results
+
+        try:
+            return plot_results(results, out)
+        except (FileNotFoundError, ValueError) as err:
+            raise BadInput(f"RESULTS: {err}") from None
+
+    def render(r: dict[str, Any]) -> None:
+        table(f"figures in {r['out']}", ["figure", "files", "note"],
+              [[name, ", ".join(f["files"]), f.get("note", "")]
+               for name, f in r["figures"].items()])
+
+    run(body, as_json, render)

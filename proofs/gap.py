@@ -1,0 +1,202 @@
+"""Optimality gaps of multi-path verifiers (THEORY.md section 4).
+
+For one instance and K draft paths:
+    optimum        the full K-path information-agnostic LP (every prefix-matching
+                   verifier that sees the K drafts), solved and, on request, certified
+                   in exact rationals (speclp.lp.report.optimum_record);
+    class_optimum  the "select one path, then BV" class LP (speclp.lp.selection), when
+                   that module is present;
+    verifiers      exact block efficiency E[tau + 1] (tokens per target call) and total
+                   variation to the target law of every registered verifier among
+                   DEFAULT_VERIFIERS, with gap = optimum - BE and ratio = BE / optimum.
+
+Claims checked (a violation is reported in ``failures``, never dropped):
+    * every verifier's BE <= optimum + tolerance, tolerance 1e-9 when the optimum is
+      certified and 1e-7 otherwise (direct HiGHS solves are accurate to about 1e-10,
+      THEORY.md section 6);
+    * every verifier is lossless: TV(float64 law continued by target sampling, target)
+      <= 1e-12;
+    * the class optimum is <= the full optimum + tolerance (the class is a subset of
+      all verifiers).
+Verifier laws are computed in float64 on the float rows (the engine's code path).
+"""
+
+from __future__ import annotations
+
+import time
+from fractions import Fraction
+from typing import Any
+
+from ..lp.builders import DRAFT_SAMPLING, full_lp
+from ..lp.certify import refine_basis
+from ..lp.instance import Instance
+from ..lp.program import LinearProgram
+from ..lp.solve import solve
+from ..verifiers.exact import exact_result
+from ..verifiers.law import verifier_names
+
+DEFAULT_VERIFIERS: tuple[str, ...] = (
+    "token", "bv", "gbv", "specinfer", "spectr", "nss", "naive_tree", "traversal",
+)
+BACKENDS = ("highs", "cvxpy")
+CERTIFIED_TOLERANCE = 1e-9
+UNCERTIFIED_TOLERANCE = 1e-7
+TV_TOLERANCE = 1e-12
+
+
+def available_verifiers(requested: tuple[str, ...] | list[str] | None = None
+                        ) -> tuple[list[str], list[str]]:
+    """(registered, missing) among `requested` (default DEFAULT_VERIFIERS), in order."""
+    wanted = list(DEFAULT_VERIFIERS if requested is None else requested)
+    registered = set(verifier_names())
+    return [n for n in wanted if n in registered], [n for n in wanted if n not in registered]
+
+
+def optimum_with_refinement(lp: LinearProgram, backend: str = "highs", certify: bool = True,
+                            rational: bool = False) -> dict[str, Any]:
+    """Solve `lp` and certify its optimum, refining a float basis that certifies only within
+    solver tolerances (speclp.lp.certify.refine_basis; cvxpy returns no basis).
+
+    Same keys as speclp.lp.report.optimum_record: value (float; the exact optimum's float
+    when certified), exact (fraction string when certified and rational), exact_value
+    (Fraction or None), certified, certificate, status, seconds, certify_seconds, backend,
+    size, notes, total_seconds.
+    """
+    start = time.perf_counter()
+    solution = solve(lp, backend=backend)
+    record: dict[str, Any] = {
+        "value": float(solution.value) if solution.value is not None else None,
+        "exact": None, "exact_value": None, "certified": False,
+        "certificate": "not requested", "status": solution.status,
+        "seconds": round(solution.seconds, 6), "certify_seconds": None, "backend": backend,
+        "size": lp.describe(), "notes": list(lp.notes) + list(solution.notes),
+    }
+    if certify and solution.optimal:
+        t0 = time.perf_counter()
+        if solution.basis is None:
+            record["certificate"] = f"no basis to certify (backend {backend} returns none)"
+        else:
+            refined, cert = refine_basis(lp, solution)
+            record["certified"] = bool(cert.certified)
+            record["certificate"] = cert.reason
+            record["notes"] = list(lp.notes) + list(refined.notes)
+            if cert.certified and cert.value is not None:
+                exact_value = Fraction(cert.value)
+                record["exact_value"] = exact_value
+                record["value"] = float(exact_value)
+                if rational:
+                    record["exact"] = str(exact_value)
+        record["certify_seconds"] = round(time.perf_counter() - t0, 6)
+    record["total_seconds"] = round(time.perf_counter() - start, 6)
+    return record
+
+
+def class_optimum_record(instance: Instance, paths: int, draft_sampling: str = "iid",
+                         backend: str = "highs", method: str = "auto") -> dict[str, Any]:
+    """Optimum of the selection-class LP, or {"available": False, "reason": ...}.
+
+    Keys when available: value, exact, exact_value, certified, certificate, method, cuts,
+    rounds, seconds, min_subset_slack, notes (speclp.lp.selection.class_lp_optimum without
+    its per-path law r). method: "auto" | "enumerate" | "cuts" (cutting planes are much
+    faster from about 16 paths on; both are certified).
+    """
+    try:
+        from ..lp.selection import class_lp_optimum
+    except ModuleNotFoundError as err:
+        if err.name and err.name.endswith("lp.selection"):
+            return {"available": False, "value": None, "certified": False,
+                    "reason": "speclp.lp.selection is not present"}
+        raise
+    start = time.perf_counter()
+    try:
+        record = dict(class_lp_optimum(instance, paths, draft_sampling=draft_sampling,
+                                       backend=backend, method=method))
+    except NotImplementedError as err:
+        return {"available": False, "value": None, "certified": False, "reason": str(err)}
+    for bulky in ("r", "r_exact", "size", "instance"):
+        record.pop(bulky, None)
+    record.setdefault("seconds", round(time.perf_counter() - start, 6))
+    record["available"] = True
+    return record
+
+
+def gap(instance: Instance, paths: int, draft_sampling: str = "iid", backend: str = "highs",
+        verifiers: list[str] | tuple[str, ...] | None = None, certify: bool = True,
+        class_optimum: bool = True, class_method: str = "auto") -> dict[str, Any]:
+    """Optimum, class optimum and every verifier's exact block efficiency on one instance.
+
+    Returns a dict with keys
+        instance       {name, vocab_size, depth, rational}
+        paths, draft_sampling, backend
+        optimum        optimum_record of the full K-path LP (value, exact, exact_value,
+                       certified, certificate, status, seconds, size, ...)
+        class_optimum  class_optimum_record(...) or {"available": False, "reason": ...}
+        verifiers      {name: {block_efficiency, gap, ratio, tv, seconds, multipath}}
+        missing        requested verifiers that are not registered
+        tolerance      the tolerance used for BE <= optimum
+        failures       list of violated claims (empty when every claim holds)
+        seconds        wall time of the whole computation
+    Raises ValueError for bad arguments (unknown draft sampling, K too large for drafting
+    without replacement, an LP over the builder's size limit).
+    """
+    if draft_sampling not in DRAFT_SAMPLING:
+        raise ValueError(f"draft_sampling must be one of {', '.join(DRAFT_SAMPLING)}, "
+                         f"got {draft_sampling!r}")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if paths < 1:
+        raise ValueError(f"paths must be >= 1, got {paths}")
+    start = time.perf_counter()
+    names, missing = available_verifiers(verifiers)
+    # The exact table is only needed for the certificate; a float build is much cheaper.
+    lp = full_lp(instance, paths=paths, draft_sampling=draft_sampling, exact=certify)
+    optimum = optimum_with_refinement(lp, backend, certify=certify, rational=instance.rational)
+    if optimum["value"] is None or optimum["status"] != "optimal":
+        raise RuntimeError(f"full LP of {instance.name} (K={paths}) not solved: "
+                           f"{optimum['status']}")
+    value = optimum["value"]  # the exact optimum's float when certified
+    tolerance = CERTIFIED_TOLERANCE if optimum["certified"] else UNCERTIFIED_TOLERANCE
+    klass = (class_optimum_record(instance, paths, draft_sampling, backend, class_method)
+             if class_optimum
+             else {"available": False, "value": None, "certified": False,
+                   "reason": "not requested"})
+
+    model = instance.model(exact=False)
+    failures: list[str] = []
+    results: dict[str, dict[str, Any]] = {}
+    for name in names:
+        t0 = time.perf_counter()
+        law = exact_result(model, name, paths=paths, draft_sampling=draft_sampling)
+        be = float(law.block_efficiency)
+        results[name] = {
+            "block_efficiency": be,
+            "gap": value - be,
+            "ratio": be / value,
+            "tv": float(law.total_variation),
+            "seconds": round(time.perf_counter() - t0, 6),
+        }
+        if be > value + tolerance:
+            failures.append(
+                f"{name}: block efficiency {be:.15g} exceeds the "
+                f"{'certified' if optimum['certified'] else 'NOT certified'} optimum {value:.15g} "
+                f"by {be - value:.3g} (tolerance {tolerance:g})")
+        if law.total_variation > TV_TOLERANCE:
+            failures.append(f"{name}: lossy, TV {law.total_variation:.3g} > {TV_TOLERANCE:g}")
+    if klass.get("available") and klass.get("value") is not None:
+        if float(klass["value"]) > value + tolerance:
+            failures.append(f"class optimum {float(klass['value']):.15g} exceeds the full optimum "
+                            f"{value:.15g} (tolerance {tolerance:g})")
+    return {
+        "instance": {"name": instance.name, "vocab_size": instance.vocab_size,
+                     "depth": instance.depth, "rational": instance.rational},
+        "paths": paths,
+        "draft_sampling": draft_sampling,
+        "backend": backend,
+        "optimum": optimum,
+        "class_optimum": klass,
+        "verifiers": results,
+        "missing": missing,
+        "tolerance": tolerance,
+        "failures": failures,
+        "seconds": round(time.perf_counter() - start, 6),
+    }

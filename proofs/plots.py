@@ -1,0 +1,195 @@
+"""Figures of a sweep's optimality gaps (PNG and PDF), and dispatch to benchmark plots.
+
+    plot_results(RESULTS, out) -> {"out": dir, "figures": {name: {"files": [...], "note"}}}
+
+Sweep figures (speclp.proofs.sweep rows):
+    gbv_gap_heatmap   GBV's mean gap to the K-path optimum (optimum - E[tau + 1]) per
+                      (V, L), one panel per K;
+    ratio_by_verifier distribution of BE / optimum per verifier (box plots), one panel per K;
+    gbv_vs_bv         GBV's against BV's block efficiency on the same (instance, K), with
+                      the diagonal; points where GBV < BV - 1e-12 highlighted and counted.
+A benchmark results directory (JSONL files, e.g. benchmarks/results/bench/) is handed to
+the real-model engine's plotting function (see BENCH_PLOTTERS).
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .sweep import load_results
+
+GBV_BELOW_BV_TOLERANCE = 1e-12
+# (module, function) candidates for benchmark plots: function(results_dir, out_dir) -> Any
+BENCH_PLOTTERS: tuple[tuple[str, str], ...] = (
+    ("speclp.verifiers.engine", "plot_bench_results"),
+    ("speclp.verifiers.bench", "plot_bench_results"),
+    ("speclp.proofs.bench", "plot_bench_results"),
+)
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig: Any, out: Path, name: str) -> list[str]:
+    files = []
+    for ext in ("png", "pdf"):
+        path = out / f"{name}.{ext}"
+        fig.savefig(path, dpi=150 if ext == "png" else None, bbox_inches="tight")
+        files.append(str(path))
+    _pyplot().close(fig)
+    return files
+
+
+def gap_heatmap(frame: pd.DataFrame, out: Path, verifier: str = "gbv") -> dict[str, Any]:
+    """Mean gap of `verifier` to the optimum per (V, L), one panel per K."""
+    plt = _pyplot()
+    rows = frame[frame["verifier"] == verifier]
+    if rows.empty:
+        raise ValueError(f"no rows for verifier {verifier!r}")
+    vocabs = sorted(frame["vocab"].unique())
+    depths = sorted(frame["depth"].unique())
+    ks = sorted(rows["paths"].unique())
+    means = rows.groupby(["paths", "vocab", "depth"])["gap"].mean()
+    counts = rows.groupby(["paths", "vocab", "depth"])["gap"].size()
+    vmax = max(float(means.max()), 1e-12)
+    fig, axes = plt.subplots(1, len(ks), figsize=(3.2 * len(ks) + 1.2, 3.4), squeeze=False)
+    image = None
+    for ax, k in zip(axes[0], ks, strict=True):
+        grid = np.full((len(vocabs), len(depths)), np.nan)
+        for i, v in enumerate(vocabs):
+            for j, d in enumerate(depths):
+                if (k, v, d) in means.index:
+                    grid[i, j] = means[(k, v, d)]
+        image = ax.imshow(grid, cmap="viridis", vmin=0.0, vmax=vmax, origin="lower",
+                          aspect="auto")
+        for i, v in enumerate(vocabs):
+            for j, d in enumerate(depths):
+                if np.isnan(grid[i, j]):
+                    ax.text(j, i, "not run", ha="center", va="center", fontsize=8, color="0.4")
+                else:
+                    dark = grid[i, j] < 0.6 * vmax
+                    ax.text(j, i, f"{grid[i, j]:.3f}\nn={counts[(k, v, d)]}", ha="center",
+                            va="center", fontsize=8, color="white" if dark else "black")
+        ax.set_xticks(range(len(depths)), [str(d) for d in depths])
+        ax.set_yticks(range(len(vocabs)), [str(v) for v in vocabs])
+        ax.set_xlabel("depth L")
+        ax.set_ylabel("vocabulary V")
+        ax.set_title(f"K = {k}")
+    fig.colorbar(image, ax=axes[0].tolist(), label="mean gap (optimum - E[tau+1])")
+    fig.suptitle(f"{verifier.upper()}: mean gap to the K-path LP optimum", y=1.02)
+    return {"files": _save(fig, out, f"{verifier}_gap_heatmap"),
+            "note": f"max cell mean {float(means.max()):.4g}"}
+
+
+def ratio_by_verifier(frame: pd.DataFrame, out: Path) -> dict[str, Any]:
+    """Box plots of BE / optimum per verifier, one panel per K."""
+    plt = _pyplot()
+    order = (frame.groupby("verifier")["ratio"].median().sort_values(ascending=False)
+             .index.tolist())
+    ks = sorted(frame["paths"].unique())
+    fig, axes = plt.subplots(len(ks), 1, figsize=(max(6.0, 0.8 * len(order) + 2), 2.4 * len(ks)),
+                             squeeze=False, sharex=True)
+    for ax, k in zip(axes[:, 0], ks, strict=True):
+        part = frame[frame["paths"] == k]
+        data = [part.loc[part["verifier"] == v, "ratio"].to_numpy() for v in order]
+        ax.boxplot(data, showfliers=True, flierprops={"markersize": 2})
+        ax.axhline(1.0, color="0.5", lw=0.8, ls="--")
+        ax.set_ylabel(f"K = {k}\nBE / optimum")
+        ax.set_ylim(0.0, 1.05)
+        ax.grid(axis="y", alpha=0.3)
+    axes[-1, 0].set_xticks(range(1, len(order) + 1), order, rotation=30, ha="right")
+    fig.suptitle("Block efficiency as a fraction of the K-path LP optimum")
+    fig.tight_layout()
+    return {"files": _save(fig, out, "ratio_by_verifier"),
+            "note": "verifiers ordered by median ratio"}
+
+
+def gbv_vs_bv(frame: pd.DataFrame, out: Path,
+              tolerance: float = GBV_BELOW_BV_TOLERANCE) -> dict[str, Any]:
+    """Scatter of GBV's against BV's block efficiency on the same (instance, K)."""
+    plt = _pyplot()
+    gbv = frame[frame["verifier"] == "gbv"].set_index("instance_id")
+    bv = frame[frame["verifier"] == "bv"].set_index("instance_id")
+    if gbv.empty or bv.empty:
+        raise ValueError("gbv_vs_bv needs rows of both verifiers gbv and bv")
+    both = gbv[["block_efficiency", "paths"]].join(bv[["block_efficiency"]], rsuffix="_bv",
+                                                   how="inner")
+    worse = (both["block_efficiency"] < both["block_efficiency_bv"] - tolerance).to_numpy()
+    fig, ax = plt.subplots(figsize=(5.2, 5.0))
+    ks = sorted(both["paths"].unique())
+    colours = plt.get_cmap("viridis")(np.linspace(0.1, 0.85, len(ks)))
+    for colour, k in zip(colours, ks, strict=True):
+        sel = (both["paths"] == k).to_numpy() & ~worse
+        ax.scatter(both["block_efficiency_bv"][sel], both["block_efficiency"][sel], s=9,
+                   color=colour, alpha=0.6, label=f"K = {k}")
+    ax.scatter(both["block_efficiency_bv"][worse], both["block_efficiency"][worse], s=28,
+               facecolors="none", edgecolors="red", linewidths=1.2,
+               label=f"GBV < BV: {int(worse.sum())}/{len(both)}")
+    low = float(min(both["block_efficiency_bv"].min(), both["block_efficiency"].min()))
+    high = float(max(both["block_efficiency_bv"].max(), both["block_efficiency"].max()))
+    ax.plot([low, high], [low, high], color="0.3", lw=0.8, ls="--", label="GBV = BV")
+    ax.set_xlabel("BV block efficiency E[tau + 1]")
+    ax.set_ylabel("GBV block efficiency E[tau + 1]")
+    ax.set_title(f"GBV vs BV on the same instance ({int(worse.sum())} of {len(both)} "
+                 f"below BV, tol {tolerance:g})", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    ax.grid(alpha=0.3)
+    return {"files": _save(fig, out, "gbv_vs_bv"),
+            "note": f"GBV < BV on {int(worse.sum())} of {len(both)} (tolerance {tolerance:g})",
+            "gbv_below_bv": int(worse.sum()), "pairs": int(len(both))}
+
+
+def is_bench_results(path: Path) -> bool:
+    """A benchmark results directory: JSONL files and no sweep parts."""
+    if path.is_file():
+        return path.suffix == ".jsonl"
+    return (path.is_dir() and not (path / "parts").is_dir()
+            and any(path.glob("*.jsonl")))
+
+
+def plot_bench(path: Path, out: Path) -> dict[str, Any]:
+    """Hand a benchmark results directory to the engine's plotting function."""
+    for module_name, function in BENCH_PLOTTERS:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError:
+            continue
+        plotter = getattr(module, function, None)
+        if plotter is not None:
+            made = plotter(path, out)
+            return {"out": str(out), "kind": "bench", "plotter": f"{module_name}.{function}",
+                    "figures": made if isinstance(made, dict) else {"bench": {"files": [
+                        str(p) for p in (made or [])]}}}
+    wanted = ", ".join(f"{m}.{f}" for m, f in BENCH_PLOTTERS)
+    raise ValueError(f"{path} holds benchmark results (JSONL), but no benchmark plotting "
+                     f"function is installed (looked for {wanted})")
+
+
+def plot_results(results: str | Path, out: str | Path | None = None) -> dict[str, Any]:
+    """Write the figures of a sweep (or a benchmark) to `out` (default RESULTS_figures)."""
+    path = Path(results)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file or directory")
+    target = Path(out) if out else path.with_name(path.stem + "_figures")
+    target.mkdir(parents=True, exist_ok=True)
+    if is_bench_results(path):
+        return plot_bench(path, target)
+    frame = load_results(path)
+    figures = {
+        "gbv_gap_heatmap": gap_heatmap(frame, target),
+        "ratio_by_verifier": ratio_by_verifier(frame, target),
+        "gbv_vs_bv": gbv_vs_bv(frame, target),
+    }
+    return {"out": str(target), "kind": "sweep", "instances": int(frame["instance_id"].nunique()),
+            "figures": figures}

@@ -1,0 +1,540 @@
+"""Resumable sweeps of optimality gaps over random instances (THEORY.md section 4).
+
+A sweep is a grid over vocabulary V, depth L, draft paths K and an instance family
+    "dirichlet"    Dirichlet(alpha) target and draft rows (one cell per alpha), or
+    "temperature"  draft = tempered, noisy target (one cell per temperature),
+with `trials` instances per cell (seeds seed .. seed + trials - 1; the same seeds at
+every K, so results are paired across K). One *task* = one (instance, K); it runs
+speclp.proofs.gap.gap and yields ONE ROW PER (instance, verifier) (ROW_COLUMNS).
+
+Storage (DIR = --out):
+    DIR/sweep.json               the grid and the runs that worked on it
+    DIR/parts/part-*.parquet     finished tasks (or .csv), written atomically (temporary
+                                 file + os.replace) by the parent process only
+    DIR/results.parquet          all rows, written when every task is done
+A task is *finished* when its rows are in a part file; the done set is the set of
+instance_ids found in DIR/parts. A rerun of the same command skips every finished task,
+so interrupted work is never recomputed and nothing already written is lost or
+duplicated. Rows are flushed every `batch` finished tasks or `flush_seconds`, and on
+KeyboardInterrupt / SIGTERM / an error; a SIGKILL loses at most the unflushed tasks
+(they are recomputed on resume). Every row carries the run_id of the run that computed
+it and computed_at (UTC), which is how the tests prove nothing was recomputed.
+
+Execution: in-process (workers = 1), a concurrent.futures process pool (spawn; one
+torch thread per worker) or a Dask distributed cluster (Client(address), or a
+LocalCluster for "local"). The size guard refuses cells whose full LP is estimated over
+`max_variables` variables or whose exact verifier enumeration is over `max_tuples`
+ordered draft tuples (SweepTooLarge; skip them with skip_large=True).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import signal
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..lp.builders import DRAFT_SAMPLING, count_configurations
+from ..lp.instance import Instance, dirichlet_instance, temperature_instance
+from ..verifiers.tree import num_nodes
+
+FAMILIES = ("dirichlet", "temperature")
+FORMATS = ("parquet", "csv")
+MAX_VARIABLES = 400_000  # full LP variables per cell (V=3, L=3, K=4 is about 1.07M: minutes)
+MAX_TUPLES = 1_000_000  # ordered draft tuples V^(L K) enumerated per verifier law
+ROW_COLUMNS = (
+    "family", "vocab", "depth", "paths", "draft_sampling", "alpha", "temperature", "seed",
+    "instance_id", "verifier", "multipath", "block_efficiency", "optimum", "optimum_certified",
+    "optimum_exact", "class_optimum", "class_optimum_certified", "gap", "ratio", "tv",
+    "claim_ok", "failures", "optimum_seconds", "class_seconds", "verifier_seconds", "seconds",
+    "run_id", "computed_at", "worker",
+)
+
+
+class SweepTooLarge(ValueError):
+    """A grid cell whose LP (or exact enumeration) is over the size guard."""
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Raised on SIGTERM (and by tests) to stop a sweep after flushing finished tasks."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One (instance, K): the instance is fixed by family, V, L, alpha/temperature, seed."""
+
+    family: str
+    vocab: int
+    depth: int
+    paths: int
+    seed: int
+    alpha: float | None = None
+    temperature: float | None = None
+    draft_sampling: str = "iid"
+
+    @property
+    def instance_id(self) -> str:
+        """Unique key of the task, e.g. dirichlet-V3-L2-a0.5-s7-K3-iid."""
+        shape = f"a{self.alpha:g}" if self.family == "dirichlet" else f"T{self.temperature:g}"
+        return (f"{self.family}-V{self.vocab}-L{self.depth}-{shape}-s{self.seed}"
+                f"-K{self.paths}-{self.draft_sampling}")
+
+    def instance(self) -> Instance:
+        if self.family == "dirichlet":
+            return dirichlet_instance(self.vocab, self.depth, alpha=float(self.alpha),
+                                      seed=self.seed)
+        return temperature_instance(self.vocab, self.depth, temperature=float(self.temperature),
+                                    seed=self.seed)
+
+
+@dataclasses.dataclass
+class SweepSpec:
+    """The grid and the options of every task.
+
+    class_max_paths: the class optimum is computed only where V^L <= class_max_paths
+    (it is NaN elsewhere); class_method is passed to class_lp_optimum.
+    """
+
+    vocab: list[int]
+    depth: list[int]
+    paths: list[int]
+    alpha: list[float] = dataclasses.field(default_factory=list)
+    temperature: list[float] = dataclasses.field(default_factory=list)
+    trials: int = 4
+    seed: int = 0
+    draft_sampling: str = "iid"
+    backend: str = "highs"
+    certify: bool = True
+    class_max_paths: int = 27
+    class_method: str = "cuts"
+    verifiers: list[str] | None = None
+    max_variables: int = MAX_VARIABLES
+    max_tuples: int = MAX_TUPLES
+
+    def validate(self) -> None:
+        """Raise ValueError naming the offending field."""
+        for name in ("vocab", "depth", "paths"):
+            values = getattr(self, name)
+            if not values:
+                raise ValueError(f"{name}: give at least one value")
+            low = 2 if name == "vocab" else 1
+            if any(int(v) != v or v < low for v in values):
+                raise ValueError(f"{name}: values must be integers >= {low}, got {values}")
+        if not self.alpha and not self.temperature:
+            raise ValueError("alpha: give --alpha and/or --temperature values (no family chosen)")
+        if any(not (a > 0 and math.isfinite(a)) for a in self.alpha):
+            raise ValueError(f"alpha: values must be > 0, got {self.alpha}")
+        if any(not (t > 0 and math.isfinite(t)) for t in self.temperature):
+            raise ValueError(f"temperature: values must be > 0, got {self.temperature}")
+        if self.trials < 1:
+            raise ValueError(f"trials: must be >= 1, got {self.trials}")
+        if self.draft_sampling not in DRAFT_SAMPLING:
+            raise ValueError(f"draft_sampling: must be one of {', '.join(DRAFT_SAMPLING)}, "
+                             f"got {self.draft_sampling!r}")
+        if self.backend not in ("highs", "cvxpy"):
+            raise ValueError(f"backend: must be highs or cvxpy, got {self.backend!r}")
+
+    def cells(self) -> list[tuple[int, int, int]]:
+        return [(v, d, k) for v in self.vocab for d in self.depth for k in self.paths]
+
+    def shapes(self) -> list[tuple[str, float | None, float | None]]:
+        return ([("dirichlet", a, None) for a in self.alpha]
+                + [("temperature", None, t) for t in self.temperature])
+
+
+def estimate_cell(vocab: int, depth: int, paths: int, draft_sampling: str = "iid"
+                  ) -> dict[str, int]:
+    """Upper bounds for one cell: full LP variables (every path drafted with q > 0) and the
+    ordered draft tuples the exact verifier laws enumerate."""
+    n_paths = vocab**depth
+    configs = (count_configurations(n_paths, paths, draft_sampling)
+               if draft_sampling == "iid" or paths <= n_paths else 0)
+    nodes = num_nodes(vocab, depth)
+    variables = configs * min(1 + paths * depth, nodes) * vocab + nodes - 1
+    return {"configurations": configs, "variables": variables, "tuples": n_paths**paths}
+
+
+def plan(spec: SweepSpec, skip_large: bool = False) -> tuple[list[Task], list[dict[str, Any]]]:
+    """All tasks of the grid, and the cells left out (with the reason).
+
+    Raises SweepTooLarge for a cell over the size guard unless skip_large.
+    """
+    spec.validate()
+    tasks: list[Task] = []
+    skipped: list[dict[str, Any]] = []
+    for vocab, depth, paths in spec.cells():
+        size = estimate_cell(vocab, depth, paths, spec.draft_sampling)
+        reason = None
+        if spec.draft_sampling == "without-replacement" and paths > vocab**depth:
+            reason = f"cannot draft {paths} distinct paths out of {vocab**depth}"
+        elif size["variables"] > spec.max_variables:
+            reason = (f"full LP about {size['variables']:,} variables "
+                      f"({size['configurations']:,} draft configurations; limit "
+                      f"{spec.max_variables:,})")
+        elif size["tuples"] > spec.max_tuples:
+            reason = (f"exact verifier laws enumerate {size['tuples']:,} ordered draft tuples "
+                      f"(limit {spec.max_tuples:,})")
+        if reason is not None:
+            if not skip_large:
+                raise SweepTooLarge(
+                    f"cell V={vocab} L={depth} K={paths}: {reason}; drop the cell (fewer "
+                    "--paths, --vocab or --depth values), raise --max-variables if you have "
+                    "the time and memory, or pass --skip-large to leave such cells out")
+            skipped.append({"vocab": vocab, "depth": depth, "paths": paths, "reason": reason})
+            continue
+        for family, alpha, temperature in spec.shapes():
+            for trial in range(spec.trials):
+                tasks.append(Task(family, vocab, depth, paths, spec.seed + trial, alpha,
+                                  temperature, spec.draft_sampling))
+    return tasks, skipped
+
+
+# ---------------------------------------------------------------------------
+# one task (runs in a worker)
+# ---------------------------------------------------------------------------
+
+def run_task(task: Task, spec: SweepSpec, run_id: str) -> dict[str, Any]:
+    """Compute one task: {"instance_id", "rows": [...]} or {"instance_id", "error": text}."""
+    import torch
+
+    from .gap import gap
+
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    try:
+        instance = task.instance()
+        result = gap(instance, task.paths, draft_sampling=task.draft_sampling,
+                     backend=spec.backend, verifiers=spec.verifiers, certify=spec.certify,
+                     class_optimum=task.vocab**task.depth <= spec.class_max_paths,
+                     class_method=spec.class_method)
+    except Exception as err:  # recorded, not fatal: the task stays unfinished
+        return {"instance_id": task.instance_id, "error": f"{type(err).__name__}: {err}"}
+    seconds = time.perf_counter() - start
+    optimum = result["optimum"]
+    klass = result["class_optimum"]
+    computed_at = datetime.now(UTC).isoformat(timespec="milliseconds")
+    worker = f"{socket.gethostname()}:{os.getpid()}"
+    failures = result["failures"]
+    from ..verifiers.law import get_verifier
+
+    rows = []
+    for name, res in result["verifiers"].items():
+        mine = [f for f in failures if f.startswith(f"{name}:")]
+        rows.append({
+            "family": task.family, "vocab": task.vocab, "depth": task.depth,
+            "paths": task.paths, "draft_sampling": task.draft_sampling,
+            "alpha": task.alpha if task.alpha is not None else math.nan,
+            "temperature": task.temperature if task.temperature is not None else math.nan,
+            "seed": task.seed, "instance_id": task.instance_id, "verifier": name,
+            "multipath": bool(get_verifier(name).multipath),
+            "block_efficiency": res["block_efficiency"],
+            "optimum": optimum["value"], "optimum_certified": bool(optimum["certified"]),
+            "optimum_exact": (str(optimum["exact_value"]) if optimum["exact_value"] is not None
+                              else None),
+            "class_optimum": (float(klass["value"]) if klass.get("value") is not None
+                              else math.nan),
+            "class_optimum_certified": bool(klass.get("certified", False)),
+            "gap": res["gap"], "ratio": res["ratio"], "tv": res["tv"],
+            "claim_ok": not mine, "failures": "; ".join(mine),
+            "optimum_seconds": optimum["total_seconds"],
+            "class_seconds": float(klass.get("seconds") or 0.0),
+            "verifier_seconds": res["seconds"], "seconds": round(seconds, 6),
+            "run_id": run_id, "computed_at": computed_at, "worker": worker,
+        })
+    return {"instance_id": task.instance_id, "rows": rows,
+            "other_failures": [f for f in failures if f.startswith("class optimum")]}
+
+
+# ---------------------------------------------------------------------------
+# storage
+# ---------------------------------------------------------------------------
+
+class ResultStore:
+    """Part files under DIR/parts, each written atomically; the done set is read from them."""
+
+    def __init__(self, out: str | Path, fmt: str = "parquet") -> None:
+        if fmt not in FORMATS:
+            raise ValueError(f"format: must be one of {', '.join(FORMATS)}, got {fmt!r}")
+        self.out = Path(out)
+        self.parts = self.out / "parts"
+        self.fmt = fmt
+
+    def part_files(self) -> list[Path]:
+        if not self.parts.is_dir():
+            return []
+        return sorted(p for p in self.parts.iterdir()
+                      if p.suffix in (".parquet", ".csv") and not p.name.startswith("."))
+
+    def done(self) -> set[str]:
+        """instance_ids of every finished task."""
+        ids: set[str] = set()
+        for part in self.part_files():
+            ids.update(_read_table(part, columns=["instance_id"])["instance_id"].tolist())
+        return ids
+
+    def write_part(self, rows: list[dict[str, Any]], run_id: str, sequence: int) -> Path:
+        """Write rows as one new part file (temporary file + os.replace)."""
+        self.parts.mkdir(parents=True, exist_ok=True)
+        final = self.parts / f"part-{run_id}-{sequence:05d}.{self.fmt}"
+        tmp = self.parts / f".{final.name}.tmp"
+        _write_table(pd.DataFrame(rows, columns=list(ROW_COLUMNS)), tmp, self.fmt)
+        os.replace(tmp, final)
+        return final
+
+    def load(self) -> pd.DataFrame:
+        frames = [_read_table(p) for p in self.part_files()]
+        if not frames:
+            return pd.DataFrame(columns=list(ROW_COLUMNS))
+        return pd.concat(frames, ignore_index=True)
+
+
+def _write_table(frame: pd.DataFrame, path: Path, fmt: str) -> None:
+    with open(path, "wb") as handle:
+        if fmt == "parquet":
+            frame.to_parquet(handle, index=False)
+        else:
+            frame.to_csv(handle, index=False)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _read_table(path: Path, columns: list[str] | None = None) -> pd.DataFrame:
+    if path.suffix == ".parquet":
+        return pd.read_parquet(path, columns=columns)
+    return pd.read_csv(path, usecols=columns)
+
+
+def load_results(path: str | Path) -> pd.DataFrame:
+    """Rows of a sweep: a sweep directory (its parts), or one .parquet / .csv file.
+
+    Raises FileNotFoundError / ValueError with a readable message.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file or directory")
+    if path.is_dir():
+        frame = ResultStore(path).load()
+        if frame.empty and (path / "results.parquet").exists():
+            frame = pd.read_parquet(path / "results.parquet")
+        if frame.empty:
+            raise ValueError(f"{path}: no sweep results (no parts/ files)")
+    elif path.suffix in (".parquet", ".csv"):
+        frame = _read_table(path)
+    else:
+        raise ValueError(f"{path}: expected a sweep directory or a .parquet / .csv file")
+    missing = {"instance_id", "verifier", "block_efficiency", "optimum"} - set(frame.columns)
+    if missing:
+        raise ValueError(f"{path}: not sweep results (missing columns {sorted(missing)})")
+    return frame
+
+
+# ---------------------------------------------------------------------------
+# execution
+# ---------------------------------------------------------------------------
+
+def _in_process(tasks: list[Task], spec: SweepSpec, run_id: str) -> Iterator[dict[str, Any]]:
+    for task in tasks:
+        yield run_task(task, spec, run_id)
+
+
+def _process_pool(tasks: list[Task], spec: SweepSpec, run_id: str, workers: int
+                  ) -> Iterator[dict[str, Any]]:
+    import multiprocessing
+
+    executor = ProcessPoolExecutor(max_workers=workers,
+                                   mp_context=multiprocessing.get_context("spawn"))
+    try:
+        futures: list[Future] = [executor.submit(run_task, t, spec, run_id) for t in tasks]
+        for future in as_completed(futures):
+            yield future.result()
+    finally:
+        executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _dask(tasks: list[Task], spec: SweepSpec, run_id: str, cluster: Any, workers: int
+          ) -> Iterator[dict[str, Any]]:
+    from dask.distributed import Client, LocalCluster
+    from dask.distributed import as_completed as dask_completed
+
+    own_client = None
+    own_cluster = None
+    if isinstance(cluster, Client):
+        client = cluster
+    elif cluster == "local":
+        own_cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                   dashboard_address=None)
+        client = own_client = Client(own_cluster)
+    else:
+        client = own_client = Client(str(cluster), timeout="20s")
+    try:
+        futures = [client.submit(run_task, t, spec, run_id, pure=False) for t in tasks]
+        try:
+            for future in dask_completed(futures):
+                yield future.result()
+        finally:
+            client.cancel(futures)
+    finally:
+        if own_client is not None:
+            own_client.close()
+        if own_cluster is not None:
+            own_cluster.close()
+
+
+def run_sweep(spec: SweepSpec, out: str | Path, fmt: str = "parquet", workers: int = 1,
+              cluster: Any = None, skip_large: bool = False,
+              progress: Callable[[Iterable[dict[str, Any]], int], Iterable[dict[str, Any]]]
+              | None = None,
+              batch: int = 8, flush_seconds: float = 10.0,
+              on_result: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Run (or resume) a sweep into `out`; returns a summary.
+
+    cluster: None (process pool when workers > 1), a dask Client, "local" (a LocalCluster
+    of `workers` processes) or a scheduler address. on_result is called in the parent after
+    each finished task is buffered (tests use it to interrupt a sweep). Summary keys:
+    out, format, tasks, done_before, computed, errors, skipped_cells, rows, violations,
+    run_id, seconds, parts_written, complete, results_file.
+    """
+    if workers < 1:
+        raise ValueError(f"workers: must be >= 1, got {workers}")
+    tasks, skipped = plan(spec, skip_large=skip_large)
+    store = ResultStore(out, fmt)
+    done_before = store.done()
+    todo = [t for t in tasks if t.instance_id not in done_before]
+    run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+    _write_manifest(store, spec, run_id, len(tasks), skipped, fmt)
+    start = time.perf_counter()
+    buffer: list[dict[str, Any]] = []
+    buffered_tasks = 0
+    sequence = 0
+    computed = 0
+    errors: list[dict[str, str]] = []
+    violations: list[str] = []
+    last_flush = time.monotonic()
+
+    def flush() -> None:
+        nonlocal buffer, buffered_tasks, sequence, last_flush
+        if buffer:
+            store.write_part(buffer, run_id, sequence)
+            sequence += 1
+        buffer, buffered_tasks, last_flush = [], 0, time.monotonic()
+
+    if not todo:
+        results: Iterator[dict[str, Any]] = iter(())
+    elif cluster is not None:
+        results = _dask(todo, spec, run_id, cluster, workers)
+    elif workers > 1:
+        results = _process_pool(todo, spec, run_id, workers)
+    else:
+        results = _in_process(todo, spec, run_id)
+    stream: Iterable[dict[str, Any]] = progress(results, len(todo)) if progress else results
+
+    previous = signal.getsignal(signal.SIGTERM)
+    handler_installed = False
+    try:
+        try:
+            signal.signal(signal.SIGTERM, _raise_interrupt)
+            handler_installed = True
+        except ValueError:  # not the main thread
+            pass
+        for result in stream:
+            if "error" in result:
+                errors.append({"instance_id": result["instance_id"], "error": result["error"]})
+            else:
+                buffer.extend(result["rows"])
+                buffered_tasks += 1
+                computed += 1
+                violations.extend(f"{r['instance_id']}: {r['failures']}"
+                                  for r in result["rows"] if not r["claim_ok"])
+                violations.extend(f"{result['instance_id']}: {f}"
+                                  for f in result.get("other_failures", []))
+            if on_result is not None:
+                on_result(result)
+            if buffered_tasks >= batch or time.monotonic() - last_flush >= flush_seconds:
+                flush()
+    finally:
+        flush()
+        if isinstance(results, Iterator) and hasattr(results, "close"):
+            results.close()  # type: ignore[attr-defined]
+        if handler_installed:
+            signal.signal(signal.SIGTERM, previous)
+
+    frame = store.load()
+    complete = {t.instance_id for t in tasks} <= set(frame["instance_id"])
+    results_file = None
+    if complete and not frame.empty:
+        results_file = store.out / f"results.{fmt}"
+        tmp = store.out / f".results.{fmt}.tmp"
+        _write_table(frame, tmp, fmt)
+        os.replace(tmp, results_file)
+        results_file = str(results_file)
+    return {
+        "out": str(store.out), "format": fmt, "tasks": len(tasks),
+        "done_before": len(done_before & {t.instance_id for t in tasks}),
+        "computed": computed, "errors": errors, "skipped_cells": skipped,
+        "rows": int(len(frame)), "violations": violations, "run_id": run_id,
+        "seconds": round(time.perf_counter() - start, 3), "parts_written": sequence,
+        "complete": complete, "results_file": results_file,
+    }
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise SweepInterrupted(f"signal {signum}")
+
+
+def _write_manifest(store: ResultStore, spec: SweepSpec, run_id: str, tasks: int,
+                    skipped: list[dict[str, Any]], fmt: str) -> None:
+    store.out.mkdir(parents=True, exist_ok=True)
+    path = store.out / "sweep.json"
+    runs: list[dict[str, Any]] = []
+    if path.exists():
+        try:
+            runs = list(json.loads(path.read_text()).get("runs", []))
+        except (json.JSONDecodeError, AttributeError):
+            runs = []
+    runs.append({"run_id": run_id, "started": datetime.now(UTC).isoformat(timespec="seconds"),
+                 "spec": dataclasses.asdict(spec)})
+    manifest = {"format": fmt, "tasks": tasks, "skipped_cells": skipped,
+                "spec": dataclasses.asdict(spec), "runs": runs}
+    tmp = store.out / ".sweep.json.tmp"
+    tmp.write_text(json.dumps(manifest, indent=1))
+    os.replace(tmp, path)
+
+
+def summarize(frame: pd.DataFrame, tolerance: float = 1e-12) -> dict[str, Any]:
+    """Headline numbers of a sweep: GBV's mean gap to the optimum (overall and per K) and how
+    often GBV < BV (block efficiency lower by more than `tolerance`) on the same task."""
+    out: dict[str, Any] = {"instances": int(frame["instance_id"].nunique()),
+                           "rows": int(len(frame)),
+                           "optimum_certified": int(frame.drop_duplicates("instance_id")
+                                                    ["optimum_certified"].sum())}
+    gbv = frame[frame["verifier"] == "gbv"].set_index("instance_id")
+    if not gbv.empty:
+        out["gbv_mean_gap"] = float(gbv["gap"].mean())
+        out["gbv_mean_gap_per_K"] = {int(k): float(v)
+                                     for k, v in gbv.groupby("paths")["gap"].mean().items()}
+        out["gbv_mean_ratio"] = float(gbv["ratio"].mean())
+    bv = frame[frame["verifier"] == "bv"].set_index("instance_id")
+    if not gbv.empty and not bv.empty:
+        both = gbv[["block_efficiency", "paths"]].join(bv[["block_efficiency"]], rsuffix="_bv",
+                                                       how="inner")
+        worse = both["block_efficiency"] < both["block_efficiency_bv"] - tolerance
+        out["gbv_below_bv"] = {"count": int(worse.sum()), "of": int(len(both)),
+                               "fraction": float(worse.mean()) if len(both) else math.nan,
+                               "tolerance": tolerance,
+                               "per_K": {int(k): int(v)
+                                         for k, v in worse.groupby(both["paths"]).sum().items()}}
+    out["mean_gap_per_verifier"] = {str(k): float(v) for k, v in
+                                    frame.groupby("verifier")["gap"].mean().items()}
+    out["claim_violations"] = int((~frame["claim_ok"].astype(bool)).sum())
+    return out

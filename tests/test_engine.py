@@ -1,0 +1,315 @@
+"""The speculative-decoding engine on tiny random models (fast) and on SmolLM2-135M.
+
+Tiny models: 2-layer Qwen2/Llama built from a config with a large lm_head scale so that
+rows are peaked and target and draft differ (acceptance well below 1), vocabulary 4 for
+the statistical tests (cheap exact law of two tokens).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+transformers = pytest.importorskip(
+    "transformers", reason="needs the models extra: pip install 'speclp[models]'"
+)
+
+from speclp.verifiers.engine import (  # noqa: E402
+    EngineConfig,
+    SpeculativeEngine,
+    build_tree,
+    generate_autoregressive,
+    probability_rows,
+)
+from speclp.verifiers.law import REGISTRY, BlockLaw, DraftTree, register, verifier_names  # noqa: E402
+from speclp.verifiers.models import LoadedModel, VocabularyMismatch, wrap_model  # noqa: E402
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny models: one intra-op thread (no OpenMP spin-waits on a shared 2-core box)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def tiny_model(
+    seed: int, vocab: int, family: str = "qwen2", scale: float = 3.0, attn: str = "sdpa",
+    hidden: int = 32,
+) -> LoadedModel:
+    """A 2-layer random causal LM; lm_head ~ N(0, scale^2 / hidden) gives peaked rows."""
+    torch.manual_seed(seed)
+    config_class = {"qwen2": transformers.Qwen2Config, "llama": transformers.LlamaConfig}[family]
+    config = config_class(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=False,
+    )
+    model = transformers.AutoModelForCausalLM.from_config(
+        config, dtype=torch.float32, attn_implementation=attn
+    )
+    with torch.no_grad():
+        model.lm_head.weight.normal_(0, scale / hidden**0.5)
+    return wrap_model(model, f"tiny-{family}-{seed}")
+
+
+def full_rows(model: LoadedModel, sequence: list[int]) -> torch.Tensor:
+    """[len, V] logits of a plain forward over the whole sequence (no cache)."""
+    with torch.no_grad():
+        return model.model(torch.tensor([sequence])).logits[0]
+
+
+# ---------------------------------------------------------------------------------------
+# deterministic checks
+
+
+def test_probability_rows_temperature_and_top_p() -> None:
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+    assert torch.allclose(probability_rows(logits, 1.0), torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+    top = probability_rows(logits, 1.0, top_p=0.8)  # 0.5 + 0.3 reaches 0.8
+    assert torch.allclose(top, torch.tensor([[0.625, 0.375, 0.0, 0.0]]))
+    top = probability_rows(logits, 1.0, top_p=0.81)
+    assert torch.allclose(top, torch.tensor([[0.5, 0.3, 0.15, 0.0]]) / 0.95)
+    assert torch.equal(probability_rows(logits, 0.0), torch.tensor([[1.0, 0.0, 0.0, 0.0]]))
+    cold = probability_rows(logits, 0.5)
+    assert torch.allclose(cold, torch.tensor([[0.25, 0.09, 0.0225, 0.0025]]) / 0.365)
+
+
+def test_build_tree_deduplicates_shared_prefixes() -> None:
+    tokens = torch.tensor([[[1, 2, 3], [1, 2, 0], [2, 2, 3]], [[0, 0, 0], [0, 0, 0], [0, 0, 0]]])
+    node_of, node_tokens, node_depth, ancestor, real = build_tree(tokens)
+    # row 0: nodes (1), (1,2), (1,2,3), (1,2,0), (2), (2,2), (2,2,3) -> 7 + root; row 1: 3 + root
+    assert real.sum(1).tolist() == [8, 4]
+    assert node_of[0, 0].tolist() == [0, 1, 2, 3]
+    assert node_of[0, 1].tolist() == [0, 1, 2, 4]
+    assert node_of[1, 2].tolist() == node_of[1, 0].tolist()
+    assert node_tokens[0, node_of[0, 1, 3]] == 0 and node_depth[0, node_of[0, 2, 2]] == 2
+    # node (1,2,0) sees root, (1), (1,2) and itself, not (1,2,3) nor path 2's nodes
+    seen = ancestor[0, node_of[0, 1, 3]].nonzero()[:, 0].tolist()
+    assert seen == sorted([0, 1, 2, 4])
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_tree_pass_rows_equal_per_path_forwards(attn: str) -> None:
+    """Every target/draft row the verifier saw equals a plain forward over context + path.
+
+    Covers the tree mask, position ids, prefix sharing, ragged prompts and the cache
+    roll-back over several steps (fp32, tolerance 1e-5).
+    """
+    target = tiny_model(0, vocab=32, attn=attn)
+    draft = tiny_model(1, vocab=32, family="llama", attn=attn)
+    config = EngineConfig(
+        paths=3, depth=3, max_new_tokens=14, record_steps=True, eos_token_ids=(), temperature=1.0
+    )
+    engine = SpeculativeEngine(target, draft, "bv", config)
+    result = engine.generate(
+        [[1, 2, 3], [4], [5, 6, 7, 8, 9, 10]], generator=torch.Generator().manual_seed(0)
+    )
+    assert [len(t) for t in result.tokens] == [14, 14, 14]
+    assert len(result.steps) >= 4 and any(s.accepted.max() > 0 for s in result.steps)
+    worst = 0.0
+    for step in result.steps:
+        for b, context in enumerate(step.contexts):
+            n = len(context)
+            for k in range(config.paths):
+                path = step.tree.tokens[b, k].tolist()
+                p = probability_rows(full_rows(target, context + path), 1.0)[n - 1 :]
+                q = probability_rows(full_rows(draft, context + path), 1.0)[n - 1 : n - 1 + 3]
+                worst = max(
+                    worst,
+                    float((p - step.tree.target_rows[b, k]).abs().max()),
+                    float((q - step.tree.draft_rows[b, k]).abs().max()),
+                )
+    assert worst < 1e-5
+    # the committed output is context + accepted prefix + correction, step after step
+    for before, after in zip(result.steps, result.steps[1:], strict=False):
+        for b, row in enumerate(after.rows):
+            if row in before.rows:
+                i = before.rows.index(row)
+                tau = int(before.accepted[i])
+                block = before.tree.tokens[i, int(before.path[i]), :tau].tolist()
+                assert after.contexts[b] == before.contexts[i] + block + [int(before.token[i])]
+
+
+def test_eos_and_max_new_tokens_and_callback() -> None:
+    target, draft = tiny_model(0, vocab=8), tiny_model(1, vocab=8)
+    streamed: dict[int, list[int]] = {0: [], 1: []}
+    config = EngineConfig(paths=2, depth=4, max_new_tokens=9, eos_token_ids=())
+    engine = SpeculativeEngine(target, draft, "token", config)
+    out = engine.generate(
+        [[1, 2], [3]],
+        generator=torch.Generator().manual_seed(1),
+        callback=lambda r, toks: streamed[r].extend(toks),
+    )
+    assert [len(t) for t in out.tokens] == [9, 9] and streamed == dict(enumerate(out.tokens))
+    m = out.metrics
+    assert m["generated_tokens"] == 18 and m["row_steps"] >= m["target_calls"] >= 3
+    assert sum(m["accepted_histogram"]) == m["row_steps"]
+    assert 1 <= m["block_efficiency"] <= 5 and m["tokens_per_call"] <= m["block_efficiency"]
+    assert m["draft_s"] > 0 and m["target_s"] > 0 and m["verifier_s"] > 0
+    assert 1 < m["target_nodes_per_call"] <= 1 + 2 * 4
+    # EOS: stop at the first EOS (kept), whatever the block held after it (one row, so the
+    # random stream is the same until the row stops)
+    alone = SpeculativeEngine(target, draft, "token", config).generate(
+        [[1, 2]], generator=torch.Generator().manual_seed(1))
+    eos = alone.tokens[0][3]
+    config = EngineConfig(paths=2, depth=4, max_new_tokens=9, eos_token_ids=(eos,))
+    again = SpeculativeEngine(target, draft, "token", config).generate(
+        [[1, 2]], generator=torch.Generator().manual_seed(1))
+    first = alone.tokens[0].index(eos)
+    assert again.tokens[0] == alone.tokens[0][: first + 1]
+
+
+def test_pair_with_different_vocabularies_is_refused() -> None:
+    with pytest.raises(VocabularyMismatch, match="16.*12|12.*16"):
+        SpeculativeEngine(tiny_model(0, vocab=16), tiny_model(1, vocab=12), "bv")
+
+
+def test_autoregressive_baseline_matches_target_first_token() -> None:
+    target = tiny_model(0, vocab=4)
+    runs = 4000
+    out = generate_autoregressive(
+        target,
+        [[1, 2, 3]] * runs,
+        max_new_tokens=1,
+        eos_token_ids=(),
+        generator=torch.Generator().manual_seed(0),
+    )
+    counts = np.bincount([t[0] for t in out.tokens], minlength=4)
+    p = probability_rows(full_rows(target, [1, 2, 3])[-1], 1.0).double().numpy()
+    assert chi_square_pvalue(counts, p) > 1e-3
+
+
+# ---------------------------------------------------------------------------------------
+# losslessness: joint law of the first two generated tokens
+
+VOCAB, PATHS, DEPTH, RUNS = 4, 3, 2, 40_000
+TEMPERATURE, TOP_P = 0.9, 0.95
+PROMPT = [1, 2, 3]
+# Power: for any alternative at total variation TV from the target law, Cauchy-Schwarz gives
+# the chi-square non-centrality lambda = RUNS * sum (p' - p)^2 / p >= RUNS (2 TV)^2 = 64 at
+# TV = 0.02; with <= 15 degrees of freedom and alpha = 1e-3 the power is above 0.99.
+ALPHA = 1e-3
+
+
+@pytest.fixture(scope="module")
+def stat_pair() -> tuple[LoadedModel, LoadedModel, np.ndarray]:
+    """(target, draft, exact [V, V] law of the first two target-sampled tokens)."""
+    target = tiny_model(10, vocab=VOCAB, family="llama", scale=1.5, hidden=16)
+    draft = tiny_model(11, vocab=VOCAB, family="qwen2", scale=1.5, hidden=16)
+    first = probability_rows(full_rows(target, PROMPT)[-1].double(), TEMPERATURE, TOP_P)
+    joint = np.zeros((VOCAB, VOCAB))
+    for t in range(VOCAB):
+        second = probability_rows(full_rows(target, PROMPT + [t])[-1].double(), TEMPERATURE, TOP_P)
+        joint[t] = (first[t] * second).numpy()
+    return target, draft, joint
+
+
+def two_token_counts(
+    target: LoadedModel, draft: LoadedModel, verifier: str, paths: int = PATHS, seed: int = 0
+) -> tuple[np.ndarray, dict]:
+    config = EngineConfig(
+        paths=paths,
+        depth=DEPTH,
+        temperature=TEMPERATURE,
+        top_p=TOP_P,
+        max_new_tokens=2,
+        eos_token_ids=(),
+        law_dtype=torch.float64,
+    )
+    out = SpeculativeEngine(target, draft, verifier, config).generate(
+        [PROMPT] * RUNS, generator=torch.Generator().manual_seed(seed)
+    )
+    pairs = np.array(out.tokens)
+    counts = np.bincount(pairs[:, 0] * VOCAB + pairs[:, 1], minlength=VOCAB**2)
+    return counts.reshape(VOCAB, VOCAB), out.metrics
+
+
+def chi_square_pvalue(counts: np.ndarray, law: np.ndarray) -> float:
+    """Pearson chi-square of counts against a law; cells expected < 5 are pooled; a count in
+    a cell of probability 0 gives p-value 0."""
+    counts, law = counts.reshape(-1), law.reshape(-1)
+    if counts[law <= 1e-15].sum() > 0:
+        return 0.0
+    expected = law * counts.sum()
+    big = expected >= 5
+    observed = np.append(counts[big], counts[~big].sum())
+    expected = np.append(expected[big], expected[~big].sum())
+    if expected[-1] == 0:
+        observed, expected = observed[:-1], expected[:-1]
+    return float(stats.chisquare(observed, expected * observed.sum() / expected.sum()).pvalue)
+
+
+def test_statistical_pair_is_informative(stat_pair) -> None:
+    """The instance must make verifiers work: q far from p, several likely cells."""
+    target, draft, joint = stat_pair
+    p = probability_rows(full_rows(target, PROMPT)[-1], TEMPERATURE, TOP_P)
+    q = probability_rows(full_rows(draft, PROMPT)[-1], TEMPERATURE, TOP_P)
+    overlap = float(torch.minimum(p, q).sum())
+    assert 0.2 < overlap < 0.9, overlap
+    assert (joint > 0.02).sum() >= 5
+
+
+@pytest.mark.parametrize("verifier", verifier_names())
+def test_engine_is_lossless_on_first_two_tokens(stat_pair, verifier: str) -> None:
+    target, draft, joint = stat_pair
+    counts, metrics = two_token_counts(target, draft, verifier)
+    pvalue = chi_square_pvalue(counts, joint)
+    tv = 0.5 * np.abs(counts / counts.sum() - joint).sum()
+    assert pvalue > ALPHA, f"{verifier}: p = {pvalue:.2e}, empirical TV {tv:.4f}"
+    if verifier != "nss":
+        assert metrics["block_efficiency"] > 1.05  # drafts were really used
+
+
+def _always_accept(tree: DraftTree) -> BlockLaw:
+    """Deliberately lossy: accept path 0 entirely, bonus token from p(.|X_1..L)."""
+    stop = torch.zeros(tree.batch, tree.paths, tree.depth + 1, dtype=tree.target_rows.dtype)
+    stop[:, 0, -1] = 1
+    return BlockLaw(stop, tree.target_rows.clone())
+
+
+def _target_correction_token(tree: DraftTree) -> BlockLaw:
+    """Deliberately lossy: token-level acceptance but the correction drawn from p, not (p - q)+."""
+    from speclp.verifiers.single_path import token_path_law
+
+    stop0, _ = token_path_law(tree.tokens[:, 0], tree.target_rows[:, 0], tree.draft_rows[:, 0])
+    stop = torch.zeros(tree.batch, tree.paths, tree.depth + 1, dtype=stop0.dtype)
+    stop[:, 0] = stop0
+    return BlockLaw(stop, tree.target_rows.clone())
+
+
+@pytest.mark.parametrize("broken", [_always_accept, _target_correction_token])
+def test_lossy_verifier_is_detected(stat_pair, broken) -> None:
+    name = f"test_{broken.__name__}"
+    register(name, "test-local lossy law", multipath=False, lossless=False)(broken)
+    try:
+        target, draft, joint = stat_pair
+        counts, _ = two_token_counts(target, draft, name)
+    finally:
+        del REGISTRY[name]
+    assert chi_square_pvalue(counts, joint) < 1e-6
+
+
+def test_gbv_with_one_path_equals_bv_token_for_token(stat_pair) -> None:
+    if "gbv" not in verifier_names():
+        pytest.skip("verifier 'gbv' is not registered yet (verifiers/gbv.py missing)")
+    target, draft, _ = stat_pair
+    config = EngineConfig(
+        paths=1, depth=4, temperature=TEMPERATURE, max_new_tokens=24, eos_token_ids=()
+    )
+    prompts = [PROMPT, [0], [2, 2, 2, 1]] * 20
+    outs = [
+        SpeculativeEngine(target, draft, name, config)
+        .generate(prompts, generator=torch.Generator().manual_seed(7))
+        .tokens
+        for name in ("gbv", "bv")
+    ]
+    assert outs[0] == outs[1]

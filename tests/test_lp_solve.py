@@ -1,0 +1,78 @@
+"""Solvers: HiGHS and cvxpy agree; pitfalls of THEORY.md section 6 are reported."""
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from speclp.lp.builders import full_lp, node_lp
+from speclp.lp.instance import dirichlet_instance, temperature_instance
+from speclp.lp.program import Block, LinearProgram, ValueTable
+from speclp.lp.solve import solve
+
+
+@pytest.mark.parametrize("vocab,depth,paths,draft_sampling,seed", [
+    (2, 2, 1, "iid", 0), (3, 2, 1, "iid", 1), (2, 4, 1, "iid", 2), (4, 2, 1, "iid", 3),
+    (2, 2, 2, "iid", 4), (3, 2, 2, "iid", 5), (2, 3, 3, "iid", 6),
+    (3, 2, 2, "without-replacement", 7), (2, 3, 2, "without-replacement", 8),
+])
+def test_backends_agree(vocab, depth, paths, draft_sampling, seed):
+    inst = dirichlet_instance(vocab, depth, alpha=0.7, seed=seed)
+    lp = full_lp(inst, paths=paths, draft_sampling=draft_sampling, exact=False)
+    highs = solve(lp, backend="highs")
+    cvx = solve(lp, backend="cvxpy")
+    assert highs.status == "optimal" and cvx.status == "optimal", (highs.notes, cvx.notes)
+    assert abs(highs.value - cvx.value) <= 1e-9
+    assert highs.basis is not None and cvx.basis is None
+    # the reported value is the objective of the returned point
+    assert abs(lp.objective() @ highs.x + lp.constant() - highs.value) <= 1e-9
+    assert np.abs(lp.matrix("eq") @ highs.x - lp.rhs("eq")).max() <= 1e-9
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_backends_agree_node_lp(seed):
+    lp = node_lp(temperature_instance(3, 3, seed=seed), exact=False)
+    assert abs(solve(lp).value - solve(lp, backend="cvxpy").value) <= 1e-9
+
+
+def test_cvxpy_highs_solver_option():
+    lp = full_lp(dirichlet_instance(2, 2, seed=3), paths=2, exact=False)
+    assert abs(solve(lp, backend="cvxpy", solver="HIGHS").value - solve(lp).value) <= 1e-9
+
+
+def tiny_lp(coefficient: float, rhs: float, sign_le: bool = True) -> LinearProgram:
+    """max x  s.t.  coefficient * x <= rhs  (x >= 0), as a one-row LinearProgram."""
+    table = ValueTable(exact=True)
+    refs = table.add(np.array([coefficient, rhs]))
+    block = Block(np.array([0]), np.array([0]), refs[:1], refs[1:])
+    values, exact = table.tables()
+    return LinearProgram("tiny", 1, np.array([table.one]), table.zero,
+                         Block.empty() if sign_le else block, block if sign_le else Block.empty(),
+                         values, exact)
+
+
+def test_small_coefficient_noted():
+    lp = tiny_lp(1e-13, 1.0)
+    solution = solve(lp)
+    assert any("small_matrix_value" in note for note in solution.notes)
+    fine = solve(tiny_lp(1e-11, 1.0))  # above the lowered threshold: solved correctly
+    assert fine.status == "optimal" and abs(fine.value - 1e11) <= 1e-3 * 1e11
+    assert not any("small_matrix_value" in note for note in fine.notes)
+
+
+def test_infeasible_is_retried():
+    lp = tiny_lp(1.0, -1.0, sign_le=False)  # x = -1 with x >= 0: infeasible
+    solution = solve(lp)
+    assert solution.status in ("infeasible", "infeasible_or_unbounded")
+    assert any("retried without presolve" in note for note in solution.notes)
+    assert solve(lp, presolve=False).notes == []
+
+
+def test_bad_backend():
+    with pytest.raises(ValueError, match="backend"):
+        solve(node_lp(dirichlet_instance(2, 1, seed=0)), backend="glpk")
+
+
+def test_exact_value_matches_fraction_data():
+    lp = tiny_lp(0.5, 0.25)
+    assert lp.exact_table[lp.ub.refs[0]] == Fraction(1, 2)
+    assert abs(solve(lp).value - 0.5) <= 1e-12

@@ -1,0 +1,405 @@
+"""Multi-path verifiers on the drafted prefix tree, law first (THEORY.md section 4).
+
+The K drafted paths (i.i.d. from q unless stated) form a prefix tree. A node of depth i
+is named by its *canonical* slot (k, i): k is the lowest path index whose first i
+tokens are the node. Every law below walks the tree depth by depth (loops over L and
+K only, everything else batched) and puts its stop mass on canonical slots.
+
+Registered here (GBV and its variants live in `gbv.py`, imported below):
+
+"specinfer"  SpecInfer / recursive rejection sampling WITH replacement. At the current
+             node u (paths A through u, in path order) the children are tried once per
+             path: for j in A in increasing order, c = path j's token at u,
+             accept c w.p. min(1, p'(c)/q(c|u)); on rejection p' <- norm((p' - q)_+).
+             (A token drafted by several paths is tried once per path that drafted it.)
+             Acceptance moves to c together with ALL paths through c (also paths whose
+             earlier try of c was rejected: their suffixes are still i.i.d. q(.|c)). If
+             every try fails, Y ~ p'. At depth L, Y ~ p(.|node) (bonus).
+             Lossless for i.i.d. drafts: the tries at u are i.i.d. q(.|u) draws.
+"naive_tree" Token-level verification on the tree = recursive rejection sampling WITHOUT
+             replacement over the DISTINCT children of the node, in order of first
+             appearance (lowest path index): accept c w.p. min(1, p'(c)/q'(c)); on
+             rejection p' <- norm((p' - q')_+) and q' <- q' with c removed, renormalised.
+             If every distinct child fails, Y ~ p'. With K = 1 this is token-level
+             speculative sampling. Lossless for i.i.d. drafts: given the tries so far,
+             the next new child (if any) is distributed as q restricted to the untried
+             tokens, and whether it exists depends on draws independent of the coins.
+"spectr"     SpecTr K-SEQ at every node, with n = number of paths through the node:
+             beta(rho) = sum_x min(q(x), p(x)/rho), rho* in [1, n] solves
+             1 - (1 - beta)^n = rho beta (bisection; the upper end of the bracket is
+             used: any rho >= rho* keeps the residual below >= 0, hence losslessness);
+             for the n paths in order accept c w.p. min(1, p(c)/(rho q(c))), moving to c
+             with the paths through c; else Y ∝ (p - min(q, p/rho)(1 - (1-beta)^n)/beta)_+.
+             n = 1 gives rho = 1 (token level). Exact rows: rho is chosen in float64,
+             converted to a rational and checked exactly (fallback rho = n).
+"nss"        Ignore the drafts: Y ~ p(.|root); block efficiency exactly 1.
+"traversal"  Traversal verification (arXiv 2505.12398, THEORY section 4): nodes are
+             tested in post-order DFS (children in order of first appearance), i.e.
+             repeatedly the first leaf of the remaining tree. Weights
+             w(child) = min(1, w(u) p_u(c)/q_u(c)) are set from the parent's CURRENT
+             rows when the child's subtree is entered. A tested node is accepted w.p.
+             its weight (the root w.p. 1): output = the node, Y ~ its current target
+             row. On rejection the node is deleted and its parent u updated:
+             Z = sum (w_u p_u - q_u)_+, p_u <- (w_u p_u - q_u)_+ / Z,
+             w_u <- Z/(Z + 1 - w_u), q_u <- q_u without the deleted token, renormalised.
+             On a chain (K = 1) this is BV.
+
+Losslessness of all of these is claimed for i.i.d. drafting only (the default of
+`exact_result` and of the audit); drafting without replacement is not covered.
+
+Shapes: tokens [B, K, L], target rows [B, K, L+1, V], draft rows [B, K, L, V];
+law.stop [B, K, L+1], law.correction [B, K, L+1, V].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import torch
+
+from . import gbv as _gbv  # noqa: F401  (registers gbv, gbv_clipped, gbv_broken)
+from . import ops
+from .law import BlockLaw, DraftTree, register
+from .single_path import residual_rows
+
+Array = Any
+
+
+# ---------------------------------------------------------------------------
+# tree structure
+# ---------------------------------------------------------------------------
+
+def shared_prefix(tokens: Array) -> Array:
+    """same [B, K, K, L+1] bool: same[b, a, c, i] = paths a and c agree on their first i tokens."""
+    equal = tokens[:, :, None, :] == tokens[:, None, :, :]  # [B, K, K, L]
+    levels = [equal[..., 0] | True]
+    for i in range(tokens.shape[-1]):
+        levels.append(levels[-1] & equal[..., i])
+    return ops.stack(levels, -1)
+
+
+def canonical_paths(same: Array) -> Array:
+    """canon [B, K, L+1]: lowest path index sharing the first i tokens of path k."""
+    return ops.argmax(same, 1)
+
+
+def _one_hot(index: Array, size: int) -> Array:
+    """[..., size] bool: index[..., None] == arange(size)."""
+    return index[..., None] == ops.arange(size, index)
+
+
+def _gather_tokens(rows: Array, token: Array) -> Array:
+    """rows [B, S, V], token [B] -> [B, S] rows[b, s, token[b]]."""
+    index = token[:, None, None]
+    if ops.is_torch(rows):
+        index = index.expand(rows.shape[0], rows.shape[1], 1)
+    else:
+        index = np.broadcast_to(index, (rows.shape[0], rows.shape[1], 1))
+    return ops.gather(rows, -1, index)[..., 0]
+
+
+# ---------------------------------------------------------------------------
+# walking the tree node by node (specinfer, naive_tree, spectr)
+# ---------------------------------------------------------------------------
+
+# A node rule gets, at depth i, for every slot (k0, i) of the batch (non-canonical slots
+# are computed too, with zero reach):
+#   target [B, K, V], draft [B, K, V]  the rows of node (k0, i)
+#   through [B, K(k0), K(j)] bool      path j passes through node (k0, i)
+#   children [B, K] tokens at depth i; first [B, K] bool: path j is the first drafter
+#   of its child (canonical at depth i+1)
+# and returns (accept [B, K(k0), K(j)] = P(the node's rule moves down through path j's
+# child), correction [B, K, V] the row of Y when no child is accepted; the stop mass is
+# 1 - sum_j accept).
+NodeRule = Callable[[Array, Array, Array, Array, Array], tuple[Array, Array]]
+
+
+def walk_tree(tree: DraftTree, rule: NodeRule) -> BlockLaw:
+    """Exact law of a top-down verifier that moves from node to child or stops."""
+    target, draft = tree.target_rows, tree.draft_rows
+    tokens = ops.index_like(target, tree.tokens)
+    batch, paths, depth = tree.batch, tree.paths, tree.depth
+    same = shared_prefix(tokens)  # [B, K, K, L+1]
+    canon = canonical_paths(same)  # [B, K, L+1]
+    reach = ops.zeros((batch, paths), like=target)  # P(current node = canonical slot (k, i))
+    reach[:, 0] = 1  # the root's canonical slot is path 0
+    stops, corrections = [], []
+    for i in range(depth):
+        through = same[:, :, :, i]  # [B, K0, J] (symmetric): path j passes through (k0, i)
+        first = canon[:, :, i + 1] == ops.arange(paths, canon)[None, :]  # [B, J]
+        accept, correction = rule(target[:, :, i], draft[:, :, i], through, tokens[:, :, i], first)
+        stops.append(reach * (1 - ops.total(accept, -1)))
+        corrections.append(correction)
+        moved = ops.total(reach[:, :, None] * accept, 1)  # [B, J] mass leaving via path j
+        next_reach = reach * 0
+        for j in range(paths):
+            next_reach = next_reach + ops.where(_one_hot(canon[:, j, i + 1], paths),
+                                                moved[:, j : j + 1], 0)
+        reach = next_reach
+    stops.append(reach)
+    corrections.append(target[:, :, depth])
+    return BlockLaw(ops.stack(stops, 2), ops.stack(corrections, 2))
+
+
+def _specinfer_rule(target: Array, draft: Array, through: Array, children: Array,
+                    first: Array) -> tuple[Array, Array]:
+    residual = target
+    remaining = ops.ones(target.shape[:2], like=target)  # [B, K0]
+    accepts = []
+    for j in range(children.shape[1]):
+        alive = through[:, :, j]
+        p_c = _gather_tokens(residual, children[:, j])
+        q_c = _gather_tokens(draft, children[:, j])
+        a = ops.where(alive, ops.minimum(ops.safe_div(p_c, q_c), 1), 0)
+        accepts.append(remaining * a)
+        remaining = remaining * (1 - a)
+        rejected, _ = residual_rows(ops.ones(remaining.shape, like=remaining), residual, draft)
+        residual = ops.where(alive[..., None], rejected, residual)
+    return ops.stack(accepts, 2), residual
+
+
+def _naive_tree_rule(target: Array, draft: Array, through: Array, children: Array,
+                     first: Array) -> tuple[Array, Array]:
+    residual, proposal = target, draft
+    vocab = target.shape[-1]
+    remaining = ops.ones(target.shape[:2], like=target)
+    accepts = []
+    for j in range(children.shape[1]):
+        tried = through[:, :, j] & first[:, j : j + 1]  # a new distinct child at the node
+        p_c = _gather_tokens(residual, children[:, j])
+        q_c = _gather_tokens(proposal, children[:, j])
+        a = ops.where(tried, ops.minimum(ops.safe_div(p_c, q_c), 1), 0)
+        accepts.append(remaining * a)
+        remaining = remaining * (1 - a)
+        rejected, _ = residual_rows(ops.ones(remaining.shape, like=remaining), residual, proposal)
+        residual = ops.where(tried[..., None], rejected, residual)
+        removed = ops.where(_one_hot(children[:, j], vocab)[:, None, :], 0, proposal)
+        removed = ops.safe_div(removed, ops.total(removed, -1, keepdim=True))
+        proposal = ops.where(tried[..., None], removed, proposal)
+    return ops.stack(accepts, 2), residual
+
+
+# --- SpecTr K-SEQ ---------------------------------------------------------------
+
+def _kseq_beta(target: Array, draft: Array, rho: Array) -> Array:
+    return ops.total(ops.minimum(draft, target / rho[..., None]), -1)
+
+
+def _power_count(base: Array, count: Array, most: int) -> Array:
+    """base ** count elementwise for integer counts 0..most (no float pow of exact values)."""
+    if ops.is_torch(base):
+        return torch.pow(base, count.to(base.dtype))
+    out = base * 0 + 1
+    for m in range(1, most + 1):
+        out = ops.where(count >= m, out * base, out)
+    return out
+
+
+def _kseq_gap(target: Array, draft: Array, rho: Array, count: Array, most: int) -> Array:
+    """h(rho) = rho beta(rho) - (1 - (1 - beta(rho))^n); h >= 0 iff rho >= rho*."""
+    beta = _kseq_beta(target, draft, rho)
+    mass = ops.total(target, -1)  # 1 (exactly for rational rows)
+    return rho * beta - mass + _power_count(mass - beta, count, most)
+
+
+def kseq_rho(target: Array, draft: Array, count: Array, most: int,
+             iterations: int | None = None) -> Array:
+    """rho [...] >= rho* (tight to bisection precision) for rows [..., V] and n = count [...].
+
+    torch rows: bisection in their dtype (48 steps in float64, 26 otherwise: the bracket
+    [1, n] shrinks below 1e-14 resp. 3e-8 of its width).
+    Exact rows: bisection in float64, then the smallest of (float result, 1e-12 above
+    it, n) whose exact gap h is >= 0, as an exact rational; rho = 1 whenever h(1) >= 0.
+    """
+    if ops.is_exact(target):
+        floats = kseq_rho(torch.as_tensor(ops.as_float64(target)),
+                          torch.as_tensor(ops.as_float64(draft)),
+                          torch.as_tensor(np.asarray(count, dtype=np.int64)), most).numpy()
+        one = target[..., 0] * 0 + 1
+        rho = ops.where(count == 0, one, one * count)  # fallback rho = n
+        candidates = [np.vectorize(lambda x: Fraction(min(x * (1 + 1e-12), 1e300)),
+                                   otypes=[object])(floats),
+                      np.vectorize(Fraction, otypes=[object])(floats), one]
+        for candidate in candidates:  # later candidates are smaller: last valid wins
+            candidate = ops.minimum(candidate, rho)
+            ok = _kseq_gap(target, draft, candidate, count, most) >= 0
+            rho = ops.where(ok, candidate, rho)
+        return rho
+    return _kseq_rho_bisection(target, draft, count, most, iterations)
+
+
+def _kseq_rho_bisection(target: torch.Tensor, draft: torch.Tensor, count: torch.Tensor,
+                        most: int, iterations: int | None) -> torch.Tensor:
+    """Bisection for rho* on torch rows [..., V]; returns the upper end of the bracket.
+
+    beta(rho) is read in O(log V) per step from the rows sorted by p/q once:
+    beta(rho) = (sum of p over ratios < rho) / rho + (sum of q over ratios >= rho).
+    (A secant/Illinois variant was tried and crawls when h is nearly flat, p close to q.)
+    """
+    positive = draft > 0
+    ratio = torch.where(positive, target / torch.where(positive, draft, torch.ones_like(draft)),
+                        torch.full_like(draft, float("inf")))
+    order = _gbv.key_order(ratio)  # ascending ratio (packed int64 sort for float32 rows)
+    ratio_sorted = torch.gather(ratio, -1, order).contiguous()
+    p_sorted, q_sorted = torch.gather(target, -1, order), torch.gather(draft, -1, order)
+    zero = torch.zeros_like(p_sorted[..., :1])
+    p_below = torch.cat([zero, torch.cumsum(p_sorted, -1)], -1)  # [..., V+1]
+    q_above = torch.cat([torch.flip(torch.cumsum(torch.flip(q_sorted, (-1,)), -1), (-1,)), zero],
+                        -1)
+    count_f = count.to(target.dtype)
+
+    def gap(rho: torch.Tensor) -> torch.Tensor:
+        below = torch.searchsorted(ratio_sorted, rho[..., None].contiguous())  # #{ratio < rho}
+        beta = (torch.gather(p_below, -1, below) / rho[..., None]
+                + torch.gather(q_above, -1, below))[..., 0]
+        return rho * beta - mass + torch.pow(mass - beta, count_f)
+
+    mass = target.sum(-1)  # 1 up to rounding; with it, p == q gives h(1) = 0 exactly
+    one = torch.ones(count.shape, dtype=target.dtype, device=target.device)
+    low, high = one, torch.clamp_min(count_f, 1)
+    high = torch.where(gap(one) >= 0, one, high)
+    steps = iterations or (48 if target.dtype == torch.float64 else 26)
+    for _ in range(steps):
+        middle = (low + high) / 2
+        ok = gap(middle) >= 0
+        high = torch.where(ok, middle, high)
+        low = torch.where(ok, low, middle)
+    return high
+
+
+def _spectr_rule(target: Array, draft: Array, through: Array, children: Array,
+                 first: Array) -> tuple[Array, Array]:
+    paths = children.shape[1]
+    count = ops.total(ops.where(through, 1, 0), -1)  # [B, K0] paths through the node
+    rho = kseq_rho(target, draft, count, paths)
+    remaining = ops.ones(target.shape[:2], like=target)
+    accepts = []
+    for j in range(paths):
+        alive = through[:, :, j]
+        p_c = _gather_tokens(target, children[:, j])
+        q_c = _gather_tokens(draft, children[:, j])
+        a = ops.where(alive, ops.minimum(ops.safe_div(p_c, rho * q_c), 1), 0)
+        accepts.append(remaining * a)
+        remaining = remaining * (1 - a)
+    capped = ops.minimum(draft, target / rho[..., None])
+    beta = ops.total(capped, -1)
+    accepted_mass = 1 - _power_count(1 - beta, count, paths)
+    raw = ops.positive_part(target - capped * ops.safe_div(accepted_mass, beta)[..., None])
+    residual = ops.safe_div(raw, ops.total(raw, -1, keepdim=True))
+    return ops.stack(accepts, 2), residual
+
+
+@register("specinfer", "SpecInfer recursive rejection sampling with replacement on the tree",
+          multipath=True)
+def specinfer_law(tree: DraftTree) -> BlockLaw:
+    return walk_tree(tree, _specinfer_rule)
+
+
+@register("naive_tree", "token-level on the tree: rejection sampling without replacement "
+          "over the distinct children", multipath=True)
+def naive_tree_law(tree: DraftTree) -> BlockLaw:
+    return walk_tree(tree, _naive_tree_rule)
+
+
+@register("spectr", "SpecTr K-SEQ at every node of the tree", multipath=True)
+def spectr_law(tree: DraftTree) -> BlockLaw:
+    return walk_tree(tree, _spectr_rule)
+
+
+@register("nss", "no speculation: Y ~ p(.|root), block efficiency 1", multipath=True)
+def nss_law(tree: DraftTree) -> BlockLaw:
+    batch, paths, depth, vocab = tree.batch, tree.paths, tree.depth, tree.vocab_size
+    stop = ops.zeros((batch, paths, depth + 1), like=tree.target_rows)
+    correction = ops.zeros((batch, paths, depth + 1, vocab), like=tree.target_rows)
+    stop[:, 0, 0] = 1
+    correction[:, 0, 0] = tree.target_rows[:, 0, 0]
+    return BlockLaw(stop, correction)
+
+
+# ---------------------------------------------------------------------------
+# traversal verification
+# ---------------------------------------------------------------------------
+
+def postorder(canon: Array) -> Array:
+    """[B, K(L+1)] slot ids k (L+1) + i of the canonical nodes in post-order DFS, children
+    in order of first appearance; non-canonical slots follow at the end.
+
+    Node (k, i) gets the key sum_{j=1..L} c_j (K+1)^(L-j), c_j = canon[k, j] for j <= i and
+    K (after every child) for j > i: ascending keys list every subtree before its root.
+    """
+    batch, paths, levels = canon.shape
+    depth = levels - 1
+    key = canon[:, :, 0] * 0  # [B, K]
+    keys = []
+    for i in range(levels):
+        key_i = key * 0
+        for j in range(1, levels):
+            digit = canon[:, :, j] if j <= i else canon[:, :, 0] * 0 + paths
+            key_i = key_i * (paths + 1) + digit
+        is_canon = canon[:, :, i] == ops.arange(paths, canon)[None, :]
+        keys.append(ops.where(is_canon, key_i, (paths + 1) ** depth))
+    return ops.argsort(ops.stack(keys, 2).reshape(batch, paths * levels), -1)
+
+
+@register("traversal", "traversal verification (leaf-to-root, post-order DFS)", multipath=True)
+def traversal_law(tree: DraftTree) -> BlockLaw:
+    target, draft = tree.target_rows, tree.draft_rows
+    tokens = ops.index_like(target, tree.tokens)
+    batch, paths, depth, vocab = tree.batch, tree.paths, tree.depth, tree.vocab_size
+    levels = depth + 1
+    slots = paths * levels
+    rows = ops.arange(batch, tokens)
+    canon = canonical_paths(shared_prefix(tokens))  # [B, K, L+1]
+    order = postorder(canon)  # [B, S]
+    is_canon = (canon == ops.arange(paths, canon)[None, :, None]).reshape(batch, slots)
+    # state of every slot (k, i) -> k (L+1) + i
+    p_rows = target.reshape(batch, slots, vocab) * 1  # current target (residual) rows
+    q_rows = ops.concat([draft, ops.zeros((batch, paths, 1, vocab), like=draft)], 2)
+    q_rows = q_rows.reshape(batch, slots, vocab)
+    is_root = (ops.arange(slots, tokens) % levels == 0)[None, :] & is_canon
+    weight = ops.where(is_root, ops.ones((batch, slots), like=target), 0)
+    entered = is_root | False  # weight of the slot has been set
+    stop = ops.zeros((batch, slots), like=target)
+    correction = ops.zeros((batch, slots, vocab), like=target)
+    reach = ops.ones((batch,), like=target)
+    for step in range(slots):
+        node = order[:, step]  # [B]
+        path, level = node // levels, node % levels
+        valid = is_canon[rows, node]
+        # enter the subtrees on the way down: set weights from the parents' current rows
+        for j in range(1, levels):
+            child = canon[rows, path, j] * levels + j
+            parent = canon[rows, path, j - 1] * levels + (j - 1)
+            token = tokens[rows, path, j - 1]
+            new = valid & (level >= j) & ~entered[rows, child]
+            w = ops.minimum(weight[rows, parent] * ops.safe_div(p_rows[rows, parent, token],
+                                                                q_rows[rows, parent, token]), 1)
+            weight[rows, child] = ops.where(new, w, weight[rows, child])
+            entered[rows, child] = entered[rows, child] | new
+        # test the node
+        a = ops.where(level == 0, ops.ones((batch,), like=target), weight[rows, node])
+        a = ops.where(valid, a, 0)
+        stop[rows, node] = ops.where(valid, reach * a, stop[rows, node])
+        correction[rows, node] = ops.where(valid[:, None], p_rows[rows, node],
+                                           correction[rows, node])
+        reach = reach * (1 - a)
+        # delete a rejected node: update its parent
+        update = valid & (level >= 1)
+        up = ops.maximum(level - 1, 0)
+        parent = canon[rows, path, up] * levels + up
+        token = tokens[rows, path, ops.minimum(up, depth - 1)]
+        w_parent = weight[rows, parent]
+        p_parent, q_parent = p_rows[rows, parent], q_rows[rows, parent]
+        raw = ops.positive_part(w_parent[:, None] * p_parent - q_parent)
+        mass = ops.total(raw, -1)
+        p_rows[rows, parent] = ops.where(update[:, None], ops.safe_div(raw, mass[:, None]),
+                                         p_parent)
+        weight[rows, parent] = ops.where(update, ops.safe_div(mass, mass + 1 - w_parent), w_parent)
+        removed = ops.where(_one_hot(token, vocab), 0, q_parent)
+        removed = ops.safe_div(removed, ops.total(removed, -1, keepdim=True))
+        q_rows[rows, parent] = ops.where(update[:, None], removed, q_parent)
+    return BlockLaw(stop.reshape(batch, paths, levels),
+                    correction.reshape(batch, paths, levels, vocab))
