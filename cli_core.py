@@ -138,7 +138,8 @@ def check_bv_optimal_cmd(
             progress=lambda it: progress(it, trials, f"bv-optimal V={vocab} L={depth}"))
         if not result["passed"]:
             failures = "; ".join(result["counterexample"]["failures"])
-            raise ClaimFailed(f"{verifier} is not LP-optimal/lossless on {result['counterexample']['instance']}: "
+            name = result["counterexample"]["instance"]
+            raise ClaimFailed(f"{verifier} is not LP-optimal/lossless on {name}: "
                               f"{failures} (instance saved to {result['saved']})", result)
         return result
 

@@ -184,7 +184,8 @@ def load_instance(path: str | Path) -> Instance:
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as err:
-        raise InstanceError(f"{path}: malformed JSON ({err.msg} at line {err.lineno} column {err.colno})") from None
+        where = f"line {err.lineno} column {err.colno}"
+        raise InstanceError(f"{path}: malformed JSON ({err.msg} at {where})") from None
     except UnicodeDecodeError:
         raise InstanceError(f"{path}: not a text file") from None
     return instance_from_json(data, name=path.stem)

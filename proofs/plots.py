@@ -79,7 +79,8 @@ def gap_heatmap(frame: pd.DataFrame, out: Path, verifier: str = "gbv") -> dict[s
                     ax.text(j, i, "not run", ha="center", va="center", fontsize=8, color="0.4")
                 else:
                     dark = grid[i, j] < 0.6 * vmax
-                    ax.text(j, i, f"{grid[i, j]:.3f}\nn={counts[(k, v, d)]}", ha="center",
+                    shown = 0.0 if abs(grid[i, j]) < 5e-4 else grid[i, j]  # no "-0.000"
+                    ax.text(j, i, f"{shown:.3f}\nn={counts[(k, v, d)]}", ha="center",
                             va="center", fontsize=8, color="white" if dark else "black")
         ax.set_xticks(range(len(depths)), [str(d) for d in depths])
         ax.set_yticks(range(len(vocabs)), [str(v) for v in vocabs])
@@ -123,8 +124,8 @@ def gbv_vs_bv(frame: pd.DataFrame, out: Path,
     bv = frame[frame["verifier"] == "bv"].set_index("instance_id")
     if gbv.empty or bv.empty:
         raise ValueError("gbv_vs_bv needs rows of both verifiers gbv and bv")
-    both = gbv[["block_efficiency", "paths"]].join(bv[["block_efficiency"]], rsuffix="_bv",
-                                                   how="inner")
+    both = gbv[["block_efficiency", "paths"]].merge(
+        bv[["block_efficiency"]], left_index=True, right_index=True, suffixes=("", "_bv"))
     worse = (both["block_efficiency"] < both["block_efficiency_bv"] - tolerance).to_numpy()
     fig, ax = plt.subplots(figsize=(5.2, 5.0))
     ks = sorted(both["paths"].unique())

@@ -354,12 +354,17 @@ def _process_pool(tasks: list[Task], spec: SweepSpec, run_id: str, workers: int
 
     executor = ProcessPoolExecutor(max_workers=workers,
                                    mp_context=multiprocessing.get_context("spawn"))
+    finished = False
     try:
         futures: list[Future] = [executor.submit(run_task, t, spec, run_id) for t in tasks]
         for future in as_completed(futures):
             yield future.result()
+        finished = True
     finally:
-        executor.shutdown(wait=False, cancel_futures=True)
+        if not finished:  # interrupted: do not wait for tasks whose rows will be dropped
+            for process in list(getattr(executor, "_processes", {}).values()):
+                process.terminate()
+        executor.shutdown(wait=finished, cancel_futures=True)
 
 
 def _dask(tasks: list[Task], spec: SweepSpec, run_id: str, cluster: Any, workers: int
@@ -526,8 +531,8 @@ def summarize(frame: pd.DataFrame, tolerance: float = 1e-12) -> dict[str, Any]:
         out["gbv_mean_ratio"] = float(gbv["ratio"].mean())
     bv = frame[frame["verifier"] == "bv"].set_index("instance_id")
     if not gbv.empty and not bv.empty:
-        both = gbv[["block_efficiency", "paths"]].join(bv[["block_efficiency"]], rsuffix="_bv",
-                                                       how="inner")
+        both = gbv[["block_efficiency", "paths"]].merge(
+            bv[["block_efficiency"]], left_index=True, right_index=True, suffixes=("", "_bv"))
         worse = both["block_efficiency"] < both["block_efficiency_bv"] - tolerance
         out["gbv_below_bv"] = {"count": int(worse.sum()), "of": int(len(both)),
                                "fraction": float(worse.mean()) if len(both) else math.nan,

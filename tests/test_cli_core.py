@@ -6,10 +6,9 @@ import sys
 from fractions import Fraction
 
 import pytest
-from typer.testing import CliRunner
-
 from speclp.cli import app
 from speclp.lp.instance import bv_toy, dirichlet_instance
+from typer.testing import CliRunner
 
 runner = CliRunner()
 

@@ -5,7 +5,6 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-
 from speclp.lp.instance import (
     InstanceError,
     bv_toy,
@@ -34,7 +33,7 @@ def test_shortlex_index_matches_formula():
         expected = (V**d - 1) // (V - 1) + sum(x * V ** (d - 1 - i) for i, x in enumerate(prefix))
         assert node_index(prefix, V) == expected == idx
     tokens = np.array([[2, 0, 1]])
-    assert prefix_node_indices(tokens, V).tolist() == [[0, 3, 10, 32]]  # (), (2), (2,0), (2,0,1): 0, 1+2, 4+6, 13+19
+    assert prefix_node_indices(tokens, V).tolist() == [[0, 3, 10, 32]]  # 0, 1+2, 4+6, 13+19
 
 
 def test_fractions_and_floats():

@@ -7,7 +7,6 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from speclp.lp.instance import bv_toy, dirichlet_instance, ties_instance
 from speclp.verifiers.exact import configurations, draft_tree, exact_result
 from speclp.verifiers.law import block_law, sample_block, verifier_names

@@ -151,6 +151,9 @@ def exact_result(model: TreeModel, verifier: str, paths: int = 1, draft_sampling
     configurations; exact instances run on numpy object arrays.
     """
     configs = configurations(model, paths, draft_sampling)
+    if len(configs.probability) == 0:
+        raise ValueError(f"no draft configuration of {paths} path(s) ({draft_sampling}) has "
+                         "positive probability")
     emit = None
     total = len(configs.probability)
     for start in range(0, total, chunk):

@@ -318,7 +318,12 @@ def load_model(
         folder, extra, source = name_or_path, {}, name_or_path
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder, **extra)
     model = transformers.AutoModelForCausalLM.from_pretrained(folder, **extra, **kwargs)
-    if converted is not None and extra:
+    if converted is not None and extra and _plain_weights(model):
+        # the GGUF weights were dequantised into plain tensors: drop the quantizer record
+        # (save_pretrained refuses "quantized" models) and save an ordinary checkpoint
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
         partial = converted.with_suffix(converted.suffix + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
         model.save_pretrained(partial)
@@ -330,12 +335,20 @@ def load_model(
     return wrap_model(model, name_or_path, tokenizer, source)
 
 
+def _plain_weights(model: Any) -> bool:
+    """True when every linear/embedding weight is an ordinary dense tensor (dequantised)."""
+    import torch.nn as nn
+
+    layers = [m for m in model.modules() if "Linear" in type(m).__name__]
+    return bool(layers) and all(type(m) is nn.Linear for m in layers)
+
+
 def check_same_vocabulary(target: LoadedModel, draft: LoadedModel) -> None:
     """Refuse a pair whose output vocabularies differ (names both sizes)."""
     if target.vocab_size != draft.vocab_size:
         raise VocabularyMismatch(
             f"target {target.name!r} has vocabulary size {target.vocab_size} but draft "
-            f"{draft.name!r} has {draft.vocab_size}; speculative decoding needs one shared vocabulary"
+            f"{draft.name!r} has {draft.vocab_size}; speculative decoding needs one vocabulary"
         )
     if target.tokenizer is not None and draft.tokenizer is not None:
         probe = "def f(x):\n    return x + 1  # héllo"

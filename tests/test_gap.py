@@ -1,0 +1,185 @@
+"""speclp.proofs.gap and `speclp gap`: anchors, claims, JSON contract, exit codes."""
+
+import json
+from fractions import Fraction
+
+import pytest
+from speclp.cli import app
+from speclp.lp.instance import bv_toy, dirichlet_instance, instance_from_json
+from speclp.proofs import gap as gap_module
+from speclp.proofs.gap import DEFAULT_VERIFIERS, gap
+from typer.testing import CliRunner
+
+runner = CliRunner()
+UNIFORM = ["1/3", "1/3", "1/3"]
+
+
+def anchor_instance():
+    """THEORY.md section 4 anchor: L = 1, p = (.5, .3, .2), q = (.2, .3, .5)."""
+    return instance_from_json({
+        "vocab_size": 3, "depth": 1,
+        "target": [["1/2", "3/10", "1/5"], UNIFORM, UNIFORM, UNIFORM],
+        "draft": [["1/5", "3/10", "1/2"], UNIFORM, UNIFORM, UNIFORM],
+    }, "anchor")
+
+
+def test_single_step_anchor_k2():
+    """K = 2 i.i.d.: optimum accepts .86 (Khisti), RRS (SpecInfer) .76, K-SEQ .7914."""
+    result = gap(anchor_instance(), 2)
+    assert result["failures"] == []
+    assert result["optimum"]["certified"] is True
+    assert result["optimum"]["exact"] == "93/50"  # 1 + 0.86
+    assert result["class_optimum"]["value"] == pytest.approx(1.86, abs=1e-9)
+    assert result["verifiers"]["specinfer"]["block_efficiency"] == pytest.approx(1.76, abs=1e-12)
+    assert result["verifiers"]["spectr"]["block_efficiency"] == pytest.approx(1.7914, abs=5e-5)
+    assert result["verifiers"]["nss"]["block_efficiency"] == pytest.approx(1.0, abs=1e-12)
+    rrs = result["verifiers"]["specinfer"]
+    assert rrs["gap"] == pytest.approx(0.10, abs=1e-12)
+    assert rrs["ratio"] == pytest.approx(1.76 / 1.86, abs=1e-12)
+
+
+@pytest.mark.parametrize("depth,bv", [(2, Fraction(20, 9)), (3, Fraction(8, 3))])
+def test_k1_optimum_is_bv_toy_anchor(depth, bv):
+    """K = 1: the optimum is BV's block efficiency (THEORY section 2 toy anchors); GBV = BV."""
+    result = gap(bv_toy(depth), 1)
+    assert result["optimum"]["exact"] == str(bv)
+    for name in ("bv", "gbv", "traversal"):
+        if name in result["verifiers"]:
+            assert result["verifiers"][name]["block_efficiency"] == pytest.approx(float(bv),
+                                                                                  abs=1e-12)
+            assert abs(result["verifiers"][name]["gap"]) < 1e-12
+
+
+def test_every_verifier_below_optimum_and_lossless():
+    inst = dirichlet_instance(2, 2, alpha=0.7, seed=3)
+    result = gap(inst, 3)
+    assert result["failures"] == []
+    assert result["optimum"]["certified"] is True
+    optimum = result["optimum"]["value"]
+    assert set(result["verifiers"]) | set(result["missing"]) == set(DEFAULT_VERIFIERS)
+    for name, v in result["verifiers"].items():
+        assert v["block_efficiency"] <= optimum + 1e-9, name
+        assert v["tv"] <= 1e-12, name
+        assert v["gap"] == pytest.approx(optimum - v["block_efficiency"], abs=1e-15)
+    assert result["class_optimum"]["value"] <= optimum + 1e-9
+    assert result["verifiers"]["gbv"]["block_efficiency"] <= result["class_optimum"]["value"] + 1e-9
+
+
+def test_missing_verifiers_are_listed():
+    result = gap(bv_toy(2), 1, verifiers=["bv", "no_such_verifier"], class_optimum=False)
+    assert list(result["verifiers"]) == ["bv"]
+    assert result["missing"] == ["no_such_verifier"]
+    assert result["class_optimum"]["available"] is False
+
+
+def test_lossy_verifier_is_reported():
+    """The deliberately broken BV (stops at the first failure) is caught, not dropped."""
+    result = gap(dirichlet_instance(2, 3, seed=1), 1, verifiers=["bv_first_failure"],
+                 class_optimum=False)
+    assert any(f.startswith("bv_first_failure: lossy") for f in result["failures"])
+
+
+def inflate(monkeypatch, name, amount):
+    """Make the exact law of `name` report amount more block efficiency (a planted bug)."""
+    real = gap_module.exact_result
+
+    def fake(model, verifier, **kw):
+        res = real(model, verifier, **kw)
+        if verifier == name:
+            res.block_efficiency = res.block_efficiency + amount
+        return res
+
+    monkeypatch.setattr(gap_module, "exact_result", fake)
+
+
+def test_verifier_above_optimum_is_reported(monkeypatch):
+    """GBV attains the optimum 1.86 on the anchor; 1e-6 more is over the 1e-9 tolerance."""
+    inflate(monkeypatch, "gbv", 1e-6)
+    result = gap(anchor_instance(), 2, class_optimum=False)
+    assert len(result["failures"]) == 1
+    assert result["failures"][0].startswith("gbv: block efficiency")
+    assert "certified optimum" in result["failures"][0]
+
+
+def test_within_tolerance_is_not_reported(monkeypatch):
+    inflate(monkeypatch, "gbv", 1e-10)
+    assert gap(anchor_instance(), 2, class_optimum=False)["failures"] == []
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="draft_sampling"):
+        gap(bv_toy(2), 2, draft_sampling="sometimes")
+    with pytest.raises(ValueError, match="paths"):
+        gap(bv_toy(2), 0)
+
+
+# ---------------------------------------------------------------------------
+# CLI
+# ---------------------------------------------------------------------------
+
+def test_cli_json(tmp_path):
+    path = anchor_instance().save(tmp_path / "anchor.json")
+    result = runner.invoke(app, ["gap", str(path), "--paths", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["optimum"]["exact"] == "93/50"
+    assert out["optimum"]["certified"] is True
+    assert out["verifiers"]["specinfer"]["block_efficiency"] == pytest.approx(1.76, abs=1e-12)
+
+
+def test_cli_table_labels_certification(tmp_path):
+    path = anchor_instance().save(tmp_path / "anchor.json")
+    result = runner.invoke(app, ["gap", str(path), "--paths", "2"])
+    assert result.exit_code == 0, result.output
+    assert "full LP optimum" in result.stdout and "certified" in result.stdout
+    assert "specinfer" in result.stdout
+
+
+def test_cli_without_replacement_flags_iid_only_verifiers(tmp_path):
+    """GBV's skewed law r(y) = F(y)^K - F(y^-)^K is the law of the best of K I.I.D. draws:
+    with drafts drawn without replacement GBV is not lossless, and the check must say so."""
+    path = anchor_instance().save(tmp_path / "anchor.json")
+    result = runner.invoke(app, ["gap", str(path), "--paths", "2", "--draft-sampling",
+                                 "without-replacement", "--json", "--save-dir",
+                                 str(tmp_path / "ce")])
+    assert result.exit_code == 1, result.output
+    out = json.loads(result.stdout)
+    assert out["draft_sampling"] == "without-replacement"
+    assert any(f.startswith("gbv: lossy") for f in out["failures"])
+    for name in ("bv", "naive_tree", "nss"):
+        assert out["verifiers"][name]["tv"] <= 1e-12
+        assert out["verifiers"][name]["block_efficiency"] <= out["optimum"]["value"] + 1e-9
+
+
+@pytest.mark.parametrize("content,field", [
+    (None, "no such file"),
+    ("{not json", "malformed JSON"),
+    ('{"vocab_size": 1, "depth": 1, "target": [], "draft": []}', "vocab_size"),
+])
+def test_cli_bad_input_exit_2(tmp_path, content, field):
+    path = tmp_path / "bad.json"
+    if content is not None:
+        path.write_text(content)
+    result = runner.invoke(app, ["gap", str(path), "--paths", "2"])
+    assert result.exit_code == 2
+    assert field in result.output
+
+
+def test_cli_bad_options_exit_2(tmp_path):
+    path = anchor_instance().save(tmp_path / "anchor.json")
+    for args in (["--paths", "0"], ["--backend", "glpk"], ["--draft-sampling", "x"],
+                 ["--paths", "4", "--draft-sampling", "without-replacement"]):
+        result = runner.invoke(app, ["gap", str(path), *args])
+        assert result.exit_code == 2, (args, result.output)
+        assert result.output.startswith("error: --"), result.output
+
+
+def test_cli_claim_failure_exit_1(tmp_path, monkeypatch):
+    inflate(monkeypatch, "gbv", 1e-3)
+    path = anchor_instance().save(tmp_path / "anchor.json")
+    result = runner.invoke(app, ["gap", str(path), "--paths", "2", "--json", "--save-dir",
+                                 str(tmp_path / "ce")])
+    assert result.exit_code == 1
+    out = json.loads(result.stdout)
+    assert any(f.startswith("gbv: block efficiency") for f in out["failures"])
+    assert (tmp_path / "ce" / "gap-K2-anchor.json").exists()
