@@ -117,7 +117,7 @@ def progress(items: Iterable[T], total: int | None, description: str) -> Iterato
             bar.advance(task)
 
 
-COMMAND_MODULES: tuple[str, ...] = ("cli_core", "cli_claims", "cli_multipath", "cli_models")
+COMMAND_MODULES: tuple[str, ...] = ("cli_core", "cli_claims", "cli_multipath", "cli_models", "cli_trees")
 
 for _module in COMMAND_MODULES:
     importlib.import_module(f"{__package__}.{_module}")

@@ -379,6 +379,7 @@ def bench(
     seed: int = typer.Option(0, "--seed"),
     device: str = typer.Option(None, "--device", help="cuda or cpu (default: cuda if present)."),
     dtype: str = typer.Option("auto", "--dtype", help="auto, bf16 or fp32."),
+    threads: int = typer.Option(None, "--threads", help="torch CPU threads (default: torch's)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Speculative decoding on real models: block efficiency, throughput, time split.
@@ -396,6 +397,12 @@ def bench(
         if depth < 1 or max_new_tokens < 1:
             raise BadInput("--depth and --max-new-tokens must be >= 1")
         chosen = parse_configs(configs, verifiers, paths)
+        if threads is not None:
+            if threads < 1:
+                raise BadInput(f"--threads: must be >= 1, got {threads}")
+            import torch
+
+            torch.set_num_threads(threads)
         stderr.print(
             f"bench: {len(chosen)} configurations x {len(temps)} temperatures -> {out}",
             highlight=False,

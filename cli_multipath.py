@@ -109,7 +109,8 @@ def sweep(
     depth: str = typer.Option("1,2", "--depth", help="Depths L."),
     paths: str = typer.Option("1,2,3", "--paths", help="Numbers K of draft paths."),
     alpha: str = typer.Option(None, "--alpha",
-                              help="Dirichlet concentrations (family dirichlet)."),
+                              help="Dirichlet concentrations (family dirichlet; default 1 when "
+                                   "no --temperature)."),
     temperature: str = typer.Option(None, "--temperature",
                                     help="Draft temperatures (family temperature)."),
     trials: int = typer.Option(4, "--trials", help="Instances per grid cell."),
@@ -156,8 +157,11 @@ def sweep(
         out_path = Path(out)
         if out_path.exists() and not out_path.is_dir():
             raise BadInput(f"--out: {out} exists and is not a directory")
+        alphas = _floats(alpha, "--alpha")
+        if alpha is None and temperature is None:
+            alphas = [1.0]  # default family: Dirichlet(1)
         spec = SweepSpec(vocab=_ints(vocab, "--vocab"), depth=_ints(depth, "--depth"),
-                         paths=_ints(paths, "--paths"), alpha=_floats(alpha, "--alpha"),
+                         paths=_ints(paths, "--paths"), alpha=alphas,
                          temperature=_floats(temperature, "--temperature"), trials=trials,
                          seed=seed, draft_sampling=draft_sampling, backend=backend,
                          certify=not no_certify, class_max_paths=class_max_paths,
@@ -218,8 +222,18 @@ def plot(
     """Optimality-gap figures (PNG and PDF) from a sweep, or benchmark figures."""
 
     def body() -> dict[str, Any]:
-        from .proofs.plots import plot_results
+        from .proofs.plots import is_bench_results, plot_results
 
+        path = Path(results)
+        if path.exists() and is_bench_results(path):
+            from . import cli_models
+
+            target = Path(out) if out else path.with_name(path.stem + "_figures")
+            target.mkdir(parents=True, exist_ok=True)
+            files = cli_models.plot_bench(path, target / "bench")
+            return {"out": str(target), "kind": "bench",
+                    "figures": {"bench": {"files": [str(f) for f in files],
+                                          "note": "block efficiency and throughput against K"}}}
         try:
             return plot_results(results, out)
         except (FileNotFoundError, ValueError) as err:

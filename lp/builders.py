@@ -417,6 +417,119 @@ def full_lp(model_or_instance: TreeModel | Instance, paths: int = 1, draft_sampl
     return lp_from_structure(st)
 
 
+def _match_label(key: int, vocab: int) -> str:
+    return f"match[u={_label_node(key // vocab, vocab)}, t={key % vocab}]"
+
+
+def policy_columns(st: FullStructure, policy: np.ndarray, exact: bool = False
+                   ) -> tuple[np.ndarray, np.ndarray, Any]:
+    """Matching-row entries of one policy column (column generation master).
+
+    policy [C]: one pi column id per configuration (its output (n, y)). Returns (rows [k]
+    indices into the matching rows, values [k] summed weights w(c), objective
+    sum_c w(c)(|n_c| + 1)); values and objective are exact (Fractions) when exact=True,
+    float64 otherwise.
+    """
+    slot, y = np.divmod(np.asarray(policy, dtype=np.int64), st.vocab)
+    keys = st.slot_node[slot] * st.vocab + y
+    rows, inverse = np.unique(np.searchsorted(st.match_keys, keys), return_inverse=True)
+    if not exact:
+        weight = st.values[st.refs["weight"]]
+        values = np.bincount(inverse, weights=weight, minlength=len(rows))
+        objective = float(weight @ (st.slot_depth[slot] + 1))
+        return rows, values, objective
+    from flint import fmpq
+
+    weight = np.array([fmpq(v.numerator, v.denominator)
+                       for v in st.exact_values[st.refs["weight"]]], dtype=object)
+    sums = np.empty(len(rows), dtype=object)
+    sums[:] = [fmpq(0)] * len(rows)
+    np.add.at(sums, inverse, weight)
+    objective = (weight * (st.slot_depth[slot] + 1).astype(object)).sum()
+    to_fraction = lambda v: Fraction(int(v.p), int(v.q))  # noqa: E731
+    return (rows, np.array([to_fraction(v) for v in sums], dtype=object),
+            to_fraction(objective))
+
+
+def policy_lp(st: FullStructure, policies: list[np.ndarray], exact: bool = False) -> LinearProgram:
+    """Column-generation master over policies (Dantzig-Wolfe form of the full LP).
+
+    A policy picks one output (n, y) for every configuration; the full LP's pi satisfying
+    the marginal rows are exactly the convex combinations of policies (the marginal rows
+    make pi a product of scaled simplices). Variables: lambda_k >= 0 for the policies
+    (column k), then A(z) for z = 1..N-1. Rows: the matching rows of the full LP (policy
+    k contributes sum of w(c) over the configurations whose output is (u, t)). The
+    convexity row sum_k lambda_k = 1 is implied by the matching rows (they sum to the
+    total mass) and is dropped; it is kept in meta["dropped_eq"] and checked by the
+    certificate.
+    """
+    vocab, depth = st.vocab, st.model.depth
+    n_pol = len(policies)
+    n_nodes = st.num_nodes
+    n_vars = n_pol + n_nodes - 1
+    keys = st.match_keys
+    parents, last = node_parents(vocab, depth)
+    a_nodes = np.arange(1, n_nodes, dtype=np.int64)
+    zn, zt = st.refs["a_p_nodes"], st.refs["a_p_tokens"]
+    a_rows = np.concatenate([np.searchsorted(keys, parents[a_nodes] * vocab + last[a_nodes]),
+                             np.searchsorted(keys, zn * vocab + zt)])
+    a_cols = np.concatenate([n_pol + a_nodes - 1, n_pol + zn - 1])
+    a_refs = np.concatenate([np.full(len(a_nodes), st.refs["one"], dtype=np.int64),
+                             st.refs["neg_target"][zn * vocab + zt]])
+    base = len(st.values)
+    float_parts: list[np.ndarray] = []
+    exact_parts: list[np.ndarray] = []
+    rows_list, cols_list, refs_list = [a_rows], [a_cols], [a_refs]
+    objective_refs = np.full(n_vars, st.refs["zero"], dtype=np.int64)
+    offset = base
+    for k, policy in enumerate(policies):
+        rows, values, objective = policy_columns(st, policy, exact)
+        entries = np.append(np.asarray(values, dtype=object if exact else np.float64),
+                            np.array([objective], dtype=object if exact else np.float64))
+        if exact:
+            float_parts.append(np.array([float(v) for v in entries]))
+            exact_parts.append(entries)
+        else:
+            float_parts.append(entries.astype(np.float64))
+        rows_list.append(rows)
+        cols_list.append(np.full(len(rows), k, dtype=np.int64))
+        refs_list.append(offset + np.arange(len(rows), dtype=np.int64))
+        objective_refs[k] = offset + len(rows)
+        offset += len(entries)
+    table = np.concatenate([st.values, *float_parts]) if float_parts else st.values
+    exact_table = None
+    if exact:
+        if st.exact_values is None:
+            raise ValueError("policy_lp(exact=True) needs a structure built with exact data")
+        exact_table = np.concatenate([st.exact_values, *exact_parts]) if exact_parts else (
+            st.exact_values)
+    rows = np.concatenate(rows_list)
+    cols = np.concatenate(cols_list)
+    refs = np.concatenate(refs_list)
+    match_rhs = np.full(len(keys), st.refs["zero"], dtype=np.int64)
+    root_rows = keys < vocab
+    match_rhs[root_rows] = st.refs["root_target"][keys[root_rows]]
+    order = np.lexsort((cols, rows))
+    eq = Block(rows[order], cols[order], refs[order], match_rhs)
+    convexity = Block(np.zeros(n_pol, dtype=np.int64), np.arange(n_pol, dtype=np.int64),
+                      np.full(n_pol, st.refs["one"], dtype=np.int64),
+                      np.array([st.refs["one"]], dtype=np.int64))
+    lp = LinearProgram(
+        name=f"policy-master-V{vocab}-L{depth}-K{st.paths}-{st.draft_sampling}-{n_pol}",
+        num_vars=n_vars, objective_refs=objective_refs, constant_ref=st.refs["zero"], eq=eq,
+        ub=Block.empty(), table=table, exact_table=exact_table,
+        variable_label=lambda j: (f"lambda[{int(j)}]" if j < n_pol
+                                  else f"A[{_label_node(int(j) - n_pol + 1, vocab)}]"),
+        eq_label=lambda i: _match_label(int(keys[i]), vocab),
+    )
+    lp.notes.append("convexity row sum lambda = 1 dropped (implied by the matching rows); "
+                    "kept in meta['dropped_eq'] and checked by the certificate")
+    lp.meta.update({"kind": "policy-master", "policies": list(policies), "dropped_eq": convexity,
+                    "vocab_size": vocab, "depth": depth, "paths": st.paths,
+                    "draft_sampling": st.draft_sampling})
+    return lp
+
+
 # ---------------------------------------------------------------------------
 # node LP and closed form
 # ---------------------------------------------------------------------------

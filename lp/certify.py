@@ -484,92 +484,108 @@ def solve_exact(lp: LinearProgram, max_rounds: int = 6, **solve_options: Any
     return refine_basis(lp, solution, max_rounds)
 
 
+
+
 # ---------------------------------------------------------------------------
-# column generation: exact pricing of the whole full LP
+# column generation (policy master): exact pricing of every configuration
 # ---------------------------------------------------------------------------
 
-PRICING_MARGIN = 1e-6  # float screen: slots with float reduced cost below -margin are skipped
+SCREEN_MARGIN = 1e-9  # float screen for the per-configuration maximum (values < 1e6: sound)
 
 
-def price_exact(structure: Any, dual: list) -> tuple[Any, np.ndarray, int]:
-    """Exact reduced costs of every pi column of the full LP against exact master duals.
+def price_policies_exact(structure: Any, dual: list) -> tuple[Any, np.ndarray]:
+    """Exact best policy against exact duals v [R] of the matching rows.
 
-    dual [m] fmpq duals of the master rows (marginal rows, then matching rows). The
-    reduced cost of pi(c, n, y) is (|n| + 1) - y_c - v(n, y); per node the best y is found
-    exactly, then per slot (c, n) the reduced cost is compared with 0. A float screen
-    skips slots whose reduced cost is below -PRICING_MARGIN (sound: every value involved is
-    below 1e6 in magnitude, checked, so float rounding is far below the margin).
-    Returns (max reduced cost over the slots checked exactly (fmpq, or None if none),
-    column ids [k] with positive exact reduced cost, number of slots checked exactly).
+    g_c = max over the distinct nodes n of c's tree and tokens y of (|n| + 1) - v(n, y),
+    exactly; returns (sum_c w(c) g_c as fmpq, the policy [C] attaining it). A float screen
+    keeps, per configuration, only the slots within SCREEN_MARGIN of the float maximum
+    (all values are checked to be below 1e6 in magnitude, so float rounding is far below
+    the margin); the maximum among those is taken exactly.
     """
     from ..verifiers.tree import node_depths
 
     st = structure
     vocab = st.vocab
-    n_marg = st.num_marginal_rows
     depth_values = to_fmpq(st.exact_values[st.refs["depth"]])
     depths = node_depths(vocab, st.model.depth)
-    keys = st.match_keys.tolist()
     best: dict[int, Any] = {}
     best_token: dict[int, int] = {}
-    for r, key in enumerate(keys):
+    for r, key in enumerate(st.match_keys.tolist()):
         u, t = divmod(key, vocab)
-        gain = depth_values[depths[u]] - dual[n_marg + r]
+        gain = depth_values[depths[u]] - dual[r]
         if u not in best or gain > best[u]:
             best[u], best_token[u] = gain, t
-    zero = fmpq(0)
-    y_conf = [dual[c] if c < n_marg else zero for c in range(len(st.configs))]
     g_float = np.full(st.num_nodes, -np.inf)
     for u, v in best.items():
         g_float[u] = _float(v)
-    y_float = np.array([_float(v) for v in y_conf])
-    magnitude = max(float(np.abs(g_float[np.isfinite(g_float)]).max(initial=0.0)),
-                    float(np.abs(y_float).max(initial=0.0)))
-    rc_float = g_float[st.slot_node] - y_float[st.slot_config]
-    if magnitude < 1e6:
-        suspects = np.nonzero(rc_float > -PRICING_MARGIN)[0]
-    else:
-        suspects = np.arange(len(rc_float))
-    worst = None
-    missed = []
-    for s in suspects.tolist():
-        u = int(st.slot_node[s])
-        rc = best[u] - y_conf[int(st.slot_config[s])]
-        if worst is None or rc > worst:
-            worst = rc
-        if rc > 0:
-            missed.append(s * vocab + best_token[u])
-    return worst, np.array(missed, dtype=np.int64), len(suspects)
+    slot_gain = g_float[st.slot_node]
+    starts = np.searchsorted(st.slot_config, np.arange(len(st.configs)))
+    config_best = np.maximum.reduceat(slot_gain, starts)
+    magnitude = float(np.abs(g_float[np.isfinite(g_float)]).max())
+    margin = SCREEN_MARGIN if magnitude < 1e6 else np.inf
+    candidates = np.nonzero(slot_gain >= config_best[st.slot_config] - margin)[0]
+    weight = to_fmpq(st.exact_values[st.refs["weight"]])
+    chosen_gain: list[Any] = [None] * len(st.configs)
+    chosen_slot = np.zeros(len(st.configs), dtype=np.int64)
+    for s, c in zip(candidates.tolist(), st.slot_config[candidates].tolist(), strict=True):
+        g = best[int(st.slot_node[s])]
+        if chosen_gain[c] is None or g > chosen_gain[c]:
+            chosen_gain[c], chosen_slot[c] = g, s
+    total = fmpq(0)
+    for w, g in zip(weight, chosen_gain, strict=True):
+        total += w * g
+    tokens = np.array([best_token[int(u)] for u in st.slot_node[chosen_slot].tolist()])
+    return total, chosen_slot * vocab + tokens
 
 
-def certify_colgen(structure: Any, lp: LinearProgram, solution: LPSolution,
-                   max_rounds: int = 6) -> tuple[LPSolution, Certificate, np.ndarray]:
-    """Certificate for the full LP from a column-generation master.
+def certify_policy_master(structure: Any, policies: list[np.ndarray], solution: LPSolution,
+                          max_rounds: int = 6) -> tuple[LinearProgram, LPSolution, Certificate,
+                                                        np.ndarray | None]:
+    """Certificate for the full K-path LP from a column-generation (policy) master.
 
-    The restricted master lp is certified exactly (with basis refinement when needed);
-    its exact primal point, padded with zeros, is feasible for the full LP (same rows), and
-    its exact duals prove optimality for the full LP iff no pi column of the full LP has
-    positive reduced cost: checked exactly by price_exact (check all_columns_priced).
-    Returns (solution, certificate, column ids with positive reduced cost).
+    1. The master restricted to the policies basic (or positive) in the float solution is
+       rebuilt with exact data (policy_lp(exact=True)), solved and certified exactly
+       (refine_basis): an exact feasible point (lambda, A), whose pi = sum lambda_k policy_k
+       is feasible for the full LP (the dropped convexity row sum lambda = 1 is checked),
+       and exact duals v of the matching rows.
+    2. y_c = g_c = max over c's outputs of (|n| + 1) - v(n, y) makes (y, v) dual feasible
+       for the full LP (every pi column has reduced cost <= 0 by construction; the A
+       columns are in the master). Its dual objective is sum_c w(c) g_c + (master value),
+       so the full LP optimum equals the master value iff sum_c w(c) g_c <= 0: checked
+       exactly (check all_policies_priced).
+    Returns (exact master LP, its solution, certificate, improving policy or None).
     """
+    from .builders import policy_lp
+    from .solve import solve
+
     start = time.perf_counter()
-    solution, cert = refine_basis(lp, solution, max_rounds)
-    empty = np.zeros(0, dtype=np.int64)
+    keep = list(range(len(policies)))
+    if solution.basis is not None:
+        col_status = solution.basis[0]
+        keep = [k for k in range(len(policies))
+                if col_status[k] == BASIC or solution.x[k] > 0] or keep
+    lp = policy_lp(structure, [policies[k] for k in keep], exact=True)
+    master_solution = solve(lp)
+    if not master_solution.optimal:
+        cert = Certificate(False, None, f"policy master: solver status {master_solution.status}",
+                           time.perf_counter() - start)
+        return lp, master_solution, cert, None
+    master_solution, cert = refine_basis(lp, master_solution, max_rounds)
     if not cert.certified:
-        cert.reason = "restricted master: " + cert.reason
+        cert.reason = "policy master: " + cert.reason
         cert.seconds = time.perf_counter() - start
-        return solution, cert, empty
-    worst, missed, checked = price_exact(structure, cert.dual)
-    cert.checks["all_columns_priced"] = len(missed) == 0
-    cert.checks["slots_priced_exactly"] = checked
-    if len(missed):
+        return lp, master_solution, cert, None
+    total, best_policy = price_policies_exact(structure, cert.dual)
+    cert.checks["all_policies_priced"] = total <= 0
+    if total > 0:
         cert.certified = False
         cert.value = None
-        cert.reason = (f"failed: all_columns_priced ({len(missed)} columns of the full LP have "
-                       f"positive reduced cost, max {_float(worst):.3g})")
-    else:
-        cert.reason = (f"optimal for the full LP: restricted master ({lp.num_vars} columns) "
-                       f"certified exactly and all {structure.num_pi} pi columns of the full "
-                       "LP priced exactly (reduced cost <= 0)")
+        cert.reason = (f"failed: all_policies_priced (an improving policy has reduced cost "
+                       f"{_float(total):.3g} > 0)")
+        cert.seconds = time.perf_counter() - start
+        return lp, master_solution, cert, best_policy
+    cert.reason = (f"optimal for the full LP: policy master ({len(keep)} policies) certified "
+                   f"exactly; all {len(structure.configs)} configurations priced exactly "
+                   f"(sum_c w(c) g_c = {_float(total):.3g} <= 0)")
     cert.seconds = time.perf_counter() - start
-    return solution, cert, missed
+    return lp, master_solution, cert, None

@@ -297,22 +297,26 @@ def _solve_cvxpy(lp: LinearProgram, time_limit: float | None, solver: str) -> LP
     return LPSolution(status, value, xv, time.perf_counter() - start, "cvxpy", None, duals, notes)
 
 
+
+
 # ---------------------------------------------------------------------------
-# column generation for the K-path full LP
+# column generation for the K-path full LP (Dantzig-Wolfe over policies)
 # ---------------------------------------------------------------------------
 
-MAX_COLGEN_COLUMNS = 100_000_000  # pi columns of the (implicit) full LP
+MAX_COLGEN_SLOTS = 50_000_000  # distinct (configuration, node) pairs of the implicit full LP
 
 
 @dataclass
 class ColgenResult:
     """Column generation outcome.
 
-    lp: the final restricted master (a LinearProgram with the rows of the full LP and a
-    subset of its pi columns, all A columns); solution: its HiGHS solution (basis
-    included); structure: the implicit full LP (speclp.lp.builders.FullStructure);
-    certificate: from speclp.lp.certify.certify_colgen when certify=True, else None.
-    history: one dict per master solve (columns, value, seconds, columns added).
+    value: optimum of the full LP (float; certificate.value is exact when certified).
+    lp: the final master (speclp.lp.builders.policy_lp; exact data when certified);
+    solution: its solution (basis included); structure: the implicit full LP
+    (speclp.lp.builders.FullStructure); certificate: from
+    speclp.lp.certify.certify_policy_master when certify=True, else None.
+    history: one dict per master solve (policies, value, max reduced cost, seconds).
+    seconds: column generation time; certify_seconds: the exact certificate's time.
     """
 
     status: str
@@ -328,102 +332,88 @@ class ColgenResult:
     notes: list[str] = field(default_factory=list)
 
 
-def price_float(structure: Any, duals: np.ndarray, tolerance: float = 1e-9
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """Best pi column of every configuration against float duals of the master rows.
+def price_policy(structure: Any, duals: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]:
+    """Best policy against float duals v [R] of the matching rows.
 
-    duals [m] HiGHS row duals (marginal rows, then matching rows). Reduced cost of
-    pi(c, n, y) = (|n| + 1) - y_c - v(n, y) (y_c = 0 for the configuration whose marginal
-    row is dropped). Returns (column ids [k], reduced costs [k]) of the configurations
-    whose best reduced cost exceeds tolerance.
+    Reduced cost of a policy = sum_c w(c) [(|n_c| + 1) - v(n_c, y_c)]; the best policy
+    takes, in every configuration c, the output maximising (|n| + 1) - v(n, y) over the
+    distinct nodes n of c's tree and tokens y. Returns (policy [C] pi column ids, its
+    reduced cost, per-configuration best gain g_c [C]).
     """
     st = structure
     vocab = st.vocab
-    n_marg = st.num_marginal_rows
-    y_conf = np.zeros(len(st.configs))
-    y_conf[:n_marg] = duals[:n_marg]
-    keys = st.match_keys
-    node, token = np.divmod(keys, vocab)
-    depth_of = node_depth_array(st)
-    gain = np.full((st.num_nodes, vocab), -np.inf)
-    gain[node, token] = depth_of[node] + 1 - duals[n_marg:]
-    best_gain = gain.max(axis=1)  # [N]
-    best_token = gain.argmax(axis=1)
-    rc = best_gain[st.slot_node] - y_conf[st.slot_config]  # [M]
-    starts = np.searchsorted(st.slot_config, np.arange(len(st.configs)))
-    config_best = np.maximum.reduceat(rc, starts)
-    hit = (rc >= config_best[st.slot_config]) & (rc > tolerance)
-    _, first = np.unique(st.slot_config[hit], return_index=True)
-    slots = np.nonzero(hit)[0][first]
-    return slots * vocab + best_token[st.slot_node[slots]], rc[slots]
-
-
-def node_depth_array(structure: Any) -> np.ndarray:
+    node, token = np.divmod(st.match_keys, vocab)
     from ..verifiers.tree import node_depths
 
-    return node_depths(structure.vocab, structure.model.depth)
+    depths = node_depths(vocab, st.model.depth)
+    gain = np.full((st.num_nodes, vocab), -np.inf)
+    gain[node, token] = depths[node] + 1 - duals
+    best_gain = gain.max(axis=1)  # [N]
+    best_token = gain.argmax(axis=1)
+    slot_gain = best_gain[st.slot_node]  # [M]
+    starts = np.searchsorted(st.slot_config, np.arange(len(st.configs)))
+    config_best = np.maximum.reduceat(slot_gain, starts)  # [C]
+    hit = slot_gain >= config_best[st.slot_config]
+    _, first = np.unique(st.slot_config[hit], return_index=True)
+    slots = np.nonzero(hit)[0][first]  # [C] one best slot per configuration
+    policy = slots * vocab + best_token[st.slot_node[slots]]
+    weight = st.values[st.refs["weight"]]
+    return policy, float(weight @ config_best), config_best
 
 
-def _column_entries(st: Any, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
-                                                       np.ndarray]:
-    """(costs [k], starts [k], row indices, values) of pi columns for Highs.addCols."""
-    vocab = st.vocab
-    slot, y = np.divmod(ids, vocab)
-    cfg = st.slot_config[slot]
-    match_row = st.match_rows(st.slot_node[slot] * vocab + y)
-    has_marg = cfg < st.num_marginal_rows
-    counts = 1 + has_marg.astype(np.int64)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    index = np.empty(int(counts.sum()), dtype=np.int64)
-    index[starts] = np.where(has_marg, cfg, match_row)
-    second = starts[has_marg] + 1
-    index[second] = match_row[has_marg]
-    costs = st.values[st.refs["depth"][st.slot_depth[slot]]]
-    return costs, starts, index, np.ones(len(index))
+def _root_policies(st: Any) -> list[np.ndarray]:
+    """V policies 'every configuration outputs (root, y)': lambda_y = p(y) is feasible."""
+    starts = np.searchsorted(st.slot_config, np.arange(len(st.configs)))  # root slot first
+    return [starts * st.vocab + y for y in range(st.vocab)]
 
 
 def solve_colgen(model_or_instance: Any, paths: int = 2, draft_sampling: str = "iid",
-                 exact: bool = True, tolerance: float = 1e-9, max_iterations: int = 500,
-                 time_limit: float | None = None, certify: bool = True,
-                 max_columns: int = MAX_COLGEN_COLUMNS) -> ColgenResult:
-    """Column generation for the K-path full LP (THEORY section 6).
+                 exact: bool = True, tolerance: float = 1e-9, max_iterations: int = 20_000,
+                 time_limit: float | None = None, certify: bool = True) -> ColgenResult:
+    """Column generation for the K-path full LP (THEORY section 6), Dantzig-Wolfe form.
 
-    Restricted master: every A(z) column plus, per configuration, a growing subset of its
-    outputs (start: the root outputs pi(c, root, y), which are feasible with A = 0 and
-    pi(c, root, y) = w(c) p(y)). Pricing (price_float) adds the best output of every
-    configuration with reduced cost > tolerance; the master is re-solved warm (HiGHS keeps
-    its basis after addCols). With certify=True the final master is certified exactly and
-    every column of the full LP is priced in exact arithmetic (certify_colgen); a column
-    the float pricing missed is added and the loop resumes.
+    Master (speclp.lp.builders.policy_lp): the matching rows only (~N V rows, whatever the
+    number of configurations), one column per generated policy plus every A(z). Pricing
+    (price_policy) is one vectorised pass over all (configuration, node) slots; the best
+    policy is added while its reduced cost exceeds tolerance, and HiGHS re-solves warm.
+    With certify=True the master restricted to its basic policies is rebuilt with exact
+    data, certified (refine_basis), and every configuration is priced in exact arithmetic
+    (speclp.lp.certify.certify_policy_master); a policy the float pricing missed is added
+    and the loop resumes.
     """
-    from .builders import full_structure, lp_from_structure
+    from .builders import full_structure, policy_lp
 
     start = time.perf_counter()
     st = full_structure(model_or_instance, paths, draft_sampling, exact,
-                        max_nonzeros=2 * max_columns + 10**6, max_bytes=64 * 2**30)
-    vocab = st.vocab
-    root_slots = np.nonzero(st.slot_depth == 0)[0]
-    ids = (root_slots[:, None] * vocab + np.arange(vocab)[None, :]).reshape(-1)
-    in_master = np.zeros(st.num_pi, dtype=bool)
-    in_master[ids] = True
-    order = [ids]
-    lp0 = lp_from_structure(st, ids)
-    notes: list[str] = [f"{len(st.configs)} configurations, {st.num_pi} pi columns in the full LP"]
-    small = _small_coefficient_note(lp0, HIGHS_SMALL_MATRIX_VALUE)
-    if small:
-        notes.append(small)
-    h = highs_model(lp0, presolve=False, method="simplex")
-    n_before_a = len(ids)  # HiGHS holds [pi columns (n_before_a), A columns, added pi columns]
-    history: list[dict[str, Any]] = []
-    status = "unknown"
-    iterations = 0
-    certificate = None
-    certify_seconds = None
+                        max_nonzeros=2 * MAX_COLGEN_SLOTS * 8, max_bytes=64 * 2**30)
+    if len(st.slot_node) > MAX_COLGEN_SLOTS:
+        raise ValueError(f"column generation: {len(st.slot_node):,} (configuration, node) slots "
+                         f"exceed {MAX_COLGEN_SLOTS:,}; use fewer paths or a smaller instance")
+    policies = _root_policies(st)
+    master = policy_lp(st, policies)
+    notes = [f"{len(st.configs)} configurations, {len(st.slot_node)} slots, "
+             f"{st.num_pi} pi columns in the full LP; master rows {master.num_eq}"]
+    h = highs_model(master, presolve=False, method="simplex")
     n_a = st.num_nodes - 1
+    history: list[dict[str, Any]] = []
+    iterations = 0
+    status = "unknown"
+    certificate = None
+    certify_seconds = 0.0
+    value = float("nan")
+
+    def add_policy(policy: np.ndarray) -> None:
+        rows, values, objective = policy_columns(st, policy)
+        h.addCols(1, np.array([objective]), np.zeros(1), np.full(1, np.inf), len(rows),
+                  np.zeros(1, dtype=np.int32), rows.astype(np.int32), values)
+        policies.append(policy)
+
+    from .builders import policy_columns
+
     while True:
         while iterations < max_iterations:
             if time_limit is not None:
-                left = time_limit - (time.perf_counter() - start)
+                left = time_limit - (time.perf_counter() - start - certify_seconds)
                 if left <= 0:
                     status = "time_limit"
                     break
@@ -432,67 +422,42 @@ def solve_colgen(model_or_instance: Any, paths: int = 2, draft_sampling: str = "
             h.run()
             iterations += 1
             status = _status_name(h, h.getModelStatus())
-            value = float(h.getInfo().objective_function_value)
-            entry = {"iteration": iterations, "columns": int(in_master.sum()), "value": value,
-                     "seconds": time.perf_counter() - t0, "status": status}
-            history.append(entry)
             if status != "optimal":
                 break
+            value = float(h.getInfo().objective_function_value)
             duals = np.asarray(h.getSolution().row_dual, dtype=np.float64)
-            new, rcs = price_float(st, duals, tolerance)
-            new = new[~in_master[new]]
-            entry["added"] = int(len(new))
-            entry["max_reduced_cost"] = float(rcs.max()) if len(rcs) else 0.0
-            if not len(new):
+            policy, reduced, _ = price_policy(st, duals)
+            history.append({"iteration": iterations, "policies": len(policies), "value": value,
+                            "max_reduced_cost": reduced, "seconds": time.perf_counter() - t0})
+            if reduced <= tolerance:
                 break
-            _add_columns(h, st, new, n_a, order)
-            in_master[new] = True
-        all_ids = np.concatenate(order)
-        lp = lp_from_structure(st, all_ids)
-        solution = _highs_solution(h, lp, status, time.perf_counter() - start, list(notes),
-                                   column_order=_highs_columns(len(all_ids), n_before_a, n_a))
-        if status != "optimal" or not certify:
+            add_policy(policy)
+        float_lp = policy_lp(st, policies)
+        column_order = _policy_highs_columns(len(policies), len(_root_policies(st)), n_a)
+        solution = _highs_solution(h, float_lp, status, time.perf_counter() - start,
+                                   list(notes), column_order=column_order)
+        if status != "optimal" or not certify or st.exact_values is None:
+            lp = float_lp
             break
-        from .certify import certify_colgen
+        from .certify import certify_policy_master
 
         t0 = time.perf_counter()
-        solution, certificate, missed = certify_colgen(st, lp, solution)
-        certify_seconds = (certify_seconds or 0.0) + time.perf_counter() - t0
-        missed = missed[~in_master[missed]] if len(missed) else missed
-        if certificate.certified or not len(missed) or iterations >= max_iterations:
+        lp, solution, certificate, missed = certify_policy_master(st, policies, solution)
+        certify_seconds += time.perf_counter() - t0
+        if certificate.certified or missed is None or iterations >= max_iterations:
             break
-        notes.append(f"exact pricing found {len(missed)} columns the float pricing missed")
-        h = highs_model(lp, presolve=False, method="simplex")
-        h.setBasis(_as_highs_basis(solution.basis))
-        n_before_a = len(all_ids)
-        _add_columns(h, st, missed, n_a, order)
-        in_master[missed] = True
-    seconds = time.perf_counter() - start - (certify_seconds or 0.0)
-    return ColgenResult(status, solution.value, lp, solution, st, iterations, seconds, history,
-                        certificate, certify_seconds, notes)
+        notes.append("exact pricing found an improving policy the float pricing missed")
+        add_policy(missed)
+    seconds = time.perf_counter() - start - certify_seconds
+    return ColgenResult(status, value, lp, solution, st, iterations, seconds, history,
+                        certificate, certify_seconds if certify else None, notes)
 
 
-def _highs_columns(n_pi: int, n_before_a: int, n_a: int) -> np.ndarray:
-    """[n_pi + n_a] HiGHS column of every LinearProgram column of the master.
+def _policy_highs_columns(n_pol: int, n_initial: int, n_a: int) -> np.ndarray:
+    """[n_pol + n_a] HiGHS column of every policy_lp column.
 
-    HiGHS holds [pi (n_before_a), A (n_a), later pi]; the LinearProgram [all pi, A]."""
-    lp_cols = np.arange(n_pi + n_a)
-    return np.where(lp_cols < n_before_a, lp_cols,
-                    np.where(lp_cols < n_pi, lp_cols + n_a, lp_cols - n_pi + n_before_a))
-
-
-def _add_columns(h: Any, st: Any, ids: np.ndarray, n_a: int, order: list[np.ndarray]) -> None:
-    costs, starts, index, values = _column_entries(st, ids)
-    h.addCols(len(ids), costs, np.zeros(len(ids)), np.full(len(ids), np.inf), len(index),
-              starts.astype(np.int32), index.astype(np.int32), values)
-    order.append(ids)
-
-
-def _as_highs_basis(basis: tuple[np.ndarray, np.ndarray]) -> Any:
-    import highspy
-
-    out = highspy.HighsBasis()
-    out.col_status = [highspy.HighsBasisStatus(int(s)) for s in basis[0]]
-    out.row_status = [highspy.HighsBasisStatus(int(s)) for s in basis[1]]
-    out.valid = True
-    return out
+    HiGHS holds [initial policies (n_initial), A (n_a), added policies]; policy_lp holds
+    [all policies, A]."""
+    lp_cols = np.arange(n_pol + n_a)
+    return np.where(lp_cols < n_initial, lp_cols,
+                    np.where(lp_cols < n_pol, lp_cols + n_a, lp_cols - n_pol + n_initial))

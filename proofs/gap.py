@@ -3,7 +3,8 @@
 For one instance and K draft paths:
     optimum        the full K-path information-agnostic LP (every prefix-matching
                    verifier that sees the K drafts), solved and, on request, certified
-                   in exact rationals (speclp.lp.report.optimum_record);
+                   in exact rationals (speclp.lp.report.optimum_record; a float basis
+                   that is optimal only within tolerances is refined first);
     class_optimum  the "select one path, then BV" class LP (speclp.lp.selection), when
                    that module is present;
     verifiers      exact block efficiency E[tau + 1] (tokens per target call) and total
@@ -25,14 +26,11 @@ Verifier laws are computed in float64 on the float rows (the engine's code path)
 from __future__ import annotations
 
 import time
-from fractions import Fraction
 from typing import Any
 
 from ..lp.builders import DRAFT_SAMPLING, full_lp
-from ..lp.certify import refine_basis
 from ..lp.instance import Instance
-from ..lp.program import LinearProgram
-from ..lp.solve import solve
+from ..lp.report import optimum_record
 from ..verifiers.exact import exact_result
 from ..verifiers.law import verifier_names
 
@@ -56,45 +54,6 @@ def available_verifiers(requested: tuple[str, ...] | list[str] | None = None
     wanted = list(DEFAULT_VERIFIERS if requested is None else requested)
     registered = set(verifier_names(include_broken=True))
     return [n for n in wanted if n in registered], [n for n in wanted if n not in registered]
-
-
-def optimum_with_refinement(lp: LinearProgram, backend: str = "highs", certify: bool = True,
-                            rational: bool = False) -> dict[str, Any]:
-    """Solve `lp` and certify its optimum, refining a float basis that certifies only within
-    solver tolerances (speclp.lp.certify.refine_basis; cvxpy returns no basis).
-
-    Same keys as speclp.lp.report.optimum_record: value (float; the exact optimum's float
-    when certified), exact (fraction string when certified and rational), exact_value
-    (Fraction or None), certified, certificate, status, seconds, certify_seconds, backend,
-    size, notes, total_seconds.
-    """
-    start = time.perf_counter()
-    solution = solve(lp, backend=backend)
-    record: dict[str, Any] = {
-        "value": float(solution.value) if solution.value is not None else None,
-        "exact": None, "exact_value": None, "certified": False,
-        "certificate": "not requested", "status": solution.status,
-        "seconds": round(solution.seconds, 6), "certify_seconds": None, "backend": backend,
-        "size": lp.describe(), "notes": list(lp.notes) + list(solution.notes),
-    }
-    if certify and solution.optimal:
-        t0 = time.perf_counter()
-        if solution.basis is None:
-            record["certificate"] = f"no basis to certify (backend {backend} returns none)"
-        else:
-            refined, cert = refine_basis(lp, solution)
-            record["certified"] = bool(cert.certified)
-            record["certificate"] = cert.reason
-            record["notes"] = list(lp.notes) + list(refined.notes)
-            if cert.certified and cert.value is not None:
-                exact_value = Fraction(cert.value)
-                record["exact_value"] = exact_value
-                record["value"] = float(exact_value)
-                if rational:
-                    record["exact"] = str(exact_value)
-        record["certify_seconds"] = round(time.perf_counter() - t0, 6)
-    record["total_seconds"] = round(time.perf_counter() - start, 6)
-    return record
 
 
 def class_optimum_record(instance: Instance, paths: int, draft_sampling: str = "iid",
@@ -156,11 +115,13 @@ def gap(instance: Instance, paths: int, draft_sampling: str = "iid", backend: st
     names, missing = available_verifiers(verifiers)
     # The exact table is only needed for the certificate; a float build is much cheaper.
     lp = full_lp(instance, paths=paths, draft_sampling=draft_sampling, exact=certify)
-    optimum = optimum_with_refinement(lp, backend, certify=certify, rational=instance.rational)
+    optimum = optimum_record(lp, backend, want_certificate=certify, rational=instance.rational)
     if optimum["value"] is None or optimum["status"] != "optimal":
         raise RuntimeError(f"full LP of {instance.name} (K={paths}) not solved: "
                            f"{optimum['status']}")
-    value = optimum["value"]  # the exact optimum's float when certified
+    if optimum["exact_value"] is not None:  # certified: compare with the exact optimum
+        optimum["value"] = float(optimum["exact_value"])
+    value = optimum["value"]
     tolerance = CERTIFIED_TOLERANCE if optimum["certified"] else UNCERTIFIED_TOLERANCE
     klass = (class_optimum_record(instance, paths, draft_sampling, backend, class_method)
              if class_optimum

@@ -8,13 +8,13 @@ Sweep figures (speclp.proofs.sweep rows):
     ratio_by_verifier distribution of BE / optimum per verifier (box plots), one panel per K;
     gbv_vs_bv         GBV's against BV's block efficiency on the same (instance, K), with
                       the diagonal; points where GBV < BV - 1e-12 highlighted and counted.
-A benchmark results directory (JSONL files, e.g. benchmarks/results/bench/) is handed to
-the real-model engine's plotting function (see BENCH_PLOTTERS).
+A benchmark results directory (JSONL files, e.g. benchmarks/results/bench/) is recognised
+by is_bench_results; `speclp plot` hands it to the real-model benchmark's plot_bench
+(speclp.cli_models), since proofs does not import the command line.
 """
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +24,6 @@ import pandas as pd
 from .sweep import load_results
 
 GBV_BELOW_BV_TOLERANCE = 1e-12
-# (module, function) candidates for benchmark plots: function(results_dir, out_dir) -> Any
-BENCH_PLOTTERS: tuple[tuple[str, str], ...] = (
-    ("speclp.verifiers.engine", "plot_bench_results"),
-    ("speclp.verifiers.bench", "plot_bench_results"),
-    ("speclp.proofs.bench", "plot_bench_results"),
-)
 
 
 def _pyplot() -> Any:
@@ -85,7 +79,8 @@ def gap_heatmap(frame: pd.DataFrame, out: Path, verifier: str = "gbv") -> dict[s
         ax.set_xticks(range(len(depths)), [str(d) for d in depths])
         ax.set_yticks(range(len(vocabs)), [str(v) for v in vocabs])
         ax.set_xlabel("depth L")
-        ax.set_ylabel("vocabulary V")
+        if k == ks[0]:
+            ax.set_ylabel("vocabulary V")
         ax.set_title(f"K = {k}")
     fig.colorbar(image, ax=axes[0].tolist(), label="mean gap (optimum - E[tau+1])")
     fig.suptitle(f"{verifier.upper()}: mean gap to the K-path LP optimum", y=1.02)
@@ -159,33 +154,19 @@ def is_bench_results(path: Path) -> bool:
             and any(path.glob("*.jsonl")))
 
 
-def plot_bench(path: Path, out: Path) -> dict[str, Any]:
-    """Hand a benchmark results directory to the engine's plotting function."""
-    for module_name, function in BENCH_PLOTTERS:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError:
-            continue
-        plotter = getattr(module, function, None)
-        if plotter is not None:
-            made = plotter(path, out)
-            return {"out": str(out), "kind": "bench", "plotter": f"{module_name}.{function}",
-                    "figures": made if isinstance(made, dict) else {"bench": {"files": [
-                        str(p) for p in (made or [])]}}}
-    wanted = ", ".join(f"{m}.{f}" for m, f in BENCH_PLOTTERS)
-    raise ValueError(f"{path} holds benchmark results (JSONL), but no benchmark plotting "
-                     f"function is installed (looked for {wanted})")
-
-
 def plot_results(results: str | Path, out: str | Path | None = None) -> dict[str, Any]:
-    """Write the figures of a sweep (or a benchmark) to `out` (default RESULTS_figures)."""
+    """Write the figures of a sweep to `out` (default: RESULTS_figures next to RESULTS).
+
+    Returns {"out", "kind": "sweep", "instances", "figures": {name: {"files", "note", ...}}}.
+    """
     path = Path(results)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file or directory")
     target = Path(out) if out else path.with_name(path.stem + "_figures")
     target.mkdir(parents=True, exist_ok=True)
     if is_bench_results(path):
-        return plot_bench(path, target)
+        raise ValueError(f"{path} holds benchmark results (JSONL), not a sweep: use "
+                         "`speclp plot` (speclp.cli_models.plot_bench)")
     frame = load_results(path)
     figures = {
         "gbv_gap_heatmap": gap_heatmap(frame, target),

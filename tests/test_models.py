@@ -159,6 +159,7 @@ def test_smollm2_engine_rows_and_output(smollm2) -> None:
 
 @pytest.mark.models
 def test_bench_cli_is_resumable(smollm2, tmp_path: Path, monkeypatch) -> None:
+    before = torch.get_num_threads()
     from speclp import cli_models
     from speclp.cli import app
     from typer.testing import CliRunner
@@ -167,8 +168,11 @@ def test_bench_cli_is_resumable(smollm2, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(models, "load_model", lambda *a, **k: smollm2)
     args = ["bench", "--pair", "smollm2-135m", "--prompts", "humaneval:1", "--configs",
             "bv:1,gbv:2", "--depth", "2", "--temperature", "0.7", "--max-new-tokens", "4",
-            "--out", str(tmp_path), "--dtype", "fp32", "--json"]
-    first = CliRunner().invoke(app, args)
+            "--out", str(tmp_path), "--dtype", "fp32", "--threads", "1", "--json"]
+    try:
+        first = CliRunner().invoke(app, args)
+    finally:
+        torch.set_num_threads(before)
     assert first.exit_code == 0, first.output
     out = json.loads(first.stdout)
     assert out["computed"] == 2 and out["reused"] == 0
@@ -176,7 +180,7 @@ def test_bench_cli_is_resumable(smollm2, tmp_path: Path, monkeypatch) -> None:
     assert set(rows) == {("bv", 1), ("gbv", 2)}
     assert all(c["generated_tokens"] == 4 and c["draft_temperature"] == pytest.approx(1.05)
                for c in rows.values())
-    again = json.loads(CliRunner().invoke(app, args).stdout)
+    again = json.loads(CliRunner().invoke(app, args).stdout)  # nothing to compute
     assert again["computed"] == 0 and again["reused"] == 2
     assert len(cli_models.load_records(tmp_path)) == 2
     bad = CliRunner().invoke(app, args[:-1] + ["--verifiers", "nope", "--configs", "nope:1"])

@@ -1,0 +1,114 @@
+"""Verifier step time at a real vocabulary: every registered verifier, K paths, depth L.
+
+One "step" = block_law + sample_block on a DraftTree with random rows (what the engine
+calls once per target pass). Rows: softmax of Gaussian logits (scale 3, peaked like an LM),
+target rows [B, K, L+1, V], draft rows [B, K, L, V], row 0 shared by the K paths, drafted
+tokens sampled from the draft rows (so they have q > 0).
+
+    python benchmarks/gpu_verify.py                       # CUDA if present, else CPU
+    python benchmarks/gpu_verify.py --batch 1,32 --paths 1,2,3,4 --depth 8
+
+Prints a table and writes benchmarks/results/bench_gpu_verify_<device>.json. On CPU the
+default is batch 1 only (batch 32 at V = 151,936 needs ~1.5 GB per tensor in fp32).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+from speclp.verifiers.law import DraftTree, block_law, sample_block, verifier_names
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def random_tree(batch: int, paths: int, depth: int, vocab: int, device: torch.device,
+                dtype: torch.dtype, generator: torch.Generator) -> DraftTree:
+    """Random rows with the shapes and sharing structure the engine produces."""
+    def rows(*shape: int) -> torch.Tensor:
+        logits = 3 * torch.randn(*shape, vocab, device=device, generator=generator)
+        return torch.softmax(logits, -1).to(dtype)
+
+    target = rows(batch, paths, depth + 1)
+    draft = rows(batch, paths, depth)
+    target[:, :, 0] = target[:, :1, 0]
+    draft[:, :, 0] = draft[:, :1, 0]
+    flat = draft.reshape(-1, vocab).float()
+    tokens = torch.multinomial(flat, 1, generator=generator).reshape(batch, paths, depth)
+    return DraftTree(tokens, target, draft)
+
+
+def time_step(name: str, tree: DraftTree, device: torch.device, generator: torch.Generator,
+              repeats: int) -> list[float]:
+    """Seconds per block_law + sample_block (after one warm-up)."""
+    times = []
+    for i in range(repeats + 1):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        law = block_law(name, tree)
+        sample_block(law, generator)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        if i:
+            times.append(time.perf_counter() - start)
+    return times
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--vocab", type=int, default=151_936)
+    parser.add_argument("--paths", default="1,2,3,4")
+    parser.add_argument("--depth", type=int, default=8)
+    parser.add_argument("--batch", default=None, help="comma list (default 1,32 on CUDA, 1 on CPU)")
+    parser.add_argument("--verifiers", default=None, help="comma list (default: all lossless)")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16"])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    batches = [int(b) for b in (args.batch or ("1,32" if device.type == "cuda" else "1")).split(",")]
+    names = args.verifiers.split(",") if args.verifiers else verifier_names()
+    dtype = getattr(torch, args.dtype)
+    generator = torch.Generator(device=device).manual_seed(0)
+    rows = []
+    for batch in batches:
+        for paths in [int(k) for k in args.paths.split(",")]:
+            tree = random_tree(batch, paths, args.depth, args.vocab, device, dtype, generator)
+            for name in names:
+                times = time_step(name, tree, device, generator, args.repeats)
+                rows.append({"verifier": name, "batch": batch, "paths": paths,
+                             "depth": args.depth, "vocab": args.vocab,
+                             "median_ms": 1000 * statistics.median(times),
+                             "min_ms": 1000 * min(times)})
+                print(f"B={batch:3d} K={paths} {name:12s} {rows[-1]['median_ms']:9.2f} ms "
+                      f"(min {rows[-1]['min_ms']:.2f})", flush=True)
+            del tree
+    result = {
+        "benchmark": "verifier step (block_law + sample_block), random rows",
+        "device": str(device),
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
+        else platform.processor() or platform.machine(),
+        "threads": torch.get_num_threads(), "dtype": args.dtype, "torch": torch.__version__,
+        "note": "CPU run at small settings (no GPU in this session)" if device.type == "cpu"
+        else "",
+        "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "rows": rows,
+    }
+    out = Path(args.out) if args.out else RESULTS / f"bench_gpu_verify_{device.type}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    print(f"saved {out}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,435 @@
+"""Draft trees, target-probability reuse and tree-selection rules (THEORY.md section 5).
+
+Conventions (used everywhere in this module, the `trees` command and the notebook):
+- A *tree* is a prefix-closed set of non-root nodes (shortlex indices, verifiers.tree) of
+  an instance of depth L; its *budget* N is its number of nodes.
+- Verification of a deterministic tree is by target sampling: sample from the target and
+  walk down while the sampled token is a child in the tree; the first sampled token that
+  is not a child (or the bonus token below a leaf) is the correction token. Then
+      E[accepted] = sum_{n in T} p(n)        (p(n) = target path probability),
+  and this is the best any valid verifier can do (lp.tree_lp certifies it).
+- *Tokens per round* = E[accepted] + 1 (the correction / bonus token): tokens produced
+  per verification pass (tree pass) of the target. Rules that need the target row at the
+  current context report ``extra_target_rows = 1``: one more target pass per round unless
+  that row is reused from the previous pass (see reuse_probability). Tokens per target
+  call without reuse is tokens_per_round / 2 for those rules.
+
+Selection rules (budget N, instance depth L; all exact on exact instances):
+  draft          top-N nodes by draft path probability q(z) (ties by shortlex index).
+  rerank         top-N by score(z) = p(z_1) q(z_2..z_d | z_1): the target row at the
+                 context replaces the draft's for the first token.
+  target-first   draw t ~ p(.|context) (an exact target sample, accepted for free) and
+                 spend the whole budget on the draft-ranked tree T_t of the subtree below
+                 t (depth L - 1):  tokens per round =
+                     1 + sum_t p(t) [1 + sum_{n in T_t} p(n | t)]
+                 (the t token, the accepted tokens below t, and the correction token).
+  target-first-gbv  draw t ~ p as above, then K i.i.d. draft paths of length L' below t
+                 verified by GBV, with the shape L' = min(L - 1, N), K = min(N // L',
+                 largest K whose (V^L')^K draft configurations fit `max_configurations`):
+                     tokens per round = 1 + sum_t p(t) BE_GBV(sub-instance below t, K, L').
+Every selection is a prefix-closed top-N of a score that never increases along a path,
+so "best-first expansion" and "top-N of all nodes" give the same tree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..verifiers.exact import configurations, draft_tree, exact_result
+from ..verifiers.law import block_law
+from ..verifiers.tree import TreeModel, depth_offset, node_depths, num_nodes
+
+RULES = ("draft", "rerank", "target-first", "target-first-gbv")
+MAX_CONFIGURATIONS = 5000
+
+
+def ranked_tree(scores: np.ndarray, budget: int, vocab: int) -> np.ndarray:
+    """[min(N, nodes)] node indices of the top-`budget` non-root nodes by score.
+
+    scores [N] (float or exact), non-increasing along every path; ties by shortlex index
+    (so a parent always precedes its children and the result is prefix-closed).
+    """
+    if budget < 0:
+        raise ValueError(f"budget must be >= 0, got {budget}")
+    order = sorted(range(1, len(scores)), key=lambda i: (-scores[i], i))
+    chosen = np.array(sorted(order[:budget]), dtype=np.int64)
+    present = set(chosen.tolist())
+    for n in chosen.tolist():
+        parent = (n - 1) // vocab
+        if parent and parent not in present:
+            raise ValueError("scores increase along a path: the top-N set is not prefix-closed")
+    return chosen
+
+
+def rerank_model(model: TreeModel) -> TreeModel:
+    """Rows whose path probabilities are the rerank scores: target root row, draft rows below."""
+    rows = model.draft.copy()
+    rows[0] = model.target[0]
+    return TreeModel(model.target, rows, model.depth)
+
+
+def draft_ranked_tree(model: TreeModel, budget: int) -> np.ndarray:
+    """Rule `draft`: top-N by q(z)."""
+    return ranked_tree(model.node_probabilities("draft"), budget, model.vocab_size)
+
+
+def reranked_tree(model: TreeModel, budget: int) -> np.ndarray:
+    """Rule `rerank`: top-N by p(z_1) q(z_2..|z_1)."""
+    return ranked_tree(rerank_model(model).node_probabilities("draft"), budget, model.vocab_size)
+
+
+def tree_accepted(model: TreeModel, tree: np.ndarray) -> Any:
+    """E[accepted] = sum_{n in T} p(n) of verification by target sampling (exact on exact models)."""
+    p = model.node_probabilities("target")
+    zero = p[0] * 0
+    return sum((p[int(n)] for n in tree), zero)
+
+
+def subtree_model(model: TreeModel, token: int, depth: int) -> TreeModel:
+    """Rows below the first token `token`, as an instance of depth `depth` (<= L - 1).
+
+    Node s of the sub-instance (depth d) is node (token, s) of depth d + 1 of the instance.
+    """
+    if not 0 <= depth <= model.depth - 1:
+        raise ValueError(f"subtree depth must be in 0..{model.depth - 1}, got {depth}")
+    vocab = model.vocab_size
+    index = []
+    for d in range(depth + 1):
+        start = depth_offset(vocab, d + 1) + token * vocab**d
+        index.extend(range(start, start + vocab**d))
+    index = np.array(index, dtype=np.int64)
+    return TreeModel(model.target[index], model.draft[index], depth)
+
+
+def gbv_shape(vocab: int, depth: int, budget: int,
+              max_configurations: int = MAX_CONFIGURATIONS) -> tuple[int, int]:
+    """(K, L') for target-first-gbv: L' = min(L - 1, N), K = min(N // L', cap) (module doc)."""
+    sub_depth = min(depth - 1, budget)
+    if sub_depth <= 0:
+        return 0, 0
+    paths = max(1, budget // sub_depth)
+    while paths > 1 and (vocab**sub_depth) ** paths > max_configurations:
+        paths -= 1
+    return paths, sub_depth
+
+
+@dataclass
+class RuleValue:
+    """Exact expectation of one rule at one budget (see module conventions)."""
+
+    rule: str
+    budget: int
+    tokens_per_round: Any  # E[accepted] + 1
+    accepted: Any  # E[accepted] (the free target token of target-first rules included)
+    extra_target_rows: int  # target rows needed at the context before drafting (0 or 1)
+    nodes: int  # drafted nodes actually used (<= budget)
+    shape: tuple[int, int] | None = None  # (K, L') for target-first-gbv
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"rule": self.rule, "budget": self.budget, "tokens_per_round": self.tokens_per_round,
+                "accepted": self.accepted, "extra_target_rows": self.extra_target_rows,
+                "nodes": self.nodes, "shape": list(self.shape) if self.shape else None}
+
+
+def rule_value(model: TreeModel, rule: str, budget: int,
+               max_configurations: int = MAX_CONFIGURATIONS) -> RuleValue:
+    """Exact tokens per round of a selection rule at budget N (module docstring)."""
+    vocab, depth = model.vocab_size, model.depth
+    one = model.target[0, 0] * 0 + 1
+    if rule in ("draft", "rerank"):
+        tree = draft_ranked_tree(model, budget) if rule == "draft" else reranked_tree(model, budget)
+        accepted = tree_accepted(model, tree)
+        return RuleValue(rule, budget, accepted + one, accepted, int(rule == "rerank"), len(tree))
+    if rule == "target-first":
+        accepted, used = one, 0
+        sub_depth = depth - 1
+        for t in range(vocab):
+            p_t = model.target[0, t]
+            if sub_depth == 0 or p_t == 0:
+                continue
+            sub = subtree_model(model, t, sub_depth)
+            tree = draft_ranked_tree(sub, budget)
+            used = max(used, len(tree))
+            accepted = accepted + p_t * tree_accepted(sub, tree)
+        return RuleValue(rule, budget, accepted + one, accepted, 1, used)
+    if rule == "target-first-gbv":
+        paths, sub_depth = gbv_shape(vocab, depth, budget, max_configurations)
+        tokens = one + one  # t, then a correction token (sub_depth = 0: the bonus below t)
+        if sub_depth > 0:
+            tokens = one
+            for t in range(vocab):
+                p_t = model.target[0, t]
+                if p_t == 0:
+                    continue
+                sub = subtree_model(model, t, sub_depth)
+                tokens = tokens + p_t * exact_result(sub, "gbv", paths=paths).block_efficiency
+        return RuleValue(rule, budget, tokens, tokens - one, 1, paths * sub_depth,
+                         (paths, sub_depth))
+    raise ValueError(f"unknown rule {rule!r}; known: {', '.join(RULES)}")
+
+
+def optimal_tree_value(model: TreeModel, budget: int) -> tuple[Any, np.ndarray]:
+    """Best prefix-closed tree of N nodes for target-sampling verification: top-N by p(z).
+
+    (p(z) is non-increasing along paths, so the top-N set is prefix-closed and maximises
+    sum p over all N-node sets, prefix-closed or not.) Returns (E[accepted], tree).
+    """
+    tree = ranked_tree(model.node_probabilities("target"), budget, model.vocab_size)
+    return tree_accepted(model, tree), tree
+
+
+# ---------------------------------------------------------------------------
+# reuse of the previous pass's target rows
+# ---------------------------------------------------------------------------
+
+def reuse_probability(model: TreeModel, verifier: str, paths: int) -> Any:
+    """P(the correction token Y is a drafted child of the output node) for K i.i.d. paths.
+
+    Then the previous tree pass already computed the target row at the next round's full
+    context (output node + Y), so a rule needing that row costs no extra target pass.
+    (For a deterministic tree verified by target sampling this probability is 0: the
+    correction token is by construction not a child in the tree.)
+    """
+    configs = configurations(model, paths)
+    tokens = configs.tokens  # [C, K, L]
+    law = block_law(verifier, draft_tree(model, tokens))
+    joint = law.joint()
+    if not isinstance(joint, np.ndarray):
+        joint = joint.double().cpu().numpy()
+    count, k_paths, depth = tokens.shape
+    vocab = model.vocab_size
+    child = np.zeros((count, k_paths, depth + 1, vocab), dtype=bool)
+    for k in range(k_paths):
+        for j in range(k_paths):
+            same = np.ones(count, dtype=bool)
+            for i in range(depth):  # output node = first i tokens of path k
+                rows = np.nonzero(same)[0]
+                child[rows, k, i, tokens[rows, j, i]] = True
+                same &= tokens[:, k, i] == tokens[:, j, i]
+    weights = configs.probability.reshape(-1, 1, 1, 1)
+    masked = np.where(child, joint * weights, joint.reshape(-1)[0] * 0)
+    return masked.sum()
+
+
+def all_rules(model: TreeModel, budgets: list[int], rules: tuple[str, ...] = RULES,
+              max_configurations: int = MAX_CONFIGURATIONS) -> list[RuleValue]:
+    """rule_value for every (rule, budget)."""
+    return [rule_value(model, r, n, max_configurations) for n in budgets for r in rules]
+
+
+def node_count(vocab: int, depth: int) -> int:
+    """Non-root nodes of an instance (the largest useful budget)."""
+    return num_nodes(vocab, depth) - 1
+
+
+__all__ = ["RULES", "RuleValue", "all_rules", "draft_ranked_tree", "gbv_shape", "node_count",
+           "node_depths", "optimal_tree_value", "ranked_tree", "reranked_tree", "rerank_model",
+           "reuse_probability", "rule_value", "subtree_model", "tree_accepted"]
+
+
+# ---------------------------------------------------------------------------
+# real-model runs (`speclp trees`)
+# ---------------------------------------------------------------------------
+
+def real_rule_values(rows: Any, budgets: list[int], rules: tuple[str, ...] = RULES,
+                     max_configurations: int = MAX_CONFIGURATIONS) -> dict[str, Any]:
+    """Exact rule values on the rows of a real pair (verifiers.real_rows.TreeRows).
+
+    `renormalised`: every rule on the instance of the M kept tokens per node, renormalised
+    (a truncation of the pair). `candidate_exact`: draft / rerank / target-first /
+    oracle on the UNrenormalised rows, i.e. with the real full-vocabulary probabilities,
+    trees restricted to the candidate tree: exact for those trees, a lower bound on the
+    unrestricted rule (target-first counts 0 tokens below a first token outside the M
+    candidates). `oracle` = best N-node tree for target-sampling verification (top-N by
+    p, needs the target everywhere: a reference, not a rule).
+    """
+    norm = TreeModel(rows.target, rows.draft, rows.depth)
+    raw = TreeModel(rows.target_edge, rows.draft_edge, rows.depth)
+    out: dict[str, Any] = {"renormalised": {}, "candidate_exact": {}, "shapes": {}}
+    for n in budgets:
+        for rule in rules:
+            value = rule_value(norm, rule, n, max_configurations)
+            out["renormalised"].setdefault(rule, {})[str(n)] = float(value.tokens_per_round)
+            if value.shape:
+                out["shapes"][str(n)] = list(value.shape)
+            if rule != "target-first-gbv":
+                raw_value = rule_value(raw, rule, n)
+                out["candidate_exact"].setdefault(rule, {})[str(n)] = float(raw_value.tokens_per_round)
+        for key, model in (("renormalised", norm), ("candidate_exact", raw)):
+            best, _ = optimal_tree_value(model, n)
+            out[key].setdefault("oracle", {})[str(n)] = float(best) + 1.0
+    return out
+
+
+def modelled_walltime(tokens_per_round: float, times: dict[str, float], extra_pass: bool,
+                      reuse: float = 0.0) -> dict[str, float]:
+    """MODELLED seconds per generated token from measured component times of one round.
+
+    sequential = (draft + target tree pass + (1 - reuse) * extra pass) / tokens per round;
+    overlapped = (max(draft, (1 - reuse) * extra pass) + target tree pass) / tokens per round
+    (the extra target pass run concurrently with drafting; for target-first rules this
+    needs drafting below several candidate first tokens, so it is an optimistic model).
+    """
+    extra = (1.0 - reuse) * times["extra_s"] if extra_pass else 0.0
+    seq = (times["draft_s"] + times["target_s"] + extra) / tokens_per_round
+    over = (max(times["draft_s"], extra) + times["target_s"]) / tokens_per_round
+    return {"sequential_s_per_token": seq, "overlapped_s_per_token_modelled": over}
+
+
+def summarize_trees(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mean tokens per round (renormalised and candidate-exact) and modelled s/token per rule, budget."""
+    rows: list[dict[str, Any]] = []
+    if not records:
+        return rows
+    budgets = sorted({int(b) for r in records for b in r["values"]["renormalised"]["draft"]})
+    rules = list(records[0]["values"]["renormalised"])
+    for rule in rules:
+        for n in budgets:
+            key = str(n)
+            norm = [r["values"]["renormalised"][rule][key] for r in records
+                    if key in r["values"]["renormalised"].get(rule, {})]
+            raw = [r["values"]["candidate_exact"][rule][key] for r in records
+                   if key in r["values"]["candidate_exact"].get(rule, {})]
+            timed = [r["walltime"][rule][key] for r in records
+                     if r.get("walltime") and key in r["walltime"].get(rule, {})]
+            rows.append({
+                "rule": rule, "budget": n, "contexts": len(norm),
+                "tokens_per_round": float(np.mean(norm)) if norm else None,
+                "tokens_per_round_candidate_exact": float(np.mean(raw)) if raw else None,
+                "sequential_s_per_token": float(np.mean([t["sequential_s_per_token"] for t in timed]))
+                if timed else None,
+                "overlapped_s_per_token_modelled":
+                    float(np.mean([t["overlapped_s_per_token_modelled"] for t in timed])) if timed else None,
+            })
+    return rows
+
+
+def plot_trees(records: list[dict[str, Any]], out_dir: Any, title: str = "") -> list[Any]:
+    """Two figures: expected tokens per round vs budget per rule; modelled s/token vs budget."""
+    from pathlib import Path
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summary = summarize_trees(records)
+    if not summary:
+        return []
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for rule in dict.fromkeys(s["rule"] for s in summary):
+        pts = [s for s in summary if s["rule"] == rule]
+        style = "--" if rule == "oracle" else "-"
+        axes[0].plot([s["budget"] for s in pts], [s["tokens_per_round"] for s in pts], style,
+                     marker="o", label=rule)
+        ok = [s for s in pts if s["tokens_per_round_candidate_exact"] is not None]
+        if ok:
+            axes[1].plot([s["budget"] for s in ok], [s["tokens_per_round_candidate_exact"] for s in ok],
+                         style, marker="o", label=rule)
+    axes[0].set_title("renormalised top-M instance (exact)", fontsize=9)
+    axes[1].set_title("real probabilities on candidate tree (exact, lower bound)", fontsize=9)
+    for ax in axes:
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("budget N (drafted nodes)")
+        ax.set_ylabel("E[tokens per round] = E[accepted] + 1")
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    paths.append(out_dir / "trees_acceptance.png")
+    fig.savefig(paths[-1], dpi=110)
+    plt.close(fig)
+    timed = [s for s in summary if s["sequential_s_per_token"] is not None]
+    if timed:
+        fig, ax = plt.subplots(figsize=(6, 3.8))
+        for rule in dict.fromkeys(s["rule"] for s in timed):
+            pts = [s for s in timed if s["rule"] == rule]
+            line = ax.plot([s["budget"] for s in pts], [1000 * s["sequential_s_per_token"] for s in pts],
+                           marker="o", label=f"{rule} sequential")
+            ax.plot([s["budget"] for s in pts],
+                    [1000 * s["overlapped_s_per_token_modelled"] for s in pts], ":", marker="x",
+                    color=line[0].get_color(), label=f"{rule} overlapped (modelled)")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("budget N")
+        ax.set_ylabel("MODELLED ms per token")
+        ax.set_title("modelled from measured draft / tree-pass / extra-pass times", fontsize=9)
+        ax.legend(fontsize=6)
+        fig.tight_layout()
+        paths.append(out_dir / "trees_walltime_modelled.png")
+        fig.savefig(paths[-1], dpi=110)
+        plt.close(fig)
+    return paths
+
+
+def run_trees(target: Any, draft: Any, prompts: list[dict[str, Any]], budgets: list[int],
+              rules: tuple[str, ...], out_file: Any, width: int = 4, depth: int = 4,
+              contexts_per_prompt: int = 2, every: int = 8, temperature: float = 1.0,
+              draft_temperature: float | None = None, seed: int = 0, label: str = "",
+              eos: set[int] | None = None, time_rounds: bool = True,
+              progress: Any = lambda it: it) -> dict[str, Any]:
+    """Compute (or resume) the `trees` records: one JSONL record per (prompt, context).
+
+    prompts: [{"id", "tokens"}]. Rows: verifiers.real_rows.tree_rows(select="mix"): the
+    top-M tokens of (p + q)/2 at every node to depth L. Walltime (time_rounds): measured
+    draft / tree-pass / extra-pass times of the draft-ranked tree of each budget at this
+    context, turned into MODELLED s/token per rule (reuse of the context row = 0: with
+    target-sampling verification of a deterministic tree the correction token is never a
+    drafted child, see reuse_probability).
+    """
+    from pathlib import Path
+
+    import torch
+
+    from ..verifiers.real_rows import sample_contexts, time_tree_round, tree_rows
+    from .realgap import _stable_hash, append_jsonl, load_jsonl
+
+    out_file = Path(out_file)
+    config_tag = f"M{width}|L{depth}|N{','.join(map(str, budgets))}|R{','.join(rules)}"
+    done = {r["key"] for r in load_jsonl(out_file)}
+    computed = reused = 0
+    for prompt in progress(prompts):
+        keys = [f"{prompt['id']}|{c}|{config_tag}" for c in range(contexts_per_prompt)]
+        if all(k in done for k in keys):
+            reused += len(keys)
+            continue
+        gen = torch.Generator().manual_seed(seed + _stable_hash(prompt["id"]))
+        contexts = sample_contexts(target, prompt["tokens"], contexts_per_prompt, every,
+                                   temperature, eos, gen)
+        for c, context in enumerate(contexts):
+            key = f"{prompt['id']}|{c}|{config_tag}"
+            if key in done:
+                reused += 1
+                continue
+            rows = tree_rows(target, draft, context, width, depth, temperature, draft_temperature,
+                             select="mix")
+            values = real_rule_values(rows, budgets, rules)
+            walltime: dict[str, Any] = {}
+            times: dict[str, Any] = {}
+            if time_rounds:
+                norm = TreeModel(rows.target, rows.draft, rows.depth)
+                for n in budgets:
+                    tree = draft_ranked_tree(norm, n)
+                    nodes = [rows.node_tokens(int(i)) for i in tree]
+                    t = time_tree_round(target, draft, context, nodes, temperature, draft_temperature)
+                    times[str(n)] = t
+                    for rule in rules:  # the oracle is a reference, not a rule: not timed
+                        tpr = values["renormalised"][rule][str(n)]
+                        walltime.setdefault(rule, {})[str(n)] = modelled_walltime(
+                            tpr, t, extra_pass=rule not in ("draft", "oracle"))
+            record = {"key": key, "pair": label, "prompt": prompt["id"], "context": c,
+                      "context_tokens": len(context), "width": width, "depth": depth,
+                      "selection": "top-M of (p+q)/2 per node", "renormalised_values": True,
+                      "covered_target_mean": float(np.mean(rows.covered_target)),
+                      "covered_target_root": float(rows.covered_target[0]),
+                      "temperature": temperature, "draft_temperature": draft_temperature,
+                      "values": values, "times": times, "walltime": walltime,
+                      "rows_seconds": rows.seconds}
+            append_jsonl(out_file, record)
+            done.add(key)
+            computed += 1
+    return {"file": str(out_file), "computed": computed, "reused": reused}

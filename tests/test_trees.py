@@ -1,0 +1,261 @@
+"""Draft trees, the tree LP, selection rules against brute force, reuse, real rows."""
+
+import itertools
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+from speclp.lp.instance import dirichlet_instance, from_rows
+from speclp.lp.report import optimum_record
+from speclp.lp.tree_lp import check_tree_nodes, tree_lp
+from speclp.proofs.trees import (
+    RULES,
+    draft_ranked_tree,
+    gbv_shape,
+    optimal_tree_value,
+    reranked_tree,
+    reuse_probability,
+    rule_value,
+    run_trees,
+    tree_accepted,
+)
+from speclp.verifiers.tree import node_index, node_prefix, num_nodes
+
+
+def path_probability(model, prefix):
+    """p(prefix) as a product of target rows along the prefix (independent of the module)."""
+    prob = Fraction(1)
+    for d, token in enumerate(prefix):
+        prob *= model.target[node_index(prefix[:d], model.vocab_size), token]
+    return prob
+
+
+def walk_accepted(model, tree, first_free=False):
+    """Brute force: enumerate every target sequence of length L+1, walk down the tree.
+
+    first_free: the first token is accepted for free and the walk continues in the tree
+    `tree[t]` (a set of prefixes below t, written without t).
+    """
+    vocab, depth = model.vocab_size, model.depth
+    total = Fraction(0)
+    for seq in itertools.product(range(vocab), repeat=depth + 1):
+        prob = path_probability(model, seq)
+        if prob == 0:
+            continue
+        if first_free:
+            nodes, rest, accepted = tree[seq[0]], seq[1:], 1
+        else:
+            nodes, rest, accepted = tree, seq, 0
+        for d in range(1, len(rest) + 1):
+            if tuple(rest[:d]) not in nodes:
+                break
+            accepted += 1
+        total += prob * accepted
+    return total
+
+
+def prefixes(tree, vocab):
+    return {node_prefix(int(n), vocab) for n in tree}
+
+
+def random_prefix_closed(vocab, depth, size, rng):
+    nodes = set()
+    frontier = [(t,) for t in range(vocab)]
+    while len(nodes) < size and frontier:
+        z = frontier.pop(int(rng.integers(len(frontier))))
+        nodes.add(node_index(z, vocab))
+        if len(z) < depth:
+            frontier += [z + (t,) for t in range(vocab)]
+    return np.array(sorted(nodes))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_tree_lp_optimum_is_one_plus_sum_of_target_path_probabilities(seed):
+    rng = np.random.default_rng(seed)
+    vocab, depth = int(rng.integers(2, 4)), int(rng.integers(1, 4))
+    inst = dirichlet_instance(vocab, depth, alpha=0.7, seed=seed, denominator=12)
+    model = inst.model(exact=True)
+    for budget in (1, int(rng.integers(2, num_nodes(vocab, depth)))):
+        for tree in (draft_ranked_tree(model, budget), random_prefix_closed(vocab, depth, budget, rng)):
+            rec = optimum_record(tree_lp(inst, tree), rational=True)
+            assert rec["certified"], rec["certificate"]
+            expected = 1 + sum(path_probability(model, node_prefix(int(n), vocab)) for n in tree)
+            assert Fraction(rec["exact"]) == expected
+            assert walk_accepted(model, prefixes(tree, vocab)) == expected - 1
+
+
+def test_tree_lp_refuses_a_tree_that_is_not_prefix_closed():
+    with pytest.raises(ValueError, match="prefix-closed"):
+        check_tree_nodes(np.array([node_index((0, 1), 2)]), 2, 2)
+
+
+def test_draft_ranking_is_top_n_by_draft_probability_and_prefix_closed():
+    inst = dirichlet_instance(3, 3, seed=4, denominator=10)
+    model = inst.model(exact=True)
+    q = {node_prefix(i, 3): 1 for i in range(1)}
+    for n in range(1, num_nodes(3, 3)):
+        z = node_prefix(n, 3)
+        prob = Fraction(1)
+        for d, t in enumerate(z):
+            prob *= model.draft[node_index(z[:d], 3), t]
+        q[z] = prob
+    for budget in (1, 4, 9, 39):
+        tree = prefixes(draft_ranked_tree(model, budget), 3)
+        assert len(tree) == budget
+        assert all(z[:-1] in tree or len(z) == 1 for z in tree)
+        outside = [q[z] for z in q if z and z not in tree]
+        if outside:
+            assert min(q[z] for z in tree) >= max(outside)
+
+
+def test_rerank_beats_draft_ranking_when_the_draft_misranks_the_first_token():
+    # V = 2, L = 2; the draft's root row is reversed, rows below are the target's
+    third, three = Fraction(1, 4), Fraction(3, 4)
+    target = np.array([[three, third]] + [[Fraction(1, 2), Fraction(1, 2)]] * 6, dtype=object)
+    draft = target.copy()
+    draft[0] = [third, three]
+    model = from_rows(target, draft, 2).model(exact=True)
+    for budget in range(1, 7):
+        best = max(
+            walk_accepted(model, {node_prefix(n, 2) for n in subset})
+            for subset in itertools.combinations(range(1, 7), budget)
+            if all((s - 1) // 2 == 0 or (s - 1) // 2 in subset for s in subset)
+        )
+        reranked = rule_value(model, "rerank", budget).accepted
+        assert reranked == best  # rerank scores are exactly p(z) here: it is the optimum
+        assert optimal_tree_value(model, budget)[0] == best
+    assert rule_value(model, "draft", 1).accepted == third
+    assert rule_value(model, "rerank", 1).accepted == three
+
+
+def test_draft_ranking_is_optimal_for_a_perfect_draft():
+    inst = dirichlet_instance(3, 2, seed=2, denominator=8)
+    target = inst.target_exact
+    model = from_rows(target, target.copy(), 2).model(exact=True)
+    nodes = range(1, num_nodes(3, 2))
+    for budget in (1, 3, 5):
+        best = max(walk_accepted(model, {node_prefix(n, 3) for n in subset})
+                   for subset in itertools.combinations(nodes, budget)
+                   if all((s - 1) // 3 == 0 or (s - 1) // 3 in subset for s in subset))
+        assert rule_value(model, "draft", budget).accepted == best
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_target_first_matches_brute_force_walk(seed):
+    inst = dirichlet_instance(3, 3, alpha=0.8, seed=10 + seed, denominator=9)
+    model = inst.model(exact=True)
+    for budget in (1, 3, 7):
+        value = rule_value(model, "target-first", budget)
+        subtrees = {}
+        for t in range(3):
+            # draft-ranked tree below t, built by brute force from the draft rows
+            below = [z for z in (node_prefix(n, 3) for n in range(1, num_nodes(3, 3))) if z[0] == t
+                     and len(z) >= 2]
+            qz = {z: np.prod([model.draft[node_index(z[:d], 3), z[d]] for d in range(1, len(z))])
+                  for z in below}
+            chosen = sorted(below, key=lambda z: (-qz[z], node_index(z, 3)))[:budget]
+            subtrees[t] = {z[1:] for z in chosen}
+        assert value.accepted == walk_accepted(model, subtrees, first_free=True)
+        assert value.tokens_per_round == value.accepted + 1
+        assert value.extra_target_rows == 1
+
+
+def test_target_first_gbv_at_one_node_is_token_level_acceptance_below_t():
+    inst = dirichlet_instance(3, 2, seed=5, denominator=10)
+    model = inst.model(exact=True)
+    value = rule_value(model, "target-first-gbv", 1)
+    assert value.shape == (1, 1)
+    expected = 1 + sum(
+        model.target[0, t] * (1 + sum(min(model.target[1 + t, x], model.draft[1 + t, x]) for x in range(3)))
+        for t in range(3))
+    assert value.tokens_per_round == expected
+
+
+def test_gbv_shape_respects_budget_and_configuration_cap():
+    for vocab, depth, budget in [(4, 4, 8), (3, 3, 5), (4, 4, 64), (2, 2, 1)]:
+        k, sub = gbv_shape(vocab, depth, budget)
+        assert k * sub <= budget and sub <= depth - 1
+        assert (vocab**sub) ** k <= 5000 or k == 1
+
+
+def test_reuse_probability_closed_forms():
+    inst = dirichlet_instance(3, 1, seed=7, denominator=12)
+    model = inst.model(exact=True)
+    p, q = model.target[0], model.draft[0]
+    # K = 1: a rejected token is never the correction token; BV/token-level never reuse
+    assert reuse_probability(model, "bv", 1) == 0
+    assert reuse_probability(model, "token", 1) == 0
+    # "bv" with K = 2 verifies path 0; the root correction is path 1's token with
+    # probability sum_x q(x) (p(x) - q(x))_+
+    expected = sum(q[x] * max(p[x] - q[x], 0) for x in range(3))
+    assert reuse_probability(model, "bv", 2) == expected
+
+
+def test_every_rule_is_exact_on_rational_instances():
+    model = dirichlet_instance(2, 3, seed=1, denominator=6).model(exact=True)
+    for rule in RULES:
+        assert isinstance(rule_value(model, rule, 3).tokens_per_round, Fraction)
+    with pytest.raises(ValueError, match="unknown rule"):
+        rule_value(model, "nope", 3)
+    tree = reranked_tree(model, 4)
+    assert tree_accepted(model, tree) <= optimal_tree_value(model, 4)[0]
+
+
+# ---------------------------------------------------------------------------
+# real rows on tiny random models
+# ---------------------------------------------------------------------------
+
+def tiny_pair():
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    cfg = LlamaConfig(vocab_size=40, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                      attn_implementation="sdpa")
+    torch.manual_seed(0)
+    return AutoModelForCausalLM.from_config(cfg).eval(), AutoModelForCausalLM.from_config(cfg).eval()
+
+
+@pytest.mark.parametrize("select", ["target", "mix"])
+def test_tree_rows_match_plain_forward_of_every_prefix(select):
+    from speclp.verifiers.real_rows import tree_rows
+
+    target, draft = tiny_pair()
+    context = [3, 7, 11, 2, 9]
+    rows = tree_rows(target, draft, context, 3, 2, temperature=1.0, draft_temperature=1.5, select=select)
+    assert rows.tokens.shape == (13, 3)
+    with torch.no_grad():
+        for node in range(13):
+            seq = torch.tensor([context + rows.node_tokens(node)])
+            p = torch.softmax(target(input_ids=seq).logits[0, -1].double(), -1)
+            q = torch.softmax(draft(input_ids=seq).logits[0, -1].double() / 1.5, -1)
+            np.testing.assert_allclose(rows.target_edge[node], p[rows.tokens[node]].numpy(), atol=1e-5)
+            np.testing.assert_allclose(rows.draft_edge[node], q[rows.tokens[node]].numpy(), atol=1e-5)
+            score = p + q if select == "mix" else p
+            assert set(rows.tokens[node].tolist()) == set(torch.topk(score, 3).indices.tolist())
+    np.testing.assert_allclose(rows.target.sum(1), 1.0, atol=1e-12)
+    assert np.all(rows.covered_target <= 1 + 1e-9) and np.all(rows.covered_target > 0)
+
+
+def test_run_trees_is_resumable(tmp_path):
+    from speclp.proofs.realgap import load_jsonl
+
+    target, draft = tiny_pair()
+    prompts = [{"id": "p0", "tokens": [1, 2, 3, 4]}]
+    out = tmp_path / "trees.jsonl"
+    first = run_trees(target, draft, prompts, [2, 4], RULES, out, width=2, depth=3,
+                      contexts_per_prompt=2, every=2, draft_temperature=1.5)
+    assert first["computed"] == 2
+    again = run_trees(target, draft, prompts, [2, 4], RULES, out, width=2, depth=3,
+                      contexts_per_prompt=2, every=2, draft_temperature=1.5)
+    assert again["computed"] == 0 and again["reused"] == 2
+    records = load_jsonl(out)
+    assert len(records) == 2
+    for r in records:
+        values = r["values"]["renormalised"]
+        for n in ("2", "4"):
+            assert values["oracle"][n] >= values["draft"][n] - 1e-12
+            # renormalising over the kept tokens only raises every p(z): the oracle can only grow
+            assert r["values"]["candidate_exact"]["oracle"][n] <= values["oracle"][n] + 1e-12
+        wt = r["walltime"]["rerank"]["2"]
+        assert wt["overlapped_s_per_token_modelled"] <= wt["sequential_s_per_token"] + 1e-12
