@@ -129,6 +129,18 @@ def test_tree_pass_rows_equal_per_path_forwards(attn: str) -> None:
                     float((q - step.tree.draft_rows[b, k]).abs().max()),
                 )
     assert worst < 1e-5
+    # equal prefixes carry exactly equal rows (the verifiers rely on it)
+    shared = 0
+    for step in result.steps:
+        tokens = step.tree.tokens
+        for i in range(1, config.depth + 1):
+            same = (tokens[:, :, None, :i] == tokens[:, None, :, :i]).all(-1)  # [B, K, K]
+            for b, k, j in same.nonzero().tolist():
+                shared += k != j
+                assert torch.equal(step.tree.target_rows[b, k, i], step.tree.target_rows[b, j, i])
+                if i < config.depth:
+                    assert torch.equal(step.tree.draft_rows[b, k, i], step.tree.draft_rows[b, j, i])
+    assert shared > 0
     # the committed output is context + accepted prefix + correction, step after step
     for before, after in zip(result.steps, result.steps[1:], strict=False):
         for b, row in enumerate(after.rows):

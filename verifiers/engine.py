@@ -523,6 +523,11 @@ class SpeculativeEngine:
                 )
                 stats["draft_forwards"] += 1
                 rows_i = self._draft_rows(logits)  # [B', K, V]
+                # paths sharing their first i tokens share one row (that of the first such path)
+                prefix = drafted[:, :, :i]
+                same = (prefix[:, :, None, :] == prefix[:, None, :, :]).all(-1)  # [B', K, K]
+                first = same.to(torch.int8).argmax(2)  # [B', K]
+                rows_i = torch.gather(rows_i, 1, first[..., None].expand(-1, -1, vocab))
                 draft_rows[:, :, i] = rows_i
                 drafted[:, :, i] = torch.multinomial(
                     rows_i.reshape(-1, vocab), 1, generator=generator

@@ -165,13 +165,14 @@ def gbv_law(tree: DraftTree, clip: bool = False, first_child_wins: bool = False)
     return BlockLaw(stop, correction)
 
 
-@register("gbv", "greedy multi-path block verification, key (p/q, token id)", multipath=True)
+@register("gbv", "greedy multi-path block verification, key (p/q, token id)", multipath=True,
+          draft_sampling=("iid",))
 def gbv(tree: DraftTree) -> BlockLaw:
     return gbv_law(tree, clip=False)
 
 
 @register("gbv_clipped", "GBV with the key (min(1, p/q), token id) of the reference code",
-          multipath=True)
+          multipath=True, draft_sampling=("iid",))
 def gbv_clipped(tree: DraftTree) -> BlockLaw:
     return gbv_law(tree, clip=True)
 

@@ -99,18 +99,26 @@ class VerifierSpec:
     multipath: bool  # False: uses path 0 only (single-path verifiers as K-path baselines)
     lossless: bool = True  # False only for deliberately broken variants kept for audits
     options: dict[str, Any] = field(default_factory=dict)
+    # draft laws the verifier is lossless under ("iid": K i.i.d. paths; "without-replacement")
+    draft_sampling: tuple[str, ...] = ("iid", "without-replacement")
 
 
 REGISTRY: dict[str, VerifierSpec] = {}
 
 
 def register(
-    name: str, description: str, multipath: bool, lossless: bool = True, **options: Any
+    name: str, description: str, multipath: bool, lossless: bool = True,
+    draft_sampling: tuple[str, ...] = ("iid", "without-replacement"), **options: Any
 ) -> Callable[[Callable[..., BlockLaw]], Callable[..., BlockLaw]]:
-    """Decorator adding a law function to the registry (options are bound as kwargs)."""
+    """Decorator adding a law function to the registry (options are bound as kwargs).
+
+    draft_sampling: the draft laws under which the verifier is lossless (GBV, SpecTr and
+    SpecInfer assume i.i.d. drafts and are lossy on drafts drawn without replacement).
+    """
 
     def wrap(fn: Callable[..., BlockLaw]) -> Callable[..., BlockLaw]:
-        REGISTRY[name] = VerifierSpec(name, fn, description, multipath, lossless, dict(options))
+        REGISTRY[name] = VerifierSpec(name, fn, description, multipath, lossless, dict(options),
+                                      tuple(draft_sampling))
         return fn
 
     return wrap
@@ -123,9 +131,12 @@ def get_verifier(name: str) -> VerifierSpec:
     return REGISTRY[name]
 
 
-def verifier_names(include_broken: bool = False) -> list[str]:
+def verifier_names(include_broken: bool = False, draft_sampling: str | None = None) -> list[str]:
+    """Registered verifiers (lossless ones unless include_broken), optionally only those
+    lossless under the given draft sampling."""
     _load_all()
-    return [n for n, s in REGISTRY.items() if include_broken or s.lossless]
+    return [n for n, s in REGISTRY.items() if (include_broken or s.lossless)
+            and (draft_sampling is None or draft_sampling in s.draft_sampling)]
 
 
 def block_law(name: str, tree: DraftTree) -> BlockLaw:

@@ -293,7 +293,7 @@ def _spectr_rule(target: Array, draft: Array, through: Array, children: Array,
 
 
 @register("specinfer", "SpecInfer recursive rejection sampling with replacement on the tree",
-          multipath=True)
+          multipath=True, draft_sampling=("iid",))
 def specinfer_law(tree: DraftTree) -> BlockLaw:
     return walk_tree(tree, _specinfer_rule)
 
@@ -304,7 +304,8 @@ def naive_tree_law(tree: DraftTree) -> BlockLaw:
     return walk_tree(tree, _naive_tree_rule)
 
 
-@register("spectr", "SpecTr K-SEQ at every node of the tree", multipath=True)
+@register("spectr", "SpecTr K-SEQ at every node of the tree", multipath=True,
+          draft_sampling=("iid",))
 def spectr_law(tree: DraftTree) -> BlockLaw:
     return walk_tree(tree, _spectr_rule)
 
