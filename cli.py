@@ -30,9 +30,10 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 check_app = typer.Typer(help="Check a claim of the theory; exit 1 with a counterexample if it fails.",
-                        no_args_is_help=True)
+                        no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(check_app, name="check")
 
 stderr = Console(stderr=True)
@@ -117,7 +118,7 @@ def progress(items: Iterable[T], total: int | None, description: str) -> Iterato
             bar.advance(task)
 
 
-COMMAND_MODULES: tuple[str, ...] = ("cli_core", "cli_claims", "cli_multipath", "cli_models", "cli_trees")
+COMMAND_MODULES: tuple[str, ...] = ("cli_core", "cli_claims", "cli_multipath", "cli_models", "cli_trees", "cli_audit")
 
 for _module in COMMAND_MODULES:
     importlib.import_module(f"{__package__}.{_module}")
