@@ -118,7 +118,14 @@ def progress(items: Iterable[T], total: int | None, description: str) -> Iterato
             bar.advance(task)
 
 
-COMMAND_MODULES: tuple[str, ...] = ("cli_core", "cli_claims", "cli_multipath", "cli_models", "cli_trees", "cli_audit")
+COMMAND_MODULES: tuple[str, ...] = (
+    "cli_core",  # solve, check bv-optimal
+    "cli_claims",  # check class-equals-full, check node-form
+    "cli_audit",  # audit
+    "cli_multipath",  # gap, sweep, plot
+    "cli_models",  # bench
+    "cli_trees",  # trees, realgap
+)
 
 for _module in COMMAND_MODULES:
     importlib.import_module(f"{__package__}.{_module}")

@@ -88,7 +88,7 @@ def run_realgap(target: Any, draft: Any, prompts: list[dict[str, Any]], widths: 
     import torch
 
     done = {r["key"] for r in load_jsonl(out_file)}
-    verifiers = verifier_names()
+    verifiers = verifier_names(draft_sampling="iid")  # contexts are drafted i.i.d.
     computed = reused = 0
     for prompt in progress(prompts):
         keys = [(c, m, d, k) for c in range(contexts_per_prompt) for m in widths for d in depths

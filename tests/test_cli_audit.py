@@ -2,9 +2,8 @@
 
 import json
 
-from typer.testing import CliRunner
-
 from speclp.cli import app
+from typer.testing import CliRunner
 
 runner = CliRunner()
 
