@@ -199,13 +199,14 @@ def run_bench(
         raise BadInput(f"--dtype: {err}") from None
     pair = None
     jobs = []
-    for temperature in temperatures:
-        # a single model is its own draft at another temperature (default 1.5 x T, or 1.0 at T=0)
-        single = "," not in pair_name and pair_name not in _builtin_pairs()
-        draft_t = draft_temperature
-        if single and draft_t is None:
-            draft_t = 1.5 * temperature if temperature > 0 else 1.0
-        for prompt in prompts:
+    # prompt-major order: an interrupted sweep has every configuration on the first prompts
+    for prompt in prompts:
+        for temperature in temperatures:
+            # a single model is its own draft at another temperature (default 1.5 T; 1.0 at T=0)
+            single = "," not in pair_name and pair_name not in _builtin_pairs()
+            draft_t = draft_temperature
+            if single and draft_t is None:
+                draft_t = 1.5 * temperature if temperature > 0 else 1.0
             for verifier, paths in configs:
                 jobs.append((temperature, draft_t, prompt, verifier, paths))
     computed = 0
@@ -267,6 +268,7 @@ def run_bench(
                 "prompt_tokens": len(tokens),
                 "wall_s": time.perf_counter() - start,
                 "model_dtype": str(pair.target.model.dtype),
+                "threads": torch.get_num_threads(),
                 "output": pair.target.tokenizer.decode(result.tokens[0]),
                 "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
             }

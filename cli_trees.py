@@ -72,6 +72,13 @@ def trees(
     temperature: float = typer.Option(1.0, "--temperature"),
     draft_temperature: float = typer.Option(None, "--draft-temperature"),
     no_timing: bool = typer.Option(False, "--no-timing", help="Skip the measured round times."),
+    engine_budgets: str = typer.Option("", "--engine-budgets",
+                                       help="Also decode with the engine at these budgets (mapped to "
+                                            "K x L paths: 8=2x4, 16=2x8, 32=4x8, 64=8x8) and measure reuse."),
+    engine_verifiers: str = typer.Option("bv,gbv", "--engine-verifiers"),
+    engine_tokens: int = typer.Option(48, "--engine-tokens", help="Tokens generated per engine run."),
+    skip_trees: bool = typer.Option(False, "--skip-trees",
+                                    help="Only the engine runs (with --engine-budgets)."),
     out: Path = typer.Option(TREES_OUT, "--out", help="Folder of the JSONL results and figures."),
     seed: int = typer.Option(0, "--seed"),
     threads: int = typer.Option(None, "--threads", help="torch CPU threads."),
@@ -87,7 +94,16 @@ def trees(
 
     def body() -> dict[str, Any]:
         from .proofs.realgap import load_jsonl
-        from .proofs.trees import RULES, node_count, plot_trees, run_trees, summarize_trees
+        from .proofs.trees import (
+            ENGINE_SHAPES,
+            RULES,
+            node_count,
+            plot_trees,
+            run_engine_reuse,
+            run_trees,
+            summarize_engine_reuse,
+            summarize_trees,
+        )
 
         budget_list = _int_list(budgets, "--budgets")
         rule_list = tuple(r.strip() for r in rules.split(",") if r.strip())
@@ -101,8 +117,25 @@ def trees(
                            f"the M={width}, L={depth} candidate tree; raise --top or --depth")
         if contexts_per_prompt < 1 or every < 1:
             raise BadInput("--contexts-per-prompt/--every: must be >= 1")
+        engine_list = _int_list(engine_budgets, "--engine-budgets") if engine_budgets else []
+        bad_engine = [n for n in engine_list if n not in ENGINE_SHAPES]
+        if bad_engine:
+            raise BadInput(f"--engine-budgets: {bad_engine[0]} has no K x L shape; known: "
+                           f"{', '.join(map(str, ENGINE_SHAPES))}")
         loaded, prompt_list, draft_t, label = _load(pair, prompts, draft_temperature, threads)
         out_file = out / f"{_slug(pair)}.jsonl"
+        engine: dict[str, Any] = {}
+        if engine_list:
+            engine_file = out / f"{_slug(pair)}_engine.jsonl"
+            if loaded.same_model:
+                loaded.draft_temperature = draft_t
+            engine = run_engine_reuse(loaded, prompt_list, engine_list,
+                                      [v.strip() for v in engine_verifiers.split(",") if v.strip()],
+                                      engine_file, engine_tokens, temperature, seed, label)
+            engine["summary"] = summarize_engine_reuse(load_jsonl(engine_file))
+        if skip_trees:
+            return {"pair": label, "engine": engine, "summary": [], "contexts": 0, "figures": [],
+                    "file": None, "computed": 0, "reused": 0, "convention": "", "rows": ""}
         status = run_trees(loaded.target.model, loaded.draft.model, prompt_list, budget_list, rule_list,
                            out_file, width, depth, contexts_per_prompt, every, temperature, draft_t,
                            seed, label, set(loaded.target.eos_token_ids), not no_timing,
@@ -116,7 +149,7 @@ def trees(
                 "rows": "top-M of (p+q)/2 per node; 'tokens_per_round' on rows renormalised over the M "
                         "tokens, 'candidate_exact' with the real probabilities (lower bound)",
                 "walltime": "MODELLED from measured component times",
-                "summary": summarize_trees(records)}
+                "engine": engine, "summary": summarize_trees(records)}
 
     def render(r: dict[str, Any]) -> None:
         rows = [[s["rule"], s["budget"], s["contexts"], f"{s['tokens_per_round']:.4f}",
@@ -129,6 +162,13 @@ def trees(
         table(f"trees: {r['pair']} ({r['contexts']} contexts; {r['file']})",
               ["rule", "N", "ctx", "tokens/round (renorm.)", "tokens/round (real p, cand.)",
                "ms/token seq (modelled)", "ms/token overlap (modelled)"], rows)
+        if r["engine"]:
+            table("engine (K x L paths, measured): reuse of p(.|next context) from the tree pass",
+                  ["verifier", "N", "K x L", "prompts", "row-steps", "reuse rate", "tokens/call",
+                   "ms/token (measured)"],
+                  [[e["verifier"], e["budget"], "x".join(map(str, e["shape"])), e["prompts"], e["row_steps"],
+                    f"{e['reuse_rate']:.3f}", f"{e['tokens_per_call']:.3f}", f"{e['ms_per_token']:.1f}"]
+                   for e in r["engine"]["summary"]])
         print(r["rows"])
         print(r["convention"])
         print("figures:", ", ".join(r["figures"]))

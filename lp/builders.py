@@ -39,6 +39,13 @@ Node LP (THEORY section 3, reduced form)
     beta(z) <= q(z),  beta(u t) - p(t|u) beta(u) <= 0  (root: beta(t) <= p(t)).
 Its optimum has the closed form beta*(z) = min(q(z), p(t|u) beta*(u)) (node_optimum).
 
+Selection master (column generation; selection_lp)
+---------------------------------------------------
+The full LP has the optimum of the selection-class LP ("select one drafted path by a
+priority order, then verify it single-path"): see selection_lp's docstring for the
+duality argument; speclp.lp.solve.solve_colgen solves it by generating priorities and
+speclp.lp.certify.certify_selection_master certifies the full LP's optimum exactly.
+
 Shapes: N = (V^(L+1) - 1)/(V - 1) nodes in shortlex order (speclp.verifiers.tree);
 P = V^L paths in lexicographic order; C configurations.
 """
@@ -421,110 +428,199 @@ def _match_label(key: int, vocab: int) -> str:
     return f"match[u={_label_node(key // vocab, vocab)}, t={key % vocab}]"
 
 
-def policy_columns(st: FullStructure, policy: np.ndarray, exact: bool = False
-                   ) -> tuple[np.ndarray, np.ndarray, Any]:
-    """Matching-row entries of one policy column (column generation master).
+# ---------------------------------------------------------------------------
+# selection master (column generation for the K-path full LP)
+# ---------------------------------------------------------------------------
 
-    policy [C]: one pi column id per configuration (its output (n, y)). Returns (rows [k]
-    indices into the matching rows, values [k] summed weights w(c), objective
-    sum_c w(c)(|n_c| + 1)); values and objective are exact (Fractions) when exact=True,
-    float64 otherwise.
+@dataclass
+class SelectionStructure:
+    """Data of the selection master (see selection_lp).
+
+    path_tokens [P, L]; q_paths [P] draft path probabilities (float64) and q_exact (exact,
+    or None); configs: the configurations (enumerated only for drafting without
+    replacement, where selection laws are computed by enumeration; None for iid).
     """
-    slot, y = np.divmod(np.asarray(policy, dtype=np.int64), st.vocab)
-    keys = st.slot_node[slot] * st.vocab + y
-    rows, inverse = np.unique(np.searchsorted(st.match_keys, keys), return_inverse=True)
+
+    model: TreeModel
+    paths: int
+    draft_sampling: str
+    path_tokens: np.ndarray
+    q_paths: np.ndarray
+    q_exact: np.ndarray | None
+    configs: ConfigurationSet | None
+    exact: bool
+
+    @property
+    def num_paths(self) -> int:
+        return int(len(self.q_paths))
+
+    def count_configurations(self) -> int:
+        positive = int((self.q_paths > 0).sum())
+        return count_configurations(positive, self.paths, self.draft_sampling)
+
+
+def selection_structure(model_or_instance: TreeModel | Instance, paths: int = 2,
+                        draft_sampling: str = "iid", exact: bool = True,
+                        max_configurations: int = 20_000_000) -> SelectionStructure:
+    model = as_model(model_or_instance, exact)
+    if draft_sampling not in DRAFT_SAMPLING:
+        raise ValueError(f"draft_sampling must be one of {DRAFT_SAMPLING}, got {draft_sampling!r}")
+    q = model.draft_path_probabilities()
+    q_float = np.array([float(v) for v in q]) if q.dtype == object else q.astype(np.float64)
+    q_exact = None
+    if exact:
+        q_exact = q if q.dtype == object else np.array([Fraction(float(v)) for v in q],
+                                                       dtype=object)
+    configs = None
+    if draft_sampling == "without-replacement":
+        count = count_configurations(int((q_float > 0).sum()), paths, draft_sampling)
+        if count > max_configurations:
+            raise ValueError(f"selection master without replacement enumerates {count:,} "
+                             f"configurations (limit {max_configurations:,}); use iid drafting")
+        configs = multiset_configurations(model, paths, draft_sampling)
+    return SelectionStructure(model, paths, draft_sampling,
+                              all_paths(model.vocab_size, model.depth), q_float, q_exact,
+                              configs, exact)
+
+
+def selection_law(st: SelectionStructure, priority: np.ndarray, exact: bool = False) -> np.ndarray:
+    """[P] law of the selected path when the highest-priority drafted path is selected.
+
+    priority [P]: a permutation; priority[0] is the best path. iid: r(x) = (q(x) +
+    Q_below(x))^K - Q_below(x)^K with Q_below(x) = q-mass of the paths ranked below x
+    (the law of the best of K i.i.d. draws). Without replacement: summed over the
+    enumerated configurations. Float64, or exact (object array) when exact=True.
+    """
+    priority = np.asarray(priority, dtype=np.int64)
+    count = st.num_paths
+    q = st.q_exact if exact else st.q_paths
+    if st.draft_sampling == "iid":
+        ranked = q[priority]  # best first
+        if exact:
+            below = np.empty(count, dtype=object)
+            acc = Fraction(0)
+            for i in range(count - 1, -1, -1):
+                below[i] = acc
+                acc += ranked[i]
+        else:
+            below = np.concatenate([np.cumsum(ranked[::-1])[::-1][1:], [0.0]])
+        law_ranked = (ranked + below) ** st.paths - below ** st.paths
+        law = np.empty(count, dtype=object if exact else np.float64)
+        law[priority] = law_ranked
+        return law
+    rank = np.empty(count, dtype=np.int64)
+    rank[priority] = np.arange(count)
+    configs = st.configs
+    chosen = configs.paths[np.arange(len(configs)), rank[configs.paths].argmin(axis=1)]
     if not exact:
-        weight = st.values[st.refs["weight"]]
-        values = np.bincount(inverse, weights=weight, minlength=len(rows))
-        objective = float(weight @ (st.slot_depth[slot] + 1))
-        return rows, values, objective
-    from flint import fmpq
-
-    weight = np.array([fmpq(v.numerator, v.denominator)
-                       for v in st.exact_values[st.refs["weight"]]], dtype=object)
-    sums = np.empty(len(rows), dtype=object)
-    sums[:] = [fmpq(0)] * len(rows)
-    np.add.at(sums, inverse, weight)
-    objective = (weight * (st.slot_depth[slot] + 1).astype(object)).sum()
-    to_fraction = lambda v: Fraction(int(v.p), int(v.q))  # noqa: E731
-    return (rows, np.array([to_fraction(v) for v in sums], dtype=object),
-            to_fraction(objective))
+        weight = configs.weight
+        weight = (np.array([float(v) for v in weight]) if weight.dtype == object else weight)
+        return np.bincount(chosen, weights=weight, minlength=count)
+    law = np.empty(count, dtype=object)
+    law[:] = [Fraction(0)] * count
+    weight = configs.weight if configs.weight.dtype == object else np.array(
+        [Fraction(float(v)) for v in configs.weight], dtype=object)
+    np.add.at(law, chosen, weight)
+    return law
 
 
-def policy_lp(st: FullStructure, policies: list[np.ndarray], exact: bool = False) -> LinearProgram:
-    """Column-generation master over policies (Dantzig-Wolfe form of the full LP).
+def selection_lp(st: SelectionStructure, priorities: list[np.ndarray],
+                 exact: bool = False) -> LinearProgram:
+    """Selection master of the K-path full LP (column generation; same optimum).
 
-    A policy picks one output (n, y) for every configuration; the full LP's pi satisfying
-    the marginal rows are exactly the convex combinations of policies (the marginal rows
-    make pi a product of scaled simplices). Variables: lambda_k >= 0 for the policies
-    (column k), then A(z) for z = 1..N-1. Rows: the matching rows of the full LP (policy
-    k contributes sum of w(c) over the configurations whose output is (u, t)). The
-    convexity row sum_k lambda_k = 1 is implied by the matching rows (they sum to the
-    total mass) and is dropped; it is kept in meta["dropped_eq"] and checked by the
-    certificate.
+    A selection rule "select the highest-priority drafted path" (priority: a permutation
+    of the P paths) induces a law r_k on paths (selection_law); the selected path is then
+    verified by a single-path rule. Variables: rho(x, d, y) >= 0 for every path x, depth d
+    in 0..L and token y (column (x (L+1) + d) V + y; output node x[:d], token y,
+    objective d + 1), then A(z) for z = 1..N-1, then lambda_k >= 0 per priority.
+    Rows: P path rows sum_{d,y} rho(x, d, y) - sum_k lambda_k r_k(x) = 0; then the
+    matching rows (u, t) of the full LP (all N V of them) with C(u, t) = sum of
+    rho(x, |u|, t) over the paths x extending u. The convexity row sum_k lambda_k = 1 is
+    implied (all rows together) and dropped; it is kept in meta["dropped_eq"].
+
+    Why it is the full LP: dual feasibility for rho makes theta(x) >= H(x) = max over
+    prefixes n of x and tokens y of (|n| + 1) - v(n, y), and pricing the priorities gives
+    max_k r_k . theta = E[max_k theta(X_k)] (the greedy vertex selects the best drafted
+    path), so y_c = max_k theta(x_k) is a feasible dual of the full LP with the same
+    objective; conversely pi(c, n, y) = sum_k lambda_k w(c) [sel_k(c) = x] rho(x, |n|, y) /
+    r(x), r = sum_k lambda_k r_k, is feasible for the full LP with the same objective.
     """
-    vocab, depth = st.vocab, st.model.depth
-    n_pol = len(policies)
-    n_nodes = st.num_nodes
-    n_vars = n_pol + n_nodes - 1
-    keys = st.match_keys
+    model = st.model
+    vocab, depth = model.vocab_size, model.depth
+    count = st.num_paths
+    n_nodes = num_nodes(vocab, depth)
+    n_rho = count * (depth + 1) * vocab
+    n_a = n_nodes - 1
+    n_pol = len(priorities)
+    n_vars = n_rho + n_a + n_pol
+    table = ValueTable(exact)
+    zero = model.target[0, 0] * 0
+    depth_refs = table.add(np.array([zero + d + 1 for d in range(depth + 1)], dtype=object)
+                           if model.exact else np.arange(1, depth + 2, dtype=np.float64))
+    neg_target_refs = table.add(-model.target.reshape(-1))
+    root_refs = table.add(model.target[0])
+    laws = [selection_law(st, pr, exact) for pr in priorities]
+    law_refs = [table.add(-law) for law in laws]
+    # rho columns
+    path_nodes = prefix_node_indices(st.path_tokens, vocab)  # [P, L+1]
+    x_idx, d_idx, y_idx = np.meshgrid(np.arange(count), np.arange(depth + 1), np.arange(vocab),
+                                      indexing="ij")
+    x_idx, d_idx, y_idx = x_idx.reshape(-1), d_idx.reshape(-1), y_idx.reshape(-1)
+    rho_cols = np.arange(n_rho, dtype=np.int64)
+    objective_refs = np.full(n_vars, table.zero, dtype=np.int64)
+    objective_refs[:n_rho] = depth_refs[d_idx]
+    match0 = count  # first matching row
+    rows = [x_idx, match0 + path_nodes[x_idx, d_idx] * vocab + y_idx]
+    cols = [rho_cols, rho_cols]
+    refs = [np.full(n_rho, table.one, dtype=np.int64)] * 2
     parents, last = node_parents(vocab, depth)
     a_nodes = np.arange(1, n_nodes, dtype=np.int64)
-    zn, zt = st.refs["a_p_nodes"], st.refs["a_p_tokens"]
-    a_rows = np.concatenate([np.searchsorted(keys, parents[a_nodes] * vocab + last[a_nodes]),
-                             np.searchsorted(keys, zn * vocab + zt)])
-    a_cols = np.concatenate([n_pol + a_nodes - 1, n_pol + zn - 1])
-    a_refs = np.concatenate([np.full(len(a_nodes), st.refs["one"], dtype=np.int64),
-                             st.refs["neg_target"][zn * vocab + zt]])
-    base = len(st.values)
-    float_parts: list[np.ndarray] = []
-    exact_parts: list[np.ndarray] = []
-    rows_list, cols_list, refs_list = [a_rows], [a_cols], [a_refs]
-    objective_refs = np.full(n_vars, st.refs["zero"], dtype=np.int64)
-    offset = base
-    for k, policy in enumerate(policies):
-        rows, values, objective = policy_columns(st, policy, exact)
-        entries = np.append(np.asarray(values, dtype=object if exact else np.float64),
-                            np.array([objective], dtype=object if exact else np.float64))
-        if exact:
-            float_parts.append(np.array([float(v) for v in entries]))
-            exact_parts.append(entries)
-        else:
-            float_parts.append(entries.astype(np.float64))
-        rows_list.append(rows)
-        cols_list.append(np.full(len(rows), k, dtype=np.int64))
-        refs_list.append(offset + np.arange(len(rows), dtype=np.int64))
-        objective_refs[k] = offset + len(rows)
-        offset += len(entries)
-    table = np.concatenate([st.values, *float_parts]) if float_parts else st.values
-    exact_table = None
-    if exact:
-        if st.exact_values is None:
-            raise ValueError("policy_lp(exact=True) needs a structure built with exact data")
-        exact_table = np.concatenate([st.exact_values, *exact_parts]) if exact_parts else (
-            st.exact_values)
-    rows = np.concatenate(rows_list)
-    cols = np.concatenate(cols_list)
-    refs = np.concatenate(refs_list)
-    match_rhs = np.full(len(keys), st.refs["zero"], dtype=np.int64)
-    root_rows = keys < vocab
-    match_rhs[root_rows] = st.refs["root_target"][keys[root_rows]]
-    order = np.lexsort((cols, rows))
-    eq = Block(rows[order], cols[order], refs[order], match_rhs)
-    convexity = Block(np.zeros(n_pol, dtype=np.int64), np.arange(n_pol, dtype=np.int64),
-                      np.full(n_pol, st.refs["one"], dtype=np.int64),
-                      np.array([st.refs["one"]], dtype=np.int64))
+    a_cols = n_rho + a_nodes - 1
+    p_rows = model.target[a_nodes]
+    nonzero_p = (np.array([[x != 0 for x in r] for r in p_rows], dtype=bool).reshape(p_rows.shape)
+                 if model.exact else p_rows != 0)
+    zi, zt = np.nonzero(nonzero_p)
+    rows += [match0 + parents[a_nodes] * vocab + last[a_nodes], match0 + a_nodes[zi] * vocab + zt]
+    cols += [a_cols, a_cols[zi]]
+    refs += [np.full(n_a, table.one, dtype=np.int64), neg_target_refs[a_nodes[zi] * vocab + zt]]
+    for k, law in enumerate(laws):
+        nz = np.nonzero(np.array([v != 0 for v in law]) if exact else law != 0)[0]
+        rows.append(nz)
+        cols.append(np.full(len(nz), n_rho + n_a + k, dtype=np.int64))
+        refs.append(law_refs[k][nz])
+    rows_all, cols_all, refs_all = np.concatenate(rows), np.concatenate(cols), np.concatenate(refs)
+    rhs = np.full(count + n_nodes * vocab, table.zero, dtype=np.int64)
+    rhs[match0: match0 + vocab] = root_refs
+    order = np.lexsort((cols_all, rows_all))
+    eq = Block(rows_all[order], cols_all[order], refs_all[order], rhs)
+    dropped = Block(np.zeros(n_pol, dtype=np.int64), n_rho + n_a + np.arange(n_pol),
+                    np.full(n_pol, table.one, dtype=np.int64),
+                    np.array([table.one], dtype=np.int64))
+    values, exact_values = table.tables()
+    path_label = lambda x: str(tuple(int(t) for t in st.path_tokens[x]))  # noqa: E731
+
+    def variable_label(j: int) -> str:
+        j = int(j)
+        if j < n_rho:
+            x, rest = divmod(j, (depth + 1) * vocab)
+            d, y = divmod(rest, vocab)
+            return f"rho[x={path_label(x)}, d={d}, y={y}]"
+        if j < n_rho + n_a:
+            return f"A[{_label_node(j - n_rho + 1, vocab)}]"
+        return f"lambda[{j - n_rho - n_a}]"
+
     lp = LinearProgram(
-        name=f"policy-master-V{vocab}-L{depth}-K{st.paths}-{st.draft_sampling}-{n_pol}",
-        num_vars=n_vars, objective_refs=objective_refs, constant_ref=st.refs["zero"], eq=eq,
-        ub=Block.empty(), table=table, exact_table=exact_table,
-        variable_label=lambda j: (f"lambda[{int(j)}]" if j < n_pol
-                                  else f"A[{_label_node(int(j) - n_pol + 1, vocab)}]"),
-        eq_label=lambda i: _match_label(int(keys[i]), vocab),
+        name=f"selection-master-V{vocab}-L{depth}-K{st.paths}-{st.draft_sampling}-{n_pol}",
+        num_vars=n_vars, objective_refs=objective_refs, constant_ref=table.zero, eq=eq,
+        ub=Block.empty(), table=values, exact_table=exact_values,
+        variable_label=variable_label,
+        eq_label=lambda i: (f"path[{path_label(int(i))}]" if i < count
+                            else _match_label(int(i) - count, vocab)),
     )
-    lp.notes.append("convexity row sum lambda = 1 dropped (implied by the matching rows); "
-                    "kept in meta['dropped_eq'] and checked by the certificate")
-    lp.meta.update({"kind": "policy-master", "policies": list(policies), "dropped_eq": convexity,
+    lp.notes.append("convexity row sum lambda = 1 dropped (implied by the other rows); kept in "
+                    "meta['dropped_eq'] and checked by the certificate")
+    lp.meta.update({"kind": "selection-master", "priorities": list(priorities),
+                    "dropped_eq": dropped, "num_rho": n_rho, "num_a": n_a, "num_paths": count,
                     "vocab_size": vocab, "depth": depth, "paths": st.paths,
                     "draft_sampling": st.draft_sampling})
     return lp

@@ -484,108 +484,66 @@ def solve_exact(lp: LinearProgram, max_rounds: int = 6, **solve_options: Any
     return refine_basis(lp, solution, max_rounds)
 
 
-
-
 # ---------------------------------------------------------------------------
-# column generation (policy master): exact pricing of every configuration
+# column generation (selection master): exact pricing of the full LP
 # ---------------------------------------------------------------------------
 
-SCREEN_MARGIN = 1e-9  # float screen for the per-configuration maximum (values < 1e6: sound)
+def certify_selection_master(structure: Any, priorities: list[np.ndarray],
+                             solution: LPSolution, max_rounds: int = 6
+                             ) -> tuple[LinearProgram, LPSolution, Certificate,
+                                        np.ndarray | None]:
+    """Exact certificate of the full K-path LP from a selection master.
 
-
-def price_policies_exact(structure: Any, dual: list) -> tuple[Any, np.ndarray]:
-    """Exact best policy against exact duals v [R] of the matching rows.
-
-    g_c = max over the distinct nodes n of c's tree and tokens y of (|n| + 1) - v(n, y),
-    exactly; returns (sum_c w(c) g_c as fmpq, the policy [C] attaining it). A float screen
-    keeps, per configuration, only the slots within SCREEN_MARGIN of the float maximum
-    (all values are checked to be below 1e6 in magnitude, so float rounding is far below
-    the margin); the maximum among those is taken exactly.
+    1. The master restricted to the priorities basic (or positive) in the float solution
+       is rebuilt with exact data (selection_lp(exact=True)), solved and certified exactly
+       (refine_basis). Its exact point maps to a feasible point of the full LP with the
+       same objective (selection_lp's docstring); the dropped convexity row is checked.
+    2. Its exact duals theta (path rows) and v (matching rows) satisfy theta(x) >= (d + 1)
+       - v(x[:d], y) for every path x, depth d, token y (every rho column is in the master,
+       so certify checked these reduced costs exactly). Hence y_c = max_k theta(x_k) gives
+       every column pi(c, n, y) of the full LP a reduced cost <= 0, and (y, v) is dual
+       feasible for the full LP with objective E[max_k theta(X_k)] + (master value). The
+       greedy priority (paths sorted by theta, exactly) attains E[max_k theta(X_k)] =
+       r . theta; the check all_configurations_priced is r . theta <= 0, exactly.
+    Returns (exact master LP, its solution, certificate, improving priority or None).
     """
-    from ..verifiers.tree import node_depths
-
-    st = structure
-    vocab = st.vocab
-    depth_values = to_fmpq(st.exact_values[st.refs["depth"]])
-    depths = node_depths(vocab, st.model.depth)
-    best: dict[int, Any] = {}
-    best_token: dict[int, int] = {}
-    for r, key in enumerate(st.match_keys.tolist()):
-        u, t = divmod(key, vocab)
-        gain = depth_values[depths[u]] - dual[r]
-        if u not in best or gain > best[u]:
-            best[u], best_token[u] = gain, t
-    g_float = np.full(st.num_nodes, -np.inf)
-    for u, v in best.items():
-        g_float[u] = _float(v)
-    slot_gain = g_float[st.slot_node]
-    starts = np.searchsorted(st.slot_config, np.arange(len(st.configs)))
-    config_best = np.maximum.reduceat(slot_gain, starts)
-    magnitude = float(np.abs(g_float[np.isfinite(g_float)]).max())
-    margin = SCREEN_MARGIN if magnitude < 1e6 else np.inf
-    candidates = np.nonzero(slot_gain >= config_best[st.slot_config] - margin)[0]
-    weight = to_fmpq(st.exact_values[st.refs["weight"]])
-    chosen_gain: list[Any] = [None] * len(st.configs)
-    chosen_slot = np.zeros(len(st.configs), dtype=np.int64)
-    for s, c in zip(candidates.tolist(), st.slot_config[candidates].tolist(), strict=True):
-        g = best[int(st.slot_node[s])]
-        if chosen_gain[c] is None or g > chosen_gain[c]:
-            chosen_gain[c], chosen_slot[c] = g, s
-    total = fmpq(0)
-    for w, g in zip(weight, chosen_gain, strict=True):
-        total += w * g
-    tokens = np.array([best_token[int(u)] for u in st.slot_node[chosen_slot].tolist()])
-    return total, chosen_slot * vocab + tokens
-
-
-def certify_policy_master(structure: Any, policies: list[np.ndarray], solution: LPSolution,
-                          max_rounds: int = 6) -> tuple[LinearProgram, LPSolution, Certificate,
-                                                        np.ndarray | None]:
-    """Certificate for the full K-path LP from a column-generation (policy) master.
-
-    1. The master restricted to the policies basic (or positive) in the float solution is
-       rebuilt with exact data (policy_lp(exact=True)), solved and certified exactly
-       (refine_basis): an exact feasible point (lambda, A), whose pi = sum lambda_k policy_k
-       is feasible for the full LP (the dropped convexity row sum lambda = 1 is checked),
-       and exact duals v of the matching rows.
-    2. y_c = g_c = max over c's outputs of (|n| + 1) - v(n, y) makes (y, v) dual feasible
-       for the full LP (every pi column has reduced cost <= 0 by construction; the A
-       columns are in the master). Its dual objective is sum_c w(c) g_c + (master value),
-       so the full LP optimum equals the master value iff sum_c w(c) g_c <= 0: checked
-       exactly (check all_policies_priced).
-    Returns (exact master LP, its solution, certificate, improving policy or None).
-    """
-    from .builders import policy_lp
+    from .builders import selection_law, selection_lp
     from .solve import solve
 
     start = time.perf_counter()
-    keep = list(range(len(policies)))
+    probe = selection_lp(structure, priorities[:1])
+    first_lambda = probe.meta["num_rho"] + probe.meta["num_a"]
+    keep = list(range(len(priorities)))
     if solution.basis is not None:
         col_status = solution.basis[0]
-        keep = [k for k in range(len(policies))
-                if col_status[k] == BASIC or solution.x[k] > 0] or keep
-    lp = policy_lp(structure, [policies[k] for k in keep], exact=True)
+        keep = [k for k in keep if col_status[first_lambda + k] == BASIC
+                or solution.x[first_lambda + k] > 0] or keep
+    lp = selection_lp(structure, [priorities[k] for k in keep], exact=True)
     master_solution = solve(lp)
     if not master_solution.optimal:
-        cert = Certificate(False, None, f"policy master: solver status {master_solution.status}",
-                           time.perf_counter() - start)
+        cert = Certificate(False, None, f"selection master: solver status "
+                           f"{master_solution.status}", time.perf_counter() - start)
         return lp, master_solution, cert, None
     master_solution, cert = refine_basis(lp, master_solution, max_rounds)
     if not cert.certified:
-        cert.reason = "policy master: " + cert.reason
+        cert.reason = "selection master: " + cert.reason
         cert.seconds = time.perf_counter() - start
         return lp, master_solution, cert, None
-    total, best_policy = price_policies_exact(structure, cert.dual)
-    cert.checks["all_policies_priced"] = total <= 0
-    if total > 0:
+    count = structure.num_paths
+    theta = cert.dual[:count]
+    policy = np.array(sorted(range(count), key=lambda x: (-theta[x], x)), dtype=np.int64)
+    law = to_fmpq(selection_law(structure, policy, exact=True))
+    excess = sum((law[x] * theta[x] for x in range(count)), fmpq(0))
+    cert.checks["all_configurations_priced"] = excess <= 0
+    if excess > 0:
         cert.certified = False
         cert.value = None
-        cert.reason = (f"failed: all_policies_priced (an improving policy has reduced cost "
-                       f"{_float(total):.3g} > 0)")
+        cert.reason = (f"failed: all_configurations_priced (the greedy selection has reduced "
+                       f"cost {_float(excess):.3g} > 0)")
         cert.seconds = time.perf_counter() - start
-        return lp, master_solution, cert, best_policy
-    cert.reason = (f"optimal for the full LP: policy master ({len(keep)} policies) certified "
-                   f"exactly; all {len(structure.configs)} configurations priced exactly "
-                   f"(sum_c w(c) g_c = {_float(total):.3g} <= 0)")
+        return lp, master_solution, cert, policy
+    cert.reason = (f"optimal for the full LP: selection master ({len(keep)} priorities) "
+                   f"certified exactly; every column of the full LP priced exactly (greedy "
+                   f"selection reduced cost {_float(excess):.3g} <= 0)")
     cert.seconds = time.perf_counter() - start
     return lp, master_solution, cert, None

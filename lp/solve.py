@@ -181,14 +181,23 @@ def highs_model(lp: LinearProgram, presolve: bool = True, time_limit: float | No
     matrix, lower, upper = stacked_matrix(lp)
     n, m = lp.num_vars, matrix.shape[0]
     matrix.sort_indices()
-    status = h.passModel(
-        int(n), int(m), int(matrix.nnz), int(highspy.MatrixFormat.kColwise),
-        int(highspy.ObjSense.kMaximize), float(lp.constant()),
-        np.ascontiguousarray(lp.objective(), dtype=np.float64),
-        np.zeros(n), np.full(n, np.inf), lower, upper,
-        matrix.indptr.astype(np.int32), matrix.indices.astype(np.int32),
-        np.ascontiguousarray(matrix.data, dtype=np.float64), np.zeros(n, dtype=np.int32),
-    )
+    model = highspy.HighsLp()
+    model.num_col_ = int(n)
+    model.num_row_ = int(m)
+    model.sense_ = highspy.ObjSense.kMaximize
+    model.offset_ = float(lp.constant())
+    model.col_cost_ = np.ascontiguousarray(lp.objective(), dtype=np.float64)
+    model.col_lower_ = np.zeros(n)
+    model.col_upper_ = np.full(n, np.inf)
+    model.row_lower_ = lower
+    model.row_upper_ = upper
+    model.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    model.a_matrix_.num_col_ = int(n)
+    model.a_matrix_.num_row_ = int(m)
+    model.a_matrix_.start_ = matrix.indptr.astype(np.int32)
+    model.a_matrix_.index_ = matrix.indices.astype(np.int32)
+    model.a_matrix_.value_ = np.ascontiguousarray(matrix.data, dtype=np.float64)
+    status = h.passModel(model)
     if status == highspy.HighsStatus.kError:
         raise RuntimeError(f"HiGHS refused the model of LP {lp.name!r} ({status})")
     return h
@@ -297,26 +306,20 @@ def _solve_cvxpy(lp: LinearProgram, time_limit: float | None, solver: str) -> LP
     return LPSolution(status, value, xv, time.perf_counter() - start, "cvxpy", None, duals, notes)
 
 
-
-
 # ---------------------------------------------------------------------------
-# column generation for the K-path full LP (Dantzig-Wolfe over policies)
+# column generation for the K-path full LP (selection master)
 # ---------------------------------------------------------------------------
-
-MAX_COLGEN_SLOTS = 50_000_000  # distinct (configuration, node) pairs of the implicit full LP
-
 
 @dataclass
 class ColgenResult:
     """Column generation outcome.
 
-    value: optimum of the full LP (float; certificate.value is exact when certified).
-    lp: the final master (speclp.lp.builders.policy_lp; exact data when certified);
-    solution: its solution (basis included); structure: the implicit full LP
-    (speclp.lp.builders.FullStructure); certificate: from
-    speclp.lp.certify.certify_policy_master when certify=True, else None.
-    history: one dict per master solve (policies, value, max reduced cost, seconds).
-    seconds: column generation time; certify_seconds: the exact certificate's time.
+    value: optimum of the full K-path LP (float; certificate.value is exact when certified).
+    lp: the final selection master (speclp.lp.builders.selection_lp; exact data when
+    certified); solution: its solution (basis included); structure: the
+    SelectionStructure; certificate: from speclp.lp.certify.certify_selection_master
+    (certify=True), else None. history: one dict per master solve (columns, value,
+    max reduced cost, seconds). seconds: column generation; certify_seconds: certificate.
     """
 
     status: str
@@ -332,69 +335,50 @@ class ColgenResult:
     notes: list[str] = field(default_factory=list)
 
 
-def price_policy(structure: Any, duals: np.ndarray) -> tuple[np.ndarray, float, np.ndarray]:
-    """Best policy against float duals v [R] of the matching rows.
+def price_selection(structure: Any, duals: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Best selection priority against float master duals.
 
-    Reduced cost of a policy = sum_c w(c) [(|n_c| + 1) - v(n_c, y_c)]; the best policy
-    takes, in every configuration c, the output maximising (|n| + 1) - v(n, y) over the
-    distinct nodes n of c's tree and tokens y. Returns (policy [C] pi column ids, its
-    reduced cost, per-configuration best gain g_c [C]).
+    duals [m]: the first P are theta(x) of the path rows. The lambda column of a priority
+    has reduced cost r . theta (r its selection law), maximised by ranking the paths by
+    theta (the selected path is then the drafted path of largest theta). Returns
+    (priority [P], law [P], reduced cost).
     """
-    st = structure
-    vocab = st.vocab
-    node, token = np.divmod(st.match_keys, vocab)
-    from ..verifiers.tree import node_depths
+    from .builders import selection_law
 
-    depths = node_depths(vocab, st.model.depth)
-    gain = np.full((st.num_nodes, vocab), -np.inf)
-    gain[node, token] = depths[node] + 1 - duals
-    best_gain = gain.max(axis=1)  # [N]
-    best_token = gain.argmax(axis=1)
-    slot_gain = best_gain[st.slot_node]  # [M]
-    starts = np.searchsorted(st.slot_config, np.arange(len(st.configs)))
-    config_best = np.maximum.reduceat(slot_gain, starts)  # [C]
-    hit = slot_gain >= config_best[st.slot_config]
-    _, first = np.unique(st.slot_config[hit], return_index=True)
-    slots = np.nonzero(hit)[0][first]  # [C] one best slot per configuration
-    policy = slots * vocab + best_token[st.slot_node[slots]]
-    weight = st.values[st.refs["weight"]]
-    return policy, float(weight @ config_best), config_best
-
-
-def _root_policies(st: Any) -> list[np.ndarray]:
-    """V policies 'every configuration outputs (root, y)': lambda_y = p(y) is feasible."""
-    starts = np.searchsorted(st.slot_config, np.arange(len(st.configs)))  # root slot first
-    return [starts * st.vocab + y for y in range(st.vocab)]
+    theta = duals[: structure.num_paths]
+    priority = np.argsort(-theta, kind="stable")
+    law = selection_law(structure, priority)
+    return priority, law, float(law @ theta)
 
 
 def solve_colgen(model_or_instance: Any, paths: int = 2, draft_sampling: str = "iid",
-                 exact: bool = True, tolerance: float = 1e-9, max_iterations: int = 20_000,
+                 exact: bool = True, tolerance: float = 1e-9, max_iterations: int = 5_000,
                  time_limit: float | None = None, certify: bool = True) -> ColgenResult:
-    """Column generation for the K-path full LP (THEORY section 6), Dantzig-Wolfe form.
+    """Column generation for the K-path full LP (THEORY sections 4 and 6).
 
-    Master (speclp.lp.builders.policy_lp): the matching rows only (~N V rows, whatever the
-    number of configurations), one column per generated policy plus every A(z). Pricing
-    (price_policy) is one vectorised pass over all (configuration, node) slots; the best
-    policy is added while its reduced cost exceeds tolerance, and HiGHS re-solves warm.
-    With certify=True the master restricted to its basic policies is rebuilt with exact
-    data, certified (refine_basis), and every configuration is priced in exact arithmetic
-    (speclp.lp.certify.certify_policy_master); a policy the float pricing missed is added
-    and the loop resumes.
+    The full LP's configurations are priced through selection rules: the master
+    (speclp.lp.builders.selection_lp) holds every single-path output variable rho(x, d, y)
+    (P (L+1) V of them), every A(z), and one column per generated selection priority;
+    its rows are P path rows plus the N V matching rows, whatever the number of draft
+    configurations. Pricing (price_selection) sorts the P paths by their dual and adds
+    the greedy selection law while its reduced cost exceeds tolerance; HiGHS re-solves
+    warm. With certify=True the master (restricted to its basic priorities) is rebuilt
+    with exact data, certified (refine_basis), and priced exactly: theta(x) >= H(x) for
+    every path (all rho columns are in the master) plus max_k r_k . theta <= 0 make
+    y_c = max_k theta(x_k) an exact dual of the full LP with the master's value, i.e. no
+    column of the full LP has positive reduced cost (speclp.lp.certify
+    .certify_selection_master). A priority the float pricing missed is added and the loop
+    resumes.
     """
-    from .builders import full_structure, policy_lp
+    from .builders import selection_lp, selection_structure
 
     start = time.perf_counter()
-    st = full_structure(model_or_instance, paths, draft_sampling, exact,
-                        max_nonzeros=2 * MAX_COLGEN_SLOTS * 8, max_bytes=64 * 2**30)
-    if len(st.slot_node) > MAX_COLGEN_SLOTS:
-        raise ValueError(f"column generation: {len(st.slot_node):,} (configuration, node) slots "
-                         f"exceed {MAX_COLGEN_SLOTS:,}; use fewer paths or a smaller instance")
-    policies = _root_policies(st)
-    master = policy_lp(st, policies)
-    notes = [f"{len(st.configs)} configurations, {len(st.slot_node)} slots, "
-             f"{st.num_pi} pi columns in the full LP; master rows {master.num_eq}"]
+    st = selection_structure(model_or_instance, paths, draft_sampling, exact)
+    priorities = [np.argsort(-st.q_paths, kind="stable")]
+    master = selection_lp(st, priorities)
+    notes = [f"{st.count_configurations():,} draft configurations; master {master.num_vars} "
+             f"columns x {master.num_eq} rows"]
     h = highs_model(master, presolve=False, method="simplex")
-    n_a = st.num_nodes - 1
     history: list[dict[str, Any]] = []
     iterations = 0
     status = "unknown"
@@ -402,13 +386,11 @@ def solve_colgen(model_or_instance: Any, paths: int = 2, draft_sampling: str = "
     certify_seconds = 0.0
     value = float("nan")
 
-    def add_policy(policy: np.ndarray) -> None:
-        rows, values, objective = policy_columns(st, policy)
-        h.addCols(1, np.array([objective]), np.zeros(1), np.full(1, np.inf), len(rows),
-                  np.zeros(1, dtype=np.int32), rows.astype(np.int32), values)
-        policies.append(policy)
-
-    from .builders import policy_columns
+    def add_priority(priority: np.ndarray, law: np.ndarray) -> None:
+        nz = np.nonzero(law)[0]
+        h.addCols(1, np.zeros(1), np.zeros(1), np.full(1, np.inf), len(nz),
+                  np.zeros(1, dtype=np.int32), nz.astype(np.int32), -law[nz])
+        priorities.append(priority)
 
     while True:
         while iterations < max_iterations:
@@ -422,42 +404,36 @@ def solve_colgen(model_or_instance: Any, paths: int = 2, draft_sampling: str = "
             h.run()
             iterations += 1
             status = _status_name(h, h.getModelStatus())
+            if status == "not_set":  # warm start failed: solve cold
+                notes.append(f"iteration {iterations}: warm start failed, solved cold")
+                h.clearSolver()
+                h.run()
+                status = _status_name(h, h.getModelStatus())
             if status != "optimal":
                 break
             value = float(h.getInfo().objective_function_value)
             duals = np.asarray(h.getSolution().row_dual, dtype=np.float64)
-            policy, reduced, _ = price_policy(st, duals)
-            history.append({"iteration": iterations, "policies": len(policies), "value": value,
+            priority, law, reduced = price_selection(st, duals)
+            history.append({"iteration": iterations, "columns": len(priorities), "value": value,
                             "max_reduced_cost": reduced, "seconds": time.perf_counter() - t0})
             if reduced <= tolerance:
                 break
-            add_policy(policy)
-        float_lp = policy_lp(st, policies)
-        column_order = _policy_highs_columns(len(policies), len(_root_policies(st)), n_a)
-        solution = _highs_solution(h, float_lp, status, time.perf_counter() - start,
-                                   list(notes), column_order=column_order)
-        if status != "optimal" or not certify or st.exact_values is None:
-            lp = float_lp
+            add_priority(priority, law)
+        lp = selection_lp(st, priorities)
+        solution = _highs_solution(h, lp, status, time.perf_counter() - start, list(notes))
+        if status != "optimal" or not certify or not st.exact:
             break
-        from .certify import certify_policy_master
+        from .certify import certify_selection_master
 
         t0 = time.perf_counter()
-        lp, solution, certificate, missed = certify_policy_master(st, policies, solution)
+        lp, solution, certificate, missed = certify_selection_master(st, priorities, solution)
         certify_seconds += time.perf_counter() - t0
         if certificate.certified or missed is None or iterations >= max_iterations:
             break
-        notes.append("exact pricing found an improving policy the float pricing missed")
-        add_policy(missed)
+        notes.append("exact pricing found an improving priority the float pricing missed")
+        from .builders import selection_law
+
+        add_priority(missed, selection_law(st, missed))
     seconds = time.perf_counter() - start - certify_seconds
     return ColgenResult(status, value, lp, solution, st, iterations, seconds, history,
                         certificate, certify_seconds if certify else None, notes)
-
-
-def _policy_highs_columns(n_pol: int, n_initial: int, n_a: int) -> np.ndarray:
-    """[n_pol + n_a] HiGHS column of every policy_lp column.
-
-    HiGHS holds [initial policies (n_initial), A (n_a), added policies]; policy_lp holds
-    [all policies, A]."""
-    lp_cols = np.arange(n_pol + n_a)
-    return np.where(lp_cols < n_initial, lp_cols,
-                    np.where(lp_cols < n_pol, lp_cols + n_a, lp_cols - n_pol + n_initial))

@@ -157,14 +157,23 @@ def plot_realgap(records: list[dict[str, Any]], out_dir: Path) -> list[Path]:
     summary = summarize_realgap(records)
     if not summary:
         return []
-    fig, axes = plt.subplots(1, len(summary), figsize=(4 * len(summary), 3.6), squeeze=False)
-    for ax, s in zip(axes[0], summary, strict=True):
+    shapes = sorted({(s["width"], s["depth"]) for s in summary})
+    ks = sorted({s["paths"] for s in summary})
+    fig, axes = plt.subplots(len(shapes), len(ks), figsize=(3.6 * len(ks), 2.8 * len(shapes)),
+                             squeeze=False)
+    for ax in axes.reshape(-1):
+        ax.set_visible(False)
+    for s in summary:
+        ax = axes[shapes.index((s["width"], s["depth"])), ks.index(s["paths"])]
+        ax.set_visible(True)
         names = sorted(s["mean_gap"], key=lambda n: s["mean_gap"][n])
         ax.barh(names, [s["mean_gap"][n] for n in names], color="tab:blue")
-        ax.set_title(f"M={s['width']} L={s['depth']} K={s['paths']} ({s['contexts']} ctx)", fontsize=9)
-        ax.set_xlabel("mean gap to LP optimum, E[tau+1]")
-        ax.tick_params(labelsize=8)
-    fig.suptitle("real-pair instances (top-M of target per node, renormalised)", fontsize=10)
+        ax.set_title(f"M={s['width']} L={s['depth']} K={s['paths']}: {s['contexts']} ctx, "
+                     f"{s['certified']} certified", fontsize=8)
+        ax.set_xlabel("mean gap to LP optimum, E[tau+1]", fontsize=8)
+        ax.tick_params(labelsize=7)
+    pair = records[0].get("pair", "")
+    fig.suptitle(f"{pair}\ninstances: top-M of target per node, rows renormalised", fontsize=9)
     fig.tight_layout()
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "realgap_gaps.png"

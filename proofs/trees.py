@@ -135,8 +135,13 @@ class RuleValue:
 
 
 def rule_value(model: TreeModel, rule: str, budget: int,
-               max_configurations: int = MAX_CONFIGURATIONS) -> RuleValue:
-    """Exact tokens per round of a selection rule at budget N (module docstring)."""
+               max_configurations: int = MAX_CONFIGURATIONS,
+               cache: dict[Any, Any] | None = None) -> RuleValue:
+    """Exact tokens per round of a selection rule at budget N (module docstring).
+
+    cache: optional dict reused across calls on the SAME model (memoises the GBV block
+    efficiencies below each first token per shape; budgets often share a shape).
+    """
     vocab, depth = model.vocab_size, model.depth
     one = model.target[0, 0] * 0 + 1
     if rule in ("draft", "rerank"):
@@ -164,8 +169,15 @@ def rule_value(model: TreeModel, rule: str, budget: int,
                 p_t = model.target[0, t]
                 if p_t == 0:
                     continue
-                sub = subtree_model(model, t, sub_depth)
-                tokens = tokens + p_t * exact_result(sub, "gbv", paths=paths).block_efficiency
+                key = ("gbv", t, paths, sub_depth)
+                if cache is None or key not in cache:
+                    sub = subtree_model(model, t, sub_depth)
+                    value = exact_result(sub, "gbv", paths=paths).block_efficiency
+                    if cache is None:
+                        tokens = tokens + p_t * value
+                        continue
+                    cache[key] = value
+                tokens = tokens + p_t * cache[key]
         return RuleValue(rule, budget, tokens, tokens - one, 1, paths * sub_depth,
                          (paths, sub_depth))
     raise ValueError(f"unknown rule {rule!r}; known: {', '.join(RULES)}")
@@ -249,9 +261,10 @@ def real_rule_values(rows: Any, budgets: list[int], rules: tuple[str, ...] = RUL
     norm = TreeModel(rows.target, rows.draft, rows.depth)
     raw = TreeModel(rows.target_edge, rows.draft_edge, rows.depth)
     out: dict[str, Any] = {"renormalised": {}, "candidate_exact": {}, "shapes": {}}
+    cache: dict[Any, Any] = {}
     for n in budgets:
         for rule in rules:
-            value = rule_value(norm, rule, n, max_configurations)
+            value = rule_value(norm, rule, n, max_configurations, cache)
             out["renormalised"].setdefault(rule, {})[str(n)] = float(value.tokens_per_round)
             if value.shape:
                 out["shapes"][str(n)] = list(value.shape)
@@ -433,3 +446,92 @@ def run_trees(target: Any, draft: Any, prompts: list[dict[str, Any]], budgets: l
             done.add(key)
             computed += 1
     return {"file": str(out_file), "computed": computed, "reused": reused}
+
+
+# ---------------------------------------------------------------------------
+# reuse in real decoding (the engine drafts K paths of length L, not trees)
+# ---------------------------------------------------------------------------
+
+ENGINE_SHAPES = {8: (2, 4), 16: (2, 8), 32: (4, 8), 64: (8, 8)}  # budget N -> (K, L), K * L = N
+
+
+def step_reuse(steps: list[Any]) -> tuple[int, int]:
+    """(row-steps whose correction token is a drafted child of the output node, row-steps).
+
+    steps: verifiers.engine.StepRecord list (EngineConfig.record_steps=True). In those
+    row-steps the tree pass already computed p(.|next context) (it computed rows at every
+    drafted node), so a rule needing that row costs no extra target pass.
+    """
+    hits = total = 0
+    for step in steps:
+        tokens = step.tree.tokens.cpu()  # [B, K, L]
+        depth = tokens.shape[-1]
+        for b in range(tokens.shape[0]):
+            k, acc, y = int(step.path[b]), int(step.accepted[b]), int(step.token[b])
+            total += 1
+            if acc >= depth:
+                continue  # bonus token below a leaf: nothing was drafted there
+            same = (tokens[b, :, :acc] == tokens[b, k, :acc]).all(-1)  # [K] paths through the node
+            hits += int(bool((tokens[b, same, acc] == y).any()))
+    return hits, total
+
+
+def run_engine_reuse(pair: Any, prompts: list[dict[str, Any]], budgets: list[int], verifiers: list[str],
+                     out_file: Any, max_new_tokens: int = 48, temperature: float = 1.0,
+                     seed: int = 0, label: str = "") -> dict[str, Any]:
+    """Decode every prompt with the engine at each budget (mapped to K x L by ENGINE_SHAPES)
+    and verifier; record the measured reuse rate and the engine's metrics (resumable JSONL)."""
+    from pathlib import Path
+
+    import torch
+
+    from ..verifiers.engine import EngineConfig, SpeculativeEngine
+    from .realgap import append_jsonl, load_jsonl
+
+    out_file = Path(out_file)
+    done = {r["key"] for r in load_jsonl(out_file)}
+    computed = 0
+    for n in budgets:
+        if n not in ENGINE_SHAPES:
+            raise ValueError(f"engine budget {n}: known shapes {sorted(ENGINE_SHAPES)}")
+        paths, depth = ENGINE_SHAPES[n]
+        for name in verifiers:
+            for prompt in prompts:
+                key = f"{prompt['id']}|{name}|N{n}|T{temperature}|{max_new_tokens}"
+                if key in done:
+                    continue
+                config = EngineConfig(paths=paths, depth=depth, temperature=temperature,
+                                      max_new_tokens=max_new_tokens, record_steps=True)
+                engine = SpeculativeEngine(pair, verifier=name, config=config)
+                gen = torch.Generator(device=pair.target.device).manual_seed(seed)
+                result = engine.generate([prompt["tokens"]], generator=gen)
+                hits, total = step_reuse(result.steps)
+                metrics = {k: v for k, v in result.metrics.items()
+                           if isinstance(v, int | float) and not isinstance(v, bool)}
+                record = {"key": key, "pair": label, "prompt": prompt["id"], "verifier": name,
+                          "budget": n, "paths": paths, "depth": depth,
+                          "shape_note": "engine drafts K i.i.d. paths of length L (K*L = N), not trees",
+                          "reuse_hits": hits, "row_steps": total,
+                          "reuse_rate": hits / total if total else None, "metrics": metrics}
+                append_jsonl(out_file, record)
+                done.add(key)
+                computed += 1
+    return {"file": str(out_file), "computed": computed}
+
+
+def summarize_engine_reuse(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Pooled reuse rate and mean measured metrics per (verifier, budget)."""
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for r in records:
+        groups.setdefault((r["verifier"], r["budget"]), []).append(r)
+    out = []
+    for (name, n), recs in sorted(groups.items()):
+        hits, total = sum(r["reuse_hits"] for r in recs), sum(r["row_steps"] for r in recs)
+        out.append({"verifier": name, "budget": n, "shape": [recs[0]["paths"], recs[0]["depth"]],
+                    "prompts": len(recs), "reuse_rate": hits / total if total else None,
+                    "row_steps": total,
+                    "tokens_per_call": float(np.mean([r["metrics"].get("tokens_per_call", np.nan)
+                                                      for r in recs])),
+                    "ms_per_token": float(np.mean([r["metrics"].get("ms_per_token", np.nan)
+                                                   for r in recs]))})
+    return out

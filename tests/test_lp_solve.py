@@ -5,9 +5,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from speclp.lp.builders import full_lp, node_lp
+from speclp.lp.certify import solve_exact
 from speclp.lp.instance import dirichlet_instance, temperature_instance
 from speclp.lp.program import Block, LinearProgram, ValueTable
-from speclp.lp.solve import solve
+from speclp.lp.solve import solve, solve_colgen
 
 
 @pytest.mark.parametrize("vocab,depth,paths,draft_sampling,seed", [
@@ -76,3 +77,54 @@ def test_exact_value_matches_fraction_data():
     lp = tiny_lp(0.5, 0.25)
     assert lp.exact_table[lp.ub.refs[0]] == Fraction(1, 2)
     assert abs(solve(lp).value - 0.5) <= 1e-12
+
+
+# ---------------------------------------------------------------------------
+# column generation (selection master) against the full LP
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("vocab,depth,paths,draft_sampling,seed", [
+    (2, 2, 1, "iid", 0), (2, 2, 2, "iid", 1), (3, 2, 2, "iid", 2), (2, 3, 3, "iid", 3),
+    (3, 1, 3, "iid", 4), (2, 3, 2, "without-replacement", 5),
+    (3, 2, 3, "without-replacement", 6), (3, 3, 2, "iid", 7),
+])
+def test_colgen_equals_full_lp_exactly(vocab, depth, paths, draft_sampling, seed):
+    inst = dirichlet_instance(vocab, depth, alpha=0.8, seed=seed, denominator=24)
+    result = solve_colgen(inst, paths=paths, draft_sampling=draft_sampling)
+    assert result.status == "optimal"
+    assert result.certificate.certified, result.certificate.reason
+    full = full_lp(inst, paths=paths, draft_sampling=draft_sampling)
+    solution, cert = solve_exact(full)
+    assert cert.certified, cert.reason
+    assert result.certificate.value == cert.value
+    assert abs(result.value - solution.value) <= 1e-9
+
+
+def test_colgen_float_instance():
+    inst = dirichlet_instance(3, 2, alpha=0.5, seed=11)
+    result = solve_colgen(inst, paths=3, exact=False)
+    assert result.certificate is None and result.status == "optimal"
+    direct = solve(full_lp(inst, paths=3, exact=False))
+    assert abs(result.value - direct.value) <= 1e-9
+
+
+def test_colgen_certificate_fails_when_stopped_early():
+    inst = dirichlet_instance(2, 3, alpha=0.8, seed=3, denominator=24)
+    full = solve_colgen(inst, paths=3)
+    assert full.iterations >= 3  # the first master is not optimal for this instance
+    early = solve_colgen(inst, paths=3, max_iterations=1)
+    assert not early.certificate.certified and early.certificate.value is None
+    assert "all_configurations_priced" in early.certificate.reason
+    assert early.value < full.value - 1e-9
+
+
+def test_colgen_scale_targets_small():
+    """(V, L, K) = (3, 2, 3), (2, 3, 3), (3, 3, 2): solved and certified within 2 s each."""
+    import time
+
+    for vocab, depth, paths in [(3, 2, 3), (2, 3, 3), (3, 3, 2)]:
+        inst = dirichlet_instance(vocab, depth, seed=0)
+        start = time.perf_counter()
+        result = solve_colgen(inst, paths=paths)
+        assert result.certificate.certified, result.certificate.reason
+        assert time.perf_counter() - start <= 2.0

@@ -259,3 +259,32 @@ def test_run_trees_is_resumable(tmp_path):
             assert r["values"]["candidate_exact"]["oracle"][n] <= values["oracle"][n] + 1e-12
         wt = r["walltime"]["rerank"]["2"]
         assert wt["overlapped_s_per_token_modelled"] <= wt["sequential_s_per_token"] + 1e-12
+
+
+def test_engine_reuse_counts_corrections_that_are_drafted_children(tmp_path):
+    from speclp.proofs.realgap import load_jsonl
+    from speclp.proofs.trees import run_engine_reuse, step_reuse
+    from speclp.verifiers.engine import EngineConfig, SpeculativeEngine
+    from speclp.verifiers.models import make_pair, wrap_model
+
+    target, draft = tiny_pair()
+    pair = make_pair(wrap_model(target, "t"), wrap_model(draft, "d"))
+    prompts = [{"id": "p0", "tokens": [1, 2, 3]}]
+    # BV on one path never emits the rejected drafted token (THEORY section 2): no reuse
+    engine = SpeculativeEngine(pair, verifier="bv",
+                               config=EngineConfig(paths=1, depth=3, max_new_tokens=12,
+                                                   record_steps=True, eos_token_ids=()))
+    result = engine.generate([[1, 2, 3]], generator=torch.Generator().manual_seed(0))
+    hits, total = step_reuse(result.steps)
+    assert hits == 0 and total == len(result.steps) > 0
+    # NSS ignores the drafts: its correction token is often a drafted child
+    engine = SpeculativeEngine(pair, verifier="nss",
+                               config=EngineConfig(paths=4, depth=2, max_new_tokens=12,
+                                                   record_steps=True, eos_token_ids=()))
+    result = engine.generate([[1, 2, 3]], generator=torch.Generator().manual_seed(0))
+    assert step_reuse(result.steps)[0] > 0
+    out = tmp_path / "engine.jsonl"
+    run_engine_reuse(pair, prompts, [8], ["bv"], out, max_new_tokens=8)
+    assert run_engine_reuse(pair, prompts, [8], ["bv"], out, max_new_tokens=8)["computed"] == 0
+    (record,) = load_jsonl(out)
+    assert (record["paths"], record["depth"]) == (2, 4) and record["row_steps"] > 0
