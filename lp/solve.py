@@ -399,7 +399,8 @@ def solve_colgen(model_or_instance: Any, paths: int = 2, draft_sampling: str = "
                 if left <= 0:
                     status = "time_limit"
                     break
-                h.setOptionValue("time_limit", float(left))
+                # HiGHS compares time_limit with its run clock, which accumulates over runs
+                h.setOptionValue("time_limit", float(h.getRunTime() + left))
             t0 = time.perf_counter()
             h.run()
             iterations += 1

@@ -335,17 +335,19 @@ def plot_trees(records: list[dict[str, Any]], out_dir: Any, title: str = "") -> 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
+    colors = {rule: f"C{i}" for i, rule in enumerate(RULES + ("oracle",))}
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for rule in dict.fromkeys(s["rule"] for s in summary):
         pts = [s for s in summary if s["rule"] == rule]
         style = "--" if rule == "oracle" else "-"
         axes[0].plot([s["budget"] for s in pts], [s["tokens_per_round"] for s in pts], style,
-                     marker="o", label=rule)
+                     marker="o", label=rule, color=colors.get(rule))
         ok = [s for s in pts if s["tokens_per_round_candidate_exact"] is not None]
         if ok:
             axes[1].plot([s["budget"] for s in ok], [s["tokens_per_round_candidate_exact"] for s in ok],
-                         style, marker="o", label=rule)
-    axes[0].set_title("renormalised top-M instance (exact)", fontsize=9)
+                         style, marker="o", label=rule, color=colors.get(rule))
+    axes[0].set_title("renormalised top-M instance (exact); target-first rules: +1 target pass",
+                      fontsize=9)
     axes[1].set_title("real probabilities on candidate tree (exact, lower bound)", fontsize=9)
     for ax in axes:
         ax.set_xscale("log", base=2)
@@ -363,7 +365,7 @@ def plot_trees(records: list[dict[str, Any]], out_dir: Any, title: str = "") -> 
         for rule in dict.fromkeys(s["rule"] for s in timed):
             pts = [s for s in timed if s["rule"] == rule]
             line = ax.plot([s["budget"] for s in pts], [1000 * s["sequential_s_per_token"] for s in pts],
-                           marker="o", label=f"{rule} sequential")
+                           marker="o", label=f"{rule} sequential", color=colors.get(rule))
             ax.plot([s["budget"] for s in pts],
                     [1000 * s["overlapped_s_per_token_modelled"] for s in pts], ":", marker="x",
                     color=line[0].get_color(), label=f"{rule} overlapped (modelled)")
