@@ -289,6 +289,22 @@ def full_structure(model_or_instance: TreeModel | Instance, paths: int = 1,
     first[:, 1:] = nodes[:, 1:] != nodes[:, :-1]  # paths sorted => equal prefixes adjacent
     cfg, _, dep = np.nonzero(first)  # [M] configuration, path, depth of each distinct node
     node_of = nodes[first]  # [M]
+    return structure_from_slots(model, configs, cfg, node_of, dep, paths, draft_sampling, size)
+
+
+def structure_from_slots(model: TreeModel, configs: Any, slot_config: np.ndarray,
+                         slot_node: np.ndarray, slot_depth: np.ndarray, paths: int,
+                         draft_sampling: str, size: dict[str, int]) -> FullStructure:
+    """The structure of the LP for ANY family of draft configurations.
+
+    configs: an object with len() (C), .weight [C] (float64 or exact) and .label(c);
+    slot_config, slot_node, slot_depth [M]: the distinct nodes of every configuration's
+    prefix tree (root included), configuration-major. full_structure passes multisets of
+    K paths; lp.tree_lp passes one deterministic tree of weight 1.
+    """
+    vocab, depth = model.vocab_size, model.depth
+    exact = model.exact
+    cfg, node_of, dep = slot_config, slot_node, slot_depth
     n_nodes = num_nodes(vocab, depth)
 
     table = ValueTable(exact)

@@ -34,9 +34,9 @@ from fractions import Fraction
 import numpy as np
 
 from ..verifiers.tree import TreeModel, node_depths, node_prefix, num_nodes
-from .builders import as_model
+from .builders import as_model, lp_from_structure, structure_from_slots
 from .instance import Instance
-from .program import Block, LinearProgram, ValueTable
+from .program import LinearProgram
 
 
 def check_tree_nodes(tree_nodes: np.ndarray, vocab: int, depth: int) -> np.ndarray:
@@ -60,92 +60,44 @@ def check_tree_nodes(tree_nodes: np.ndarray, vocab: int, depth: int) -> np.ndarr
     return np.sort(nodes)
 
 
+class _SingleTree:
+    """The draft-configuration family of one deterministic tree: one configuration, weight 1."""
+
+    def __init__(self, tree: np.ndarray, vocab: int, weight: np.ndarray):
+        self.tree, self.vocab, self.weight = tree, vocab, weight
+
+    def __len__(self) -> int:
+        return 1
+
+    def label(self, c: int) -> str:
+        return f"tree of {len(self.tree)} nodes"
+
+
 def tree_lp(model_or_instance: TreeModel | Instance, tree_nodes: np.ndarray,
             exact: bool = True) -> LinearProgram:
     """The information-agnostic LP of one deterministic draft tree (module docstring).
 
-    tree_nodes: [T] shortlex node indices (1..N-1) of a prefix-closed tree. Exact data are
-    the instance's exact rows (rational instances) or the binary values of float rows.
+    Built by the same code as full_lp (lp.builders.structure_from_slots and
+    lp_from_structure) with one configuration of weight 1 whose slots are the root and
+    the tree's nodes. tree_nodes: [T] shortlex node indices (1..N-1) of a prefix-closed
+    tree. Exact data are the instance's exact rows (rational instances) or the binary
+    values of float rows.
     """
     model = as_model(model_or_instance, exact)
     vocab, depth = model.vocab_size, model.depth
     tree = check_tree_nodes(tree_nodes, vocab, depth)
-    n_nodes = num_nodes(vocab, depth)
-    outputs = np.concatenate([[0], tree])  # [1 + T] output nodes, root first
-    depths = node_depths(vocab, depth)
-    n_pi = len(outputs) * vocab
-    n_vars = n_pi + n_nodes - 1
-
-    table = ValueTable(exact)
-    neg_target = table.add(-model.target.reshape(-1))  # ref of -p(t|u) at u * V + t
-    root_target = table.add(model.target[0])
-    depth_refs = table.add(np.array([Fraction(i + 1) for i in range(depth + 1)], dtype=object))
-    one, zero = table.one, table.zero
-
-    # entries keyed by matching row (u, t) -> key u * V + t
-    keys, cols, refs = [], [], []
-    # C(u, t) = pi(u, t)
-    out_rep = np.repeat(outputs, vocab)
-    tok = np.tile(np.arange(vocab), len(outputs))
-    keys.append(out_rep * vocab + tok)
-    cols.append(np.arange(n_pi))
-    refs.append(np.full(n_pi, one, dtype=np.int64))
-    # A(z) enters the row of its parent (u, t) with +1 ...
-    z = np.arange(1, n_nodes, dtype=np.int64)
-    parent, last = (z - 1) // vocab, (z - 1) % vocab
-    keys.append(parent * vocab + last)
-    cols.append(n_pi + z - 1)
-    refs.append(np.full(len(z), one, dtype=np.int64))
-    # ... and the rows (z, t) of its own children with -p(t|z)
-    zz = np.repeat(z, vocab)
-    tt = np.tile(np.arange(vocab), len(z))
-    p_edge = model.target[zz, tt]
-    nonzero = np.array([x != 0 for x in p_edge], dtype=bool) if model.exact else p_edge != 0
-    keys.append((zz * vocab + tt)[nonzero])
-    cols.append((n_pi + zz - 1)[nonzero])
-    refs.append(neg_target[(zz * vocab + tt)[nonzero]])
-    keys_all = np.concatenate(keys)
-    cols_all = np.concatenate(cols)
-    refs_all = np.concatenate(refs)
-    row_keys = np.unique(keys_all)  # non-empty matching rows, in order u * V + t
-    rows_all = np.searchsorted(row_keys, keys_all)
-    rhs = np.full(len(row_keys), zero, dtype=np.int64)
-    root_rows = row_keys < vocab
-    rhs[root_rows] = root_target[row_keys[root_rows]]
-    order = np.lexsort((cols_all, rows_all))
-    eq = Block(rows_all[order], cols_all[order], refs_all[order], rhs)
-    dropped = Block(np.zeros(n_pi, dtype=np.int64), np.arange(n_pi, dtype=np.int64),
-                    np.full(n_pi, one, dtype=np.int64), np.array([one], dtype=np.int64))
-    objective = np.concatenate([np.repeat(depth_refs[depths[outputs]], vocab),
-                                np.full(n_nodes - 1, zero, dtype=np.int64)])
-    values, exact_values = table.tables()
-
-    def variable_label(j: int) -> str:
-        j = int(j)
-        if j < n_pi:
-            o, y = divmod(j, vocab)
-            return f"pi[n={node_prefix(int(outputs[o]), vocab)}, y={y}]"
-        return f"A[{node_prefix(j - n_pi + 1, vocab)}]"
-
-    def eq_label(i: int) -> str:
-        u, t = divmod(int(row_keys[int(i)]), vocab)
-        return f"match[u={node_prefix(u, vocab)}, t={t}]"
-
-    lp = LinearProgram(
-        name=f"tree-V{vocab}-L{depth}-T{len(tree)}",
-        num_vars=n_vars,
-        objective_refs=objective,
-        constant_ref=zero,
-        eq=eq,
-        ub=Block.empty(),
-        table=values,
-        exact_table=exact_values,
-        variable_label=variable_label,
-        eq_label=eq_label,
-    )
-    lp.notes.append("C = 1 case of full_lp: one deterministic draft tree of weight 1; its marginal "
-                    "row sum pi = 1 is implied by the matching rows, dropped and kept in "
-                    "meta['dropped_eq'] (checked by the certificate)")
-    lp.meta.update({"kind": "tree", "vocab_size": vocab, "depth": depth, "tree_nodes": tree,
-                    "pi_variables": n_pi, "dropped_eq": dropped, "match_keys": row_keys})
+    outputs = np.concatenate([[0], tree]).astype(np.int64)  # [1 + T] output nodes, root first
+    one = np.empty(1, dtype=object) if model.exact else np.ones(1)
+    if model.exact:
+        one[0] = Fraction(1)
+    configs = _SingleTree(tree, vocab, one)
+    pi_vars = len(outputs) * vocab
+    size = {"configurations": 1, "variables": pi_vars + num_nodes(vocab, depth) - 1,
+            "nonzeros": 2 * pi_vars + (num_nodes(vocab, depth) - 1) * (vocab + 1), "bytes": 0}
+    structure = structure_from_slots(model, configs, np.zeros(len(outputs), dtype=np.int64), outputs,
+                                     node_depths(vocab, depth)[outputs], 1, "deterministic-tree", size)
+    lp = lp_from_structure(structure)
+    lp.name = f"tree-V{vocab}-L{depth}-T{len(tree)}"
+    lp.notes.append("C = 1 case of full_lp: one deterministic draft tree of weight 1")
+    lp.meta.update({"kind": "tree", "tree_nodes": tree})
     return lp
