@@ -303,7 +303,8 @@ def plot_bench(records_or_dir: list[dict[str, Any]] | str | Path, out: str | Pat
     """Render block efficiency and decode throughput against K, one line per verifier.
 
     records_or_dir: bench records or a folder of bench JSONL files. One figure per
-    (pair, temperature) panel row; writes `out` with suffix .png and .pdf. Returns the paths.
+    (pair, temperature) panel row; writes `out`.png and `out`.pdf (a .png/.pdf suffix on
+    `out` is dropped first). Returns the two paths.
     """
     import matplotlib
 
@@ -344,8 +345,10 @@ def plot_bench(records_or_dir: list[dict[str, Any]] | str | Path, out: str | Pat
             ax.legend(fontsize=8)
     fig.tight_layout()
     out = Path(out)
+    if out.suffix in (".png", ".pdf"):
+        out = out.with_suffix("")
     out.parent.mkdir(parents=True, exist_ok=True)
-    paths = [out.with_suffix(".png"), out.with_suffix(".pdf")]
+    paths = [out.parent / f"{out.name}.png", out.parent / f"{out.name}.pdf"]  # keeps "qwen2.5"
     for p in paths:
         fig.savefig(p, dpi=130)
     plt.close(fig)

@@ -107,8 +107,9 @@ def test_plot_bench_writes_png_and_pdf(tmp_path: Path) -> None:
     gbv3 = next(r for r in rows if r["verifier"] == "gbv" and r["paths"] == 3)
     assert gbv3["expected_block_efficiency"] == pytest.approx(2.6)
     assert gbv3["decode_tokens_per_s"] == pytest.approx(4.0)
-    out = plot_bench(records, tmp_path / "fig" / "bench")
-    assert [p.suffix for p in out] == [".png", ".pdf"] and all(p.stat().st_size > 1000 for p in out)
+    out = plot_bench(records, tmp_path / "fig" / "bench_qwen2.5-coder")
+    assert [p.name for p in out] == ["bench_qwen2.5-coder.png", "bench_qwen2.5-coder.pdf"]
+    assert all(p.stat().st_size > 1000 for p in out)
 
 
 # ---------------------------------------------------------------------------------------
