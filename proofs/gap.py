@@ -58,26 +58,18 @@ def available_verifiers(requested: tuple[str, ...] | list[str] | None = None
 
 def class_optimum_record(instance: Instance, paths: int, draft_sampling: str = "iid",
                          backend: str = "highs", method: str = "auto") -> dict[str, Any]:
-    """Optimum of the selection-class LP, or {"available": False, "reason": ...}.
+    """Optimum of the selection-class LP (speclp.lp.selection.class_lp_optimum).
 
-    Keys when available: value, exact, exact_value, certified, certificate, method, cuts,
+    Keys: available (True), value, exact, exact_value, certified, certificate, method, cuts,
     rounds, seconds, min_subset_slack, notes (speclp.lp.selection.class_lp_optimum without
     its per-path law r). method: "auto" | "enumerate" | "cuts" (cutting planes are much
     faster from about 16 paths on; both are certified).
     """
-    try:
-        from ..lp.selection import class_lp_optimum
-    except ModuleNotFoundError as err:
-        if err.name and err.name.endswith("lp.selection"):
-            return {"available": False, "value": None, "certified": False,
-                    "reason": "speclp.lp.selection is not present"}
-        raise
+    from ..lp.selection import class_lp_optimum
+
     start = time.perf_counter()
-    try:
-        record = dict(class_lp_optimum(instance, paths, draft_sampling=draft_sampling,
-                                       backend=backend, method=method))
-    except NotImplementedError as err:
-        return {"available": False, "value": None, "certified": False, "reason": str(err)}
+    record = dict(class_lp_optimum(instance, paths, draft_sampling=draft_sampling,
+                                   backend=backend, method=method))
     for bulky in ("r", "r_exact", "size", "instance"):
         record.pop(bulky, None)
     record.setdefault("seconds", round(time.perf_counter() - start, 6))

@@ -20,7 +20,6 @@ from speclp.lp.selection import (
 )
 from speclp.proofs import class_claims
 from speclp.verifiers.exact import configurations, exact_result
-from speclp.verifiers.law import verifier_names
 from typer.testing import CliRunner
 
 runner = CliRunner()
@@ -203,8 +202,6 @@ def test_class_below_full_below_node_form(vocab, depth, paths, seed, draft_sampl
 
 @pytest.mark.parametrize("seed", range(3))
 def test_class_at_least_gbv(seed):
-    if "gbv" not in verifier_names():
-        pytest.skip("verifier 'gbv' is not registered yet")
     inst = rational(2, 3, seed)
     for paths in (2, 3):
         gbv = exact_result(inst.model(exact=True), "gbv", paths=paths)
@@ -282,8 +279,6 @@ def test_cli_exit_codes(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_gbv_skewed_law_reproduces_gbv(seed):
-    if "gbv" not in verifier_names():
-        pytest.skip("verifier 'gbv' is not registered yet")
     from speclp.lp.selection import bv_value_of_law, gbv_skewed_law
 
     for inst in (rational(2, 3, seed), ties_instance(3, 2, seed=seed)):

@@ -150,11 +150,7 @@ def _load_all() -> None:
     import importlib
 
     for module in ("single_path", "multipath"):
-        try:
-            importlib.import_module(f"{__package__}.{module}")
-        except ModuleNotFoundError as err:  # a module not written yet is simply absent
-            if err.name != f"{__package__}.{module}":
-                raise
+        importlib.import_module(f"{__package__}.{module}")
 
 
 def sample_block(law: BlockLaw, generator: torch.Generator | None = None) -> tuple[Array, Array, Array]:
