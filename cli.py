@@ -54,6 +54,19 @@ class ClaimFailed(Exception):
         self.payload = payload
 
 
+def require_min(flag: str, value: float, low: float, strict: bool = False) -> None:
+    """BadInput naming the flag unless value >= low (value > low when strict)."""
+    if value < low or (strict and value == low):
+        raise BadInput(f"{flag}: must be {'>' if strict else '>='} {low}, got {value}")
+
+
+def require_choice(flag: str, value: str, choices: Iterable[str]) -> None:
+    """BadInput naming the flag unless value is one of choices."""
+    choices = tuple(choices)
+    if value not in choices:
+        raise BadInput(f"{flag}: must be one of {', '.join(choices)}, got {value!r}")
+
+
 def jsonable(value: Any) -> Any:
     """Convert results to JSON types (Fractions become strings, numpy scalars numbers)."""
     if isinstance(value, dict):

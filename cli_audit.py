@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from .cli import BadInput, ClaimFailed, app, progress, run, table
+from .cli import BadInput, ClaimFailed, app, progress, require_choice, require_min, run, table
 
 
 @app.command()
@@ -36,12 +36,10 @@ def audit(
             spec = get_verifier(verifier)
         except KeyError as err:
             raise BadInput(f"--verifier: {err.args[0]}") from None
-        if draft_sampling not in ("iid", "without-replacement"):
-            raise BadInput(f"--draft-sampling: must be iid or without-replacement, got {draft_sampling!r}")
+        require_choice("--draft-sampling", draft_sampling, ("iid", "without-replacement"))
         for flag, value, low in (("--paths", paths, 1), ("--vocab", vocab, 2), ("--depth", depth, 1),
                                  ("--trials", trials, 1)):
-            if value < low:
-                raise BadInput(f"{flag}: must be >= {low}, got {value}")
+            require_min(flag, value, low)
         try:
             result = run_audit(verifier, paths, vocab, depth, trials, ties, seed=seed,
                                draft_sampling=draft_sampling, exact=exact,

@@ -11,7 +11,7 @@ from typing import Any
 
 import typer
 
-from .cli import BadInput, ClaimFailed, check_app, progress, run, table
+from .cli import BadInput, ClaimFailed, check_app, progress, require_choice, require_min, run, table
 
 BACKENDS = ("highs", "cvxpy")
 SAMPLING = ("iid", "without-replacement")
@@ -21,23 +21,14 @@ SAVE_HELP = "Where a counterexample is saved."
 
 def _validate(trials: int, vocab: int, depth: int, paths: int, alpha: float, denominator: int,
               draft_sampling: str, backend: str) -> None:
-    if trials < 1:
-        raise BadInput(f"--trials: must be >= 1, got {trials}")
-    if vocab < 2:
-        raise BadInput(f"--vocab: must be >= 2, got {vocab}")
-    if depth < 1:
-        raise BadInput(f"--depth: must be >= 1, got {depth}")
-    if paths < 1:
-        raise BadInput(f"--paths: must be >= 1, got {paths}")
-    if alpha <= 0:
-        raise BadInput(f"--alpha: must be > 0, got {alpha}")
-    if denominator < 0:
-        raise BadInput(f"--denominator: must be >= 0 (0: float rows), got {denominator}")
-    if draft_sampling not in SAMPLING:
-        raise BadInput(f"--draft-sampling: must be one of {', '.join(SAMPLING)}, "
-                       f"got {draft_sampling!r}")
-    if backend not in BACKENDS:
-        raise BadInput(f"--backend: must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    require_min("--trials", trials, 1)
+    require_min("--vocab", vocab, 2)
+    require_min("--depth", depth, 1)
+    require_min("--paths", paths, 1)
+    require_min("--alpha", alpha, 0, strict=True)
+    require_min("--denominator", denominator, 0)
+    require_choice("--draft-sampling", draft_sampling, SAMPLING)
+    require_choice("--backend", backend, BACKENDS)
     if draft_sampling == "without-replacement" and paths > vocab**depth:
         raise BadInput(f"--paths: cannot draw {paths} distinct paths from {vocab**depth}")
     from .lp.builders import count_configurations

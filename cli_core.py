@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from .cli import BadInput, ClaimFailed, app, check_app, progress, run, table
+from .cli import BadInput, ClaimFailed, app, check_app, progress, require_choice, require_min, run, table
 
 BACKENDS = ("highs", "cvxpy")
 
@@ -39,8 +39,7 @@ def solve(
     """
 
     def body() -> dict[str, Any]:
-        if backend not in BACKENDS:
-            raise BadInput(f"--backend: must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        require_choice("--backend", backend, BACKENDS)
         from fractions import Fraction
 
         from .lp.builders import full_lp, node_lp
@@ -118,16 +117,11 @@ def check_bv_optimal_cmd(
         from .proofs.bv_optimal import check_bv_optimal
         from .verifiers.law import get_verifier
 
-        if trials < 1:
-            raise BadInput(f"--trials: must be >= 1, got {trials}")
-        if vocab < 2:
-            raise BadInput(f"--vocab: must be >= 2, got {vocab}")
-        if depth < 1:
-            raise BadInput(f"--depth: must be >= 1, got {depth}")
-        if alpha <= 0:
-            raise BadInput(f"--alpha: must be > 0, got {alpha}")
-        if backend not in BACKENDS:
-            raise BadInput(f"--backend: must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        require_min("--trials", trials, 1)
+        require_min("--vocab", vocab, 2)
+        require_min("--depth", depth, 1)
+        require_min("--alpha", alpha, 0, strict=True)
+        require_choice("--backend", backend, BACKENDS)
         try:
             get_verifier(verifier)
         except KeyError as err:

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from .cli import BadInput, ClaimFailed, app, progress, run, stderr, table
+from .cli import BadInput, ClaimFailed, app, progress, require_choice, require_min, run, stderr, table
 
 BACKENDS = ("highs", "cvxpy")
 DRAFT_SAMPLING = ("iid", "without-replacement")
@@ -42,13 +42,9 @@ def gap(
         from .lp.instance import load_instance
         from .proofs.gap import gap as compute_gap
 
-        if paths < 1:
-            raise BadInput(f"--paths: must be >= 1, got {paths}")
-        if draft_sampling not in DRAFT_SAMPLING:
-            raise BadInput(f"--draft-sampling: must be one of {', '.join(DRAFT_SAMPLING)}, "
-                           f"got {draft_sampling!r}")
-        if backend not in BACKENDS:
-            raise BadInput(f"--backend: must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        require_min("--paths", paths, 1)
+        require_choice("--draft-sampling", draft_sampling, DRAFT_SAMPLING)
+        require_choice("--backend", backend, BACKENDS)
         inst = load_instance(instance)
         try:
             result = compute_gap(inst, paths, draft_sampling=draft_sampling, backend=backend,
