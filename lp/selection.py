@@ -672,17 +672,27 @@ def class_lp_optimum(instance: Instance | TreeModel, paths: int, draft_sampling:
             out["reason"] = (f"BV closed form with the optimal r gives {float(closed):.17g}, not "
                              f"the LP optimum {float(record['exact_value']):.17g}")
     return {
-        "instance": name, "vocab_size": model.vocab_size, "depth": model.depth, "paths": paths,
-        "draft_sampling": draft_sampling, "method": chosen,
+        **_optimum_summary(out, name, model.vocab_size, model.depth, paths, draft_sampling, chosen,
+                           rational),
+        "r": [float(v) for v in r_exact] if r_exact is not None else None,
+        "r_exact": [str(v) for v in r_exact] if r_exact is not None else None,
+        "notes": notes + list(record["notes"]),
+    }
+
+
+def _optimum_summary(out: dict[str, Any], name: str, vocab: int, depth: int, paths: int,
+                     draft_sampling: str, method: str, rational: bool) -> dict[str, Any]:
+    """The keys shared by class_lp_optimum and node_form_optimum (from _solve_with_cuts)."""
+    record = out["record"]
+    return {
+        "instance": name, "vocab_size": vocab, "depth": depth, "paths": paths,
+        "draft_sampling": draft_sampling, "method": method,
         "value": record["value"],
         "exact": str(record["exact_value"]) if out["certified"] and rational else None,
         "exact_value": record["exact_value"] if out["certified"] else None,
         "certified": out["certified"], "certificate": out["reason"],
         "cuts": len(out["cuts"]), "rounds": out["rounds"], "seconds": round(out["seconds"], 6),
-        "r": [float(v) for v in r_exact] if r_exact is not None else None,
-        "r_exact": [str(v) for v in r_exact] if r_exact is not None else None,
-        "min_subset_slack": out["min_slack"],
-        "size": out["lp"].describe(), "notes": notes + list(record["notes"]),
+        "min_subset_slack": out["min_slack"], "size": out["lp"].describe(),
     }
 
 
@@ -730,16 +740,9 @@ def node_form_optimum(instance: Instance | TreeModel, paths: int, draft_sampling
                            cuts, enumerate_all, backend, rational, max_rounds)
     record, vertex = out["record"], out["vertex"]
     return {
-        "instance": name, "vocab_size": vocab, "depth": depth, "paths": paths,
-        "draft_sampling": draft_sampling, "method": chosen,
-        "value": record["value"],
-        "exact": str(record["exact_value"]) if out["certified"] and rational else None,
-        "exact_value": record["exact_value"] if out["certified"] else None,
-        "certified": out["certified"], "certificate": out["reason"],
-        "cuts": len(out["cuts"]), "rounds": out["rounds"], "seconds": round(out["seconds"], 6),
+        **_optimum_summary(out, name, vocab, depth, paths, draft_sampling, chosen, rational),
         "beta": [float(v) for v in vertex] if vertex is not None else None,
-        "min_subset_slack": out["min_slack"],
-        "size": out["lp"].describe(), "notes": list(out["notes"]) + list(record["notes"]),
+        "notes": list(out["notes"]) + list(record["notes"]),
     }
 
 
