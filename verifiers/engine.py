@@ -10,7 +10,18 @@ One decoding step for a batch of B prompts (K draft paths, depth L, vocabulary V
             context and to its own ancestors only; its position id is
             (context length - 1 + depth). -> target rows p [B, K, L+1, V]
     verify  law = block_law(verifier, DraftTree(X, p, q)); (path, tau, Y) = sample_block(law)
+    score   (optional, EngineConfig.score) the exact conditional E[tau + 1 | tree] of every
+            named verifier on the SAME drafted tree (paired comparison; not timed as decoding)
     commit  append X[path, :tau] + Y; keep in both KV caches exactly the accepted slots
+
+Paired scoring. Every lossless verifier leaves the committed text distributed as target
+sampling, so the contexts at which steps start are target samples whichever verifier
+drives the run; at each step the law of every scored verifier is evaluated on the one
+drafted tree, giving its exact conditional expected block efficiency there. Per prompt
+the engine reports the sum over steps (metrics["per_prompt"]); the difference of two
+verifiers' sums is a paired estimate with far less variance than two separate runs. (The
+steps start where the DRIVING verifier's blocks end; the scores are the other verifiers'
+expected block efficiencies at those contexts.)
 
 Temperature / top-p are applied to both models' logits before the rows reach the
 verifier, so "lossless" means: the output has the law of sampling the target at that
@@ -45,20 +56,22 @@ from typing import Any
 
 import torch
 
-from .law import BlockLaw, DraftTree, get_verifier, sample_block
+from .law import BlockLaw, DraftTree, block_law, get_verifier, sample_block
 from .models import LoadedModel, ModelPair, check_same_vocabulary
 
 # ---------------------------------------------------------------------------------------
 # Sampling rows
 
 
-def probability_rows(logits: torch.Tensor, temperature: float, top_p: float = 1.0) -> torch.Tensor:
-    """Next-token rows from logits [..., V] -> probabilities [..., V] (float32).
+def probability_rows(logits: torch.Tensor, temperature: float, top_p: float = 1.0,
+                     dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Next-token rows from logits [..., V] -> probabilities [..., V] (float32, or `dtype`).
 
     temperature 0 gives the one-hot argmax row. top_p < 1 keeps the smallest set of most
-    likely tokens whose mass reaches top_p (at least one token) and renormalises.
+    likely tokens whose mass reaches top_p (at least one token) and renormalises. With
+    dtype float64 the softmax runs in float64 (rows sum to 1 within ~1e-15).
     """
-    logits = logits.float()
+    logits = logits.to(dtype)
     if temperature < 0 or not 0 < top_p <= 1:
         raise ValueError(f"need temperature >= 0 and 0 < top_p <= 1, got {temperature}, {top_p}")
     if temperature == 0:
@@ -289,6 +302,9 @@ class EngineConfig:
     eos_token_ids: tuple[int, ...] | None = None  # None: the target's EOS ids
     law_dtype: torch.dtype = torch.float32  # dtype of the rows handed to the verifier
     record_steps: bool = False  # keep every step's tree and outcome (tests, debugging)
+    score: tuple[str, ...] = ()  # verifiers scored on every step's tree (paired comparison)
+    score_dtype: torch.dtype = torch.float64  # dtype of the rows of the scored laws
+    score_elements: int = 1 << 25  # rows scored at once: B' K (L+1) V at most this many
 
 
 @dataclass
@@ -341,6 +357,31 @@ class PrefixStore:
         self.entries: dict[tuple[int, ...], tuple[list, list]] = {}
 
 
+def score_tree(
+    names: tuple[str, ...] | list[str],
+    tokens: torch.Tensor,
+    target_rows: torch.Tensor,
+    draft_rows: torch.Tensor,
+    dtype: torch.dtype = torch.float64,
+    max_elements: int = 1 << 25,
+) -> dict[str, torch.Tensor]:
+    """Exact conditional E[tau + 1 | tree] of every named verifier on the same drafted trees.
+
+    tokens [B, K, L], target_rows [B, K, L+1, V], draft_rows [B, K, L, V] (any dtype; cast
+    to `dtype` in chunks of rows so that one chunk holds at most `max_elements` target-row
+    entries). Returns {name: [B] float64 on the CPU}.
+    """
+    batch, paths, levels, vocab = target_rows.shape
+    chunk = max(1, max_elements // max(paths * levels * vocab, 1))
+    out: dict[str, list[torch.Tensor]] = {name: [] for name in names}
+    for start in range(0, batch, chunk):
+        part = slice(start, start + chunk)
+        tree = DraftTree(tokens[part], target_rows[part].to(dtype), draft_rows[part].to(dtype))
+        for name in names:
+            out[name].append(block_law(name, tree).block_efficiency().double().cpu())
+    return {name: torch.cat(values) for name, values in out.items()}
+
+
 class SpeculativeEngine:
     """Speculative decoding of a target model with a draft model and a named verifier.
 
@@ -367,6 +408,8 @@ class SpeculativeEngine:
         check_same_vocabulary(target, draft)
         self.target, self.draft = target, draft
         self.spec = get_verifier(verifier)
+        for name in (config.score if config is not None else ()):
+            get_verifier(name)  # unknown names fail here, not mid-run
         self.verifier = verifier
         self.config = config or EngineConfig()
         if self.config.paths < 1 or self.config.depth < 1:
@@ -412,7 +455,10 @@ class SpeculativeEngine:
           prefill_s, decode_s, draft_s, target_s, verifier_s, other_s, tokens_per_s
           (generated / (prefill + decode)), decode_tokens_per_s, ms_per_token (decode),
           target_nodes_per_call (mean nodes per row in the tree pass, pending included),
-          draft_forwards, peak_memory_mb and peak_memory_kind.
+          draft_forwards, peak_memory_mb and peak_memory_kind; score_s (time spent scoring,
+          excluded from decode_s) and per_prompt: one dict per prompt with row_steps,
+          accepted_plus_one, generated_tokens, expected_block_efficiency (sums over that
+          prompt's steps) and scores {verifier: sum over its steps of E[tau + 1 | tree]}.
         """
         c = self.config
         if not prompts or any(len(p) == 0 for p in prompts):
@@ -425,10 +471,15 @@ class SpeculativeEngine:
         committed = [list(p) for p in prompts]
         generated: list[list[int]] = [[] for _ in prompts]
         active = list(range(batch))  # prompt index of every batch row
-        timers = Counter({"draft": 0.0, "target": 0.0, "verifier": 0.0})
+        timers = Counter({"draft": 0.0, "target": 0.0, "verifier": 0.0, "score": 0.0})
         stats: Counter[str] = Counter()
         histogram = [0] * (depth + 1)
         expected_be = 0.0
+        per_prompt = [
+            {"row_steps": 0, "accepted_plus_one": 0, "expected_block_efficiency": 0.0,
+             "scores": dict.fromkeys(c.score, 0.0)}
+            for _ in prompts
+        ]
         steps: list[StepRecord] = []
         bar = None
         if progress:
@@ -549,8 +600,20 @@ class SpeculativeEngine:
             tree = DraftTree(drafted, target_rows.to(dtype), draft_rows.to(dtype))
             law = self.law(tree)
             path, accepted, token = sample_block(law, generator)
-            expected_be += float(law.block_efficiency().sum())
+            row_expected = law.block_efficiency()  # [B']
+            expected_be += float(row_expected.sum())
             t3 = clock("verifier", t2)
+            for r, tau, value in zip(active, accepted.tolist(), row_expected.tolist(), strict=True):
+                per_prompt[r]["row_steps"] += 1
+                per_prompt[r]["accepted_plus_one"] += tau + 1
+                per_prompt[r]["expected_block_efficiency"] += value
+            if c.score:
+                scores = score_tree(c.score, drafted, target_rows, draft_rows, c.score_dtype,
+                                    c.score_elements)
+                for name, values in scores.items():
+                    for r, value in zip(active, values.tolist(), strict=True):
+                        per_prompt[r]["scores"][name] += value
+                t3 = clock("score", t3)
             # ---- commit ---------------------------------------------------------------------
             row_index = torch.arange(rows_now, device=device)
             accepted_nodes = node_of[row_index, path]  # [B', L+1] node indices along the path
@@ -616,8 +679,10 @@ class SpeculativeEngine:
         if bar is not None:
             bar.close()
         total_tokens = sum(len(g) for g in generated)
-        decode_s = t_end - t_decode
+        decode_s = t_end - t_decode - timers["score"]  # scoring is not part of decoding
         row_steps = max(stats["row_steps"], 1)
+        for r, entry in enumerate(per_prompt):
+            entry["generated_tokens"] = len(generated[r])
         peak, kind = peak_memory_mb(device)
         metrics: dict[str, Any] = {
             "verifier": self.verifier,
@@ -651,6 +716,9 @@ class SpeculativeEngine:
             "peak_memory_mb": peak,
             "peak_memory_kind": kind,
             "device": str(device),
+            "score_s": timers["score"],
+            "score_dtype": str(c.score_dtype) if c.score else None,
+            "per_prompt": per_prompt,
         }
         return GenerationResult(generated, metrics, steps)
 

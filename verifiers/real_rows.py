@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from .engine import probability_rows
+from .law import DraftTree
 from .tree import num_nodes
 
 SELECT = ("target", "draft", "mix")
@@ -69,11 +70,13 @@ class TreeRows:
 class _TreeForward:
     """One model: prefill a context, then append tree levels with an ancestor mask."""
 
-    def __init__(self, model: Any, context: list[int], temperature: float):
+    def __init__(self, model: Any, context: list[int], temperature: float,
+                 row_dtype: torch.dtype = torch.float32):
         from transformers import DynamicCache
 
         self.model = model
         self.temperature = temperature
+        self.row_dtype = row_dtype  # dtype of the softmax (rows are returned as float64)
         self.device = next(model.parameters()).device
         self.cache = DynamicCache(config=model.config)
         self.context = len(context)
@@ -81,7 +84,8 @@ class _TreeForward:
         self.float_mask = impl == "eager"
         ids = torch.tensor([context], dtype=torch.long, device=self.device)
         out = model(input_ids=ids, cache=self.cache, use_cache=True, logits_to_keep=1)
-        self.root_row = probability_rows(out.logits[0, -1], temperature).double()  # [V]
+        self.root_row = probability_rows(out.logits[0, -1], temperature,
+                                         dtype=row_dtype).double()  # [V]
         self.slots = 0  # tree slots appended after the context
 
     def level(self, tokens: torch.Tensor, ancestors: torch.Tensor, depth: int) -> torch.Tensor:
@@ -102,17 +106,18 @@ class _TreeForward:
         out = self.model(input_ids=tokens[None].to(self.device), position_ids=positions,
                          attention_mask=mask, cache=self.cache, use_cache=True)
         self.slots += count
-        return probability_rows(out.logits[0], self.temperature).double()
+        return probability_rows(out.logits[0], self.temperature, dtype=self.row_dtype).double()
 
 
 @torch.no_grad()
 def tree_rows(target: Any, draft: Any, context: list[int], width: int, depth: int,
               temperature: float = 1.0, draft_temperature: float | None = None,
-              select: str = "target") -> TreeRows:
+              select: str = "target", row_dtype: torch.dtype = torch.float32) -> TreeRows:
     """Rows of (target, draft) on the complete `width`-ary tree of depth `depth` below context.
 
     target, draft: transformers causal LMs (they may be the same object; then the draft
-    differs by `draft_temperature`). context: >= 1 token ids.
+    differs by `draft_temperature`). context: >= 1 token ids. row_dtype: dtype of the
+    softmax (float64: full rows sum to 1 within ~1e-15, so 1 - kept mass is accurate).
     """
     if select not in SELECT:
         raise ValueError(f"select must be one of {SELECT}, got {select!r}")
@@ -123,10 +128,10 @@ def tree_rows(target: Any, draft: Any, context: list[int], width: int, depth: in
     draft_temperature = temperature if draft_temperature is None else draft_temperature
     seconds = {"target": 0.0, "draft": 0.0}
     start = time.perf_counter()
-    tgt = _TreeForward(target, context, temperature)
+    tgt = _TreeForward(target, context, temperature, row_dtype)
     seconds["target"] += time.perf_counter() - start
     start = time.perf_counter()
-    drf = _TreeForward(draft, context, draft_temperature)
+    drf = _TreeForward(draft, context, draft_temperature, row_dtype)
     seconds["draft"] += time.perf_counter() - start
     n_nodes = num_nodes(width, depth)
     tokens = np.zeros((n_nodes, width), dtype=np.int64)
@@ -284,4 +289,108 @@ def _level_with_depths(fwd: _TreeForward, tokens: torch.Tensor, see: torch.Tenso
     positions = torch.tensor([[fwd.context - 1 + d for d in depths]], device=fwd.device)
     out = fwd.model(input_ids=tokens[None].to(fwd.device), position_ids=positions,
                     attention_mask=mask, cache=fwd.cache, use_cache=True)
-    return probability_rows(out.logits[0], fwd.temperature).double()
+    return probability_rows(out.logits[0], fwd.temperature, dtype=fwd.row_dtype).double()
+
+
+# ---------------------------------------------------------------------------------------
+# Sampled draft trees with full-vocabulary rows (Monte Carlo over drafts, exact given them)
+
+
+@dataclass
+class SampledTrees:
+    """`count` independent draft trees of K i.i.d. paths of depth L at one context.
+
+    tokens       [N, K, L] int64 drafted tokens (path k of tree n)
+    node_of      [N, K, L+1] int64: node id of the first i tokens of path k (0 = the root)
+    target_nodes [n, V] float64: p(. | node) for every distinct node (depth 0..L)
+    draft_nodes  [n_d, V] float64: q(. | node) for the nodes of depth < L (ids < n_d)
+    Rows are the models' full-vocabulary rows (no truncation) at the given temperatures.
+    Distinct nodes are shared by all trees, so the model passes cost one forward per
+    distinct node: one draft forward per depth and ONE tree-masked target forward.
+    """
+
+    tokens: torch.Tensor
+    node_of: torch.Tensor
+    target_nodes: torch.Tensor
+    draft_nodes: torch.Tensor
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def count(self) -> int:
+        return int(self.tokens.shape[0])
+
+    @property
+    def distinct_nodes(self) -> int:
+        return int(self.target_nodes.shape[0])
+
+    def tree(self, rows: slice = slice(None), dtype: torch.dtype = torch.float64) -> DraftTree:
+        """DraftTree of trees `rows`: tokens [n, K, L], rows [n, K, L+1, V] / [n, K, L, V]."""
+        node = self.node_of[rows]
+        return DraftTree(self.tokens[rows], self.target_nodes[node].to(dtype),
+                         self.draft_nodes[node[..., :-1]].to(dtype))
+
+
+@torch.no_grad()
+def sample_trees(target: Any, draft: Any, context: list[int], paths: int, depth: int,
+                 count: int, temperature: float = 1.0, draft_temperature: float | None = None,
+                 generator: torch.Generator | None = None) -> SampledTrees:
+    """Draw `count` draft trees (K i.i.d. draft paths of depth L each) at `context`.
+
+    Every path samples its next token from the draft's row at its current node (softmax
+    in float64 at `draft_temperature`, default `temperature`); the trees are independent
+    given the context. Target rows (at `temperature`) are computed at every distinct node
+    in one tree-masked forward. generator: a torch.Generator on the CPU (sampling runs on
+    the CPU rows).
+    """
+    if paths < 1 or depth < 1 or count < 1:
+        raise ValueError(f"need paths, depth and count >= 1, got {paths}, {depth}, {count}")
+    if not context:
+        raise ValueError("context needs at least one token")
+    draft_temperature = temperature if draft_temperature is None else draft_temperature
+    seconds = {"draft": 0.0, "target": 0.0}
+    start = time.perf_counter()
+    drf = _TreeForward(draft, context, draft_temperature, torch.float64)
+    seconds["draft"] += time.perf_counter() - start
+    vocab = int(drf.root_row.shape[-1])
+    n_paths = count * paths
+    tokens = torch.zeros(n_paths, depth, dtype=torch.long)
+    node_of = torch.zeros(n_paths, depth + 1, dtype=torch.long)
+    current = torch.zeros(n_paths, dtype=torch.long)  # node id of every path
+    q_nodes = drf.root_row.cpu()[None]  # [n_d, V]
+    node_token = [0]  # last token of every node (root: unused)
+    node_depth = [0]
+    ancestors = torch.zeros(1, 0, dtype=torch.bool)  # [n, n - 1]: strict ancestors (slot = id - 1)
+    for d in range(depth):
+        nxt = torch.multinomial(q_nodes[current], 1, generator=generator)[:, 0]  # [n_paths]
+        tokens[:, d] = nxt
+        pair, inverse = torch.unique(current * vocab + nxt, return_inverse=True)
+        parents, new_tokens = pair // vocab, pair % vocab
+        first = len(node_token)
+        new_ids = torch.arange(first, first + len(pair))
+        current = new_ids[inverse]
+        node_of[:, d + 1] = current
+        node_token.extend(new_tokens.tolist())
+        node_depth.extend([d + 1] * len(pair))
+        # strict ancestors of the new nodes: the parent's, plus the parent itself
+        see = torch.zeros(len(pair), first + len(pair) - 1, dtype=torch.bool)
+        see[:, : ancestors.shape[1]] = ancestors[parents]
+        see[torch.arange(len(pair)), (parents - 1).clamp_min(0)] |= parents > 0
+        grown = torch.zeros(first + len(pair), first + len(pair) - 1, dtype=torch.bool)
+        grown[:first, : ancestors.shape[1]] = ancestors
+        grown[first:] = see
+        ancestors = grown
+        if d + 1 < depth:  # draft rows of the new nodes (they sample the next level)
+            t0 = time.perf_counter()
+            rows = drf.level(new_tokens, see[:, : first - 1], d + 1).cpu()
+            seconds["draft"] += time.perf_counter() - t0
+            q_nodes = torch.cat([q_nodes, rows])
+    # one target pass over every non-root node (mixed depths)
+    t0 = time.perf_counter()
+    tgt = _TreeForward(target, context, temperature, torch.float64)
+    nodes = len(node_token)
+    rows = _level_with_depths(tgt, torch.tensor(node_token[1:]), ancestors[1:], node_depth[1:])
+    p_nodes = torch.cat([tgt.root_row.cpu()[None], rows.cpu()])
+    seconds["target"] += time.perf_counter() - t0
+    assert p_nodes.shape[0] == nodes
+    return SampledTrees(tokens.reshape(count, paths, depth), node_of.reshape(count, paths, depth + 1),
+                        p_nodes, q_nodes, seconds)

@@ -1,0 +1,144 @@
+"""Coarsened instances bound the fine K-path optimum from above; the L = 1 closed form = LP.
+
+Fine optima come from the enumerated full LP (certified in exact rationals), coarse optima
+from column generation (certified): two different solvers. Instances are rational, so
+every comparison is exact.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from speclp.lp.builders import full_lp
+from speclp.lp.instance import dirichlet_instance, from_rows
+from speclp.lp.report import optimum_record
+from speclp.lp.solve import solve_colgen
+from speclp.proofs.coarsen import coarsen_instance, coarsened_rows
+from speclp.proofs.realgap import single_step_optimum
+from speclp.verifiers.tree import all_paths
+
+
+def fine_optimum(instance, paths: int) -> Fraction:
+    record = optimum_record(full_lp(instance, paths=paths), rational=True)
+    assert record["certified"], record["certificate"]
+    return record["exact_value"]
+
+
+def coarse_optimum(instance, paths: int) -> Fraction:
+    result = solve_colgen(instance, paths=paths)
+    assert result.certificate.certified, result.certificate.reason
+    return result.certificate.value
+
+
+def image(path: tuple[int, ...], kept: dict[tuple[int, ...], list[int]], width: int) -> tuple:
+    """phi: kept slots while the prefix is kept; the first other token and all after it -> R."""
+    out: list[int] = []
+    lumped = False
+    for i, token in enumerate(path):
+        slots = None if lumped else kept.get(tuple(path[:i]))
+        if slots is not None and token in slots:
+            out.append(slots.index(token))
+        else:
+            out.append(width)
+            lumped = True
+    return tuple(out)
+
+
+def push_forward(fine_prob, vocab: int, depth: int, kept, width: int) -> dict[tuple, Fraction]:
+    out: dict[tuple, Fraction] = {}
+    for path, prob in zip(all_paths(vocab, depth), fine_prob, strict=True):
+        key = image(tuple(int(t) for t in path), kept, width)
+        out[key] = out.get(key, Fraction(0)) + prob
+    return out
+
+
+@pytest.mark.parametrize("vocab, depth, width", [(3, 2, 1), (3, 2, 2), (4, 2, 2), (3, 3, 2)])
+def test_coarse_rows_are_the_push_forward_of_the_fine_rows(vocab, depth, width):
+    inst = dirichlet_instance(vocab, depth, alpha=0.8, seed=vocab + depth, denominator=30)
+    coarse, tokens = coarsen_instance(inst, width)
+    assert coarse.rational and coarse.vocab_size == width + 1
+    # kept tokens per fine kept prefix, from the returned table (shortlex over slots)
+    kept: dict[tuple[int, ...], list[int]] = {}
+    index = 0
+    level = [()]
+    for _ in range(depth):
+        nxt = []
+        for prefix in level:
+            kept[prefix] = [int(t) for t in tokens[index]]
+            index += 1
+            nxt += [prefix + (t,) for t in kept[prefix]]
+        level = nxt
+    fine, rough = inst.model(exact=True), coarse.model(exact=True)
+    # paths of length L under both models (the bonus rows at depth L are not constrained)
+    for fine_prob, coarse_prob in (
+        (fine.draft_path_probabilities(depth), rough.draft_path_probabilities(depth)),
+        (fine.target_path_probabilities(depth), rough.target_path_probabilities(depth)),
+    ):
+        push = push_forward(fine_prob, vocab, depth, kept, width)
+        for path, prob in zip(all_paths(width + 1, depth), coarse_prob, strict=True):
+            assert push.get(tuple(int(t) for t in path), Fraction(0)) == prob
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("paths", [1, 2, 3])
+def test_coarse_optimum_bounds_the_fine_optimum_and_is_tight_without_lumping(seed, paths):
+    inst = dirichlet_instance(3, 2, alpha=0.7, seed=seed, denominator=24)
+    fine = fine_optimum(inst, paths)
+    values = []
+    for width in (1, 2, 3):
+        coarse, _ = coarsen_instance(inst, width)
+        value = coarse_optimum(coarse, paths)
+        assert value >= fine
+        values.append(value)
+    assert values[-1] == fine  # M = V: nothing lumped, the remainder has probability 0
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(vocab=st.integers(2, 3), depth=st.integers(1, 2), width=st.integers(1, 3),
+       paths=st.integers(1, 3), seed=st.integers(0, 10_000),
+       select=st.sampled_from(["mix", "target", "draft"]))
+def test_coarse_upper_bound_property(vocab, depth, width, paths, seed, select):
+    width = min(width, vocab)
+    inst = dirichlet_instance(vocab, depth, alpha=0.6, seed=seed, denominator=20)
+    coarse, _ = coarsen_instance(inst, width, select=select)
+    assert coarse_optimum(coarse, paths) >= fine_optimum(inst, paths)
+
+
+def test_coarsened_rows_check_shapes_and_float_rows_sum_to_one():
+    rng = np.random.default_rng(0)
+    kept_t = rng.dirichlet(np.ones(5), size=1 + 3)[:, :3]  # M = 3 of 5 tokens, L = 2
+    kept_d = rng.dirichlet(np.ones(5), size=1 + 3)[:, :3]
+    rows_t, rows_d = coarsened_rows(kept_t, kept_d, 3, 2)
+    assert rows_t.shape == (1 + 4 + 16, 4)
+    assert np.allclose(rows_t.sum(1), 1, atol=1e-12) and np.allclose(rows_d.sum(1), 1, atol=1e-12)
+    with pytest.raises(ValueError, match="target_kept"):
+        coarsened_rows(kept_t[:2], kept_d, 3, 2)
+
+
+@pytest.mark.parametrize("vocab, seed", [(3, 0), (4, 1), (5, 2)])
+@pytest.mark.parametrize("paths", [1, 2, 3, 4])
+def test_single_step_closed_form_equals_the_lp_exactly(vocab, seed, paths):
+    inst = dirichlet_instance(vocab, 1, alpha=0.7, seed=seed, denominator=18)
+    exact = single_step_optimum(inst.target_exact[0], inst.draft_exact[0], paths)
+    assert exact == fine_optimum(inst, paths)
+    assert abs(single_step_optimum(inst.target[0], inst.draft[0], paths) - float(exact)) < 1e-12
+
+
+def test_single_step_closed_form_at_the_theory_anchor():
+    # THEORY section 4: p = (.5, .3, .2), q = (.2, .3, .5), K = 2 i.i.d.: optimal acceptance .86
+    p = np.array([Fraction(5, 10), Fraction(3, 10), Fraction(2, 10)], dtype=object)
+    q = np.array([Fraction(2, 10), Fraction(3, 10), Fraction(5, 10)], dtype=object)
+    assert single_step_optimum(p, q, 2) == 1 + Fraction(86, 100)
+    assert single_step_optimum(p, q, 1) == 1 + sum(min(a, b) for a, b in zip(p, q, strict=True))
+
+
+def test_single_step_closed_form_handles_zero_draft_probability():
+    p = np.array([Fraction(1, 2), Fraction(1, 2), Fraction(0)], dtype=object)
+    q = np.array([Fraction(0), Fraction(1, 2), Fraction(1, 2)], dtype=object)
+    inst = from_rows(np.array([p, p, p, p]), np.array([q, q, q, q]), 1)
+    for k in (1, 2, 3):
+        assert single_step_optimum(p, q, k) == fine_optimum(inst, k)
