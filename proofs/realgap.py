@@ -49,7 +49,7 @@ from ..lp.instance import from_rows
 from ..lp.report import optimum_record
 from ..verifiers.exact import exact_result
 from ..verifiers.law import verifier_names
-from ..verifiers.real_rows import sample_contexts, sample_trees, tree_rows
+from ..verifiers.real_rows import next_token_rows, sample_contexts, sample_trees, tree_rows
 from .coarsen import coarsened_instance, describe_coarsening
 from .intervals import bootstrap_ratio, t_interval
 
@@ -170,17 +170,6 @@ def verifier_intervals(target: Any, draft: Any, context: list[int], depth: int, 
             "values": {str(k): values[k] for k in paths}}
 
 
-def root_rows(target: Any, draft: Any, context: list[int], temperature: float,
-              draft_temperature: float | None) -> tuple[np.ndarray, np.ndarray]:
-    """Full next-token rows p(.|context), q(.|context): float64 [V] each."""
-    from ..verifiers.real_rows import _TreeForward
-
-    p = _TreeForward(target, context, temperature, _float64()).root_row
-    q = _TreeForward(draft, context, temperature if draft_temperature is None else draft_temperature,
-                     _float64()).root_row
-    return p.cpu().numpy(), q.cpu().numpy()
-
-
 def context_record(target: Any, draft: Any, context: list[int], depth: int, paths: list[int],
                    samples: int, batch: int, width: int, verifiers: list[str], temperature: float,
                    draft_temperature: float | None, generator: Any, score_dtype: Any = None
@@ -189,7 +178,7 @@ def context_record(target: Any, draft: Any, context: list[int], depth: int, path
     start = time.perf_counter()
     record: dict[str, Any] = {}
     if depth == 1:
-        p, q = root_rows(target, draft, context, temperature, draft_temperature)
+        p, q = next_token_rows(target, draft, context, temperature, draft_temperature)
         bounds = {str(k): {"value": single_step_optimum(p, q, k), "certified": False,
                            "closed_form": True,
                            "certificate": "closed form (threshold sets, float64 on the full rows)",

@@ -1,69 +1,232 @@
-"""Real-pair gaps: LP optimum vs verifiers on instances, the runner on tiny models, CLI errors."""
+"""Real-pair gaps on full-vocabulary rows: sampled trees, bounds, the runner, the CLI.
+
+Tiny random Llama models (vocabulary 40) stand in for a real pair: every row is a real
+model row, and at L = 1 the exact expectation over all K-tuples of drafts is cheap
+(40^K configurations), so the Monte Carlo estimates are checked against exact values.
+"""
+
+from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from speclp.cli import app
-from speclp.lp.instance import dirichlet_instance
-from speclp.proofs.realgap import gap_record, load_jsonl, run_realgap, summarize_realgap
+from speclp.lp.instance import dirichlet_instance, from_rows
+from speclp.proofs.intervals import bootstrap_ratio, bootstrap_relative, t_interval
+from speclp.proofs.realgap import (
+    load_jsonl,
+    renormalised_gap_record,
+    run_realgap,
+    run_realgap_renormalised,
+    single_step_optimum,
+    summarize_realgap,
+    summarize_renormalised,
+)
+from speclp.verifiers.engine import probability_rows, score_tree
+from speclp.verifiers.exact import exact_result
+from speclp.verifiers.real_rows import next_token_rows, sample_trees
 from typer.testing import CliRunner
 
+VOCAB = 40
 
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
 def tiny_pair():
-    """Two tiny random Llama models (vocabulary 40) sharing a config."""
-    import torch
+    """Two tiny random Llama models sharing a config (peaked rows: lm_head scaled up)."""
     from transformers import AutoModelForCausalLM, LlamaConfig
 
-    cfg = LlamaConfig(vocab_size=40, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
                       attn_implementation="sdpa")
-    torch.manual_seed(1)
-    return AutoModelForCausalLM.from_config(cfg).eval(), AutoModelForCausalLM.from_config(cfg).eval()
+    models = []
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(cfg).eval()
+        with torch.no_grad():
+            model.lm_head.weight.normal_(0, 2.0 / 32**0.5)
+        models.append(model)
+    return models[0], models[1]
 
 
-def test_gap_record_bv_is_optimal_at_one_path_and_no_verifier_beats_the_lp():
-    inst = dirichlet_instance(3, 2, seed=3)
-    one = gap_record(inst, 1, ["bv", "token"])
-    assert one["optimum_certified"]
-    assert abs(one["gaps"]["bv"]) < 1e-9  # THEORY section 3: LP* = BE(BV)
-    assert one["gaps"]["token"] > 1e-6
-    two = gap_record(inst, 2, ["bv", "gbv", "specinfer"])
-    assert two["optimum_certified"]
-    assert all(g > -1e-9 for g in two["gaps"].values())
-    assert two["optimum"] > one["optimum"]
+def plain_rows(model, sequence: list[int], temperature: float = 1.0) -> torch.Tensor:
+    with torch.no_grad():
+        logits = model(torch.tensor([sequence])).logits[0]
+    return probability_rows(logits, temperature, dtype=torch.float64)
 
 
-def test_run_realgap_records_and_resumes(tmp_path):
-    target, draft = tiny_pair()
-    prompts = [{"id": "p0", "tokens": [5, 6, 7]}]
+# ---------------------------------------------------------------------------------------
+# sampled trees
+
+
+def test_sampled_tree_rows_equal_plain_forwards(tiny_pair):
+    target, draft = tiny_pair
+    context = [3, 9, 4, 1]
+    trees = sample_trees(target, draft, context, paths=3, depth=3, count=4, temperature=1.0,
+                         draft_temperature=1.3, generator=torch.Generator().manual_seed(0))
+    tree = trees.tree()
+    assert tree.tokens.shape == (4, 3, 3) and tree.target_rows.shape == (4, 3, 4, VOCAB)
+    worst = 0.0
+    for n in range(4):
+        for k in range(3):
+            path = tree.tokens[n, k].tolist()
+            p = plain_rows(target, context + path)[len(context) - 1:]  # [L+1, V]
+            q = plain_rows(draft, context + path[:-1], 1.3)[len(context) - 1:]  # [L, V]
+            worst = max(worst, float((tree.target_rows[n, k] - p).abs().max()),
+                        float((tree.draft_rows[n, k] - q).abs().max()))
+    assert worst < 1e-5  # fp32 models: tree-masked and plain forwards agree to rounding
+    assert trees.distinct_nodes <= 1 + 4 * 3 * 3
+
+
+@pytest.mark.parametrize("verifier, paths", [("bv", 1), ("gbv", 2), ("specinfer", 2),
+                                             ("spectr", 2), ("traversal", 2)])
+def test_monte_carlo_over_sampled_trees_matches_exact_enumeration(tiny_pair, verifier, paths):
+    """At L = 1 the exact E[tau + 1] over all 40^K draft tuples is cheap: the mean of the
+    conditional values over 600 sampled trees must be within 4 standard errors of it."""
+    target, draft = tiny_pair
+    context = [5, 6, 7]
+    p_root = plain_rows(target, context)[-1]
+    q_root = plain_rows(draft, context)[-1]
+    # exact instance of depth 1: root rows + the target's bonus rows at every child
+    bonus = torch.stack([plain_rows(target, context + [t])[-1] for t in range(VOCAB)])
+    rows_t = torch.cat([p_root[None], bonus]).numpy()
+    rows_d = torch.cat([q_root[None], q_root[None].expand(VOCAB, -1)]).numpy()
+    inst = from_rows(rows_t, rows_d, 1)
+    exact = float(exact_result(inst.model(), verifier, paths=paths).block_efficiency)
+    trees = sample_trees(target, draft, context, paths, 1, 600,
+                         generator=torch.Generator().manual_seed(1))
+    tree = trees.tree()
+    values = score_tree([verifier], tree.tokens, tree.target_rows, tree.draft_rows)[verifier]
+    interval = t_interval(values.numpy())
+    assert abs(interval["mean"] - exact) < 4 * interval["stderr"] + 1e-9
+    assert interval["stderr"] < 0.05  # informative
+
+
+# ---------------------------------------------------------------------------------------
+# the runner
+
+
+def test_run_realgap_records_bounds_and_resumes(tiny_pair, tmp_path):
+    target, draft = tiny_pair
+    prompts = [{"id": "p0", "tokens": [5, 6, 7]}, {"id": "p1", "tokens": [1, 2]}]
     out = tmp_path / "gap.jsonl"
-    first = run_realgap(target, draft, prompts, [2], [2], [1, 2], out, contexts_per_prompt=1,
-                        every=2, draft_temperature=1.5)
-    assert first["computed"] == 2
-    again = run_realgap(target, draft, prompts, [2], [2], [1, 2], out, contexts_per_prompt=1,
-                        every=2, draft_temperature=1.5)
-    assert again == {"file": str(out), "computed": 0, "reused": 2}
+    kwargs = dict(samples=48, batch=16, width=3, contexts_per_prompt=1, every=2,
+                  draft_temperature=1.4, verifiers=["bv", "gbv", "specinfer", "nss"])
+    first = run_realgap(target, draft, prompts, [1, 2], [1, 2], out, **kwargs)
+    assert first["computed"] == 4 and first["failures"] == []
+    again = run_realgap(target, draft, prompts, [1, 2], [1, 2], out, **kwargs)
+    assert again["computed"] == 0 and again["reused"] == 4
     records = load_jsonl(out)
-    assert {r["paths"] for r in records} == {1, 2}
+    assert len(records) == 4
     for r in records:
-        assert r["optimum_certified"] and r["renormalised"]
-        assert 0 < r["covered_target_root"] <= 1 + 1e-9
-        assert all(g > -1e-7 for g in r["gaps"].values())
-        if r["paths"] == 1:
-            assert abs(r["gaps"]["bv"]) < 1e-7
-    summary = summarize_realgap(records)
-    assert [s["paths"] for s in summary] == [1, 2]
-    assert np.isclose(summary[0]["mean_gap"]["bv"], 0, atol=1e-7)
+        for k in ("1", "2"):
+            block = r["by_paths"][k]
+            upper = block["upper"]["value"]
+            for name, iv in block["verifiers"].items():
+                assert iv["n"] == 48 and iv["low"] <= iv["mean"] <= iv["high"]
+                assert iv["low"] <= upper + 1e-9, (name, iv, upper)
+            assert block["verifiers"]["nss"]["mean"] == pytest.approx(1.0, abs=1e-9)
+            assert block["lower"]["verifier"] in block["verifiers"]
+        if r["depth"] == 1:
+            # the L = 1 bound at K = 1 is BV's exact value sum min(p, q) + 1
+            assert r["by_paths"]["1"]["upper"]["value"] == pytest.approx(
+                1 + r["rows"]["sum_min_pq"], abs=1e-12)
+        else:
+            assert all(r["by_paths"][k]["upper"]["certified"] for k in ("1", "2"))
+            assert 0 <= r["coarsening"]["remainder_target_mean"] <= 1
+    # a setting that changes the result is part of the key: a new temperature recomputes
+    other = run_realgap(target, draft, prompts[:1], [1], [1], out, **{**kwargs, "temperature": 0.7})
+    assert other["computed"] == 1
+    summary = summarize_realgap(load_jsonl(out))
+    one = [s for s in summary if s["depth"] == 1 and s["paths"] == 1 and s["temperature"] == 1.0]
+    assert one and one[0]["contexts"] == 2 and one[0]["prompts"] == 2
+    assert one[0]["upper_closed_form"] == 2
+
+
+def test_root_rows_and_closed_form_agree_with_bv_at_one_path(tiny_pair):
+    target, draft = tiny_pair
+    p, q = next_token_rows(target, draft, [4, 4, 2], 1.0, 1.5)
+    assert abs(p.sum() - 1) < 1e-12 and abs(q.sum() - 1) < 1e-12
+    assert single_step_optimum(p, q, 1) == pytest.approx(1 + np.minimum(p, q).sum(), abs=1e-12)
+    values = [single_step_optimum(p, q, k) for k in (1, 2, 4, 8)]
+    assert all(b >= a - 1e-12 for a, b in zip(values, values[1:], strict=False))
+    assert values[-1] <= 2 + 1e-12
+
+
+# ---------------------------------------------------------------------------------------
+# the labelled renormalised option
+
+
+def test_renormalised_gap_record_bv_is_optimal_at_one_path():
+    inst = dirichlet_instance(3, 2, seed=3)
+    one = renormalised_gap_record(inst, 1, ["bv", "token"])
+    assert one["optimum_certified"] and abs(one["gaps"]["bv"]) < 1e-9
+    assert one["gaps"]["token"] > 1e-6
+    two = renormalised_gap_record(inst, 2, ["bv", "gbv", "specinfer"])
+    assert all(g > -1e-9 for g in two["gaps"].values()) and two["optimum"] > one["optimum"]
+
+
+def test_run_realgap_renormalised_is_labelled_and_resumes(tiny_pair, tmp_path):
+    target, draft = tiny_pair
+    prompts = [{"id": "p0", "tokens": [5, 6, 7]}]
+    out = tmp_path / "renorm.jsonl"
+    first = run_realgap_renormalised(target, draft, prompts, [2], [2], [1, 2], out,
+                                     contexts_per_prompt=1, every=2, draft_temperature=1.5)
+    assert first["computed"] == 2
+    again = run_realgap_renormalised(target, draft, prompts, [2], [2], [1, 2], out,
+                                     contexts_per_prompt=1, every=2, draft_temperature=1.5)
+    assert again["computed"] == 0 and again["reused"] == 2
+    records = load_jsonl(out)
+    assert all(r["renormalised"] and r["mode"] == "renormalised" for r in records)
+    assert [s["paths"] for s in summarize_renormalised(records)] == [1, 2]
+    assert summarize_realgap(records) == []  # never mixed into the full-vocabulary summary
+
+
+# ---------------------------------------------------------------------------------------
+# intervals
+
+
+def test_t_interval_and_bootstrap_cover_known_means():
+    rng = np.random.default_rng(0)
+    hits = 0
+    for _ in range(200):
+        x = rng.normal(2.0, 1.0, size=30)
+        iv = t_interval(x)
+        hits += iv["low"] <= 2.0 <= iv["high"]
+    assert 180 <= hits <= 200  # nominal 95%: 190 expected
+    assert t_interval([1.0])["stderr"] == float("inf")
+    # a constant ratio has a degenerate interval; a paired relative gain is ratio - 1
+    point = bootstrap_ratio([2, 4, 6], [1, 2, 3])
+    assert point["estimate"] == point["low"] == point["high"] == 2.0
+    gain = bootstrap_relative([1.1, 2.2, 3.3], [1, 2, 3])
+    assert gain["estimate"] == pytest.approx(0.1) and gain["low"] == pytest.approx(0.1)
+
+
+# ---------------------------------------------------------------------------------------
+# CLI
 
 
 @pytest.mark.parametrize("args, field", [
-    (["realgap", "--top", "9"], "--top"),
     (["realgap", "--paths", "0"], "--paths"),
+    (["realgap", "--samples", "1"], "--samples"),
+    (["realgap", "--top", "1"], "--top"),
+    (["realgap", "--top", "40", "--depth", "3"], "--top"),
+    (["realgap", "--instances", "bogus"], "--instances"),
+    (["realgap", "--verifiers", "bv,bogus"], "--verifiers"),
+    (["realgap", "--instances", "renormalised", "--top", "9"], "--top"),
     (["trees", "--rules", "draft,bogus"], "--rules"),
     (["trees", "--budgets", "2,1000", "--top", "2", "--depth", "2"], "--budgets"),
 ])
 def test_cli_bad_input_exits_2_naming_the_field(args, field):
     result = CliRunner().invoke(app, args + ["--json"])
-    assert result.exit_code == 2
+    assert result.exit_code == 2, result.output
     assert field in result.output
 
 

@@ -179,6 +179,16 @@ def tree_rows(target: Any, draft: Any, context: list[int], width: int, depth: in
                     seconds)
 
 
+@torch.no_grad()
+def next_token_rows(target: Any, draft: Any, context: list[int], temperature: float = 1.0,
+                    draft_temperature: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Full next-token rows p(.|context), q(.|context): float64 [V] each (softmax in float64)."""
+    draft_temperature = temperature if draft_temperature is None else draft_temperature
+    p = _TreeForward(target, context, temperature, torch.float64).root_row
+    q = _TreeForward(draft, context, draft_temperature, torch.float64).root_row
+    return p.cpu().numpy(), q.cpu().numpy()
+
+
 def _renormalise(edge: np.ndarray) -> np.ndarray:
     """Rows divided by their sums; a row of zeros (all kept tokens at probability 0, possible
     only at temperature 0 / top-p) becomes uniform."""
