@@ -1,42 +1,24 @@
-"""`speclp bench`: speculative decoding with real models, every verifier, resumable.
+"""`speclp bench`: paired decoding comparisons on real models, with confidence intervals.
 
-Each (configuration, prompt) is one JSON line in ``--out/<pair>.jsonl`` (appended and
-flushed as soon as it is computed); a configuration x prompt already recorded there is not
-recomputed, so an interrupted sweep resumes where it stopped. ``plot_bench`` renders block
-efficiency and throughput against K per verifier (used by ``speclp plot``).
+The runs, records and summaries are `speclp.proofs.bench`; this module parses the options,
+loads the pair and prints. Results: ``--out/<pair>.jsonl`` (resumable) and a figure with
+error bars (``--out/bench_<pair>.png``).
 """
 
 from __future__ import annotations
 
 import gzip
-import hashlib
 import importlib.util
 import json
 import re
-import time
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from .cli import BadInput, app, progress, run, stderr, table
+from .cli import BadInput, app, progress, require_choice, require_min, run, stderr, table
 
-DEFAULT_OUT = Path("benchmarks") / "results" / "bench"  # relative to the working directory
-# Fields that identify a configuration (with the prompt id they identify a record).
-CONFIG_KEYS = (
-    "pair",
-    "verifier",
-    "paths",
-    "depth",
-    "temperature",
-    "top_p",
-    "draft_temperature",
-    "max_new_tokens",
-    "dtype",
-    "device",
-    "seed",
-)
+DEFAULT_OUT = Path("speclp-results") / "bench"  # relative to the working directory
 
 
 def humaneval_prompts(count: int) -> list[dict[str, str]]:
@@ -76,283 +58,28 @@ def parse_prompts(spec: str) -> list[dict[str, str]]:
     raise BadInput(f"--prompts: expected humaneval:N or file:PATH, got {spec!r}")
 
 
-def parse_configs(configs: str | None, verifiers: str, paths: str) -> list[tuple[str, int]]:
-    """(verifier, K) pairs: --configs "bv:1,gbv:3" or the product --verifiers x --paths."""
-    from .verifiers.law import verifier_names
-
-    known = set(verifier_names(include_broken=True)) | {"autoregressive"}
-    try:
-        if configs:
-            pairs = []
-            for item in configs.split(","):
-                name, _, k = item.strip().partition(":")
-                pairs.append((name, int(k) if k else 1))
-        else:
-            ks = [int(k) for k in paths.split(",") if k.strip()]
-            pairs = [(v.strip(), k) for v in verifiers.split(",") if v.strip() for k in ks]
-    except ValueError:
-        raise BadInput(
-            f"--configs/--paths: expected integers K, got {configs or paths!r}"
-        ) from None
-    for name, k in pairs:
-        if name not in known:
-            raise BadInput(
-                f"--verifiers: unknown verifier {name!r}; known: {', '.join(sorted(known))}"
-            )
-        if k < 1 and name != "autoregressive":
-            raise BadInput(f"--paths: K must be >= 1, got {k}")
-    return list(dict.fromkeys((n, 0 if n == "autoregressive" else k) for n, k in pairs))
-
-
-def record_key(record: dict[str, Any]) -> str:
-    return json.dumps([record.get(k) for k in CONFIG_KEYS] + [record["prompt_id"]])
-
-
-def load_records(out: Path) -> list[dict[str, Any]]:
-    """Every record in the JSONL files under `out` (a truncated last line is ignored)."""
-    records = []
-    for path in sorted(Path(out).glob("*.jsonl")):
-        for line in path.read_text().splitlines():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-    return records
-
-
-def summarize(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Aggregate records per configuration (sums over prompts, then ratios)."""
-    groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
-    for r in records:
-        groups[tuple(r.get(k) for k in CONFIG_KEYS)].append(r)
-    rows = []
-    for key, rs in groups.items():
-        tokens = sum(r["generated_tokens"] for r in rs)
-        steps = max(sum(r["row_steps"] for r in rs), 1)
-        decode = sum(r["decode_s"] for r in rs)
-        parts = {p: sum(r[f"{p}_s"] for r in rs) for p in ("draft", "target", "verifier", "other")}
-        rows.append(
-            {
-                **dict(zip(CONFIG_KEYS, key, strict=True)),
-                "label": rs[0].get("label"),
-                "prompts": len(rs),
-                "generated_tokens": tokens,
-                "target_calls": sum(r["target_calls"] for r in rs),
-                "block_efficiency": sum(r["block_efficiency"] * r["row_steps"] for r in rs) / steps,
-                "expected_block_efficiency": sum(
-                    r["expected_block_efficiency"] * r["row_steps"] for r in rs
-                )
-                / steps,
-                "tokens_per_call": tokens / steps,
-                "decode_tokens_per_s": tokens / max(decode, 1e-12),
-                "ms_per_token": 1000 * decode / max(tokens, 1),
-                **{f"{p}_share": v / max(decode, 1e-12) for p, v in parts.items()},
-                "verifier_ms_per_call": 1000 * parts["verifier"] / steps,
-                "target_nodes_per_call": sum(
-                    r["target_nodes_per_call"] * r["row_steps"] for r in rs
-                )
-                / steps,
-                "peak_memory_mb": max(r["peak_memory_mb"] for r in rs),
-            }
-        )
-    rows.sort(key=lambda r: (str(r["pair"]), r["temperature"], r["verifier"], r["paths"]))
-    return rows
-
-
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")
 
 
-def run_bench(
-    pair_name: str,
-    prompt_spec: str,
-    configs: list[tuple[str, int]],
-    depth: int,
-    temperatures: list[float],
-    top_p: float,
-    draft_temperature: float | None,
-    max_new_tokens: int,
-    out: Path,
-    seed: int = 0,
-    device: str | None = None,
-    dtype: str | None = None,
-    show_progress: bool = True,
-) -> dict[str, Any]:
-    """Run (or resume) a sweep; returns {"file", "computed", "reused", "configurations"}."""
-    import torch
-
-    from .verifiers.engine import (
-        EngineConfig,
-        PrefixStore,
-        SpeculativeEngine,
-        generate_autoregressive,
-    )
-    from .verifiers.models import ModelUnavailable, VocabularyMismatch, load_pair, parse_dtype
-
-    prompts = parse_prompts(prompt_spec)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{_slug(pair_name)}.jsonl"
-    done = {record_key(r) for r in load_records(out)}
+def _float_list(text: str, option: str) -> list[float]:
     try:
-        torch_dtype = parse_dtype(dtype)
-    except ValueError as err:
-        raise BadInput(f"--dtype: {err}") from None
-    pair = None
-    jobs = []
-    # prompt-major order: an interrupted sweep has every configuration on the first prompts
-    for prompt in prompts:
-        for temperature in temperatures:
-            # a single model is its own draft at another temperature (default 1.5 T; 1.0 at T=0)
-            single = "," not in pair_name and pair_name not in _builtin_pairs()
-            draft_t = draft_temperature
-            if single and draft_t is None:
-                draft_t = 1.5 * temperature if temperature > 0 else 1.0
-            for verifier, paths in configs:
-                jobs.append((temperature, draft_t, prompt, verifier, paths))
-    computed = 0
-    store = None
-    with open(path, "a") as sink:
-        for temperature, draft_t, prompt, verifier, paths in progress(jobs, len(jobs), "bench"):
-            base = {
-                "pair": pair_name,
-                "verifier": verifier,
-                "paths": paths,
-                "depth": 0 if verifier == "autoregressive" else depth,
-                "temperature": temperature,
-                "top_p": top_p,
-                "draft_temperature": temperature if draft_t is None else draft_t,
-                "max_new_tokens": max_new_tokens,
-                "dtype": dtype or "auto",
-                "device": device or "auto",
-                "seed": seed,
-                "prompt_id": prompt["id"],
-            }
-            if verifier == "autoregressive":
-                base["draft_temperature"] = None
-            if record_key(base) in done:
-                continue
-            if pair is None:
-                try:
-                    pair = load_pair(pair_name, device=device, dtype=torch_dtype)
-                except (ModelUnavailable, VocabularyMismatch) as err:
-                    raise BadInput(f"--pair: {err}") from None
-                except OSError as err:
-                    raise BadInput(f"--pair: cannot load {pair_name!r}: {err}") from None
-                store = PrefixStore()
-            tokens = pair.target.tokenizer.encode(prompt["text"])
-            digest = hashlib.sha256(prompt["id"].encode()).digest()
-            generator = torch.Generator(device=pair.target.device)
-            generator.manual_seed(seed * 1_000_003 + int.from_bytes(digest[:4], "little"))
-            start = time.perf_counter()
-            if verifier == "autoregressive":
-                result = generate_autoregressive(
-                    pair.target, [tokens], temperature, top_p, max_new_tokens, generator=generator
-                )
-            else:
-                config = EngineConfig(
-                    paths=paths,
-                    depth=depth,
-                    temperature=temperature,
-                    top_p=top_p,
-                    draft_temperature=draft_t,
-                    max_new_tokens=max_new_tokens,
-                )
-                engine = SpeculativeEngine(
-                    pair.target, pair.draft, verifier, config, prefix_store=store
-                )
-                result = engine.generate([tokens], generator=generator)
-            record = {
-                **result.metrics,
-                **base,
-                "label": pair.label,
-                "prompt_tokens": len(tokens),
-                "wall_s": time.perf_counter() - start,
-                "model_dtype": str(pair.target.model.dtype),
-                "threads": torch.get_num_threads(),
-                "output": pair.target.tokenizer.decode(result.tokens[0]),
-                "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            }
-            sink.write(json.dumps(record) + "\n")
-            sink.flush()
-            done.add(record_key(base))
-            computed += 1
-    mine = [r for r in load_records(out) if r.get("pair") == pair_name]
-    wanted = {(v, k) for v, k in configs}
-    rows = [
-        r
-        for r in summarize(mine)
-        if (r["verifier"], r["paths"]) in wanted
-        and r["temperature"] in temperatures
-        and r["depth"] in (depth, 0)
-    ]
-    return {
-        "file": str(path),
-        "computed": computed,
-        "reused": len(jobs) - computed,
-        "configurations": rows,
-    }
+        values = [float(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise BadInput(f"{option}: expected a comma list of numbers, got {text!r}") from None
+    if not values:
+        raise BadInput(f"{option}: expected at least one value, got {text!r}")
+    return values
 
 
-def _builtin_pairs() -> set[str]:
-    from .verifiers.models import BUILTIN_PAIRS
-
-    return set(BUILTIN_PAIRS)
-
-
-def plot_bench(records_or_dir: list[dict[str, Any]] | str | Path, out: str | Path) -> list[Path]:
-    """Render block efficiency and decode throughput against K, one line per verifier.
-
-    records_or_dir: bench records or a folder of bench JSONL files. One figure per
-    (pair, temperature) panel row; writes `out`.png and `out`.pdf (a .png/.pdf suffix on
-    `out` is dropped first). Returns the two paths.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    records = (
-        load_records(Path(records_or_dir))
-        if isinstance(records_or_dir, str | Path)
-        else records_or_dir
-    )
-    rows = summarize(records)
-    if not rows:
-        raise BadInput("plot: no bench records")
-    panels = sorted({(str(r["pair"]), r["temperature"]) for r in rows})
-    fig, axes = plt.subplots(len(panels), 2, figsize=(10, 3.6 * len(panels)), squeeze=False)
-    for (pair, temperature), (ax_be, ax_tp) in zip(panels, axes, strict=True):
-        mine = [r for r in rows if str(r["pair"]) == pair and r["temperature"] == temperature]
-        for verifier in sorted({r["verifier"] for r in mine}):
-            pts = sorted((r["paths"], r) for r in mine if r["verifier"] == verifier)
-            ks = [k for k, _ in pts]
-            style = dict(marker="o", label=verifier)
-            if verifier == "autoregressive":
-                for ax, key in ((ax_be, "block_efficiency"), (ax_tp, "decode_tokens_per_s")):
-                    ax.axhline(pts[0][1][key], color="gray", ls="--", label="autoregressive")
-                continue
-            ax_be.plot(ks, [r["expected_block_efficiency"] for _, r in pts], **style)
-            ax_tp.plot(ks, [r["decode_tokens_per_s"] for _, r in pts], **style)
-        depth = max(r["depth"] for r in mine)
-        ax_be.set(
-            xlabel="paths K",
-            ylabel="block efficiency E[tau+1]",
-            title=f"{pair}, T={temperature}, L={depth}",
-        )
-        ax_tp.set(xlabel="paths K", ylabel="decode tokens / s", title=f"{pair}, T={temperature}")
-        for ax in (ax_be, ax_tp):
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=8)
-    fig.tight_layout()
-    out = Path(out)
-    if out.suffix in (".png", ".pdf"):
-        out = out.with_suffix("")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    paths = [out.parent / f"{out.name}.png", out.parent / f"{out.name}.pdf"]  # keeps "qwen2.5"
-    for p in paths:
-        fig.savefig(p, dpi=130)
-    plt.close(fig)
-    return paths
+def _int_list(text: str, option: str, minimum: int = 1) -> list[int]:
+    try:
+        values = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise BadInput(f"{option}: expected a comma list of integers, got {text!r}") from None
+    if not values or any(v < minimum for v in values):
+        raise BadInput(f"{option}: every value must be >= {minimum}, got {text!r}")
+    return values
 
 
 @app.command()
@@ -361,107 +88,123 @@ def bench(
         "qwen2.5-coder",
         "--pair",
         help="Built-in pair (qwen2.5-coder), 'TARGET,DRAFT', or one model "
-        "(then its own draft at --draft-temperature).",
+        "(then its own draft at --draft-temperature, default 1.5 T).",
     ),
     prompts: str = typer.Option("humaneval:10", "--prompts", help="humaneval:N or file:PATH."),
     verifiers: str = typer.Option(
         "token,bv,gbv,specinfer,spectr,traversal",
         "--verifiers",
-        help="Comma list; 'autoregressive' adds the plain baseline.",
+        help="Verifiers scored on every step's drafted tree (paired).",
     ),
-    paths: str = typer.Option("1,2,3,4", "--paths", help="Comma list of K."),
-    configs: str = typer.Option(
-        None, "--configs", help="Explicit VERIFIER:K list (overrides --verifiers x --paths)."
-    ),
-    depth: int = typer.Option(8, "--depth", help="Draft depth L."),
+    drive: str = typer.Option("gbv", "--drive", help="The verifier that decodes (its blocks are committed)."),
+    paths: str = typer.Option("1,2,3,4", "--paths", help="Comma list of K (one run per K, L, T)."),
+    depth: str = typer.Option("8", "--depth", help="Draft depth L, or a comma list."),
     temperature: str = typer.Option("1.0", "--temperature", help="T, or a comma list."),
     top_p: float = typer.Option(1.0, "--top-p", help="Top-p applied to both models."),
     draft_temperature: float = typer.Option(
         None, "--draft-temperature", help="Draft T (default: T; single model: 1.5 T)."
     ),
-    max_new_tokens: int = typer.Option(64, "--max-new-tokens"),
-    out: Path = typer.Option(DEFAULT_OUT, "--out", help="Folder of the JSONL results."),
+    max_new_tokens: int = typer.Option(32, "--max-new-tokens"),
+    batch: int = typer.Option(8, "--batch", help="Prompts decoded together (one engine call)."),
+    baseline: bool = typer.Option(False, "--baseline", help="Also decode autoregressively (tokens/s)."),
+    out: Path = typer.Option(DEFAULT_OUT, "--out", help="Folder of the JSONL results and figure."),
     seed: int = typer.Option(0, "--seed"),
     device: str = typer.Option(None, "--device", help="cuda or cpu (default: cuda if present)."),
-    dtype: str = typer.Option("auto", "--dtype", help="auto, bf16 or fp32."),
+    dtype: str = typer.Option("auto", "--dtype", help="auto, bf16 or fp32 (model weights)."),
+    score_dtype: str = typer.Option("fp32", "--score-dtype", help="fp32 or fp64: rows of the scored laws."),
     threads: int = typer.Option(None, "--threads", help="torch CPU threads (default: torch's)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """Speculative decoding on real models: block efficiency, throughput, time split.
+    """Paired decoding comparison: every verifier scored on the same drafted trees.
 
-    Resumable: records already in --out are not recomputed.
+    One run per (K, L, T) decodes the prompts with --drive; at every step each verifier in
+    --verifiers gets its exact conditional E[tau+1] on that step's tree. Reports per run
+    the mean E[tau+1] per step of every verifier and the paired difference to bv, with 95%
+    bootstrap intervals over prompts, plus the driver's realised tokens per call and
+    decode speed. Resumable: records already in --out are not recomputed.
     """
 
     def body() -> dict[str, Any]:
-        try:
-            temps = [float(t) for t in temperature.split(",") if t.strip()]
-        except ValueError:
-            raise BadInput(f"--temperature: expected numbers, got {temperature!r}") from None
-        if any(t < 0 for t in temps) or not 0 < top_p <= 1:
-            raise BadInput("--temperature must be >= 0 and --top-p in (0, 1]")
-        if depth < 1 or max_new_tokens < 1:
-            raise BadInput("--depth and --max-new-tokens must be >= 1")
-        chosen = parse_configs(configs, verifiers, paths)
-        if threads is not None:
-            if threads < 1:
-                raise BadInput(f"--threads: must be >= 1, got {threads}")
-            import torch
+        import torch
 
+        from .proofs.bench import load_records, plot_bench, run_bench, summarize_bench
+        from .verifiers.law import verifier_names
+        from .verifiers.models import ModelUnavailable, VocabularyMismatch, load_pair, parse_dtype
+
+        temps = _float_list(temperature, "--temperature")
+        depths = _int_list(depth, "--depth", 1)
+        ks = _int_list(paths, "--paths", 1)
+        if any(t < 0 for t in temps):
+            raise BadInput(f"--temperature: must be >= 0, got {temperature!r}")
+        if not 0 < top_p <= 1:
+            raise BadInput(f"--top-p: must be in (0, 1], got {top_p}")
+        require_min("--max-new-tokens", max_new_tokens, 1)
+        require_min("--batch", batch, 1)
+        require_choice("--score-dtype", score_dtype, ("fp32", "fp64"))
+        lossless = verifier_names(draft_sampling="iid")
+        names = [v.strip() for v in verifiers.split(",") if v.strip()]
+        if not names:
+            raise BadInput("--verifiers: expected at least one verifier")
+        for name in names + [drive]:
+            if name not in lossless:
+                flag = "--drive" if name == drive and name not in names else "--verifiers"
+                raise BadInput(f"{flag}: unknown verifier {name!r} (or not lossless under i.i.d. "
+                               f"drafts); known: {', '.join(lossless)}")
+        try:
+            torch_dtype = parse_dtype(dtype)
+        except ValueError as err:
+            raise BadInput(f"--dtype: {err}") from None
+        prompt_list = parse_prompts(prompts)
+        if threads is not None:
+            require_min("--threads", threads, 1)
             torch.set_num_threads(threads)
-        stderr.print(
-            f"bench: {len(chosen)} configurations x {len(temps)} temperatures -> {out}",
-            highlight=False,
-        )
-        return run_bench(
-            pair,
-            prompts,
-            chosen,
-            depth,
-            temps,
-            top_p,
-            draft_temperature,
-            max_new_tokens,
-            out,
-            seed,
-            device,
-            None if dtype == "auto" else dtype,
-        )
+
+        def load() -> Any:
+            try:
+                return load_pair(pair, device=device, dtype=torch_dtype)
+            except (ModelUnavailable, VocabularyMismatch) as err:
+                raise BadInput(f"--pair: {err}") from None
+            except OSError as err:
+                raise BadInput(f"--pair: cannot load {pair!r}: {err}") from None
+
+        stderr.print(f"bench: {len(ks) * len(depths) * len(temps)} runs x {len(prompt_list)} prompts "
+                     f"-> {out}", highlight=False)
+        out_file = out / f"{_slug(pair)}.jsonl"
+        status = run_bench(
+            load, pair, prompt_list, ks, depths, temps, names, out_file, drive=drive, top_p=top_p,
+            draft_temperature=draft_temperature, max_new_tokens=max_new_tokens, batch=batch,
+            seed=seed, dtype=None if dtype == "auto" else dtype, device=device,
+            score_dtype=score_dtype, baseline=baseline,
+            progress=lambda it, total: progress(it, total, "bench"))
+        records = [r for r in load_records(out) if r.get("pair") == pair]
+        rows = [r for r in summarize_bench(records)
+                if r["temperature"] in temps and (r["depth"] in depths or r["depth"] == 0)
+                and (r["paths"] in ks or r["paths"] == 0) and r["max_new_tokens"] == max_new_tokens]
+        figures = []
+        if any(r["drive"] != "autoregressive" for r in rows):
+            figures = [str(f) for f in plot_bench(records, out / f"bench_{_slug(pair)}")]
+        return {**status, "runs": rows, "figures": figures}
 
     def render(r: dict[str, Any]) -> None:
-        cols = [
-            "T",
-            "verifier",
-            "K",
-            "prompts",
-            "BE",
-            "E[BE]",
-            "tok/s",
-            "ms/tok",
-            "draft/target/verif %",
-            "nodes",
-            "peak MB",
-        ]
-        table(
-            f"bench {pair} ({r['computed']} computed, {r['reused']} reused) -> {r['file']}",
-            cols,
-            [
-                [
-                    c["temperature"],
-                    c["verifier"],
-                    c["paths"],
-                    c["prompts"],
-                    f"{c['block_efficiency']:.3f}",
-                    f"{c['expected_block_efficiency']:.3f}",
-                    f"{c['decode_tokens_per_s']:.3f}",
-                    f"{c['ms_per_token']:.0f}",
-                    "/".join(
-                        f"{100 * c[f'{p}_share']:.0f}" for p in ("draft", "target", "verifier")
-                    ),
-                    f"{c['target_nodes_per_call']:.1f}",
-                    f"{c['peak_memory_mb']:.0f}",
-                ]
-                for c in r["configurations"]
-            ],
-        )
+        from .proofs.intervals import format_interval
+
+        rows = []
+        for c in r["runs"]:
+            if c["drive"] == "autoregressive":
+                rows.append([c["temperature"], "-", "-", c["prompts"], "autoregressive", "1", "", "",
+                             f"{c['decode_tokens_per_s']:.2f}"])
+                continue
+            for name, iv in sorted(c["verifiers"].items(), key=lambda kv: -kv[1]["estimate"]):
+                diff = c["differences"].get(name)
+                rel = c["relative"].get(name)
+                rows.append([c["temperature"], c["depth"], c["paths"], c["prompts"], name,
+                             format_interval(iv), format_interval(diff) if diff else "",
+                             format_interval(rel) if rel else "",
+                             f"{c['decode_tokens_per_s']:.2f} ({c['drive']})"])
+        table(f"bench {pair} ({r['computed']} computed, {r['reused']} reused) -> {r['file']}",
+              ["T", "L", "K", "prompts", "verifier", "E[tau+1] per step", "minus bv", "/ bv - 1",
+               "tok/s"], rows)
+        print("95% percentile bootstrap intervals over prompts; every verifier scored on the same trees")
+        print("figures:", ", ".join(r["figures"]))
 
     run(body, as_json, render)

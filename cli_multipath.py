@@ -222,14 +222,18 @@ def plot(
 
         path = Path(results)
         if path.exists() and is_bench_results(path):
-            from . import cli_models
+            from .proofs.bench import load_records, plot_bench
 
             target = Path(out) if out else path.with_name(path.stem + "_figures")
             target.mkdir(parents=True, exist_ok=True)
-            files = cli_models.plot_bench(path, target / "bench")
+            try:
+                files = plot_bench(load_records(path), target / "bench")
+            except ValueError as err:
+                raise BadInput(f"RESULTS: {err}") from None
             return {"out": str(target), "kind": "bench",
                     "figures": {"bench": {"files": [str(f) for f in files],
-                                          "note": "block efficiency and throughput against K"}}}
+                                          "note": "E[tau+1] per verifier on the same trees against "
+                                                  "K, paired differences to bv, 95% CI"}}}
         try:
             return plot_results(results, out)
         except (FileNotFoundError, ValueError) as err:

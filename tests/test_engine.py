@@ -318,3 +318,73 @@ def test_gbv_with_one_path_equals_bv_token_for_token(stat_pair) -> None:
         for name in ("gbv", "bv")
     ]
     assert outs[0] == outs[1]
+
+
+# ---------------------------------------------------------------------------------------
+# paired scoring: every scored verifier's law on the same drafted trees
+
+
+def test_paired_scores_are_the_laws_on_the_recorded_trees() -> None:
+    from speclp.verifiers.law import block_law
+
+    target, draft = tiny_model(20, vocab=12), tiny_model(21, vocab=12)
+    scored = ("bv", "gbv", "specinfer", "traversal")
+    config = EngineConfig(paths=3, depth=3, max_new_tokens=10, eos_token_ids=(),
+                          record_steps=True, score=scored, law_dtype=torch.float64,
+                          score_elements=3 * 4 * 12)  # one row per chunk: exercises chunking
+    prompts = [[1, 2], [3], [4, 5, 6]]
+    out = SpeculativeEngine(target, draft, "gbv", config).generate(
+        prompts, generator=torch.Generator().manual_seed(3))
+    per_prompt = out.metrics["per_prompt"]
+    expected = {r: dict.fromkeys(scored, 0.0) for r in range(len(prompts))}
+    steps = dict.fromkeys(range(len(prompts)), 0)
+    for step in out.steps:
+        tree = DraftTree(step.tree.tokens, step.tree.target_rows.double(),
+                         step.tree.draft_rows.double())
+        for name in scored:
+            values = block_law(name, tree).block_efficiency()
+            for b, r in enumerate(step.rows):
+                expected[r][name] += float(values[b])
+        for r in step.rows:
+            steps[r] += 1
+    for r, entry in enumerate(per_prompt):
+        assert entry["row_steps"] == steps[r]
+        assert entry["generated_tokens"] == len(out.tokens[r]) == 10
+        for name in scored:
+            assert entry["scores"][name] == pytest.approx(expected[r][name], abs=1e-9)
+        # the driver's own exact value (float64 law) is its score
+        assert entry["expected_block_efficiency"] == pytest.approx(entry["scores"]["gbv"], abs=1e-9)
+    assert sum(e["row_steps"] for e in per_prompt) == out.metrics["row_steps"]
+    assert sum(e["accepted_plus_one"] for e in per_prompt) == pytest.approx(
+        out.metrics["row_steps"] * out.metrics["block_efficiency"])
+    assert set(out.metrics["score_seconds"]) == set(scored) and out.metrics["score_s"] > 0
+
+
+def test_scoring_does_not_change_the_decoded_tokens() -> None:
+    target, draft = tiny_model(22, vocab=10), tiny_model(23, vocab=10)
+    plain = EngineConfig(paths=2, depth=3, max_new_tokens=12, eos_token_ids=())
+    scored = EngineConfig(paths=2, depth=3, max_new_tokens=12, eos_token_ids=(),
+                          score=("bv", "spectr"))
+    outs = [SpeculativeEngine(target, draft, "specinfer", c).generate(
+        [[1, 2, 3], [4]], generator=torch.Generator().manual_seed(5)).tokens for c in (plain, scored)]
+    assert outs[0] == outs[1]
+    with pytest.raises(KeyError, match="unknown verifier"):
+        SpeculativeEngine(target, draft, "bv", EngineConfig(score=("nope",)))
+
+
+def test_paired_bv_score_is_unbiased_for_the_realised_block_efficiency() -> None:
+    """Scored bv at K = 3 (path 0 only) and the realised tau + 1 of bv driving at K = 1 estimate
+    the same per-step mean: the two 99.9% intervals must overlap (pooled over many rows)."""
+    target, draft = tiny_model(24, vocab=6, scale=1.5), tiny_model(25, vocab=6, scale=1.5)
+    prompts = [[1, 2, 3]] * 300
+    scored = SpeculativeEngine(target, draft, "gbv", EngineConfig(
+        paths=3, depth=2, max_new_tokens=1, eos_token_ids=(), score=("bv",))).generate(
+        prompts, generator=torch.Generator().manual_seed(11))
+    realised = SpeculativeEngine(target, draft, "bv", EngineConfig(
+        paths=1, depth=2, max_new_tokens=1, eos_token_ids=())).generate(
+        prompts, generator=torch.Generator().manual_seed(12))
+    a = np.array([e["scores"]["bv"] for e in scored.metrics["per_prompt"]])
+    b = np.array([e["accepted_plus_one"] for e in realised.metrics["per_prompt"]], dtype=float)
+    z = abs(a.mean() - b.mean()) / np.sqrt(a.var() / len(a) + b.var() / len(b))
+    assert z < 3.3, (a.mean(), b.mean(), z)
+    assert a.std() < b.std()  # the exact conditional value has less variance than a draw

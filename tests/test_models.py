@@ -88,28 +88,49 @@ def test_builtin_catalogue_lists_the_exact_wheels() -> None:
         parse_dtype("int3")
 
 
-def test_plot_bench_writes_png_and_pdf(tmp_path: Path) -> None:
-    from speclp.cli_models import plot_bench, summarize
+def paired_record(prompt: str, k: int, steps: int, scores: dict[str, float], batch_id: str,
+                  **extra: object) -> dict:
+    """A paired bench record as proofs.bench.run_bench writes it (sums over the steps)."""
+    return {
+        "pair": "p", "drive": "gbv", "paths": k, "depth": 8, "temperature": 1.0, "top_p": 1.0,
+        "draft_temperature": None, "max_new_tokens": 8, "dtype": "auto", "device": "auto",
+        "seed": 0, "batch": 2, "scored": sorted(scores), "score_dtype": "fp32",
+        "prompt_id": prompt, "row_steps": steps, "accepted_plus_one": 2 * steps,
+        "generated_tokens": 8, "scores": scores, "batch_id": batch_id,
+        "batch_metrics": {"decode_s": 2.0, "prefill_s": 0.1, "draft_s": 1.0, "target_s": 0.8,
+                          "verifier_s": 0.1, "other_s": 0.1, "score_s": 0.5,
+                          "score_seconds": {n: 0.1 for n in scores}},
+        **extra,
+    }
+
+
+def test_summarize_bench_paired_intervals_and_plot(tmp_path: Path) -> None:
+    from speclp.proofs.bench import plot_bench, summarize_bench
 
     records = []
-    for verifier, k, be in [("bv", 1, 2.0), ("gbv", 1, 2.0), ("gbv", 3, 2.6), ("bv", 3, 2.1)]:
-        for prompt in ("a", "b"):
-            records.append({
-                "pair": "p", "verifier": verifier, "paths": k, "depth": 8, "temperature": 1.0,
-                "top_p": 1.0, "draft_temperature": 1.0, "max_new_tokens": 8, "dtype": "auto",
-                "device": "auto", "seed": 0, "prompt_id": prompt, "generated_tokens": 8,
-                "row_steps": 4, "target_calls": 4, "block_efficiency": be,
-                "expected_block_efficiency": be, "decode_s": 2.0, "draft_s": 1.0,
-                "target_s": 0.8, "verifier_s": 0.1, "other_s": 0.1,
-                "target_nodes_per_call": 9.0, "peak_memory_mb": 100.0})
-    rows = summarize(records)
-    assert len(rows) == 4 and {r["prompts"] for r in rows} == {2}
-    gbv3 = next(r for r in rows if r["verifier"] == "gbv" and r["paths"] == 3)
-    assert gbv3["expected_block_efficiency"] == pytest.approx(2.6)
-    assert gbv3["decode_tokens_per_s"] == pytest.approx(4.0)
+    # K = 3: gbv is exactly 10% above bv on every prompt (sums per prompt), so the paired
+    # relative gain has a degenerate interval at 0.1 while the levels vary across prompts
+    for i, (prompt, steps) in enumerate([("a", 4), ("b", 5), ("c", 3)]):
+        bv = 2.0 * steps + i
+        records.append(paired_record(prompt, 3, steps, {"bv": bv, "gbv": 1.1 * bv}, f"x{i // 2}"))
+        records.append(paired_record(prompt, 1, steps, {"bv": bv, "gbv": bv}, f"y{i // 2}"))
+    rows = summarize_bench(records)
+    assert [r["paths"] for r in rows] == [1, 3] and all(r["prompts"] == 3 for r in rows)
+    three = rows[1]
+    total_bv = sum(2.0 * s + i for i, s in enumerate([4, 5, 3]))
+    assert three["verifiers"]["bv"]["estimate"] == pytest.approx(total_bv / 12)
+    assert three["relative"]["gbv"]["estimate"] == pytest.approx(0.1)
+    assert three["relative"]["gbv"]["low"] == pytest.approx(0.1)
+    assert three["relative"]["gbv"]["high"] == pytest.approx(0.1)
+    assert three["verifiers"]["bv"]["low"] < three["verifiers"]["bv"]["high"]
+    assert three["realised"]["estimate"] == pytest.approx(2.0)
+    assert three["batches"] == 2 and three["decode_tokens_per_s"] == pytest.approx(24 / 4.0)
+    assert rows[0]["differences"]["gbv"]["estimate"] == pytest.approx(0.0)
     out = plot_bench(records, tmp_path / "fig" / "bench_qwen2.5-coder")
     assert [p.name for p in out] == ["bench_qwen2.5-coder.png", "bench_qwen2.5-coder.pdf"]
     assert all(p.stat().st_size > 1000 for p in out)
+    # old single-verifier records are ignored, not mixed in
+    assert summarize_bench([{"verifier": "bv", "paths": 1}]) == []
 
 
 # ---------------------------------------------------------------------------------------
@@ -159,16 +180,17 @@ def test_smollm2_engine_rows_and_output(smollm2) -> None:
 
 
 @pytest.mark.models
-def test_bench_cli_is_resumable(smollm2, tmp_path: Path, monkeypatch) -> None:
+def test_bench_cli_is_paired_and_resumable(smollm2, tmp_path: Path, monkeypatch) -> None:
     before = torch.get_num_threads()
-    from speclp import cli_models
     from speclp.cli import app
+    from speclp.proofs.bench import load_records
     from typer.testing import CliRunner
 
     # reuse the loaded model: load_pair("smollm2-135m") -> same model as its own draft
     monkeypatch.setattr(models, "load_model", lambda *a, **k: smollm2)
-    args = ["bench", "--pair", "smollm2-135m", "--prompts", "humaneval:1", "--configs",
-            "bv:1,gbv:2", "--depth", "2", "--temperature", "0.7", "--max-new-tokens", "4",
+    args = ["bench", "--pair", "smollm2-135m", "--prompts", "humaneval:2", "--verifiers",
+            "bv,gbv,specinfer", "--drive", "gbv", "--paths", "1,2", "--depth", "2",
+            "--temperature", "0.7", "--max-new-tokens", "4", "--batch", "2", "--baseline",
             "--out", str(tmp_path), "--dtype", "fp32", "--threads", "1", "--json"]
     try:
         first = CliRunner().invoke(app, args)
@@ -176,24 +198,36 @@ def test_bench_cli_is_resumable(smollm2, tmp_path: Path, monkeypatch) -> None:
         torch.set_num_threads(before)
     assert first.exit_code == 0, first.output
     out = json.loads(first.stdout)
-    assert out["computed"] == 2 and out["reused"] == 0
-    rows = {(c["verifier"], c["paths"]): c for c in out["configurations"]}
-    assert set(rows) == {("bv", 1), ("gbv", 2)}
-    assert all(c["generated_tokens"] == 4 and c["draft_temperature"] == pytest.approx(1.05)
-               for c in rows.values())
+    assert out["computed"] == 6 and out["reused"] == 0  # 2 prompts x (K = 1, 2, baseline)
+    runs = {(c["drive"], c["paths"]): c for c in out["runs"]}
+    assert set(runs) == {("gbv", 1), ("gbv", 2), ("autoregressive", 0)}
+    for key in (("gbv", 1), ("gbv", 2)):
+        run = runs[key]
+        assert run["prompts"] == 2 and set(run["verifiers"]) == {"bv", "gbv", "specinfer"}
+        for iv in run["verifiers"].values():
+            assert 1.0 <= iv["low"] <= iv["estimate"] <= iv["high"] <= 3.0
+    # K = 1: GBV is BV on the same trees, bit for bit in the paired scores
+    assert runs[("gbv", 1)]["differences"]["gbv"]["estimate"] == pytest.approx(0.0, abs=1e-6)
+    records = load_records(tmp_path)
+    assert len(records) == 6
+    for r in records:
+        if r["drive"] == "gbv":
+            # the driver's own expected value is one of the scored ones (fp32 vs fp32 law)
+            assert r["expected_block_efficiency_sum"] == pytest.approx(r["scores"]["gbv"], rel=1e-5)
+            assert r["draft_temperature_used"] == pytest.approx(1.05)
     again = json.loads(CliRunner().invoke(app, args).stdout)  # nothing to compute
-    assert again["computed"] == 0 and again["reused"] == 2
-    assert len(cli_models.load_records(tmp_path)) == 2
-    bad = CliRunner().invoke(app, args[:-1] + ["--verifiers", "nope", "--configs", "nope:1"])
-    assert bad.exit_code == 2 and "unknown verifier" in bad.output
+    assert again["computed"] == 0 and again["reused"] == 6
+    bad = CliRunner().invoke(app, args[:-1] + ["--verifiers", "bv,nope"])
+    assert bad.exit_code == 2 and "--verifiers" in bad.output
+    bad = CliRunner().invoke(app, args[:-1] + ["--drive", "gbv_broken"])
+    assert bad.exit_code == 2 and "--drive" in bad.output
 
 
 def test_bench_rejects_bad_prompts(tmp_path: Path) -> None:
     from speclp.cli import app
     from typer.testing import CliRunner
 
-    result = CliRunner().invoke(app, ["bench", "--prompts", "mbpp:3", "--out", str(tmp_path),
-                                      "--configs", "bv:1"])
+    result = CliRunner().invoke(app, ["bench", "--prompts", "mbpp:3", "--out", str(tmp_path)])
     assert result.exit_code == 2 and "--prompts" in result.output
 
 

@@ -253,21 +253,21 @@ def test_cli_plot_bad_input(tmp_path):
 
 def test_bench_results_are_dispatched(tmp_path, monkeypatch):
     """A folder of JSONL bench records goes to the real-model benchmark's plot_bench."""
-    from speclp import cli_models
+    from speclp.proofs import bench as bench_module
 
     bench = tmp_path / "bench"
     bench.mkdir()
     (bench / "pair.jsonl").write_text('{"verifier": "bv"}\n')
     calls = []
 
-    def fake_plot_bench(path, out):
-        calls.append((Path(path), Path(out)))
+    def fake_plot_bench(records, out):
+        calls.append((records, Path(out)))
         return [Path(str(out) + ".png"), Path(str(out) + ".pdf")]
 
-    monkeypatch.setattr(cli_models, "plot_bench", fake_plot_bench)
+    monkeypatch.setattr(bench_module, "plot_bench", fake_plot_bench)
     result = runner.invoke(app, ["plot", str(bench), "--out", str(tmp_path / "f"), "--json"])
     assert result.exit_code == 0, result.output
-    assert calls == [(bench, tmp_path / "f" / "bench")]
+    assert calls == [([{"verifier": "bv"}], tmp_path / "f" / "bench")]
     out = json.loads(result.stdout)
     assert out["kind"] == "bench" and len(out["figures"]["bench"]["files"]) == 2
     with pytest.raises(ValueError, match="benchmark results"):

@@ -364,12 +364,14 @@ def score_tree(
     draft_rows: torch.Tensor,
     dtype: torch.dtype = torch.float64,
     max_elements: int = 1 << 25,
+    seconds: dict[str, float] | None = None,
 ) -> dict[str, torch.Tensor]:
     """Exact conditional E[tau + 1 | tree] of every named verifier on the same drafted trees.
 
     tokens [B, K, L], target_rows [B, K, L+1, V], draft_rows [B, K, L, V] (any dtype; cast
     to `dtype` in chunks of rows so that one chunk holds at most `max_elements` target-row
-    entries). Returns {name: [B] float64 on the CPU}.
+    entries). Returns {name: [B] float64 on the CPU}. seconds: if given, the time spent in
+    each verifier's law is added to seconds[name].
     """
     batch, paths, levels, vocab = target_rows.shape
     chunk = max(1, max_elements // max(paths * levels * vocab, 1))
@@ -378,7 +380,10 @@ def score_tree(
         part = slice(start, start + chunk)
         tree = DraftTree(tokens[part], target_rows[part].to(dtype), draft_rows[part].to(dtype))
         for name in names:
+            begin = time.perf_counter()
             out[name].append(block_law(name, tree).block_efficiency().double().cpu())
+            if seconds is not None:
+                seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - begin
     return {name: torch.cat(values) for name, values in out.items()}
 
 
@@ -456,7 +461,7 @@ class SpeculativeEngine:
           (generated / (prefill + decode)), decode_tokens_per_s, ms_per_token (decode),
           target_nodes_per_call (mean nodes per row in the tree pass, pending included),
           draft_forwards, peak_memory_mb and peak_memory_kind; score_s (time spent scoring,
-          excluded from decode_s) and per_prompt: one dict per prompt with row_steps,
+          excluded from decode_s), score_seconds {verifier: seconds in its law} and per_prompt: one dict per prompt with row_steps,
           accepted_plus_one, generated_tokens, expected_block_efficiency (sums over that
           prompt's steps) and scores {verifier: sum over its steps of E[tau + 1 | tree]}.
         """
@@ -475,6 +480,7 @@ class SpeculativeEngine:
         stats: Counter[str] = Counter()
         histogram = [0] * (depth + 1)
         expected_be = 0.0
+        score_seconds: dict[str, float] = dict.fromkeys(c.score, 0.0)
         per_prompt = [
             {"row_steps": 0, "accepted_plus_one": 0, "expected_block_efficiency": 0.0,
              "scores": dict.fromkeys(c.score, 0.0)}
@@ -609,7 +615,7 @@ class SpeculativeEngine:
                 per_prompt[r]["expected_block_efficiency"] += value
             if c.score:
                 scores = score_tree(c.score, drafted, target_rows, draft_rows, c.score_dtype,
-                                    c.score_elements)
+                                    c.score_elements, score_seconds)
                 for name, values in scores.items():
                     for r, value in zip(active, values.tolist(), strict=True):
                         per_prompt[r]["scores"][name] += value
@@ -717,6 +723,7 @@ class SpeculativeEngine:
             "peak_memory_kind": kind,
             "device": str(device),
             "score_s": timers["score"],
+            "score_seconds": score_seconds,
             "score_dtype": str(c.score_dtype) if c.score else None,
             "per_prompt": per_prompt,
         }
