@@ -461,9 +461,10 @@ class SpeculativeEngine:
           (generated / (prefill + decode)), decode_tokens_per_s, ms_per_token (decode),
           target_nodes_per_call (mean nodes per row in the tree pass, pending included),
           draft_forwards, peak_memory_mb and peak_memory_kind; score_s (time spent scoring,
-          excluded from decode_s), score_seconds {verifier: seconds in its law} and per_prompt: one dict per prompt with row_steps,
-          accepted_plus_one, generated_tokens, expected_block_efficiency (sums over that
-          prompt's steps) and scores {verifier: sum over its steps of E[tau + 1 | tree]}.
+          excluded from decode_s), score_seconds {verifier: seconds in its law} and
+          per_prompt: one dict per prompt with row_steps, accepted_plus_one,
+          generated_tokens, expected_block_efficiency (sums over that prompt's steps) and
+          scores {verifier: sum over its steps of E[tau + 1 | tree]}.
         """
         c = self.config
         if not prompts or any(len(p) == 0 for p in prompts):
