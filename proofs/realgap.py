@@ -49,7 +49,7 @@ from ..lp.instance import from_rows
 from ..lp.report import optimum_record
 from ..verifiers.exact import exact_result
 from ..verifiers.law import verifier_names
-from ..verifiers.real_rows import next_token_rows, sample_contexts, sample_trees, tree_rows
+from ..verifiers.real_rows import prefill, sample_contexts, sample_trees, tree_rows
 from .coarsen import coarsened_instance, describe_coarsening
 from .intervals import bootstrap_ratio, t_interval
 
@@ -97,8 +97,8 @@ def single_step_optimum(target: Any, draft: Any, paths: int) -> Any:
 
 
 def coarse_upper_bounds(target: Any, draft: Any, context: list[int], depth: int, width: int,
-                        paths: list[int], temperature: float, draft_temperature: float | None
-                        ) -> dict[str, Any]:
+                        paths: list[int], temperature: float, draft_temperature: float | None,
+                        prefilled: Any = None) -> dict[str, Any]:
     """Certified upper bounds for L >= 2 from the coarsened instance (top-M of p + q).
 
     Returns {"coarsening": {...remainder masses, rows seconds}, "bounds": {K: record}}; a
@@ -107,7 +107,7 @@ def coarse_upper_bounds(target: Any, draft: Any, context: list[int], depth: int,
     from ..lp.solve import solve_colgen  # TODO(issue 8): speclp.lp.optimum
 
     rows = tree_rows(target, draft, context, width, depth - 1, temperature, draft_temperature,
-                     select="mix", row_dtype=_float64())
+                     select="mix", row_dtype=_float64(), prefilled=prefilled)
     instance = coarsened_instance(rows.target_edge, rows.draft_edge, width, depth,
                                   name=f"coarse-M{width}-L{depth}")
     coarsening = {"width": width, "select": "top-M of p + q per node",
@@ -134,7 +134,7 @@ def coarse_upper_bounds(target: Any, draft: Any, context: list[int], depth: int,
 def verifier_intervals(target: Any, draft: Any, context: list[int], depth: int, paths: list[int],
                        samples: int, batch: int, verifiers: list[str], temperature: float,
                        draft_temperature: float | None, generator: Any,
-                       score_dtype: Any = None) -> dict[str, Any]:
+                       score_dtype: Any = None, prefilled: Any = None) -> dict[str, Any]:
     """Each verifier's E[tau + 1] on full rows: mean over `samples` sampled trees, t interval.
 
     Trees are drawn `batch` at a time with max(paths) paths; K uses their first K paths.
@@ -151,7 +151,7 @@ def verifier_intervals(target: Any, draft: Any, context: list[int], depth: int, 
     while info["samples"] < samples:
         count = min(batch, samples - info["samples"])
         trees = sample_trees(target, draft, context, most, depth, count, temperature,
-                             draft_temperature, generator)
+                             draft_temperature, generator, prefilled)
         info["distinct_nodes"].append(trees.distinct_nodes)
         for part in ("draft", "target"):
             info["seconds"][part] += trees.seconds[part]
@@ -177,8 +177,10 @@ def context_record(target: Any, draft: Any, context: list[int], depth: int, path
     """Bounds and verifier intervals at one context (module docstring); no I/O."""
     start = time.perf_counter()
     record: dict[str, Any] = {}
+    ready = prefill(target, draft, context, temperature, draft_temperature)  # once per context
+    record["prefill_seconds"] = ready.seconds
     if depth == 1:
-        p, q = next_token_rows(target, draft, context, temperature, draft_temperature)
+        p, q = ready.target.root_row.cpu().numpy(), ready.draft.root_row.cpu().numpy()
         bounds = {str(k): {"value": single_step_optimum(p, q, k), "certified": False,
                            "closed_form": True,
                            "certificate": "closed form (threshold sets, float64 on the full rows)",
@@ -186,11 +188,11 @@ def context_record(target: Any, draft: Any, context: list[int], depth: int, path
         record["rows"] = {"sum_min_pq": float(np.minimum(p, q).sum())}
     else:
         coarse = coarse_upper_bounds(target, draft, context, depth, width, paths, temperature,
-                                     draft_temperature)
+                                     draft_temperature, ready)
         bounds = coarse["bounds"]
         record["coarsening"] = coarse["coarsening"]
     found = verifier_intervals(target, draft, context, depth, paths, samples, batch, verifiers,
-                               temperature, draft_temperature, generator, score_dtype)
+                               temperature, draft_temperature, generator, score_dtype, ready)
     record["trees"] = found["trees"]
     by_paths: dict[str, Any] = {}
     failures: list[str] = []

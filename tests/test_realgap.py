@@ -24,7 +24,7 @@ from speclp.proofs.realgap import (
 )
 from speclp.verifiers.engine import probability_rows, score_tree
 from speclp.verifiers.exact import exact_result
-from speclp.verifiers.real_rows import next_token_rows, sample_trees
+from speclp.verifiers.real_rows import next_token_rows, prefill, sample_trees, tree_rows
 from typer.testing import CliRunner
 
 VOCAB = 40
@@ -83,6 +83,28 @@ def test_sampled_tree_rows_equal_plain_forwards(tiny_pair):
                         float((tree.draft_rows[n, k] - q).abs().max()))
     assert worst < 1e-5  # fp32 models: tree-masked and plain forwards agree to rounding
     assert trees.distinct_nodes <= 1 + 4 * 3 * 3
+
+
+def test_prefilled_caches_are_rewound_between_tree_passes(tiny_pair):
+    """One prefill serves a coarse tree pass and then two sampled-tree passes: rows still
+    equal plain forwards (the caches are rewound to the context before each pass)."""
+    target, draft = tiny_pair
+    context = [2, 8, 8, 1, 5]
+    ready = prefill(target, draft, context, 1.0, 1.2)
+    rows = tree_rows(target, draft, context, 3, 2, 1.0, 1.2, select="mix", prefilled=ready)
+    fresh = tree_rows(target, draft, context, 3, 2, 1.0, 1.2, select="mix", row_dtype=torch.float64)
+    assert np.abs(rows.target_edge - fresh.target_edge).max() < 1e-6
+    assert (rows.tokens == fresh.tokens).all()
+    for seed in (0, 1):
+        trees = sample_trees(target, draft, context, 2, 2, 3, 1.0, 1.2,
+                             torch.Generator().manual_seed(seed), prefilled=ready)
+        tree = trees.tree()
+        for n in range(3):
+            path = tree.tokens[n, 1].tolist()
+            p = plain_rows(target, context + path)[len(context) - 1:]
+            q = plain_rows(draft, context + path[:-1], 1.2)[len(context) - 1:]
+            assert float((tree.target_rows[n, 1] - p).abs().max()) < 1e-5
+            assert float((tree.draft_rows[n, 1] - q).abs().max()) < 1e-5
 
 
 @pytest.mark.parametrize("verifier, paths", [("bv", 1), ("gbv", 2), ("specinfer", 2),

@@ -88,6 +88,14 @@ class _TreeForward:
                                          dtype=row_dtype).double()  # [V]
         self.slots = 0  # tree slots appended after the context
 
+    def rewind(self) -> None:
+        """Forget every tree slot: the cache holds the context only again."""
+        for layer in self.cache.layers:
+            if getattr(layer, "keys", None) is not None and layer.keys.numel():
+                layer.keys = layer.keys[..., : self.context, :]
+                layer.values = layer.values[..., : self.context, :]
+        self.slots = 0
+
     def level(self, tokens: torch.Tensor, ancestors: torch.Tensor, depth: int) -> torch.Tensor:
         """tokens [n] (one level), ancestors [n, slots] bool (tree slots each node sees).
 
@@ -109,15 +117,48 @@ class _TreeForward:
         return probability_rows(out.logits[0], self.temperature, dtype=self.row_dtype).double()
 
 
+@dataclass
+class Prefilled:
+    """Both models prefilled once at a context (float64 rows); tree passes below the context
+    reuse the cached keys/values (each pass rewinds the caches to the context first)."""
+
+    target: _TreeForward
+    draft: _TreeForward
+    context: list[int]
+    seconds: dict[str, float]
+
+    def rewind(self) -> None:
+        self.target.rewind()
+        self.draft.rewind()
+
+
+@torch.no_grad()
+def prefill(target: Any, draft: Any, context: list[int], temperature: float = 1.0,
+            draft_temperature: float | None = None) -> Prefilled:
+    """Prefill both models at `context` (softmax rows in float64)."""
+    if not context:
+        raise ValueError("context needs at least one token")
+    draft_temperature = temperature if draft_temperature is None else draft_temperature
+    start = time.perf_counter()
+    tgt = _TreeForward(target, context, temperature, torch.float64)
+    middle = time.perf_counter()
+    drf = _TreeForward(draft, context, draft_temperature, torch.float64)
+    return Prefilled(tgt, drf, list(context), {"target": middle - start,
+                                              "draft": time.perf_counter() - middle})
+
+
 @torch.no_grad()
 def tree_rows(target: Any, draft: Any, context: list[int], width: int, depth: int,
               temperature: float = 1.0, draft_temperature: float | None = None,
-              select: str = "target", row_dtype: torch.dtype = torch.float32) -> TreeRows:
+              select: str = "target", row_dtype: torch.dtype = torch.float32,
+              prefilled: Prefilled | None = None) -> TreeRows:
     """Rows of (target, draft) on the complete `width`-ary tree of depth `depth` below context.
 
     target, draft: transformers causal LMs (they may be the same object; then the draft
     differs by `draft_temperature`). context: >= 1 token ids. row_dtype: dtype of the
     softmax (float64: full rows sum to 1 within ~1e-15, so 1 - kept mass is accurate).
+    prefilled: caches of `prefill` at this context (then row_dtype is float64 and the
+    models, context and temperatures are those of the prefill).
     """
     if select not in SELECT:
         raise ValueError(f"select must be one of {SELECT}, got {select!r}")
@@ -127,12 +168,16 @@ def tree_rows(target: Any, draft: Any, context: list[int], width: int, depth: in
         raise ValueError("context needs at least one token")
     draft_temperature = temperature if draft_temperature is None else draft_temperature
     seconds = {"target": 0.0, "draft": 0.0}
-    start = time.perf_counter()
-    tgt = _TreeForward(target, context, temperature, row_dtype)
-    seconds["target"] += time.perf_counter() - start
-    start = time.perf_counter()
-    drf = _TreeForward(draft, context, draft_temperature, row_dtype)
-    seconds["draft"] += time.perf_counter() - start
+    if prefilled is not None:
+        prefilled.rewind()
+        tgt, drf = prefilled.target, prefilled.draft
+    else:
+        start = time.perf_counter()
+        tgt = _TreeForward(target, context, temperature, row_dtype)
+        seconds["target"] += time.perf_counter() - start
+        start = time.perf_counter()
+        drf = _TreeForward(draft, context, draft_temperature, row_dtype)
+        seconds["draft"] += time.perf_counter() - start
     n_nodes = num_nodes(width, depth)
     tokens = np.zeros((n_nodes, width), dtype=np.int64)
     p_edge = np.zeros((n_nodes, width))
@@ -183,10 +228,8 @@ def tree_rows(target: Any, draft: Any, context: list[int], width: int, depth: in
 def next_token_rows(target: Any, draft: Any, context: list[int], temperature: float = 1.0,
                     draft_temperature: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Full next-token rows p(.|context), q(.|context): float64 [V] each (softmax in float64)."""
-    draft_temperature = temperature if draft_temperature is None else draft_temperature
-    p = _TreeForward(target, context, temperature, torch.float64).root_row
-    q = _TreeForward(draft, context, draft_temperature, torch.float64).root_row
-    return p.cpu().numpy(), q.cpu().numpy()
+    ready = prefill(target, draft, context, temperature, draft_temperature)
+    return ready.target.root_row.cpu().numpy(), ready.draft.root_row.cpu().numpy()
 
 
 def _renormalise(edge: np.ndarray) -> np.ndarray:
@@ -343,14 +386,16 @@ class SampledTrees:
 @torch.no_grad()
 def sample_trees(target: Any, draft: Any, context: list[int], paths: int, depth: int,
                  count: int, temperature: float = 1.0, draft_temperature: float | None = None,
-                 generator: torch.Generator | None = None) -> SampledTrees:
+                 generator: torch.Generator | None = None,
+                 prefilled: Prefilled | None = None) -> SampledTrees:
     """Draw `count` draft trees (K i.i.d. draft paths of depth L each) at `context`.
 
     Every path samples its next token from the draft's row at its current node (softmax
     in float64 at `draft_temperature`, default `temperature`); the trees are independent
     given the context. Target rows (at `temperature`) are computed at every distinct node
     in one tree-masked forward. generator: a torch.Generator on the CPU (sampling runs on
-    the CPU rows).
+    the CPU rows). prefilled: caches of `prefill` at this context, reused (then the models,
+    context and temperatures are the prefill's).
     """
     if paths < 1 or depth < 1 or count < 1:
         raise ValueError(f"need paths, depth and count >= 1, got {paths}, {depth}, {count}")
@@ -358,9 +403,11 @@ def sample_trees(target: Any, draft: Any, context: list[int], paths: int, depth:
         raise ValueError("context needs at least one token")
     draft_temperature = temperature if draft_temperature is None else draft_temperature
     seconds = {"draft": 0.0, "target": 0.0}
-    start = time.perf_counter()
-    drf = _TreeForward(draft, context, draft_temperature, torch.float64)
-    seconds["draft"] += time.perf_counter() - start
+    if prefilled is None:
+        prefilled = prefill(target, draft, context, temperature, draft_temperature)
+        seconds = dict(prefilled.seconds)
+    prefilled.rewind()
+    drf, tgt = prefilled.draft, prefilled.target
     vocab = int(drf.root_row.shape[-1])
     n_paths = count * paths
     tokens = torch.zeros(n_paths, depth, dtype=torch.long)
@@ -396,7 +443,6 @@ def sample_trees(target: Any, draft: Any, context: list[int], paths: int, depth:
             q_nodes = torch.cat([q_nodes, rows])
     # one target pass over every non-root node (mixed depths)
     t0 = time.perf_counter()
-    tgt = _TreeForward(target, context, temperature, torch.float64)
     nodes = len(node_token)
     rows = _level_with_depths(tgt, torch.tensor(node_token[1:]), ancestors[1:], node_depth[1:])
     p_nodes = torch.cat([tgt.root_row.cpu()[None], rows.cpu()])
