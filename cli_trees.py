@@ -256,12 +256,12 @@ def realgap(
             eos=set(loaded.target.eos_token_ids),
             score_dtype=torch.float64 if score_dtype == "fp64" else torch.float32,
             progress=lambda it: progress(it, len(prompt_list), "realgap"))
-        records = [r for r in full_records(load_jsonl(out_file)) if r["pair"] == label]
+        asked = set(status.pop("keys"))
+        records = [r for r in full_records(load_jsonl(out_file)) if r["key"] in asked]
         figures = plot_realgap(records, out)
         result = {"pair": label, "instances": MODE_FULL, **status, "records": len(records),
                   "figures": [str(f) for f in figures],
-                  "contexts": [_context_view(r) for r in records
-                               if r["depth"] in depths and r["temperature"] == temperature],
+                  "contexts": [_context_view(r) for r in records],
                   "summary": summarize_realgap(records)}
         if status["failures"]:
             raise ClaimFailed(f"{len(status['failures'])} verifier interval(s) above the upper bound "

@@ -53,7 +53,14 @@ TIMING_KEYS = ("decode_s", "prefill_s", "draft_s", "target_s", "verifier_s", "ot
 
 
 def record_key(record: dict[str, Any]) -> str:
-    return json.dumps([record.get(k) for k in CONFIG_KEYS] + [record["prompt_id"]])
+    """A run's settings, the prompt id and the digest of the prompt's text."""
+    return json.dumps([record.get(k) for k in CONFIG_KEYS]
+                      + [record["prompt_id"], record.get("prompt_digest")])
+
+
+def text_digest(text: str) -> str:
+    """Short sha256 of a prompt's text (an edited prompt file changes the key)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def load_records(out: Path) -> list[dict[str, Any]]:
@@ -134,7 +141,9 @@ def run_bench(
                 "scored": [] if autoregressive else sorted(scored),
                 "score_dtype": None if autoregressive else score_dtype,
             }
-            todo = [p for p in group if record_key({**base, "prompt_id": p["id"]}) not in done]
+            todo = [p for p in group
+                    if record_key({**base, "prompt_id": p["id"], "prompt_digest": text_digest(p["text"])})
+                    not in done]
             if not todo:
                 continue
             if pair is None:
@@ -176,7 +185,8 @@ def run_bench(
                 else:
                     own = m["per_prompt"][b]
                 record = {
-                    **base, "prompt_id": prompt["id"], "label": pair.label,
+                    **base, "prompt_id": prompt["id"], "prompt_digest": text_digest(prompt["text"]),
+                    "label": pair.label,
                     "draft_temperature_used": None if autoregressive else (
                         temperature if draft_t is None else draft_t),
                     "prompt_tokens": len(tokens[b]),

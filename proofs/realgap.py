@@ -242,7 +242,8 @@ def run_realgap(target: Any, draft: Any, prompts: list[dict[str, Any]], depths: 
                 progress: Callable[[Iterable[Any]], Iterable[Any]] = lambda it: it,
                 ) -> dict[str, Any]:
     """Compute (or resume) full-vocabulary realgap records; returns {file, computed, reused,
-    failures}. prompts: [{"id", "tokens"}]. Contexts: prompt + k*every target-sampled tokens.
+    failures, keys} (keys: this call's records, so that summaries count only what was asked).
+    prompts: [{"id", "tokens"}]. Contexts: prompt + k*every target-sampled tokens.
     """
     import torch
 
@@ -253,23 +254,26 @@ def run_realgap(target: Any, draft: Any, prompts: list[dict[str, Any]], depths: 
     failures: list[str] = []
     common = {"mode": MODE_FULL, "pair": label, "every": every, "temperature": temperature,
               "draft_temperature": draft_temperature, "seed": seed, "paths": sorted(paths),
-              "samples": samples, "verifiers": sorted(names), "score_dtype": str(dtype)}
+              "samples": samples, "batch": batch, "verifiers": sorted(names),
+              "score_dtype": str(dtype), "model_dtype": str(getattr(target, "dtype", ""))}
+    wanted: list[str] = []
 
-    def settings(prompt_id: str, c: int, d: int) -> dict[str, Any]:
-        return {**common, "prompt": prompt_id, "context": c, "depth": d,
-                "width": width if d > 1 else None}
+    def settings(prompt: dict[str, Any], c: int, d: int) -> dict[str, Any]:
+        return {**common, "prompt": prompt["id"], "prompt_digest": prompt_digest(prompt),
+                "context": c, "depth": d, "width": width if d > 1 else None}
 
     for prompt in progress(prompts):
-        wanted = [(c, d) for c in range(contexts_per_prompt) for d in depths]
-        if all(realgap_key(settings(prompt["id"], c, d)) in done for c, d in wanted):
-            reused += len(wanted)
+        asked = [(c, d) for c in range(contexts_per_prompt) for d in depths]
+        wanted += [realgap_key(settings(prompt, c, d)) for c, d in asked]
+        if all(realgap_key(settings(prompt, c, d)) in done for c, d in asked):
+            reused += len(asked)
             continue
         gen = torch.Generator().manual_seed(seed + _stable_hash(prompt["id"]))
         contexts = sample_contexts(target, prompt["tokens"], contexts_per_prompt, every,
                                    temperature, eos, gen)
         for c, context in enumerate(contexts):
             for d in depths:
-                key = realgap_key(settings(prompt["id"], c, d))
+                key = realgap_key(settings(prompt, c, d))
                 if key in done:
                     reused += 1
                     continue
@@ -277,13 +281,21 @@ def run_realgap(target: Any, draft: Any, prompts: list[dict[str, Any]], depths: 
                     seed + _stable_hash(f"{prompt['id']}|{c}|L{d}|trees"))
                 body = context_record(target, draft, context, d, sorted(paths), samples, batch,
                                       width, names, temperature, draft_temperature, tree_gen, dtype)
-                record = {"key": key, **settings(prompt["id"], c, d), "context_tokens": len(context),
+                record = {"key": key, **settings(prompt, c, d), "context_tokens": len(context),
                           "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **body}
                 append_jsonl(out_file, record)
                 done.add(key)
                 computed += 1
                 failures += [f"{prompt['id']} context {c} L={d}: {f}" for f in body["failures"]]
-    return {"file": str(out_file), "computed": computed, "reused": reused, "failures": failures}
+    return {"file": str(out_file), "computed": computed, "reused": reused, "failures": failures,
+            "keys": wanted}
+
+
+def prompt_digest(prompt: dict[str, Any]) -> str:
+    """Short sha256 of a prompt's token ids (an edited prompt changes the key)."""
+    import hashlib
+
+    return hashlib.sha256(json.dumps([int(t) for t in prompt["tokens"]]).encode()).hexdigest()[:16]
 
 
 def full_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
