@@ -138,7 +138,8 @@ def verifier_intervals(target: Any, draft: Any, context: list[int], depth: int, 
     """Each verifier's E[tau + 1] on full rows: mean over `samples` sampled trees, t interval.
 
     Trees are drawn `batch` at a time with max(paths) paths; K uses their first K paths.
-    Returns {"by_paths": {K: {name: t_interval}}, "trees": {...}, "values": {K: {name: list}}}.
+    Trees with equal tokens (frequent on peaked rows) are scored once. Returns
+    {"by_paths": {K: {name: t_interval}}, "trees": {...}, "values": {K: {name: list}}}.
     """
     import torch
 
@@ -147,7 +148,9 @@ def verifier_intervals(target: Any, draft: Any, context: list[int], depth: int, 
     dtype = score_dtype or torch.float64
     most = max(paths)
     values: dict[int, dict[str, list[float]]] = {k: {n: [] for n in verifiers} for k in paths}
-    info = {"samples": 0, "distinct_nodes": [], "seconds": {"draft": 0.0, "target": 0.0, "score": 0.0}}
+    info: dict[str, Any] = {"samples": 0, "distinct_nodes": [],
+                            "distinct_trees": {str(k): 0 for k in paths},
+                            "seconds": {"draft": 0.0, "target": 0.0, "score": 0.0}}
     while info["samples"] < samples:
         count = min(batch, samples - info["samples"])
         trees = sample_trees(target, draft, context, most, depth, count, temperature,
@@ -156,15 +159,17 @@ def verifier_intervals(target: Any, draft: Any, context: list[int], depth: int, 
         for part in ("draft", "target"):
             info["seconds"][part] += trees.seconds[part]
         start = time.perf_counter()
-        tree = trees.tree(dtype=dtype)
-        for k in paths:
-            scores = score_tree(verifiers, tree.tokens[:, :k], tree.target_rows[:, :k],
-                                tree.draft_rows[:, :k], dtype)
+        for k in paths:  # one law per distinct tree (equal token arrays have equal laws)
+            first, inverse = trees.distinct(k)
+            info["distinct_trees"][str(k)] += len(first)
+            tree = trees.tree(first, dtype, paths=k)
+            scores = score_tree(verifiers, tree.tokens, tree.target_rows, tree.draft_rows, dtype)
             for name, v in scores.items():
-                values[k][name].extend(v.tolist())
+                values[k][name].extend(v[inverse].tolist())
+            del tree
         info["seconds"]["score"] += time.perf_counter() - start
         info["samples"] += count
-        del trees, tree
+        del trees
     by_paths = {str(k): {n: t_interval(values[k][n]) for n in verifiers} for k in paths}
     return {"by_paths": by_paths, "trees": info,
             "values": {str(k): values[k] for k in paths}}

@@ -255,3 +255,18 @@ def test_cli_bad_input_exits_2_naming_the_field(args, field):
 def test_cli_help_lists_the_commands():
     result = CliRunner().invoke(app, ["--help"])
     assert "trees" in result.output and "realgap" in result.output
+
+
+def test_distinct_trees_map_back_to_every_sample(tiny_pair):
+    target, draft = tiny_pair
+    trees = sample_trees(target, draft, [1, 1, 1], 3, 1, 200, 0.5, 0.5,
+                         torch.Generator().manual_seed(2))  # peaked rows: many repeats
+    for k in (1, 3):
+        first, inverse = trees.distinct(k)
+        assert len(first) < trees.count
+        assert torch.equal(trees.tokens[first][inverse][:, :k], trees.tokens[:, :k])
+        full = trees.tree(paths=k)
+        once = trees.tree(first, paths=k)
+        values = score_tree(["specinfer"], full.tokens, full.target_rows, full.draft_rows)
+        dedup = score_tree(["specinfer"], once.tokens, once.target_rows, once.draft_rows)
+        assert torch.allclose(values["specinfer"], dedup["specinfer"][inverse], atol=1e-12)

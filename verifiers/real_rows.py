@@ -376,11 +376,23 @@ class SampledTrees:
     def distinct_nodes(self) -> int:
         return int(self.target_nodes.shape[0])
 
-    def tree(self, rows: slice = slice(None), dtype: torch.dtype = torch.float64) -> DraftTree:
-        """DraftTree of trees `rows`: tokens [n, K, L], rows [n, K, L+1, V] / [n, K, L, V]."""
-        node = self.node_of[rows]
-        return DraftTree(self.tokens[rows], self.target_nodes[node].to(dtype),
+    def tree(self, rows: slice | torch.Tensor = slice(None), dtype: torch.dtype = torch.float64,
+             paths: int | None = None) -> DraftTree:
+        """DraftTree of trees `rows` (a slice or index tensor) made of their first `paths`
+        paths (default all K): tokens [n, K', L], rows [n, K', L+1, V] / [n, K', L, V]."""
+        node = self.node_of[rows][:, :paths]
+        return DraftTree(self.tokens[rows][:, :paths], self.target_nodes[node].to(dtype),
                          self.draft_nodes[node[..., :-1]].to(dtype))
+
+    def distinct(self, paths: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(first, inverse): trees whose first `paths` paths carry the same tokens have the same
+        law; first [U] indexes one tree per distinct token array, inverse [N] maps every tree
+        to its entry in `first`."""
+        tokens = self.tokens[:, :paths].reshape(self.count, -1)
+        _, inverse = torch.unique(tokens, dim=0, return_inverse=True)
+        first = torch.full((int(inverse.max()) + 1,), self.count, dtype=torch.long)
+        first = first.scatter_reduce(0, inverse, torch.arange(self.count), reduce="amin")
+        return first, inverse
 
 
 @torch.no_grad()
