@@ -1,0 +1,81 @@
+"""A certified upper bound on the K-path optimum from any matching-row multipliers.
+
+Weak duality for the full K-path LP (THEORY sections 3-4; i.i.d. drafting). Write the LP
+with variables pi(X, n, y) >= 0 (configuration X of K drafted paths, output node n a
+prefix of a drafted path, correction token y):
+    max  sum pi (|n| + 1)
+    s.t. sum_{n, y} pi(X, n, y) = Q(X)                     for every configuration X
+         A(u t) + C(u, t) - p(t|u) A(u) = [u = root] p(t)   for every node u, token t,
+where A(z) = sum of pi over outputs whose node extends z (|z| >= 1) and C(u, t) = sum of
+pi over outputs (u, t). Take ANY multipliers theta(u, t) of the matching rows. The column
+(X, n, y) has matching coefficient
+    a(n, y) . theta = S(n) + theta(n, y),
+    S(root) = 0,   S(u t) = S(u) + theta(u, t) - sum_s p(s|u t) theta(u t, s),
+so with h(n) = |n| + 1 - S(n) - min_y theta(n, y) the multipliers
+y_X = max over nodes n of the drafted tree of X of h(n) make (theta, y) dual feasible, and
+    OPT <= sum_t p(t|root) theta(root, t) + E_X[ max_{n in tree(X)} h(n) ]
+         = sum_t p(t|root) theta(root, t) + E[ max_k g(X_k) ],
+g(x) = max of h over the prefixes of path x (root included), X_1..X_K i.i.d. from q. The
+expectation of the maximum of K i.i.d. values is exact and cheap: sort the paths by g,
+E = sum_i g_i (F_i^K - F_{i-1}^K) with F the cumulative draft probability. Everything is
+evaluated in exact rationals, so the bound is certified whatever theta is; theta from a
+(float) optimal solve makes it tight. This needs no enumeration of configurations and no
+exact basis: it stays robust where an exact certificate of optimality is hard (tiny
+probabilities, many priorities).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from ..verifiers.tree import TreeModel, depth_offset, num_nodes
+from .builders import as_model, exact_fraction
+
+
+def dual_upper_bound(model_or_instance: Any, theta: np.ndarray, paths: int) -> Fraction:
+    """Exact upper bound on the K-path optimum E[tau + 1] (i.i.d. drafting; module docstring).
+
+    theta [N, V]: multipliers of the matching rows (node u in shortlex order, token t);
+    floats are taken at their exact binary values. The instance's rows are used exactly
+    (rational instances) or at the exact values of its floats.
+    """
+    model: TreeModel = as_model(model_or_instance, exact=True)
+    vocab, depth = model.vocab_size, model.depth
+    count = num_nodes(vocab, depth)
+    theta = np.asarray(theta)
+    if theta.shape != (count, vocab):
+        raise ValueError(f"theta: expected shape {(count, vocab)}, got {theta.shape}")
+    if paths < 1:
+        raise ValueError(f"paths must be >= 1, got {paths}")
+    exact = np.empty(theta.shape, dtype=object)
+    exact.reshape(-1)[:] = [exact_fraction(v) for v in theta.reshape(-1)]
+    target = model.target
+    weighted = np.array([sum(target[u, t] * exact[u, t] for t in range(vocab))
+                         for u in range(count)], dtype=object)  # sum_s p(s|u) theta(u, s)
+    smallest = np.array([min(row) for row in exact], dtype=object)
+    s_node = np.empty(count, dtype=object)
+    g_node = np.empty(count, dtype=object)
+    s_node[0] = Fraction(0)
+    g_node[0] = 1 - smallest[0]  # h(root)
+    for d in range(1, depth + 1):
+        start, size = depth_offset(vocab, d), vocab**d
+        nodes = np.arange(start, start + size)
+        parents, last = (nodes - 1) // vocab, (nodes - 1) % vocab
+        s_node[nodes] = s_node[parents] + exact[parents, last] - weighted[nodes]
+        h = (d + 1) - s_node[nodes] - smallest[nodes]
+        g_node[nodes] = np.maximum(g_node[parents], h)
+    leaves = g_node[depth_offset(vocab, depth):]
+    q = model.draft_path_probabilities()  # [V^L] exact, lexicographic = depth-L node order
+    positive = [i for i in range(len(q)) if q[i] != 0]
+    positive.sort(key=lambda i: leaves[i])
+    expected, cumulative, previous = Fraction(0), Fraction(0), Fraction(0)
+    for i in positive:
+        cumulative += q[i]
+        power = cumulative**paths
+        expected += leaves[i] * (power - previous)
+        previous = power
+    root_term = sum(target[0, t] * exact[0, t] for t in range(vocab))
+    return root_term + expected
