@@ -191,7 +191,7 @@ def realgap(
     top: str = typer.Option("8", "--top",
                             help="M. full-vocabulary: tokens kept per node in the coarsened upper-bound "
                                  "instance (top-M of p+q; L >= 2). renormalised: comma list, M <= 5."),
-    samples: int = typer.Option(64, "--samples", help="Sampled draft trees per context (full-vocabulary)."),
+    samples: int = typer.Option(128, "--samples", help="Sampled draft trees per context (full-vocabulary)."),
     batch: int = typer.Option(16, "--batch", help="Trees drawn per model pass (memory)."),
     verifiers: str = typer.Option("", "--verifiers",
                                   help="Comma list (default: every verifier lossless under i.i.d. drafts)."),

@@ -1,9 +1,11 @@
 """Confidence intervals for Monte Carlo means and for ratios over clusters (prompts).
 
 Two situations occur in the real-model runs:
-  * i.i.d. samples of one quantity (a verifier's exact conditional E[tau + 1] given a
-    sampled draft tree, many trees at one context): `t_interval`, the Student t interval
-    of the mean;
+  * i.i.d. samples of one bounded quantity (a verifier's exact conditional E[tau + 1]
+    given a sampled draft tree lies in [1, L + 1]; many trees at one context):
+    `betting_interval`, valid at any sample size (on peaked rows a rare low value is
+    often never sampled and the t interval then collapses to a point that excludes the
+    mean); `t_interval`, the Student t interval, is kept for comparison;
   * per-cluster sums (a prompt's sum over its decoding steps, or over its contexts) whose
     ratio estimates a mean per step: `bootstrap_ratio`, the percentile bootstrap over
     clusters of sum(numerator) / sum(denominator); a paired difference of two verifiers
@@ -41,6 +43,61 @@ def t_interval(values: np.ndarray | list[float], level: float = LEVEL) -> dict[s
     half = float(stats.t.ppf(0.5 + level / 2, n - 1)) * stderr
     return {"mean": mean, "stderr": stderr, "low": mean - half, "high": mean + half, "n": n,
             "level": level, "method": "t"}
+
+
+def betting_interval(values: np.ndarray | list[float], low: float, high: float,
+                     level: float = LEVEL, grid: int = 2001) -> dict[str, Any]:
+    """Confidence interval for the mean of i.i.d. values known to lie in [low, high].
+
+    Valid at every sample size and for every law on [low, high] (no normal approximation):
+    the hedged-capital interval of Waudby-Smith & Ramdas (JRSS B 2024, "Estimating means
+    of bounded random variables by betting"), evaluated at the final sample. For a
+    candidate mean m (values rescaled to [0, 1]) two bettors' wealth
+        K+(m) = prod_i (1 + l+_i (x_i - m)),  K-(m) = prod_i (1 - l-_i (x_i - m)),
+    with predictable bets l_i = min(sqrt(2 log(2/a) / (n s2_{i-1})), c/m or c/(1-m)),
+    c = 1/2 (s2: running variance estimate started at 1/4), are nonnegative martingales
+    when m is the true mean, so by Markov's inequality P(max(K+, K-)/2 >= 1/a) <= a; the
+    interval is the set of m on a grid of `grid` points whose hedged wealth stays below
+    1/a (a = 1 - level), widened by one grid step. Unlike the t interval it cannot
+    collapse to a point when a rare value was never sampled: with n equal values it still
+    has width ~ log(1/a)/n times the range. The samples are used in the given order.
+    Returns {mean, stderr, low, high, n, level, method}.
+    """
+    x = (np.asarray(values, dtype=np.float64).reshape(-1) - low) / (high - low)
+    n = len(x)
+    if n == 0:
+        raise ValueError("betting_interval needs at least one value")
+    if high <= low:
+        raise ValueError(f"need low < high, got {low}, {high}")
+    if x.min() < -1e-9 or x.max() > 1 + 1e-9:
+        raise ValueError(f"values outside [{low}, {high}]")
+    x = np.clip(x, 0.0, 1.0)
+    alpha = 1 - level
+    steps = np.arange(1, n + 1)
+    mean_run = (0.5 + np.cumsum(x)) / (steps + 1)  # mu_i, i = 1..n
+    spread = (0.25 + np.cumsum((x - mean_run) ** 2)) / (steps + 1)  # s2_i
+    previous = np.concatenate([[0.25], spread[:-1]])  # s2_{i-1}: predictable
+    raw = np.sqrt(2 * np.log(2 / alpha) / (n * previous))  # [n]
+    m = np.linspace(0.0, 1.0, grid)[:, None]  # [G, 1]
+    with np.errstate(divide="ignore"):
+        bet_up = np.minimum(raw[None], np.where(m > 0, 0.5 / np.where(m > 0, m, 1.0), np.inf))
+        bet_down = np.minimum(raw[None], np.where(m < 1, 0.5 / np.where(m < 1, 1 - m, 1.0), np.inf))
+    log_up = np.log1p(bet_up * (x[None] - m)).sum(axis=1)
+    log_down = np.log1p(-bet_down * (x[None] - m)).sum(axis=1)
+    hedged = np.logaddexp(log_up, log_down) - np.log(2)  # log of (K+ + K-)/2 >= log max/2
+    inside = np.nonzero(hedged < np.log(1 / alpha))[0]
+    step = 1.0 / (grid - 1)
+    mean = float(np.asarray(values, dtype=np.float64).mean())
+    if len(inside) == 0:  # cannot happen for the sample mean's own cell; keep the point
+        lo = hi = (mean - low) / (high - low)
+    else:
+        lo = max(0.0, inside[0] * step - step)
+        hi = min(1.0, inside[-1] * step + step)
+    stderr = float(np.std(values, ddof=1) / np.sqrt(n)) if n > 1 else float("inf")
+    return {"mean": mean, "stderr": stderr, "low": float(low + lo * (high - low)),
+            "high": float(low + hi * (high - low)), "n": n, "level": level,
+            "method": "betting (hedged capital), valid for values in "
+                      f"[{low:g}, {high:g}]"}
 
 
 def bootstrap_ratio(numerator: np.ndarray | list[float], denominator: np.ndarray | list[float],

@@ -9,7 +9,9 @@ At contexts reached by target sampling on real prompts (`verifiers.real_rows
               first K paths of a tree are K i.i.d. paths, so every K uses the same trees),
               and each verifier's exact conditional E[tau + 1 | tree] is computed from its
               law (`verifiers.engine.score_tree`); the mean over trees is unbiased and is
-              reported with a 95% t interval.
+              reported with a 95% interval valid for values in [1, L + 1] at any sample
+              size (`proofs.intervals.betting_interval`; a t interval collapses when rare
+              low values are never sampled, which happens on peaked rows).
   upper bound L = 1: the K-path optimum itself, in closed form on the full rows
               (`single_step_optimum`, O(V log V), float64).
               L >= 2: a certified upper bound on the optimum of the COARSENED instance
@@ -52,7 +54,7 @@ from ..verifiers.exact import exact_result
 from ..verifiers.law import verifier_names
 from ..verifiers.real_rows import prefill, sample_contexts, sample_trees, tree_rows
 from .coarsen import coarsened_instance, describe_coarsening
-from .intervals import bootstrap_ratio, t_interval
+from .intervals import betting_interval, bootstrap_ratio
 
 MODE_FULL = "full-vocabulary"
 MODE_RENORMALISED = "renormalised"
@@ -148,11 +150,11 @@ def verifier_intervals(target: Any, draft: Any, context: list[int], depth: int, 
                        samples: int, batch: int, verifiers: list[str], temperature: float,
                        draft_temperature: float | None, generator: Any,
                        score_dtype: Any = None, prefilled: Any = None) -> dict[str, Any]:
-    """Each verifier's E[tau + 1] on full rows: mean over `samples` sampled trees, t interval.
+    """Each verifier's E[tau + 1] on full rows: mean over `samples` sampled trees, 95% interval.
 
     Trees are drawn `batch` at a time with max(paths) paths; K uses their first K paths.
     Trees with equal tokens (frequent on peaked rows) are scored once. Returns
-    {"by_paths": {K: {name: t_interval}}, "trees": {...}, "values": {K: {name: list}}}.
+    {"by_paths": {K: {name: betting_interval}}, "trees": {...}, "values": {K: {name: list}}}.
     """
     import torch
 
@@ -183,7 +185,8 @@ def verifier_intervals(target: Any, draft: Any, context: list[int], depth: int, 
         info["seconds"]["score"] += time.perf_counter() - start
         info["samples"] += count
         del trees
-    by_paths = {str(k): {n: t_interval(values[k][n]) for n in verifiers} for k in paths}
+    by_paths = {str(k): {n: betting_interval(values[k][n], 1.0, depth + 1.0) for n in verifiers}
+                for k in paths}
     return {"by_paths": by_paths, "trees": info,
             "values": {str(k): values[k] for k in paths}}
 

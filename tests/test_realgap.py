@@ -12,7 +12,12 @@ import pytest
 import torch
 from speclp.cli import app
 from speclp.lp.instance import dirichlet_instance, from_rows
-from speclp.proofs.intervals import bootstrap_ratio, bootstrap_relative, t_interval
+from speclp.proofs.intervals import (
+    betting_interval,
+    bootstrap_ratio,
+    bootstrap_relative,
+    t_interval,
+)
 from speclp.proofs.realgap import (
     load_jsonl,
     renormalised_gap_record,
@@ -213,6 +218,25 @@ def test_run_realgap_renormalised_is_labelled_and_resumes(tiny_pair, tmp_path):
 
 # ---------------------------------------------------------------------------------------
 # intervals
+
+
+def test_betting_interval_is_valid_where_the_t_interval_collapses():
+    """Values 1 (prob. 1%) or 2: in 64 draws the rare value is missed about half the time and
+    the t interval is then the point 2, excluding the mean 1.99; the betting interval covers."""
+    rng = np.random.default_rng(3)
+    cover_betting = cover_t = 0
+    for _ in range(400):
+        x = np.where(rng.random(64) < 0.01, 1.0, 2.0)
+        b, t = betting_interval(x, 1.0, 2.0), t_interval(x)
+        cover_betting += b["low"] <= 1.99 <= b["high"]
+        cover_t += t["low"] <= 1.99 <= t["high"]
+    assert cover_betting >= 380 and cover_t < 300
+    same = betting_interval(np.full(64, 2.0), 1.0, 2.0)
+    assert same["high"] == 2.0 and 1.85 < same["low"] < 2.0
+    wide = betting_interval(rng.uniform(1, 3, 200), 1.0, 3.0)
+    assert wide["low"] < 2.0 < wide["high"] and wide["high"] - wide["low"] < 0.5
+    with pytest.raises(ValueError, match="outside"):
+        betting_interval([0.5, 1.5], 1.0, 2.0)
 
 
 def test_t_interval_and_bootstrap_cover_known_means():
