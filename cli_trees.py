@@ -192,7 +192,8 @@ def realgap(
                             help="M. full-vocabulary: tokens kept per node in the coarsened upper-bound "
                                  "instance (top-M of p+q; L >= 2). renormalised: comma list, M <= 5."),
     samples: int = typer.Option(128, "--samples", help="Sampled draft trees per context (full-vocabulary)."),
-    batch: int = typer.Option(16, "--batch", help="Trees drawn per model pass (memory)."),
+    batch: int = typer.Option(128, "--batch",
+                              help="Trees drawn per model pass (memory: distinct nodes x V rows)."),
     verifiers: str = typer.Option("", "--verifiers",
                                   help="Comma list (default: every verifier lossless under i.i.d. drafts)."),
     score_dtype: str = typer.Option("fp64", "--score-dtype", help="fp64 or fp32: rows of the scored laws."),
