@@ -253,7 +253,7 @@ def test_cli_plot_bad_input(tmp_path):
 
 def test_bench_results_are_dispatched(tmp_path, monkeypatch):
     """A folder of JSONL bench records goes to the real-model benchmark's plot_bench."""
-    from speclp import cli_models
+    from speclp.cli import models as cli_models
 
     bench = tmp_path / "bench"
     bench.mkdir()

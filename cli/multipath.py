@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from .cli import BadInput, ClaimFailed, app, progress, require_choice, require_min, run, stderr, table
+from . import BadInput, ClaimFailed, app, progress, require_choice, require_min, run, stderr, table
 
 BACKENDS = ("highs", "cvxpy")
 DRAFT_SAMPLING = ("iid", "without-replacement")
@@ -39,8 +39,8 @@ def gap(
     """
 
     def body() -> dict[str, Any]:
-        from .lp.instance import load_instance
-        from .proofs.gap import gap as compute_gap
+        from ..lp.instance import load_instance
+        from ..proofs.gap import gap as compute_gap
 
         require_min("--paths", paths, 1)
         require_choice("--draft-sampling", draft_sampling, DRAFT_SAMPLING)
@@ -136,7 +136,7 @@ def sweep(
     """
 
     def body() -> dict[str, Any]:
-        from .proofs.sweep import (
+        from ..proofs.sweep import (
             FORMATS,
             ResultStore,
             SweepSpec,
@@ -144,7 +144,7 @@ def sweep(
             load_results,
             run_sweep,
         )
-        from .proofs.sweep import summarize as summarise_rows
+        from ..proofs.sweep import summarize as summarise_rows
 
         if fmt not in FORMATS:
             raise BadInput(f"--format: must be one of {', '.join(FORMATS)}, got {fmt!r}")
@@ -218,11 +218,11 @@ def plot(
     """Optimality-gap figures (PNG and PDF) from a sweep, or benchmark figures."""
 
     def body() -> dict[str, Any]:
-        from .proofs.plots import is_bench_results, plot_results
+        from ..proofs.plots import is_bench_results, plot_results
 
         path = Path(results)
         if path.exists() and is_bench_results(path):
-            from . import cli_models
+            from . import models as cli_models
 
             target = Path(out) if out else path.with_name(path.stem + "_figures")
             target.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from .cli import BadInput, ClaimFailed, app, progress, require_choice, require_min, run, table
+from . import BadInput, ClaimFailed, app, progress, require_choice, require_min, run, table
 
 
 @app.command()
@@ -29,8 +29,8 @@ def audit(
     target law over random instances; exit 1 (worst instance saved) when TV > 1e-12."""
 
     def body() -> dict[str, Any]:
-        from .proofs.audit import audit as run_audit
-        from .verifiers.law import get_verifier
+        from ..proofs.audit import audit as run_audit
+        from ..verifiers.law import get_verifier
 
         try:
             spec = get_verifier(verifier)

@@ -7,13 +7,13 @@ from typing import Any
 
 import typer
 
-from .cli import BadInput, ClaimFailed, app, check_app, progress, require_choice, require_min, run, table
+from . import BadInput, ClaimFailed, app, check_app, progress, require_choice, require_min, run, table
 
 BACKENDS = ("highs", "cvxpy")
 
 
 def _load(instance: str | None, builtin: str | None, depth: int | None) -> Any:
-    from .lp.instance import builtin_instance, load_instance
+    from ..lp.instance import builtin_instance, load_instance
 
     if instance and builtin:
         raise BadInput("give either INSTANCE.json or --builtin, not both")
@@ -42,9 +42,9 @@ def solve(
         require_choice("--backend", backend, BACKENDS)
         from fractions import Fraction
 
-        from .lp.builders import full_lp, node_lp
-        from .lp.report import optimum_record
-        from .verifiers.exact import exact_result
+        from ..lp.builders import full_lp, node_lp
+        from ..lp.report import optimum_record
+        from ..verifiers.exact import exact_result
 
         inst = _load(instance, builtin, depth)
         records = {}
@@ -114,8 +114,8 @@ def check_bv_optimal_cmd(
     """Full LP optimum = node LP optimum = exact BV block efficiency, BV lossless."""
 
     def body() -> dict[str, Any]:
-        from .proofs.bv_optimal import check_bv_optimal
-        from .verifiers.law import get_verifier
+        from ..proofs.bv_optimal import check_bv_optimal
+        from ..verifiers.law import get_verifier
 
         require_min("--trials", trials, 1)
         require_min("--vocab", vocab, 2)

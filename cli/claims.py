@@ -11,7 +11,7 @@ from typing import Any
 
 import typer
 
-from .cli import BadInput, ClaimFailed, check_app, progress, require_choice, require_min, run, table
+from . import BadInput, ClaimFailed, check_app, progress, require_choice, require_min, run, table
 
 BACKENDS = ("highs", "cvxpy")
 SAMPLING = ("iid", "without-replacement")
@@ -31,7 +31,7 @@ def _validate(trials: int, vocab: int, depth: int, paths: int, alpha: float, den
     require_choice("--backend", backend, BACKENDS)
     if draft_sampling == "without-replacement" and paths > vocab**depth:
         raise BadInput(f"--paths: cannot draw {paths} distinct paths from {vocab**depth}")
-    from .lp.builders import count_configurations
+    from ..lp.builders import count_configurations
 
     configs = count_configurations(vocab**depth, paths, draft_sampling)
     if configs > 200_000:
@@ -81,7 +81,7 @@ def _check(claim: str, trials: int, vocab: int, depth: int, paths: int, seed: in
            against: str = "class") -> None:
     def body() -> dict[str, Any]:
         _validate(trials, vocab, depth, paths, alpha, denominator, draft_sampling, backend)
-        from .proofs import class_claims
+        from ..proofs import class_claims
 
         bar = lambda it: progress(it, trials, f"{claim} V={vocab} L={depth} K={paths}")  # noqa: E731
         common = dict(seed=seed, alpha=alpha, progress=bar, denominator=denominator or None,

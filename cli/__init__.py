@@ -5,8 +5,9 @@ readable table. Exit 0 on success, 1 when a checked claim fails (the counterexam
 printed and saved), 2 on bad input with a one-line error naming the offending field.
 Long work shows a progress bar on stderr.
 
-Commands live in the cli_*.py modules next to this file; each registers itself on
-`app` (or on the `check` group) when imported below.
+Commands live in the modules of this package, one per command group; each registers
+itself on `app` (or on the `check` group) when imported. COMMANDS below is the map from
+every command to its module (tests/test_cli_core.py checks it against what is registered).
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ def jsonable(value: Any) -> Any:
 def run(body: Callable[[], dict[str, Any]], as_json: bool,
         render: Callable[[dict[str, Any]], None] | None = None) -> None:
     """Run a command body with the CLI contract: output, errors and exit status."""
-    from .lp.instance import InstanceError
+    from ..lp.instance import InstanceError
 
     try:
         result = body()
@@ -131,14 +132,20 @@ def progress(items: Iterable[T], total: int | None, description: str) -> Iterato
             bar.advance(task)
 
 
-COMMAND_MODULES: tuple[str, ...] = (
-    "cli_core",  # solve, check bv-optimal
-    "cli_claims",  # check class-equals-full, check node-form
-    "cli_audit",  # audit
-    "cli_multipath",  # gap, sweep, plot
-    "cli_models",  # bench
-    "cli_trees",  # trees, realgap
-)
+COMMANDS: dict[str, str] = {
+    "solve": "core",
+    "check bv-optimal": "core",
+    "check class-equals-full": "claims",
+    "check node-form": "claims",
+    "audit": "audit",
+    "gap": "multipath",
+    "sweep": "multipath",
+    "plot": "multipath",
+    "bench": "models",
+    "trees": "trees",
+    "realgap": "trees",
+}
+"""Every command (as typed after `speclp`) -> the module of this package that defines it."""
 
-for _module in COMMAND_MODULES:
-    importlib.import_module(f"{__package__}.{_module}")
+for _module in dict.fromkeys(COMMANDS.values()):
+    importlib.import_module(f"{__name__}.{_module}")

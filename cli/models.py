@@ -20,7 +20,7 @@ from typing import Any
 
 import typer
 
-from .cli import BadInput, app, progress, run, stderr, table
+from . import BadInput, app, progress, run, stderr, table
 
 DEFAULT_OUT = Path("benchmarks") / "results" / "bench"  # relative to the working directory
 # Fields that identify a configuration (with the prompt id they identify a record).
@@ -78,7 +78,7 @@ def parse_prompts(spec: str) -> list[dict[str, str]]:
 
 def parse_configs(configs: str | None, verifiers: str, paths: str) -> list[tuple[str, int]]:
     """(verifier, K) pairs: --configs "bv:1,gbv:3" or the product --verifiers x --paths."""
-    from .verifiers.law import verifier_names
+    from ..verifiers.law import verifier_names
 
     known = set(verifier_names(include_broken=True)) | {"autoregressive"}
     try:
@@ -181,13 +181,13 @@ def run_bench(
     """Run (or resume) a sweep; returns {"file", "computed", "reused", "configurations"}."""
     import torch
 
-    from .verifiers.engine import (
+    from ..verifiers.engine import (
         EngineConfig,
         PrefixStore,
         SpeculativeEngine,
         generate_autoregressive,
     )
-    from .verifiers.models import ModelUnavailable, VocabularyMismatch, load_pair, parse_dtype
+    from ..verifiers.models import ModelUnavailable, VocabularyMismatch, load_pair, parse_dtype
 
     prompts = parse_prompts(prompt_spec)
     out.mkdir(parents=True, exist_ok=True)
@@ -294,7 +294,7 @@ def run_bench(
 
 
 def _builtin_pairs() -> set[str]:
-    from .verifiers.models import BUILTIN_PAIRS
+    from ..verifiers.models import BUILTIN_PAIRS
 
     return set(BUILTIN_PAIRS)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from .cli import BadInput, app, progress, run, table
+from . import BadInput, app, progress, run, table
 
 TREES_OUT = Path("benchmarks/results/trees")
 REALGAP_OUT = Path("benchmarks/results/realgap")
@@ -38,8 +38,8 @@ def _load(pair_name: str, prompt_spec: str, draft_temperature: float | None,
     """Prompts (checked first: cheap), then the pair on the CPU/GPU default device."""
     import torch
 
-    from .cli_models import parse_prompts
-    from .verifiers.models import ModelUnavailable, VocabularyMismatch, load_pair
+    from ..verifiers.models import ModelUnavailable, VocabularyMismatch, load_pair
+    from .models import parse_prompts
 
     prompts = parse_prompts(prompt_spec)
     if threads:
@@ -93,8 +93,8 @@ def trees(
     """
 
     def body() -> dict[str, Any]:
-        from .proofs.realgap import load_jsonl
-        from .proofs.trees import (
+        from ..proofs.realgap import load_jsonl
+        from ..proofs.trees import (
             ENGINE_SHAPES,
             RULES,
             node_count,
@@ -199,7 +199,7 @@ def realgap(
     """
 
     def body() -> dict[str, Any]:
-        from .proofs.realgap import load_jsonl, plot_realgap, run_realgap, summarize_realgap
+        from ..proofs.realgap import load_jsonl, plot_realgap, run_realgap, summarize_realgap
 
         widths = _int_list(top, "--top", 2)
         depths = _int_list(depth, "--depth", 1)
