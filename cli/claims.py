@@ -31,7 +31,7 @@ def _validate(trials: int, vocab: int, depth: int, paths: int, alpha: float, den
     require_choice("--backend", backend, BACKENDS)
     if draft_sampling == "without-replacement" and paths > vocab**depth:
         raise BadInput(f"--paths: cannot draw {paths} distinct paths from {vocab**depth}")
-    from ..lp.builders import count_configurations
+    from ..verifiers.drafts import count_configurations
 
     configs = count_configurations(vocab**depth, paths, draft_sampling)
     if configs > 200_000:
@@ -69,8 +69,9 @@ def _render(r: dict[str, Any]) -> None:
             exact = comp["exact_difference"]
             difference += f" (exact {exact})" if len(exact) <= 40 else " (exact)"
         rows.append([key, f"{comp['relation']}  difference {difference}"])
-    if ce.get("class", {}).get("r"):
-        rows.append(["class optimal skewed law r", ", ".join(f"{v:.6g}" for v in ce["class"]["r"])])
+    if ce.get("class", {}).get("leaf_law"):
+        rows.append(["class optimal skewed law r",
+                     ", ".join(f"{float(v):.6g}" for v in ce["class"]["leaf_law"])])
     for bug in r["bugs"]:
         rows.append(["BUG", bug])
     table(f"counterexample to {r['claim']}", ["quantity", "value"], rows)

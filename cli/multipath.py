@@ -10,6 +10,7 @@ import typer
 from . import BadInput, ClaimFailed, app, progress, require_choice, require_min, run, stderr, table
 
 BACKENDS = ("highs", "cvxpy")
+METHODS = ("auto", "colgen", "full")
 DRAFT_SAMPLING = ("iid", "without-replacement")
 
 
@@ -26,8 +27,11 @@ def gap(
     paths: int = typer.Option(2, "--paths", help="Number K of draft paths."),
     draft_sampling: str = typer.Option("iid", "--draft-sampling",
                                        help="iid or without-replacement."),
-    backend: str = typer.Option("highs", "--backend", help="LP backend: highs or cvxpy."),
-    no_class: bool = typer.Option(False, "--no-class", help="Skip the selection-class optimum."),
+    method: str = typer.Option("auto", "--method",
+                               help="Optimum engine: auto (= colgen), colgen or full (the "
+                                    "enumerated LP, small instances only)."),
+    backend: str = typer.Option("highs", "--backend",
+                                help="LP backend of --method full: highs or cvxpy."),
     save_dir: str = typer.Option("counterexamples", "--save-dir",
                                  help="Where a failing instance is saved."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
@@ -45,14 +49,16 @@ def gap(
         require_min("--paths", paths, 1)
         require_choice("--draft-sampling", draft_sampling, DRAFT_SAMPLING)
         require_choice("--backend", backend, BACKENDS)
+        require_choice("--method", method, METHODS)
+        if backend != "highs" and method != "full":
+            raise BadInput("--backend: cvxpy solves the enumerated LP only; add --method full")
         inst = load_instance(instance)
         try:
             result = compute_gap(inst, paths, draft_sampling=draft_sampling, backend=backend,
-                                 class_optimum=not no_class)
+                                 method=method)
         except ValueError as err:
             raise BadInput(f"--paths: {err}") from None
-        for key in ("optimum", "class_optimum"):
-            result[key].pop("exact_value", None)
+        result["optimum"].pop("exact_value", None)
         if result["failures"]:
             saved = inst.save(Path(save_dir) / f"gap-K{paths}-{inst.name}.json")
             result["saved"] = str(saved)
@@ -61,16 +67,11 @@ def gap(
         return result
 
     def render(r: dict[str, Any]) -> None:
-        inst, opt, klass = r["instance"], r["optimum"], r["class_optimum"]
-        rows = [["full LP optimum", f"{opt['value']:.12g}", opt["exact"] or "", "", "",
-                 _label(opt)]]
-        if klass.get("available"):
-            rows.append(["class optimum (select + BV)", f"{klass['value']:.12g}",
-                         klass.get("exact") or "", f"{opt['value'] - klass['value']:.3g}",
-                         f"{klass['value'] / opt['value']:.6f}", _label(klass)])
-        else:
-            rows.append(["class optimum (select + BV)", "", "", "", "",
-                         f"not computed: {klass.get('reason')}"])
+        inst, opt, class_row = r["instance"], r["optimum"], r["class_optimum"]
+        rows = [[f"K-path optimum ({opt['method']})", f"{opt['value']:.12g}", opt["exact"] or "",
+                 "", "", _label(opt)],
+                ["class optimum (select + BV)", f"{class_row['value']:.12g}", class_row["exact"] or "",
+                 "0", "1", "= K-path optimum (theorem; same solve)"]]
         for name, v in r["verifiers"].items():
             rows.append([name, f"{v['block_efficiency']:.12g}", "", f"{v['gap']:.3g}",
                          f"{v['ratio']:.6f}", f"TV {v['tv']:.2g}"])
@@ -116,8 +117,6 @@ def sweep(
     backend: str = typer.Option("highs", "--backend", help="LP backend: highs or cvxpy."),
     no_certify: bool = typer.Option(False, "--no-certify",
                                     help="Skip exact certificates (optima labelled so)."),
-    class_max_paths: int = typer.Option(27, "--class-max-paths",
-                                        help="Class optimum only where V^L <= this (0: never)."),
     max_variables: int = typer.Option(400_000, "--max-variables",
                                       help="Size guard: full LP variables per cell."),
     skip_large: bool = typer.Option(False, "--skip-large",
@@ -160,7 +159,7 @@ def sweep(
                          paths=_ints(paths, "--paths"), alpha=alphas,
                          temperature=_floats(temperature, "--temperature"), trials=trials,
                          seed=seed, draft_sampling=draft_sampling, backend=backend,
-                         certify=not no_certify, class_max_paths=class_max_paths,
+                         certify=not no_certify,
                          max_variables=max_variables)
         try:
             summary = run_sweep(

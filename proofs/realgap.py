@@ -6,8 +6,8 @@ are the top-M tokens of the TARGET row at that node ("per node" selection); both
 restricted to those M tokens and RENORMALISED, which makes a float instance of vocabulary
 M and depth L (a truncation of the real pair, not the pair itself; the kept target mass is
 recorded as `covered_target_root` / `covered_target_mean`). On it:
-    optimum  = optimum_record(full_lp(instance, paths=K))   (HiGHS, exact certificate on the
-               binary values of the float rows; `certified` says whether it was certified)
+    optimum  = speclp.lp.optimum(instance, paths=K)   (column generation, exact certificate
+               on the binary values of the float rows; `certified` says whether it was)
     verifier = exact_result(model, name, paths=K).block_efficiency for every registered
                lossless verifier (exact law, float64)
     gap      = optimum - verifier  (E[tau + 1] units)
@@ -25,9 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from ..lp.builders import full_lp
+from ..lp.engine import optimum
 from ..lp.instance import from_rows
-from ..lp.report import optimum_record
 from ..verifiers.exact import exact_result
 from ..verifiers.law import verifier_names
 from ..verifiers.real_rows import sample_contexts, tree_rows
@@ -60,17 +59,16 @@ def realgap_key(prompt: str, context: int, width: int, depth: int, paths: int) -
 def gap_record(instance: Any, paths: int, verifiers: list[str]) -> dict[str, Any]:
     """LP optimum (certified) and every verifier's exact E[tau + 1] on one instance."""
     start = time.perf_counter()
-    rec = optimum_record(full_lp(instance, paths=paths), rational=False)
+    record = optimum(instance, paths)
     values = {}
     for name in verifiers:
         values[name] = float(exact_result(instance.model(), name, paths=paths).block_efficiency)
-    optimum = float(rec["exact_value"]) if rec["certified"] else rec["value"]
     return {
-        "optimum": optimum,
-        "optimum_certified": bool(rec["certified"]),
-        "certificate": rec["certificate"],
+        "optimum": record.value,
+        "optimum_certified": bool(record.certified),
+        "certificate": record.certificate,
         "verifiers": values,
-        "gaps": {n: optimum - v for n, v in values.items()},
+        "gaps": {n: record.value - v for n, v in values.items()},
         "seconds": round(time.perf_counter() - start, 3),
     }
 

@@ -45,8 +45,9 @@ from typing import Any
 
 import pandas as pd
 
-from ..lp.builders import DRAFT_SAMPLING, count_configurations
+from ..lp.engine import METHODS
 from ..lp.instance import Instance, dirichlet_instance, temperature_instance
+from ..verifiers.drafts import DRAFT_SAMPLING, count_configurations
 from ..verifiers.tree import num_nodes
 
 FAMILIES = ("dirichlet", "temperature")
@@ -56,8 +57,8 @@ MAX_TUPLES = 1_000_000  # ordered draft tuples V^(L K) enumerated per verifier l
 ROW_COLUMNS = (
     "family", "vocab", "depth", "paths", "draft_sampling", "alpha", "temperature", "seed",
     "instance_id", "verifier", "multipath", "block_efficiency", "optimum", "optimum_certified",
-    "optimum_exact", "class_optimum", "class_optimum_certified", "gap", "ratio", "tv",
-    "claim_ok", "failures", "optimum_seconds", "class_seconds", "verifier_seconds", "seconds",
+    "optimum_exact", "optimum_method", "gap", "ratio", "tv",
+    "claim_ok", "failures", "optimum_seconds", "verifier_seconds", "seconds",
     "run_id", "computed_at", "worker",
 )
 
@@ -100,11 +101,9 @@ class Task:
 
 @dataclasses.dataclass
 class SweepSpec:
-    """The grid and the options of every task.
-
-    class_max_paths: the class optimum is computed only where V^L <= class_max_paths
-    (it is NaN elsewhere); class_method is passed to class_lp_optimum.
-    """
+    """The grid and the options of every task (method: the optimum engine, see
+    speclp.lp.engine.optimum; the selection-class optimum equals the optimum by the theorem
+    of speclp.lp.colgen and is not a column of the rows)."""
 
     vocab: list[int]
     depth: list[int]
@@ -116,8 +115,7 @@ class SweepSpec:
     draft_sampling: str = "iid"
     backend: str = "highs"
     certify: bool = True
-    class_max_paths: int = 27
-    class_method: str = "cuts"
+    method: str = "auto"
     verifiers: list[str] | None = None
     max_variables: int = MAX_VARIABLES
     max_tuples: int = MAX_TUPLES
@@ -144,6 +142,10 @@ class SweepSpec:
                              f"got {self.draft_sampling!r}")
         if self.backend not in ("highs", "cvxpy"):
             raise ValueError(f"backend: must be highs or cvxpy, got {self.backend!r}")
+        if self.method not in METHODS:
+            raise ValueError(f"method: must be one of {', '.join(METHODS)}, got {self.method!r}")
+        if self.backend != "highs" and self.method != "full":
+            raise ValueError("backend: cvxpy solves the enumerated LP only (method full)")
 
     def cells(self) -> list[tuple[int, int, int]]:
         return [(v, d, k) for v in self.vocab for d in self.depth for k in self.paths]
@@ -157,12 +159,12 @@ def estimate_cell(vocab: int, depth: int, paths: int, draft_sampling: str = "iid
                   ) -> dict[str, int]:
     """Upper bounds for one cell: full LP variables (every path drafted with q > 0) and the
     ordered draft tuples the exact verifier laws enumerate."""
-    n_paths = vocab**depth
-    configs = (count_configurations(n_paths, paths, draft_sampling)
-               if draft_sampling == "iid" or paths <= n_paths else 0)
+    n_leaves = vocab**depth
+    configs = (count_configurations(n_leaves, paths, draft_sampling)
+               if draft_sampling == "iid" or paths <= n_leaves else 0)
     nodes = num_nodes(vocab, depth)
     variables = configs * min(1 + paths * depth, nodes) * vocab + nodes - 1
-    return {"configurations": configs, "variables": variables, "tuples": n_paths**paths}
+    return {"configurations": configs, "variables": variables, "tuples": n_leaves**paths}
 
 
 def plan(spec: SweepSpec, skip_large: bool = False) -> tuple[list[Task], list[dict[str, Any]]]:
@@ -216,13 +218,11 @@ def run_task(task: Task, spec: SweepSpec, run_id: str) -> dict[str, Any]:
         instance = task.instance()
         result = gap(instance, task.paths, draft_sampling=task.draft_sampling,
                      backend=spec.backend, verifiers=spec.verifiers, certify=spec.certify,
-                     class_optimum=task.vocab**task.depth <= spec.class_max_paths,
-                     class_method=spec.class_method)
+                     method=spec.method)
     except Exception as err:  # recorded, not fatal: the task stays unfinished
         return {"instance_id": task.instance_id, "error": f"{type(err).__name__}: {err}"}
     seconds = time.perf_counter() - start
     optimum = result["optimum"]
-    klass = result["class_optimum"]
     computed_at = datetime.now(UTC).isoformat(timespec="milliseconds")
     worker = f"{socket.gethostname()}:{os.getpid()}"
     failures = result["failures"]
@@ -242,18 +242,16 @@ def run_task(task: Task, spec: SweepSpec, run_id: str) -> dict[str, Any]:
             "optimum": optimum["value"], "optimum_certified": bool(optimum["certified"]),
             "optimum_exact": (str(optimum["exact_value"]) if optimum["exact_value"] is not None
                               else None),
-            "class_optimum": (float(klass["value"]) if klass.get("value") is not None
-                              else math.nan),
-            "class_optimum_certified": bool(klass.get("certified", False)),
+            "optimum_method": optimum["method"],
             "gap": res["gap"], "ratio": res["ratio"], "tv": res["tv"],
             "claim_ok": not mine, "failures": "; ".join(mine),
-            "optimum_seconds": optimum["total_seconds"],
-            "class_seconds": float(klass.get("seconds") or 0.0),
+            "optimum_seconds": optimum["seconds"],
             "verifier_seconds": res["seconds"], "seconds": round(seconds, 6),
             "run_id": run_id, "computed_at": computed_at, "worker": worker,
         })
     return {"instance_id": task.instance_id, "rows": rows,
-            "other_failures": [f for f in failures if f.startswith("class optimum")]}
+            "other_failures": [f for f in failures
+                               if not any(f.startswith(f"{name}:") for name in result["verifiers"])]}
 
 
 # ---------------------------------------------------------------------------

@@ -7,7 +7,8 @@ Conventions (used everywhere in this module, the `trees` command and the noteboo
   walk down while the sampled token is a child in the tree; the first sampled token that
   is not a child (or the bonus token below a leaf) is the correction token. Then
       E[accepted] = sum_{n in T} p(n)        (p(n) = target path probability),
-  and this is the best any valid verifier can do (lp.tree_lp certifies it).
+  and this is the best any valid verifier can do (speclp.lp.optimum(instance, tree_nodes=T)
+  certifies it: the LP of that one tree, lp.full.tree_lp).
 - *Tokens per round* = E[accepted] + 1 (the correction / bonus token): tokens produced
   per verification pass (tree pass) of the target. Rules that need the target row at the
   current context report ``extra_target_rows = 1``: one more target pass per round unless

@@ -6,9 +6,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import torch
+from speclp.lp import optimum
+from speclp.lp.full import check_tree_nodes
 from speclp.lp.instance import dirichlet_instance, from_rows
-from speclp.lp.report import optimum_record
-from speclp.lp.tree_lp import check_tree_nodes, tree_lp
 from speclp.proofs.trees import (
     RULES,
     draft_ranked_tree,
@@ -78,10 +78,10 @@ def test_tree_lp_optimum_is_one_plus_sum_of_target_path_probabilities(seed):
     model = inst.model(exact=True)
     for budget in (1, int(rng.integers(2, num_nodes(vocab, depth)))):
         for tree in (draft_ranked_tree(model, budget), random_prefix_closed(vocab, depth, budget, rng)):
-            rec = optimum_record(tree_lp(inst, tree), rational=True)
-            assert rec["certified"], rec["certificate"]
+            rec = optimum(inst, tree_nodes=tree)
+            assert rec.certified, rec.certificate
             expected = 1 + sum(path_probability(model, node_prefix(int(n), vocab)) for n in tree)
-            assert Fraction(rec["exact"]) == expected
+            assert rec.exact_value == expected and Fraction(rec.exact) == expected
             assert walk_accepted(model, prefixes(tree, vocab)) == expected - 1
 
 
