@@ -10,29 +10,12 @@ THEORY.md section 4. Notation: P = V^L paths in lexicographic order (speclp.veri
 .all_paths), N = (V^(L+1) - 1)/(V - 1) nodes in shortlex order, D = the random set of
 drafted paths (K i.i.d. draws, or K distinct draws without replacement).
 
-Reachable skewed laws: the hitting function
---------------------------------------------
-A selection rule picks one drafted path; its law r on V^L is the *skewed draft law*.
-Let f(S) = P(D intersects S) for a set S of paths (the hitting function of D).
-  * i.i.d. drafting:        f(S) = g(q(S)),  g(s) = 1 - (1 - s)^K.
-  * without replacement:    f(S) = 1 - P(all K distinct draws avoid S)
-                                 = 1 - sum over K-sets D inside S^c of w(D),
-    w(D) = sum over the K! orders of prod_k q(x_k) / (1 - sum_{j<k} q(x_j)).
-    f is NOT a function of q(S) alone (for K = 2 the miss probability is
-    sum_{x in S^c} q(x) (q(S^c) - q(x)) / (1 - q(x))).
-Claim (both schemes): the reachable r are exactly
-    P_K = { r >= 0 : r(all) = 1, r(S) <= f(S) for every S }.
-Proof. Necessity: the selected path lies in D, so r(S) <= P(D meets S) = f(S).
-Sufficiency: f is a coverage function (a mixture over outcomes D of the submodular
-indicators S -> [D meets S]), monotone, f(empty) = 0, f(all) = 1, so P_K is the base
-polytope of the polymatroid f. Its vertices are the greedy vectors
-r(y_i) = f({y_1..y_i}) - f({y_1..y_{i-1}}) of the orders y_1 > y_2 > ..., and the greedy
-vector of an order is exactly the law of "select the highest-ranked drafted path" (that
-path is y_i iff D meets {y_1..y_i} but not {y_1..y_{i-1}}). A point of P_K is a convex
-combination of vertices, i.e. the law of a randomised choice of order. (For i.i.d. this
-is THEORY's r(y) = F(y)^K - F(y^-)^K.) tests/test_class_lp.py checks both
-directions by enumeration. greedy_vertex computes the vertices exactly; the
-column-generation master (speclp.lp.colgen.priority_law) uses the same laws.
+Reachable skewed laws (speclp.lp.hitting)
+------------------------------------------
+A selection rule picks one drafted path; its law r on the leaves is a *skewed draft law*.
+The reachable r form the polytope P_K = { r >= 0 : r(all) = 1, r(S) <= f(S) for every S },
+f(S) = P(the drafted set meets S) (the hitting function); its vertices are the laws of
+"select the highest-ranked drafted path" for the orders of the leaves (greedy_vertex).
 
 Class LP (variables r(x), x in V^L, then beta(z), z of depth 1..L; all >= 0)
 ----------------------------------------------------------------------------
@@ -47,27 +30,8 @@ For a fixed r the best beta is BV's closed form beta(z) = min(r(z), p(t|u) beta(
 (Theorem, speclp.lp.colgen: class optimum = full optimum. The node-level form of
 speclp.lp.node_form is a relaxation of both.)
 
-Separation lemma (i.i.d.; exact, O(n log n))
---------------------------------------------
-Ground set E (paths, or the nodes of one depth), weights q(e) >= 0, any real values
-v(e) (r, or beta), g concave on [0, 1]. F(S) = g(q(S)) - v(S). Then
-    min over all S of F(S)  =  min over the prefixes T_k (k = 0..n) of the order
-        "q(e) = 0 and v(e) > 0 first, then q(e) > 0 by v(e)/q(e) descending, the rest last".
-Proof. Let S* minimise F, s* = q(S*), b >= 0 a supergradient of g at s*
-(g(s) = 1 - (1 - s)^K: b = K (1 - s*)^(K-1)), so g(s) <= g(s*) + b (s - s*) on [0, 1].
-For every T:  F(T) <= F(S*) + [b q(T) - v(T)] - [b q(S*) - v(S*)].
-The modular function T -> b q(T) - v(T) = sum_{e in T} (b q(e) - v(e)) is minimised by
-T_b = {e : v(e) > b q(e)}, so F(T_b) <= F(S*): T_b is a minimiser too. T_b contains
-every e with q(e) = 0 < v(e) (ratio +inf) and, among q(e) > 0, exactly those with
-v(e)/q(e) > b, i.e. whole tie classes from the top: it is a prefix of the order (any
-order consistent with the ratio, ties in any order, includes all such prefixes),
-and it excludes the elements with q(e) = 0 = v(e) or v(e) <= 0 = q(e). QED.
-So the most violated constraint r(S) <= f(S) is found by one sort and a scan of
-cumulative sums, in exact rationals for the final check. The paths with q(x) = 0 get
-r(x) <= f({x}) = 0 (their singleton rows are always in the LP).
-Without replacement f is not a function of q(S); separation there is by enumeration of
-all 2^n subsets (a subset-sum transform of the outcome weights), so it is limited to
-n <= MAX_ENUMERATED_GROUND elements.
+Separation: speclp.lp.hitting (the i.i.d. lemma: the most violated r(S) <= f(S) is a
+prefix of one sort; without replacement, all 2^n subsets are enumerated).
 
 Cutting planes
 --------------
@@ -90,212 +54,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from ..verifiers.drafts import check_draft_sampling, multiset_configurations
 from ..verifiers.tree import TreeModel, depth_offset, node_prefix, num_nodes
 from .certify import fmpq_to_fraction, refine_basis
 from .engine import Optimum
 from .full import as_model
+from .hitting import MAX_ENUMERATED_GROUND, HittingFunction, hitting_function, members_of
 from .instance import Instance
 from .node import node_optimum
-from .program import Block, LinearProgram, ValueTable, exact_fraction
+from .program import Block, LinearProgram, ValueTable
 from .rows import chain_rows, stack
 from .solve import solve
 
-MAX_ENUMERATED_GROUND = 16  # 2^16 - 2 subset rows at most
 AUTO_ENUMERATED_GROUND = 10  # method "auto" enumerates up to here: at 16 paths enumeration
 # took 6-8 s per LP against 0.01-0.4 s for cutting planes, with the same certified optimum
-FLOAT_VIOLATION = 1e-12  # a float cut is added when f(S) - v(S) < -FLOAT_VIOLATION
 METHODS = ("auto", "enumerate", "cuts")
-
-
-# ---------------------------------------------------------------------------
-# hitting functions f(S) = P(D meets S)
-# ---------------------------------------------------------------------------
-
-def g_exact(s: Fraction, paths: int) -> Fraction:
-    """g(s) = 1 - (1 - s)^K in exact rationals."""
-    return 1 - (1 - s) ** paths
-
-
-def g_float(s: np.ndarray | float, paths: int) -> np.ndarray:
-    """g(s) = 1 - (1 - s)^K in float64 without cancellation for small s: -expm1(K log1p(-s))."""
-    s = np.clip(np.asarray(s, dtype=np.float64), 0.0, 1.0)
-    with np.errstate(divide="ignore"):
-        return -np.expm1(paths * np.log1p(-s))
-
-
-@dataclass
-class HittingFunction:
-    """f(S) = P(the random drafted set D meets S) on a ground set of n elements.
-
-    kind "iid": D = K i.i.d. draws from q; f(S) = g(q(S)). q_exact [n] Fractions,
-    q_float [n] float64.
-    kind "outcomes": D takes finitely many values; masks [C] Python ints (bit e = element
-    e in D), weights_exact [C] Fractions, weights_float [C] float64.
-    """
-
-    kind: str
-    size: int
-    paths: int
-    q_exact: np.ndarray
-    q_float: np.ndarray
-    masks: list[int] | None = None
-    weights_exact: np.ndarray | None = None
-    weights_float: np.ndarray | None = None
-    _table_cache: dict[bool, np.ndarray] = field(default_factory=dict, repr=False)
-
-    # ---- single sets ------------------------------------------------------
-    def exact(self, members: Sequence[int]) -> Fraction:
-        """f(S) exactly for S = members (element indices)."""
-        if self.kind == "iid":
-            return g_exact(sum((self.q_exact[e] for e in members), Fraction(0)), self.paths)
-        return self.table(exact=True)[_mask(members)]  # outcomes: n <= MAX_ENUMERATED_GROUND
-
-    # ---- all subsets --------------------------------------------------------
-    def table(self, exact: bool) -> np.ndarray:
-        """[2^n] f(S) for every S, indexed by the bit mask of S (bit e = element e)."""
-        if self.size > MAX_ENUMERATED_GROUND:
-            raise ValueError(f"cannot enumerate the 2^{self.size} subsets of {self.size} elements "
-                             f"(limit {MAX_ENUMERATED_GROUND})")
-        cache = self._table_cache
-        if exact in cache:
-            return cache[exact]
-        if self.kind == "iid":
-            q = self.q_exact if exact else self.q_float
-            sums = np.array([Fraction(0)], dtype=object) if exact else np.zeros(1)
-            for e in range(self.size):  # new half = masks with bit e set
-                sums = np.concatenate([sums, sums + q[e]])
-            if exact:
-                out = np.array([g_exact(s, self.paths) for s in sums], dtype=object)
-            else:
-                out = g_float(sums, self.paths)
-        else:
-            weights = self.weights_exact if exact else self.weights_float
-            miss = np.zeros(2**self.size, dtype=object if exact else np.float64)
-            if exact:
-                miss[:] = Fraction(0)
-            for m, w in zip(self.masks, weights, strict=True):
-                miss[m] = miss[m] + w
-            for e in range(self.size):  # subset-sum (zeta) transform: miss[T] = sum_{D in T} w
-                view = miss.reshape(-1, 2, 2**e)
-                view[:, 1, :] = view[:, 1, :] + view[:, 0, :]
-            total = miss[-1]
-            full = 2**self.size - 1
-            out = total - miss[full ^ np.arange(2**self.size)]
-        cache[exact] = out
-        return out
-
-    # ---- separation ------------------------------------------------------------
-    def slacks(self, values: np.ndarray, exact: bool) -> tuple[list[Any], list[Any]]:
-        """Candidate sets and their slacks F(S) = f(S) - values(S) (values [n]: Fractions when
-        exact, else float64); the minimum over the candidates is the minimum over all S.
-
-        i.i.d.: the n prefixes of the separation-lemma order (a tuple of elements each);
-        outcomes: all 2^n subsets (bit masks; n <= MAX_ENUMERATED_GROUND).
-        """
-        if self.kind == "iid":
-            order = separation_order(values, self.q_exact if exact else self.q_float)
-            sets = [tuple(sorted(int(e) for e in order[: k + 1])) for k in range(len(order))]
-            if exact:
-                scores: list[Any] = []
-                cum_q, cum_v = Fraction(0), Fraction(0)
-                for e in order:
-                    cum_q += self.q_exact[e]
-                    cum_v += values[e]
-                    scores.append(g_exact(cum_q, self.paths) - cum_v)
-                return sets, scores
-            cum_q = np.cumsum(self.q_float[order])
-            cum_v = np.cumsum(np.asarray(values, dtype=np.float64)[order])
-            return sets, list(g_float(cum_q, self.paths) - cum_v)
-        vals = values if exact else np.asarray(values, dtype=np.float64)
-        sums = np.array([Fraction(0)], dtype=object) if exact else np.zeros(1)
-        for e in range(self.size):
-            sums = np.concatenate([sums, sums + vals[e]])
-        return list(range(2**self.size)), list(self.table(exact) - sums)
-
-    def most_violated(self, values: np.ndarray, exact: bool,
-                      limit: int = 1) -> list[tuple[Any, tuple[int, ...]]]:
-        """Up to `limit` pairs (F(S), S), most negative first, with F(S) < 0 (exact) or
-        F(S) < -FLOAT_VIOLATION (float); S as a sorted tuple of elements."""
-        sets, scores = self.slacks(values, exact)
-        threshold = 0 if exact else -FLOAT_VIOLATION
-        found: list[tuple[Any, tuple[int, ...]]] = []
-        for i in sorted(range(len(scores)), key=lambda i: scores[i]):
-            if not scores[i] < threshold or len(found) >= limit:
-                break
-            members = sets[i] if isinstance(sets[i], tuple) else _members(sets[i])
-            found.append((scores[i], members))
-        return found
-
-    def minimum(self, values: np.ndarray, exact: bool) -> tuple[Any, tuple[int, ...]]:
-        """(min over all S of f(S) - values(S), a minimiser); the empty set gives 0."""
-        sets, scores = self.slacks(values, exact)
-        i = min(range(len(scores)), key=lambda i: scores[i])
-        if scores[i] < 0:
-            return scores[i], (sets[i] if isinstance(sets[i], tuple) else _members(sets[i]))
-        return (Fraction(0) if exact else 0.0), ()
-
-
-def separation_order(values: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """[n] the separation-lemma order: q = 0 < v first, then q > 0 by v/q descending
-    (ties by index), then the rest. Exact when values and q are Fractions."""
-    n = len(q)
-    head = [e for e in range(n) if q[e] == 0 and values[e] > 0]
-    middle = sorted((e for e in range(n) if q[e] > 0), key=lambda e: (-(values[e] / q[e]), e))
-    tail = [e for e in range(n) if q[e] == 0 and not values[e] > 0]
-    return np.array(head + middle + tail, dtype=np.int64)
-
-
-def _mask(members: Sequence[int]) -> int:
-    mask = 0
-    for e in members:
-        mask |= 1 << int(e)
-    return mask
-
-
-def _members(mask: int) -> tuple[int, ...]:
-    return tuple(e for e in range(mask.bit_length()) if mask >> e & 1)
-
-
-def _to_exact(values: np.ndarray) -> np.ndarray:
-    return np.array([exact_fraction(v) for v in values], dtype=object)
-
-
-def hitting_function(model: TreeModel, paths: int, draft_sampling: str = "iid",
-                     depth: int | None = None) -> HittingFunction:
-    """f on the nodes of one depth d (default L: the paths) for K drafted paths.
-
-    Element e = node code at depth d (lexicographic); f(S) = P(some drafted path passes
-    through a node of S). model must be exact (Fraction rows; float instances: the exact
-    binary values).
-    """
-    check_draft_sampling(draft_sampling)
-    if paths < 1:
-        raise ValueError(f"paths must be >= 1, got {paths}")
-    vocab, full_depth = model.vocab_size, model.depth
-    d = full_depth if depth is None else depth
-    q_exact = _to_exact(model.draft_path_probabilities(d))
-    q_float = np.array([float(x) for x in q_exact])
-    size = len(q_exact)
-    if draft_sampling == "iid":
-        return HittingFunction("iid", size, paths, q_exact, q_float)
-    if size > MAX_ENUMERATED_GROUND:
-        raise ValueError(
-            f"draft_sampling without-replacement: the hitting function on {size} nodes is "
-            f"separated by enumerating 2^{size} subsets (limit {MAX_ENUMERATED_GROUND}); "
-            "use a smaller vocabulary or depth, or iid drafting")
-    configs = multiset_configurations(model, paths, draft_sampling)
-    shift = vocab ** (full_depth - d)
-    masks = [_mask({int(x) // shift for x in row}) for row in configs.paths]
-    weights = _to_exact(configs.weight)
-    return HittingFunction("outcomes", size, paths, q_exact, q_float, masks, weights,
-                           np.array([float(w) for w in weights]))
 
 
 # ---------------------------------------------------------------------------
@@ -407,7 +184,7 @@ def choose_method(method: str, ground: int) -> str:
 
 def all_subsets(n: int, proper: bool) -> list[tuple[int, ...]]:
     top = 2**n - 1 if proper else 2**n
-    return [_members(m) for m in range(1, top)]
+    return [members_of(m) for m in range(1, top)]
 
 
 def float_cut_confirmed(hitting: HittingFunction, values: np.ndarray,
@@ -542,7 +319,4 @@ def greedy_vertex(hitting: HittingFunction, order: Sequence[int]) -> np.ndarray:
     return r
 
 
-__all__ = [
-    "HittingFunction", "class_lp", "class_lp_optimum", "greedy_vertex", "hitting_function",
-    "separation_order", "solve_with_cuts",
-]
+__all__ = ["class_lp", "class_lp_optimum", "greedy_vertex", "solve_with_cuts"]

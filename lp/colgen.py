@@ -273,27 +273,34 @@ def _float(v: Any) -> float:
     return float(fmpq_to_fraction(v)) if isinstance(v, fmpq) else float(v)
 
 
-def certify_master(master: MasterData, priorities: list[np.ndarray], solution: LPSolution,
-                   max_rounds: int = 6
-                   ) -> tuple[LinearProgram, LPSolution, Certificate, np.ndarray | None]:
-    """Exact certificate of the full K-path LP from a selection master (module docstring).
-
-    1. The master restricted to the priorities basic (or positive) in the float solution
-       is rebuilt with exact data, solved and certified exactly (refine_basis); the
-       dropped convexity row is checked.
-    2. The exact greedy priority of its exact duals theta must have r . theta <= 0
-       (all_configurations_priced).
-    Returns (exact master LP, its solution, certificate, improving priority or None).
-    """
-    start = time.perf_counter()
+def basic_priorities(master: MasterData, priorities: list[np.ndarray],
+                     solution: LPSolution) -> list[np.ndarray]:
+    """The priorities whose lambda column is basic or positive in a float master solution
+    (all of them when the solution carries no basis)."""
     first_lambda = master.num_leaves * (master.model.depth + 1) * master.model.vocab_size + (
         num_nodes(master.model.vocab_size, master.model.depth) - 1)
-    keep = list(range(len(priorities)))
-    if solution.basis is not None:
-        col_status = solution.basis[0]
-        keep = [k for k in keep if col_status[first_lambda + k] == BASIC
-                or solution.x[first_lambda + k] > 0] or keep
-    lp = master_lp(master, [priorities[k] for k in keep], exact=True)
+    if solution.basis is None:
+        return list(priorities)
+    col_status = solution.basis[0]
+    keep = [p for k, p in enumerate(priorities) if col_status[first_lambda + k] == BASIC
+            or solution.x[first_lambda + k] > 0]
+    return keep or list(priorities)
+
+
+def certify_master(master: MasterData, priorities: list[np.ndarray], max_rounds: int = 6
+                   ) -> tuple[LinearProgram, LPSolution, Certificate, np.ndarray | None]:
+    """Exact certificate of the full K-path LP from the master on `priorities`.
+
+    1. The master is built with exact data, solved and certified exactly (refine_basis);
+       the dropped convexity row is checked.
+    2. The exact greedy priority of its exact duals theta must have r . theta <= 0
+       (all_configurations_priced).
+    Returns (exact master LP, its solution, certificate, improving priority or None): when
+    the exact pricing finds a priority with positive reduced cost, the caller adds it to
+    `priorities` and certifies again (solve_colgen).
+    """
+    start = time.perf_counter()
+    lp = master_lp(master, priorities, exact=True)
     master_solution = solve(lp)
     if not master_solution.optimal:
         cert = Certificate(False, None, f"selection master: solver status "
@@ -317,7 +324,7 @@ def certify_master(master: MasterData, priorities: list[np.ndarray], solution: L
                        f"cost {_float(excess):.3g} > 0)")
         cert.seconds = time.perf_counter() - start
         return lp, master_solution, cert, greedy
-    cert.reason = (f"optimal for the full LP: selection master ({len(keep)} priorities) "
+    cert.reason = (f"optimal for the full LP: selection master ({len(priorities)} priorities) "
                    f"certified exactly; every column of the full LP priced exactly (greedy "
                    f"priority reduced cost {_float(excess):.3g} <= 0)")
     cert.seconds = time.perf_counter() - start
@@ -336,8 +343,8 @@ class ColgenResult:
     lp: the final master (exact data when certified); solution: its solution (basis
     included; x exact-valued floats of the certified point when certified); master: the
     MasterData; certificate: from certify_master (certify=True), else None. history: one
-    dict per master solve (columns, value, max reduced cost, seconds). seconds: column
-    generation; certify_seconds: certificate.
+    dict per float master solve (columns, value, max reduced cost, seconds). seconds: the
+    float phase; certify_seconds: the exact phase (exact_rounds exact master solves).
     """
 
     status: str
@@ -351,19 +358,24 @@ class ColgenResult:
     certificate: Certificate | None = None
     certify_seconds: float | None = None
     notes: list[str] = field(default_factory=list)
+    exact_rounds: int = 0
 
 
 def solve_colgen(model_or_instance: TreeModel | Instance, paths: int = 2,
                  draft_sampling: str = "iid", exact: bool = True, tolerance: float = 1e-9,
                  max_iterations: int = 5_000, time_limit: float | None = None,
-                 certify: bool = True) -> ColgenResult:
+                 certify: bool = True, max_exact_rounds: int = 50) -> ColgenResult:
     """Column generation for the K-path full LP (module docstring).
 
     The master starts from the priority "leaves by q, descending" and holds every rho and
     A column; each round prices the float duals (price) and adds the greedy priority while
-    its reduced cost exceeds `tolerance`. With certify=True (and exact=True) the result is
-    certified by certify_master; an improving priority found by the exact pricing is added
-    and the loop resumes.
+    its reduced cost exceeds `tolerance` (float phase: at most max_iterations master solves,
+    time_limit seconds). With certify=True (and exact=True) the exact phase certifies the
+    master on the basic priorities of the float solution (certify_master); an improving
+    priority found by the exact pricing joins them and the exact master is certified again
+    (at most max_exact_rounds times). A float phase stopped by max_iterations is priced
+    exactly once (certified if no priority improves); one stopped by time_limit is not
+    certified.
     """
     start = time.perf_counter()
     master = master_data(model_or_instance, paths, draft_sampling, exact)
@@ -385,48 +397,67 @@ def solve_colgen(model_or_instance: TreeModel | Instance, paths: int = 2,
                   np.zeros(1, dtype=np.int32), nz.astype(np.int32), -law[nz])
         priorities.append(priority)
 
-    while True:
-        while iterations < max_iterations:
-            if time_limit is not None:
-                left = time_limit - (time.perf_counter() - start - certify_seconds)
-                if left <= 0:
-                    status = "time_limit"
-                    break
-                # HiGHS compares time_limit with its run clock, which accumulates over runs
-                h.setOptionValue("time_limit", float(h.getRunTime() + left))
-            t0 = time.perf_counter()
-            h.run()
-            iterations += 1
-            status = status_name(h, h.getModelStatus())
-            if status == "not_set":  # warm start failed: solve cold
-                notes.append(f"iteration {iterations}: warm start failed, solved cold")
-                h.clearSolver()
-                h.run()
-                status = status_name(h, h.getModelStatus())
-            if status != "optimal":
+    while iterations < max_iterations:
+        if time_limit is not None:
+            left = time_limit - (time.perf_counter() - start)
+            if left <= 0:
+                status = "time_limit"
                 break
-            value = float(h.getInfo().objective_function_value)
-            duals = np.asarray(h.getSolution().row_dual, dtype=np.float64)
-            priority, law, reduced = price(master, duals)
-            history.append({"iteration": iterations, "columns": len(priorities), "value": value,
-                            "max_reduced_cost": reduced, "seconds": time.perf_counter() - t0})
-            if reduced <= tolerance:
-                break
-            add_priority(priority, law)
-        lp = master_lp(master, priorities)
-        solution = highs_solution(h, lp, status, time.perf_counter() - start, list(notes))
-        if status != "optimal" or not certify or not master.exact:
-            break
+            # HiGHS compares time_limit with its run clock, which accumulates over runs
+            h.setOptionValue("time_limit", float(h.getRunTime() + left))
         t0 = time.perf_counter()
-        lp, solution, certificate, missed = certify_master(master, priorities, solution)
-        certify_seconds += time.perf_counter() - t0
-        if certificate.certified or missed is None or iterations >= max_iterations:
+        h.run()
+        iterations += 1
+        status = status_name(h, h.getModelStatus())
+        if status == "not_set":  # warm start failed: solve cold
+            notes.append(f"iteration {iterations}: warm start failed, solved cold")
+            h.clearSolver()
+            h.run()
+            status = status_name(h, h.getModelStatus())
+        if status != "optimal":
             break
-        notes.append("exact pricing found an improving priority the float pricing missed")
-        add_priority(missed, priority_law(master, missed))
-    seconds = time.perf_counter() - start - certify_seconds
+        value = float(h.getInfo().objective_function_value)
+        duals = np.asarray(h.getSolution().row_dual, dtype=np.float64)
+        priority, law, reduced = price(master, duals)
+        history.append({"iteration": iterations, "columns": len(priorities), "value": value,
+                        "max_reduced_cost": reduced, "seconds": time.perf_counter() - t0})
+        if reduced <= tolerance:
+            break
+        add_priority(priority, law)
+    if status == "optimal" and history and history[-1]["max_reduced_cost"] > tolerance:
+        status = "iteration_limit"  # stopped by max_iterations with an improving priority
+    lp = master_lp(master, priorities)
+    solution = highs_solution(h, lp, status, time.perf_counter() - start, list(notes))
+    seconds = time.perf_counter() - start
+    exact_rounds = 0
+    if status in ("optimal", "iteration_limit") and certify and master.exact \
+            and solution.basis is not None:
+        # exact phase: certify the master on the float solution's basic priorities; an
+        # improving priority found by the exact pricing joins that set and the exact master
+        # is solved again (the float duals of a degenerate master need not be the exact ones)
+        t0 = time.perf_counter()
+        chosen = basic_priorities(master, priorities, solution)
+        while True:
+            exact_rounds += 1
+            lp_exact, solution_exact, certificate, missed = certify_master(master, chosen)
+            if (certificate.certified or missed is None or exact_rounds >= max_exact_rounds
+                    or status != "optimal"):  # a stopped float phase is priced once
+                break
+            if any(np.array_equal(missed, p) for p in chosen):
+                certificate.reason += " (the improving priority is already in the master)"
+                break
+            chosen.append(missed)
+        if exact_rounds > 1:
+            notes.append(f"exact pricing added {exact_rounds - 1} priorities the float pricing "
+                         "did not need")
+        if certificate.certified or status == "optimal":
+            lp, solution = lp_exact, solution_exact
+        certify_seconds = time.perf_counter() - t0
+        if certificate.certified:
+            status = "optimal"
+            value = float(certificate.value)
     return ColgenResult(status, value, lp, solution, master, iterations, seconds, history,
-                        certificate, certify_seconds if certify else None, notes)
+                        certificate, certify_seconds if certify else None, notes, exact_rounds)
 
 
 # ---------------------------------------------------------------------------

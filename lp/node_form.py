@@ -4,7 +4,7 @@ Variables beta(z) >= 0 for the nodes z of depth 1..L only:
     maximise 1 + sum beta,  chain rows beta(u t) - p(t|u) beta(u) <= 0 (speclp.lp.rows),
     beta(S) <= f(cyl(S))  for every set S of nodes of one depth d,
 where cyl(S) is the set of leaves through S and f the hitting function of the drafted set
-(speclp.lp.class_lp; i.i.d.: f(cyl(S)) = 1 - (1 - q(S))^K, q(S) the total draft
+(speclp.lp.hitting; i.i.d.: f(cyl(S)) = 1 - (1 - q(S))^K, q(S) the total draft
 probability of the nodes). It is a relaxation of the class LP (beta(S) <= r(cyl(S)) <=
 f(cyl(S))) and of the full LP (the output's depth-d prefix, when it exists, is a drafted
 node, so sum_{z in S} A(z) <= P(D meets cyl(S))). Hence
@@ -23,16 +23,15 @@ import numpy as np
 
 from ..verifiers.tree import TreeModel, depth_offset, node_prefix, num_nodes
 from .class_lp import (
-    HittingFunction,
     all_subsets,
     choose_method,
     finish_lp,
     float_cut_confirmed,
-    hitting_function,
     model_of,
     solve_with_cuts,
 )
 from .engine import Optimum
+from .hitting import HittingFunction, hitting_function
 from .instance import Instance
 from .program import Block, LinearProgram, ValueTable
 from .rows import chain_rows

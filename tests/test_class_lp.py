@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from speclp.cli import app
 from speclp.lp import optimum
-from speclp.lp.class_lp import HittingFunction, class_lp_optimum, greedy_vertex, hitting_function
+from speclp.lp.class_lp import class_lp_optimum, greedy_vertex
+from speclp.lp.hitting import HittingFunction, hitting_function
 from speclp.lp.instance import bv_toy, dirichlet_instance, from_rows, ties_instance
 from speclp.lp.node_form import node_form_optimum
 from speclp.proofs import class_claims

@@ -126,7 +126,8 @@ def ordered_probability(q_columns: list[Any], draft_sampling: str) -> Any:
     return probability
 
 
-def _need_enough(positive: int, paths: int, draft_sampling: str) -> None:
+def check_enough_paths(positive: int, paths: int, draft_sampling: str) -> None:
+    """ValueError unless K = paths >= 1 drafts can be drawn from `positive` leaves."""
     if paths < 1:
         raise ValueError(f"paths must be >= 1, got {paths}")
     if draft_sampling == "without-replacement" and paths > positive:
@@ -139,7 +140,7 @@ def ordered_configurations(model: TreeModel, paths: int,
     """Every ordered K-tuple of drafted paths (leaves with q > 0) with its probability."""
     check_draft_sampling(draft_sampling)
     q, positive = positive_leaves(model)
-    _need_enough(len(positive), paths, draft_sampling)
+    check_enough_paths(len(positive), paths, draft_sampling)
     grid = np.stack(np.meshgrid(*[positive] * paths, indexing="ij"), -1).reshape(-1, paths)
     if draft_sampling == "without-replacement":
         distinct = np.ones(len(grid), dtype=bool)
@@ -151,13 +152,18 @@ def ordered_configurations(model: TreeModel, paths: int,
                           draft_sampling, ordered=True)
 
 
-def multiset_configurations(model: TreeModel, paths: int,
-                            draft_sampling: str = "iid") -> Configurations:
-    """Every multiset (iid) or set (without replacement) of K drafted paths, with its weight
-    (the total probability of its orderings)."""
+def unordered_configurations(q: np.ndarray, paths: int, draft_sampling: str = "iid"
+                             ) -> tuple[np.ndarray, np.ndarray]:
+    """Every multiset (iid) or set (without replacement) of K draws from the law q [n] (only
+    the elements with q > 0), with its weight (the total probability of its orderings).
+
+    Returns (sets [C, K] sorted element indices, weight [C]; float64 or exact like q).
+    """
     check_draft_sampling(draft_sampling)
-    q, positive = positive_leaves(model)
-    _need_enough(len(positive), paths, draft_sampling)
+    q = np.asarray(q)
+    positive = np.nonzero(np.array([x != 0 for x in q], dtype=bool) if q.dtype == object
+                          else q > 0)[0]
+    check_enough_paths(len(positive), paths, draft_sampling)
     strict = draft_sampling == "without-replacement"
     combos = positive[sorted_tuples(len(positive), paths, strict)]  # [C, K]
     columns = [q[combos[:, k]] for k in range(paths)]
@@ -176,5 +182,14 @@ def multiset_configurations(model: TreeModel, paths: int,
         for order in itertools.permutations(range(paths)):
             term = ordered_probability([columns[k] for k in order], draft_sampling)
             weight = term if weight is None else weight + term
+    return combos, weight
+
+
+def multiset_configurations(model: TreeModel, paths: int,
+                            draft_sampling: str = "iid") -> Configurations:
+    """Every multiset (iid) or set (without replacement) of K drafted paths, with its weight
+    (the total probability of its orderings)."""
+    combos, weight = unordered_configurations(model.draft_path_probabilities(), paths,
+                                              draft_sampling)
     return Configurations(combos, weight, all_paths(model.vocab_size, model.depth),
                           draft_sampling, ordered=False)
