@@ -10,7 +10,12 @@ own LP. Methods:
     "full"    the enumerated full LP (speclp.lp.full.full_lp) solved by HiGHS (or cvxpy) and
               certified from its basis (speclp.lp.certify). The test oracle: exponentially
               many configurations, small instances only.
-    "auto"    "colgen" (the default for every K and every caller).
+    "closed-form"  depth L = 1 with i.i.d. drafts: alpha* = min over the V + 1 threshold
+              sets H of p(H) + 1 - Q(H) (speclp.lp.closed_form), evaluated in exact
+              rationals; O(V log V) at any vocabulary. The optimal H is in
+              details["threshold_set"].
+    "auto"    "closed-form" where it applies (L = 1, i.i.d.), else "colgen": the default
+              for every K and every caller.
 With tree_nodes (a fixed, deterministic draft tree) the optimum is that of the tree's LP
 (speclp.lp.full.tree_lp; method "tree").
 
@@ -29,12 +34,14 @@ The record (Optimum)
                      labelled NOT certified wherever it is shown)
     certificate      text: what was checked, or why it failed
     status           solver status ("optimal", "time_limit", ...)
-    method           "colgen" | "full" | "tree" | "lp" | a cutting-plane label
+    method           "colgen" | "full" | "closed-form" | "tree" | "lp" | a cutting-plane
+                     label
     seconds          wall time of the whole computation (solve + certificate)
     solve_seconds    the solver part;  certify_seconds: the certificate part (None: none)
     size             dict: what was solved (variables, rows, configurations, ...)
     notes            list of strings: every retry, refinement, restriction worth knowing
-    mixture          colgen only, else None: the optimal selection mixture
+    mixture          colgen only, else None (the closed form gives details["threshold_set"]
+                     instead): the optimal selection mixture
                      (speclp.lp.colgen.SelectionMixture): the priorities with positive
                      weight, their weights lambda and the optimal skewed law r on the
                      leaves, exact Fractions when certified. "Draw a priority with
@@ -56,6 +63,7 @@ import numpy as np
 from ..verifiers.drafts import check_draft_sampling
 from ..verifiers.tree import TreeModel
 from .certify import refine_basis
+from .closed_form import one_step_optimum
 from .colgen import SelectionMixture, selection_mixture, solve_colgen
 from .full import full_lp, tree_lp
 from .instance import Instance
@@ -63,7 +71,7 @@ from .node import node_optimum
 from .program import LinearProgram
 from .solve import solve
 
-METHODS = ("auto", "colgen", "full")
+METHODS = ("auto", "colgen", "full", "closed-form")
 BACKENDS = ("highs", "cvxpy")
 
 
@@ -200,10 +208,37 @@ def optimum(instance: Instance | TreeModel, paths: int = 1, draft_sampling: str 
     if method == "full":
         lp = full_lp(model, paths=paths, draft_sampling=draft_sampling, exact=certify)
         return program_optimum(lp, backend, certify, rational, method="full")
+    one_step = model.depth == 1 and draft_sampling == "iid"
+    if method == "closed-form" or (method == "auto" and one_step):
+        if not one_step:
+            raise ValueError("method: the closed form applies at depth 1 with iid drafts only")
+        return _closed_form_optimum(model, paths, certify, rational)
     if backend != "highs":
         raise ValueError("backend: column generation runs on HiGHS only; use method 'full' "
                          "for cvxpy")
     return _colgen_optimum(model, paths, draft_sampling, certify, rational, time_limit)
+
+
+def _closed_form_optimum(model: TreeModel, paths: int, exact: bool,
+                         rational: bool) -> Optimum:
+    start = time.perf_counter()
+    result = one_step_optimum(model.target[0], model.draft[0], paths)
+    members = sorted(int(t) for t in result.threshold_set(0))
+    value = result.value[0]
+    record = Optimum(
+        value=float(value), exact_value=Fraction(value) if exact else None, certified=exact,
+        certificate=(
+            f"exact closed form (L = 1, iid): min over the {model.vocab_size + 1} threshold sets "
+            f"of p(H) + 1 - Q(H), attained at H of {len(members)} tokens; the bound holds for "
+            "every H (weak duality), the minimum is attained (max-flow/min-cut, Hu et al. 2025; "
+            "checked against the certified LP in tests/test_closed_form.py)")
+        if exact else "not requested",
+        status="optimal", method="closed-form", rational=rational, seconds=0.0,
+        solve_seconds=None, size={"vocabulary": model.vocab_size, "threshold_sets":
+                                  model.vocab_size + 1},
+        details={"threshold_set": members})
+    record.seconds = time.perf_counter() - start
+    return record
 
 
 def _colgen_optimum(model: TreeModel, paths: int, draft_sampling: str, certify: bool,

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from speclp.lp import Optimum, optimum
-from speclp.lp.class_lp import hitting_function
+from speclp.lp.hitting import hitting_function
 from speclp.lp.instance import bv_toy, dirichlet_instance, from_rows
 from speclp.lp.node import node_optimum
 from speclp.verifiers.drafts import ordered_configurations
@@ -42,12 +42,15 @@ def test_colgen_equals_full_lp_exactly(case):
     if draft_sampling == "without-replacement":
         positive = sum(1 for x in inst.model(exact=True).draft_path_probabilities() if x != 0)
         paths = min(paths, positive)
-    engine = optimum(inst, paths, draft_sampling)
+    engine = optimum(inst, paths, draft_sampling, method="colgen")
     full = optimum(inst, paths, draft_sampling, method="full")
+    default = optimum(inst, paths, draft_sampling)  # closed form at L = 1 with iid drafts
     assert engine.method == "colgen" and full.method == "full"
+    assert default.method == ("closed-form" if depth == 1 and draft_sampling == "iid"
+                              else "colgen")
     assert engine.certified, engine.certificate
     assert full.certified, full.certificate
-    assert engine.exact_value == full.exact_value  # exact rationals, no tolerance
+    assert engine.exact_value == full.exact_value == default.exact_value  # exact, no tolerance
     assert engine.exact == str(engine.exact_value) and engine.value == float(engine.exact_value)
 
 
@@ -120,7 +123,18 @@ def test_record_json_and_bad_arguments():
 
 
 def test_importing_the_lp_package_does_not_import_torch():
-    code = ("import sys, speclp.lp, speclp.lp.class_lp, speclp.lp.node_form; "
+    code = ("import sys, speclp.lp, speclp.lp.class_lp, speclp.lp.node_form, speclp.lp.closed_form; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_exact_pricing_adds_what_the_degenerate_float_master_did_not_need():
+    """Regression: the float duals of a degenerate master priced every priority at 0 while
+    the exact master's duals (another optimal dual) had an improving priority; the exact
+    phase adds it and certifies (before: an endless float/exact loop)."""
+    inst = dirichlet_instance(2, 2, alpha=0.3, seed=12345, denominator=24)
+    record = optimum(inst, 2, "without-replacement", method="colgen")
+    assert record.certified, record.certificate
+    assert record.exact_value == optimum(inst, 2, "without-replacement", method="full").exact_value
+    assert any("exact pricing added" in note for note in record.notes)
