@@ -1,10 +1,12 @@
 """Exact enumeration: every draft configuration of a small instance as one batch.
 
-A draft configuration is an ordered K-tuple of length-L paths with its probability
-(speclp.verifiers.drafts, the one enumerator: prod_k q(x_k) for i.i.d. drafting,
-prod_k q(x_k) / (1 - sum_{j<k} q(x_j)) without replacement). Ordered tuples (not
-multisets) are enumerated because several verifiers read the paths in order (SpecInfer,
-"BV on the first path").
+A draft configuration is a K-tuple of length-L paths with its weight (speclp.verifiers
+.drafts, the one enumerator: prod_k q(x_k) for an ordered i.i.d. tuple, prod_k q(x_k) /
+(1 - sum_{j<k} q(x_j)) without replacement; a multiset carries the total weight of its
+orderings). Ordered tuples are enumerated for the verifiers that read the paths in order
+(SpecInfer, SpecTr, ...); verifiers that declare order_invariant (GBV) run on the multisets
+(45,760 instead of 262,144 at V = 4, L = 3, K = 3), and single-path verifiers (BV, token)
+at K = 1: both give the same exact law, with far fewer configurations.
 
 The output law of a verifier is aggregated by node:
     emit[u, t] = P(output node = u, Y = t)           [N, V], u of depth 0..L
@@ -22,8 +24,15 @@ import numpy as np
 import torch
 
 from . import ops
-from .drafts import DRAFT_SAMPLING, Configurations, ordered_configurations
-from .law import BlockLaw, DraftTree, block_law
+from .drafts import (
+    DRAFT_SAMPLING,
+    Configurations,
+    check_enough_paths,
+    multiset_configurations,
+    ordered_configurations,
+    positive_leaves,
+)
+from .law import BlockLaw, DraftTree, block_law, get_verifier
 from .tree import TreeModel, depth_offset, node_depths, num_nodes, prefix_node_indices
 
 __all__ = ["DRAFT_SAMPLING", "Configurations", "ExactResult", "configurations", "exact_result"]
@@ -57,7 +66,8 @@ class ExactResult:
     emit: np.ndarray  # [N, V] P(output node = u, Y = t), float64 or exact
     block_efficiency: Any  # E[tau + 1]
     total_variation: float  # TV(output continued by target sampling, target law) at depth L+1
-    configurations: int
+    configurations: int  # configurations enumerated
+    enumeration: str = "ordered"  # "ordered", "multisets" or "single path"
 
 
 def aggregate(model: TreeModel, configs: Configurations, law: BlockLaw) -> np.ndarray:
@@ -108,19 +118,47 @@ def total_variation(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(diff).sum() / 2)
 
 
+ENUMERATIONS = ("auto", "ordered")
+
+
+def enumerated_configurations(model: TreeModel, verifier: str, paths: int,
+                              draft_sampling: str = "iid",
+                              enumeration: str = "auto") -> tuple[Configurations, str]:
+    """The draft configurations an exact law needs, and which ones ("ordered", "multisets"
+    or "single path").
+
+    enumeration "auto": a single-path verifier (it reads path 0, whose law is q under both
+    draft laws) at K = 1; an order-invariant one (VerifierSpec.order_invariant) on the
+    multisets with their weights; any other on the ordered K-tuples. "ordered": always the
+    ordered K-tuples (the reference the tests compare with).
+    """
+    if enumeration not in ENUMERATIONS:
+        raise ValueError(f"enumeration must be one of {ENUMERATIONS}, got {enumeration!r}")
+    spec = get_verifier(verifier)
+    ordered = ordered_configurations if enumeration == "ordered" else None
+    if ordered is None and not spec.multipath:
+        check_enough_paths(len(positive_leaves(model)[1]), paths, draft_sampling)
+        return ordered_configurations(model, 1, draft_sampling), "single path"
+    if ordered is None and spec.order_invariant:
+        return multiset_configurations(model, paths, draft_sampling), "multisets"
+    return ordered_configurations(model, paths, draft_sampling), "ordered"
+
+
 def exact_result(model: TreeModel, verifier: str, paths: int = 1, draft_sampling: str = "iid",
-                 chunk: int = 1 << 16) -> ExactResult:
+                 chunk: int = 1 << 16, enumeration: str = "auto") -> ExactResult:
     """Exact law, block efficiency and losslessness of a registered verifier on an instance.
 
-    Float instances run through torch in float64 on the CPU in chunks of `chunk`
-    configurations; exact instances run on numpy object arrays.
+    The configurations are those of enumerated_configurations (multisets or K = 1 where
+    that keeps the law exact). Float instances run through torch in float64 on the CPU in
+    chunks of `chunk` configurations; exact instances run on numpy object arrays.
     """
-    configs = configurations(model, paths, draft_sampling)
-    if len(configs.probability) == 0:
+    configs, kind = enumerated_configurations(model, verifier, paths, draft_sampling,
+                                              enumeration)
+    if len(configs) == 0:
         raise ValueError(f"no draft configuration of {paths} path(s) ({draft_sampling}) has "
                          "positive probability")
     emit = None
-    total = len(configs.probability)
+    total = len(configs)
     for start in range(0, total, chunk):
         part = configs.part(start, start + chunk)
         law = block_law(verifier, draft_tree(model, part.tokens))
@@ -128,4 +166,4 @@ def exact_result(model: TreeModel, verifier: str, paths: int = 1, draft_sampling
         emit = piece if emit is None else emit + piece
     target = model.target_path_probabilities(model.depth + 1)
     tv = total_variation(continued_law(model, emit), target)
-    return ExactResult(emit, block_efficiency_from_emit(model, emit), tv, total)
+    return ExactResult(emit, block_efficiency_from_emit(model, emit), tv, total, kind)
