@@ -35,7 +35,8 @@ from ..verifiers.exact import exact_result
 from ..verifiers.law import get_verifier, verifier_names
 
 DEFAULT_VERIFIERS: tuple[str, ...] = (
-    "token", "bv", "gbv", "specinfer", "spectr", "nss", "naive_tree", "traversal",
+    "token", "bv", "gbv", "gbv_clipped", "specinfer", "rrsw", "naive_tree", "khisti", "spectr",
+    "spectr_gbv", "nss", "traversal",
 )
 SELECTION_CLASS_VERIFIERS = ("bv", "gbv")  # members of the "select, then BV" class
 BACKENDS = ("highs", "cvxpy")

@@ -277,8 +277,9 @@ def test_engine_reuse_counts_corrections_that_are_drafted_children(tmp_path):
     result = engine.generate([[1, 2, 3]], generator=torch.Generator().manual_seed(0))
     hits, total = step_reuse(result.steps)
     assert hits == 0 and total == len(result.steps) > 0
-    # NSS ignores the drafts: its correction token is often a drafted child
-    engine = SpeculativeEngine(pair, verifier="nss",
+    # token-level verification of path 0 ignores the other paths: its correction token is
+    # often a drafted child of another path
+    engine = SpeculativeEngine(pair, verifier="token",
                                config=EngineConfig(paths=4, depth=2, max_new_tokens=12,
                                                    record_steps=True, eos_token_ids=()))
     result = engine.generate([[1, 2, 3]], generator=torch.Generator().manual_seed(0))

@@ -29,8 +29,10 @@ length a (the root when nothing was accepted), Y ∝ P(z t) (1 - rho(z t)^K) (th
 The paper claims this attains the optimal expected acceptance length under i.i.d.
 drafting, E[tau] = sum_{t=1..L} sum_{|z|=t} psi(z) (`claimed_expected_accepted`). Both the
 losslessness and that value are checked by this toolkit, not assumed: the audit and the
-gap command report what they find (README findings). Registered with lossless=False
-because the audit finds it lossy (tests/test_baselines.py shows the smallest instance).
+gap command report what they find (README findings). Registered with lossless=False and
+no draft law it is lossless under (draft_sampling=()), because the exact law is lossy,
+already with K = 1 at L = 2 and with K = 2 at L = 1 (tests/test_baselines.py): `gap`
+reports it without holding it to the claims, and `audit` fails it.
 
 Shapes: tokens [B, K, L], target rows [B, K, L+1, V], draft rows [B, K, L, V];
 law.stop [B, K, L+1], law.correction [B, K, L+1, V].
@@ -161,6 +163,6 @@ def claimed_expected_accepted(target_nodes: np.ndarray, draft_nodes: np.ndarray,
 
 @register("spectr_gbv", "SpecTr-GBV (Lin et al. 2026) as released: multi-draft greedy block "
           "verification with path-probability tests (LOSSY by the audit)", multipath=True,
-          lossless=False, draft_sampling=("iid",))
+          lossless=False, draft_sampling=())
 def spectr_gbv(tree: DraftTree) -> BlockLaw:
     return spectr_gbv_law(tree)
