@@ -72,7 +72,7 @@ def gap(
             rows.append(["class optimum (select + BV)", "", "", "", "",
                          f"not computed: {klass.get('reason')}"])
         for name, v in r["verifiers"].items():
-            rows.append([name, f"{v['block_efficiency']:.12g}", "", f"{v['gap']:.3g}",
+            rows.append([name, f"{v['block_efficiency']:.12g}", v.get("exact") or "", f"{v['gap']:.3g}",
                          f"{v['ratio']:.6f}", f"TV {v['tv']:.2g}"])
         title = (f"{inst['name']}  V={inst['vocab_size']} L={inst['depth']} K={r['paths']} "
                  f"({r['draft_sampling']})  E[tau + 1]")

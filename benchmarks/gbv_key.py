@@ -17,7 +17,6 @@ import json
 import time
 
 import numpy as np
-
 from speclp.lp.instance import dirichlet_instance
 from speclp.verifiers.exact import exact_result
 

@@ -40,7 +40,8 @@ def _gbv(target: np.ndarray, draft: np.ndarray, paths: np.ndarray, rng: np.rando
         p, q = target[chosen, i], draft[chosen, i]
         ratio = np.where(q > 0, np.minimum(1.0, p / np.where(q > 0, q, 1.0)), 0.0)
 
-        def below(x: int) -> float:  # q-mass of the tokens whose (ratio, id) key is lower
+        def below(x: int, q: np.ndarray = q, ratio: np.ndarray = ratio) -> float:
+            """q-mass of the tokens whose (ratio, token id) key is lower than x's."""
             return float(sum(q[t] for t in range(vocab) if (ratio[t], t) < (ratio[x], x)))
 
         if first_child_on_ties:

@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 import torch
-
 from speclp.verifiers.law import DraftTree, block_law, get_verifier, sample_block
 
 

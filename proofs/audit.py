@@ -303,7 +303,8 @@ def audit_sampler_instance(sampler: Callable[..., Any], instance: Instance, path
     position = np.arange(depth)[None, None, :]
     prefix_ok = np.zeros(runs, dtype=bool)
     for k in range(paths):
-        equal = (blocks[:, None, :depth] == tokens[:, k : k + 1, :]) | (position >= lengths[:, None, None] - 1)
+        equal = ((blocks[:, None, :depth] == tokens[:, k : k + 1, :])
+                 | (position >= lengths[:, None, None] - 1))
         prefix_ok |= equal.all(-1)[:, 0]
     malformed = ~(in_range & prefix_ok)
     # law of the first two tokens, continued by target sampling
@@ -330,8 +331,8 @@ def audit_sampler_instance(sampler: Callable[..., Any], instance: Instance, path
     be = float(lengths.mean())
     z = float(stats.norm.isf(delta / 2))
     be_margin = z * float(lengths.std(ddof=1)) / np.sqrt(runs) if runs > 1 else float("inf")
-    record = optimum_record(full_lp(instance, paths=paths, draft_sampling=draft_sampling, exact=True),
-                            want_certificate=True, rational=instance.rational)
+    lp = full_lp(instance, paths=paths, draft_sampling=draft_sampling, exact=True)
+    record = optimum_record(lp, want_certificate=True, rational=instance.rational)
     optimum = float(record["exact_value"]) if record["exact_value"] is not None else record["value"]
     tolerance = 1e-9 if record["certified"] else 1e-7
     return {
@@ -339,7 +340,8 @@ def audit_sampler_instance(sampler: Callable[..., Any], instance: Instance, path
         "runs": runs,
         "malformed": int(malformed.sum()),
         "example_malformed": (None if not malformed.any() else
-                              {"paths": tokens[malformed][0].tolist(), "block": blocks[malformed][0].tolist()}),
+                              {"paths": tokens[malformed][0].tolist(),
+                               "block": blocks[malformed][0].tolist()}),
         "p_value": p_value,
         "chi_square": statistic,
         "df": df,

@@ -43,6 +43,8 @@ BACKENDS = ("highs", "cvxpy")
 CERTIFIED_TOLERANCE = 1e-9
 UNCERTIFIED_TOLERANCE = 1e-7
 TV_TOLERANCE = 1e-12
+EXACT_CONFIGURATIONS = 5_000  # rational instances up to this many ordered draft tuples also
+# get every verifier's block efficiency in exact rationals ("exact")
 
 
 def available_verifiers(requested: tuple[str, ...] | list[str] | None = None
@@ -89,7 +91,9 @@ def gap(instance: Instance, paths: int, draft_sampling: str = "iid", backend: st
         optimum        optimum_record of the full K-path LP (value, exact, exact_value,
                        certified, certificate, status, seconds, size, ...)
         class_optimum  class_optimum_record(...) or {"available": False, "reason": ...}
-        verifiers      {name: {block_efficiency, gap, ratio, tv, seconds, multipath}}
+        verifiers      {name: {block_efficiency, exact (fraction string on rational instances
+                       of at most EXACT_CONFIGURATIONS ordered draft tuples, else None), gap,
+                       ratio, tv, lossless_claimed, seconds}}
         missing        requested verifiers that are not registered
         tolerance      the tolerance used for BE <= optimum
         failures       list of violated claims (empty when every claim holds)
@@ -133,8 +137,13 @@ def gap(instance: Instance, paths: int, draft_sampling: str = "iid", backend: st
         # drafting without replacement (where it is lossy: GBV, SpecTr, SpecInfer); a
         # deliberately broken verifier requested by name is held to them (and fails)
         claimed = draft_sampling in spec.draft_sampling
+        exact_be = None
+        if instance.rational and (instance.vocab_size ** instance.depth) ** paths <= EXACT_CONFIGURATIONS:
+            exact_be = str(exact_result(instance.model(exact=True), name, paths=paths,
+                                        draft_sampling=draft_sampling).block_efficiency)
         results[name] = {
             "block_efficiency": be,
+            "exact": exact_be,
             "gap": value - be,
             "ratio": be / value,
             "tv": float(law.total_variation),

@@ -107,7 +107,7 @@ def _normalised(row: list[Fraction]) -> list[Fraction]:
 
 
 def _residual(p: list[Fraction], q: list[Fraction]) -> list[Fraction]:
-    return _normalised([max(a - b, Fraction(0)) for a, b in zip(p, q)])
+    return _normalised([max(a - b, Fraction(0)) for a, b in zip(p, q, strict=True)])
 
 
 def _children(paths: list[tuple], node: tuple) -> list[int]:
@@ -201,7 +201,8 @@ def khisti_walk(rows: Rows, paths: int) -> Callable[[Chooser], tuple]:
             kids = [path[len(node)] for path in through]
             weight = [p[c] / q[c] for c in kids]
             total = sum(weight)
-            options = [(c, w / total if total else Fraction(1, len(kids))) for c, w in zip(kids, weight)]
+            options = [(c, w / total if total else Fraction(1, len(kids)))
+                       for c, w in zip(kids, weight, strict=True)]
             c = ch.choice(options)
             r = importance_selection_law(p, q, len(kids))
             if ch.bernoulli(min(Fraction(1), p[c] / r[c])):

@@ -106,9 +106,11 @@ def test_gap_anchor_shows_nss_closed_form(tmp_path):
                                       "--save-dir", str(tmp_path / "ce")])
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
-    expected = 1 + F(1, 2) * (1 - F(4, 5) ** 2) + F(3, 10) * (1 - F(7, 10) ** 2) + F(1, 5) * (1 - F(1, 2) ** 2)
+    expected = (1 + F(1, 2) * (1 - F(4, 5) ** 2) + F(3, 10) * (1 - F(7, 10) ** 2)
+                + F(1, 5) * (1 - F(1, 2) ** 2))
     assert expected == F(1483, 1000)
     assert abs(out["verifiers"]["nss"]["block_efficiency"] - float(expected)) <= 1e-12
+    assert out["verifiers"]["nss"]["exact"] == "1483/1000"  # exact rational law
     assert out["verifiers"]["nss"]["tv"] <= 1e-12
     for name in ("rrsw", "naive_tree", "khisti", "spectr_gbv", "gbv_clipped"):
         assert name in out["verifiers"]
