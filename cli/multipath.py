@@ -73,7 +73,7 @@ def gap(
                 ["class optimum (select + BV)", f"{class_row['value']:.12g}", class_row["exact"] or "",
                  "0", "1", "= K-path optimum (theorem; same solve)"]]
         for name, v in r["verifiers"].items():
-            rows.append([name, f"{v['block_efficiency']:.12g}", "", f"{v['gap']:.3g}",
+            rows.append([name, f"{v['block_efficiency']:.12g}", v.get("exact") or "", f"{v['gap']:.3g}",
                          f"{v['ratio']:.6f}", f"TV {v['tv']:.2g}"])
         title = (f"{inst['name']}  V={inst['vocab_size']} L={inst['depth']} K={r['paths']} "
                  f"({r['draft_sampling']})  E[tau + 1]")
