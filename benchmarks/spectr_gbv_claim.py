@@ -17,8 +17,8 @@ import json
 import time
 from fractions import Fraction
 
-from speclp.lp.instance import dirichlet_instance
 from speclp.lp import optimum as lp_optimum
+from speclp.lp.instance import dirichlet_instance
 from speclp.verifiers.exact import exact_result
 from speclp.verifiers.spectr_gbv import claimed_expected_accepted
 from speclp.verifiers.tree import node_depths

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from brute_force import importance_selection_law, law_blocks, walk_law
 from speclp.cli import app
-from speclp.lp.instance import dirichlet_instance, from_rows, ties_instance
 from speclp.lp import optimum as lp_optimum
+from speclp.lp.instance import dirichlet_instance, from_rows, ties_instance
 from speclp.proofs.gap import gap
 from speclp.verifiers.exact import exact_result
 from speclp.verifiers.law import get_verifier, verifier_names
