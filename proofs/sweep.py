@@ -45,14 +45,12 @@ from typing import Any
 
 import pandas as pd
 
-from ..lp.builders import DRAFT_SAMPLING, count_configurations
+from ..lp.builders import DRAFT_SAMPLING, MAX_VARIABLES, full_lp_size
 from ..lp.instance import Instance, dirichlet_instance, temperature_instance
-from ..verifiers.tree import num_nodes
+from ..verifiers.exact import MAX_TUPLES, ordered_tuple_count
 
 FAMILIES = ("dirichlet", "temperature")
 FORMATS = ("parquet", "csv")
-MAX_VARIABLES = 400_000  # full LP variables per cell (V=3, L=3, K=4 is about 1.07M: minutes)
-MAX_TUPLES = 1_000_000  # ordered draft tuples V^(L K) enumerated per verifier law
 ROW_COLUMNS = (
     "family", "vocab", "depth", "paths", "draft_sampling", "alpha", "temperature", "seed",
     "instance_id", "verifier", "multipath", "block_efficiency", "optimum", "optimum_certified",
@@ -155,14 +153,11 @@ class SweepSpec:
 
 def estimate_cell(vocab: int, depth: int, paths: int, draft_sampling: str = "iid"
                   ) -> dict[str, int]:
-    """Upper bounds for one cell: full LP variables (every path drafted with q > 0) and the
-    ordered draft tuples the exact verifier laws enumerate."""
-    n_paths = vocab**depth
-    configs = (count_configurations(n_paths, paths, draft_sampling)
-               if draft_sampling == "iid" or paths <= n_paths else 0)
-    nodes = num_nodes(vocab, depth)
-    variables = configs * min(1 + paths * depth, nodes) * vocab + nodes - 1
-    return {"configurations": configs, "variables": variables, "tuples": n_paths**paths}
+    """Upper bounds for one cell (lp.builders.full_lp_size: every path drafted with q > 0;
+    verifiers.exact.ordered_tuple_count: the ordered draft tuples the exact laws enumerate)."""
+    size = full_lp_size(vocab, depth, paths, draft_sampling)
+    return {"configurations": size["configurations"], "variables": size["variables"],
+            "tuples": ordered_tuple_count(vocab, depth, paths)}
 
 
 def plan(spec: SweepSpec, skip_large: bool = False) -> tuple[list[Task], list[dict[str, Any]]]:

@@ -24,9 +24,24 @@ import torch
 
 from . import ops
 from .law import BlockLaw, DraftTree, block_law
-from .tree import TreeModel, all_paths, depth_offset, node_depths, num_nodes, prefix_node_indices
+from .tree import (
+    TreeModel,
+    all_paths,
+    capped_power,
+    depth_offset,
+    node_depths,
+    num_nodes,
+    prefix_node_indices,
+)
 
 DRAFT_SAMPLING = ("iid", "without-replacement")
+MAX_TUPLES = 1_000_000  # default limit on the ordered draft tuples one exact law enumerates
+
+
+def ordered_tuple_count(vocab: int, depth: int, paths: int) -> int:
+    """Ordered K-tuples of length-L paths that `configurations` enumerates, (V^L)^K, capped at
+    tree.SIZE_CAP (safe to call on any shape before anything is allocated)."""
+    return capped_power(capped_power(vocab, depth), paths)
 
 
 @dataclass
