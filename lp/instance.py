@@ -228,10 +228,13 @@ def instance_size_problem(vocab_size: int, depth: int) -> str | None:
     return None
 
 
-def read_instance_json(path: str | Path) -> Any:
-    """The parsed JSON of an instance file, within the reading limits (module docstring).
+def read_text_file(path: str | Path, max_bytes: int = MAX_FILE_BYTES,
+                   what: str = "an instance JSON file") -> str:
+    """The UTF-8 text of a regular file of at most max_bytes.
 
-    Raises InstanceError naming the path; nothing is opened that is not a regular file.
+    A directory, FIFO, device or socket is refused before it is opened (a FIFO would block,
+    /dev/zero never ends); the file is read with a bound even if it grows meanwhile.
+    Raises InstanceError naming the path.
     """
     path = Path(path)
     try:
@@ -241,26 +244,33 @@ def read_instance_json(path: str | Path) -> Any:
     except OSError as err:
         raise InstanceError(f"{path}: cannot read ({err.strerror or err})") from None
     if stat.S_ISDIR(info.st_mode):
-        raise InstanceError(f"{path}: is a directory, expected an instance JSON file")
+        raise InstanceError(f"{path}: is a directory, expected {what}")
     if not stat.S_ISREG(info.st_mode):
         raise InstanceError(f"{path}: not a regular file ({_file_kind(info.st_mode)}); "
-                            "expected an instance JSON file")
-    if info.st_size > MAX_FILE_BYTES:
-        raise InstanceError(f"{path}: {info.st_size:,} bytes, over the limit of "
-                            f"{MAX_FILE_BYTES:,} bytes for an instance file")
+                            f"expected {what}")
+    if info.st_size > max_bytes:
+        raise InstanceError(f"{path}: {info.st_size:,} bytes, over the limit of {max_bytes:,} "
+                            f"bytes for {what}")
     try:
         with open(path, "rb") as handle:
-            raw = handle.read(MAX_FILE_BYTES + 1)
+            raw = handle.read(max_bytes + 1)
     except OSError as err:
         raise InstanceError(f"{path}: cannot read ({err.strerror or err})") from None
-    if len(raw) > MAX_FILE_BYTES:
-        raise InstanceError(f"{path}: longer than the limit of {MAX_FILE_BYTES:,} bytes "
-                            "for an instance file")
+    if len(raw) > max_bytes:
+        raise InstanceError(f"{path}: longer than the limit of {max_bytes:,} bytes for {what}")
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise InstanceError(f"{path}: not a UTF-8 text file (byte {err.start}); expected "
-                            "instance JSON") from None
+        raise InstanceError(f"{path}: not UTF-8 text (byte {err.start}); expected {what}"
+                            ) from None
+
+
+def read_instance_json(path: str | Path) -> Any:
+    """The parsed JSON of an instance file, within the reading limits (module docstring).
+
+    Raises InstanceError naming the path; nothing is opened that is not a regular file.
+    """
+    text = read_text_file(path)
     try:
         return json.loads(text, parse_int=_bounded_int)
     except json.JSONDecodeError as err:
