@@ -7,21 +7,33 @@ from typing import Any
 
 import typer
 
-from .cli import BadInput, ClaimFailed, app, check_app, progress, require_choice, require_min, run, table
+from . import cli_validate as check
+from .cli import BadInput, ClaimFailed, app, check_app, progress, run, table
 
 BACKENDS = ("highs", "cvxpy")
 
 
 def _load(instance: str | None, builtin: str | None, depth: int | None) -> Any:
-    from .lp.instance import builtin_instance, load_instance
+    """The instance to solve, after refusing (exit 2) one whose single-path LP or exact laws
+    are over the size limits (before anything is built)."""
+    from .lp.builders import MAX_VARIABLES, full_lp_size
+    from .lp.instance import BUILTINS, builtin_instance
 
     if instance and builtin:
-        raise BadInput("give either INSTANCE.json or --builtin, not both")
+        raise BadInput("INSTANCE: give either INSTANCE.json or --builtin, not both")
     if instance:
         if depth is not None:
             raise BadInput("--depth: only applies to --builtin instances (a file fixes its depth)")
-        return load_instance(instance)
-    return builtin_instance(builtin or "bv-toy", depth if depth is not None else 2)
+        return check.instance_file(instance)
+    name = check.choice("--builtin", builtin or "bv-toy", BUILTINS)
+    depth = check.integer("--depth", 2 if depth is None else depth, 1)
+    fits = check.largest(lambda d: full_lp_size(2, d, 1)["variables"] <= MAX_VARIABLES, min(depth, 64))
+    suggestion = f"use --depth {fits} or less"
+    check.instance_shape("--depth", 2, depth)
+    check.full_lp("--depth", 2, depth, 1, suggestion=suggestion)
+    check.enumeration("--depth", 2, depth, 1, suggestion=suggestion)
+    return builtin_instance(name, depth)
+
 
 
 @app.command()
@@ -39,28 +51,30 @@ def solve(
     """
 
     def body() -> dict[str, Any]:
-        require_choice("--backend", backend, BACKENDS)
+        check.choice("--backend", backend, BACKENDS)
+        inst = _load(instance, builtin, depth)
         from fractions import Fraction
 
         from .lp.builders import full_lp, node_lp
         from .lp.report import optimum_record
         from .verifiers.exact import exact_result
 
-        inst = _load(instance, builtin, depth)
         records = {}
-        for key, build in (("lp_full", full_lp), ("lp_node", node_lp)):
+        verifiers, verifiers_exact = {}, {}
+        model = inst.model(exact=inst.rational)
+        stages = [("lp_full", full_lp), ("lp_node", node_lp), ("bv", None), ("token", None)]
+        for key, build in progress(stages, len(stages), f"solve {inst.name}"):
+            if build is None:  # an exact verifier law
+                res = exact_result(model, key)
+                verifiers[key] = float(res.block_efficiency)
+                verifiers_exact[key] = str(Fraction(res.block_efficiency)) if inst.rational else None
+                continue
             start = time.perf_counter()
             lp = build(inst)
             build_seconds = time.perf_counter() - start
             rec = optimum_record(lp, backend, rational=inst.rational)
             rec["build_seconds"] = round(build_seconds, 6)
             records[key] = rec
-        verifiers, verifiers_exact = {}, {}
-        model = inst.model(exact=inst.rational)
-        for name in ("bv", "token"):
-            res = exact_result(model, name)
-            verifiers[name] = float(res.block_efficiency)
-            verifiers_exact[name] = str(Fraction(res.block_efficiency)) if inst.rational else None
         optimum = records["lp_full"]["exact_value"]
         if optimum is not None and inst.rational:
             gaps = {n: str(optimum - Fraction(verifiers_exact[n])) for n in verifiers}
@@ -114,14 +128,20 @@ def check_bv_optimal_cmd(
     """Full LP optimum = node LP optimum = exact BV block efficiency, BV lossless."""
 
     def body() -> dict[str, Any]:
+        check.integer("--trials", trials, 1)
+        check.integer("--vocab", vocab, 2)
+        check.integer("--depth", depth, 1)
+        check.seed("--seed", seed)
+        check.number("--alpha", alpha, 0, low_open=True)
+        check.integer("--denominator", denominator, 0, 2**31)
+        check.choice("--backend", backend, BACKENDS)
+        check.output_dir("--save-dir", save_dir)
+        check.instance_shape("--vocab/--depth", vocab, depth)
+        check.full_lp("--vocab/--depth", vocab, depth, 1)
+        check.enumeration("--vocab/--depth", vocab, depth, 1)
         from .proofs.bv_optimal import check_bv_optimal
         from .verifiers.law import get_verifier
 
-        require_min("--trials", trials, 1)
-        require_min("--vocab", vocab, 2)
-        require_min("--depth", depth, 1)
-        require_min("--alpha", alpha, 0, strict=True)
-        require_choice("--backend", backend, BACKENDS)
         try:
             get_verifier(verifier)
         except KeyError as err:

@@ -156,6 +156,39 @@ def enumeration(flag: str, vocab: int, depth: int, paths: int, limit: int | None
     return tuples
 
 
+def instance_file(path: str | Path, paths: int = 1, draft_sampling: str = "iid",
+                  size_flag: str | None = None, exact_laws: bool = True) -> Any:
+    """Read an instance file (lp.instance's reading limits) and refuse it, before any row is
+    parsed, when its K-path LP or its exact verifier laws would be over the limits. The
+    message names the path, or `size_flag` for a size refusal (e.g. --paths)."""
+    from .lp.instance import InstanceError, instance_from_json, instance_header, read_instance_json
+
+    name = str(path)
+    try:
+        data = read_instance_json(path)
+        vocab, depth = instance_header(data)
+    except InstanceError as err:
+        text = str(err)
+        raise BadInput(text if text.startswith(name) else f"{name}: {text}") from None
+    flag = size_flag or name
+    hint = "use fewer paths K" if size_flag == "--paths" else "use a smaller instance"
+    full_lp(flag, vocab, depth, paths, draft_sampling, suggestion=hint)
+    if exact_laws:
+        enumeration(flag, vocab, depth, paths, suggestion=hint)
+    try:
+        return instance_from_json(data, name=Path(path).stem)
+    except InstanceError as err:
+        raise BadInput(f"{name}: {err}") from None
+
+
+def largest(fits: Any, start: int) -> int:
+    """The largest n in 1..start with fits(n) (0 when none): the suggestion of a refusal."""
+    n = start
+    while n >= 1 and not fits(n):
+        n -= 1
+    return n
+
+
 def _capped_power(base: int, exponent: int) -> int:
     from .verifiers.tree import capped_power
 

@@ -177,8 +177,9 @@ def _node_name(index: int, vocab: int) -> str:
     return f"prefix {node_prefix(index, vocab)}"
 
 
-def instance_from_json(data: Any, name: str = "instance") -> Instance:
-    """Validate a parsed JSON object and build an Instance (raises InstanceError)."""
+def instance_header(data: Any) -> tuple[int, int]:
+    """(vocab_size, depth) of parsed instance JSON, checked (fields present, integers, size
+    within instance_size's limits) before any row is read; raises InstanceError."""
     if not isinstance(data, dict):
         raise InstanceError(f"instance: expected a JSON object, got {type(data).__name__}")
     for key in ("vocab_size", "depth", "target", "draft"):
@@ -192,6 +193,12 @@ def instance_from_json(data: Any, name: str = "instance") -> Instance:
     problem = instance_size_problem(vocab, depth)
     if problem:
         raise InstanceError(f"depth: {problem}")
+    return vocab, depth
+
+
+def instance_from_json(data: Any, name: str = "instance") -> Instance:
+    """Validate a parsed JSON object and build an Instance (raises InstanceError)."""
+    vocab, depth = instance_header(data)
     count = num_nodes(vocab, depth)
     target, target_float = _parse_rows(data["target"], "target", vocab, count)
     draft, draft_float = _parse_rows(data["draft"], "draft", vocab, count)

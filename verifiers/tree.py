@@ -12,12 +12,12 @@ give the bonus token.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
-import torch
 
 SIZE_CAP = 2**63  # sizes above this are reported as "more than 9.2e18" (never computed)
 
@@ -115,9 +115,12 @@ def all_paths(vocab_size: int, depth: int) -> np.ndarray:
 def prefix_node_indices(tokens: Any, vocab_size: int) -> Any:
     """[..., L] token ids -> [..., L+1] node index of every prefix (length 0..L).
 
-    Works on numpy int arrays and torch long tensors.
+    Works on numpy int arrays and torch long tensors (torch is not imported for numpy
+    input, so that instances and size checks load without it).
     """
-    if isinstance(tokens, torch.Tensor):
+    torch = sys.modules.get("torch")
+    is_tensor = torch is not None and isinstance(tokens, torch.Tensor)
+    if is_tensor:
         codes = [torch.zeros(tokens.shape[:-1], dtype=torch.long, device=tokens.device)]
     else:
         tokens = np.asarray(tokens, dtype=np.int64)
@@ -125,7 +128,7 @@ def prefix_node_indices(tokens: Any, vocab_size: int) -> Any:
     for i in range(tokens.shape[-1]):
         codes.append(codes[-1] * vocab_size + tokens[..., i])
     out = [depth_offset(vocab_size, d) + c for d, c in enumerate(codes)]
-    if isinstance(tokens, torch.Tensor):
+    if is_tensor:
         return torch.stack(out, dim=-1)
     return np.stack(out, axis=-1)
 
