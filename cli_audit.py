@@ -8,12 +8,14 @@ from typing import Any
 
 import typer
 
-from .cli import BadInput, ClaimFailed, app, progress, require_choice, require_min, run, table
+from . import cli_validate as check
+from .cli import BadInput, ClaimFailed, app, progress, run, table
 
 
 @app.command()
 def audit(
-    verifier: str = typer.Option(..., "--verifier", help="Registered verifier name (see --list)."),
+    verifier: str = typer.Option(..., "--verifier",
+                                 help="Registered verifier name (a wrong name prints the list)."),
     paths: int = typer.Option(2, "--paths", help="Draft paths K."),
     vocab: int = typer.Option(3, "--vocab", help="Vocabulary size V."),
     depth: int = typer.Option(2, "--depth", help="Depth L."),
@@ -29,6 +31,17 @@ def audit(
     target law over random instances; exit 1 (worst instance saved) when TV > 1e-12."""
 
     def body() -> dict[str, Any]:
+        check.choice("--draft-sampling", draft_sampling, ("iid", "without-replacement"))
+        for flag, value, low in (("--paths", paths, 1), ("--vocab", vocab, 2), ("--depth", depth, 1),
+                                 ("--trials", trials, 1)):
+            check.integer(flag, value, low)
+        check.seed("--seed", seed)
+        check.output_dir("--save-dir", save_dir)
+        check.instance_shape("--vocab/--depth", vocab, depth)
+        if draft_sampling == "without-replacement" and paths > check.path_count(vocab, depth):
+            raise BadInput(f"--paths: cannot draft {paths} distinct paths out of "
+                           f"{check.path_count(vocab, depth):,} (V={vocab}, L={depth})")
+        check.enumeration("--paths", vocab, depth, paths)
         from .proofs.audit import audit as run_audit
         from .verifiers.law import get_verifier
 
@@ -36,10 +49,6 @@ def audit(
             spec = get_verifier(verifier)
         except KeyError as err:
             raise BadInput(f"--verifier: {err.args[0]}") from None
-        require_choice("--draft-sampling", draft_sampling, ("iid", "without-replacement"))
-        for flag, value, low in (("--paths", paths, 1), ("--vocab", vocab, 2), ("--depth", depth, 1),
-                                 ("--trials", trials, 1)):
-            require_min(flag, value, low)
         try:
             result = run_audit(verifier, paths, vocab, depth, trials, ties, seed=seed,
                                draft_sampling=draft_sampling, exact=exact,

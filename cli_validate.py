@@ -127,7 +127,7 @@ def full_lp(flag: str, vocab: int, depth: int, paths: int, draft_sampling: str =
 
     limit = MAX_VARIABLES if limit is None else limit
     if draft_sampling == "without-replacement":
-        distinct = _capped_power(vocab, depth)
+        distinct = path_count(vocab, depth)
         if paths > distinct:
             raise BadInput(f"{flag}: cannot draft {paths} distinct paths out of {distinct:,} "
                            f"(V={vocab}, L={depth}, without replacement)")
@@ -189,10 +189,11 @@ def largest(fits: Any, start: int) -> int:
     return n
 
 
-def _capped_power(base: int, exponent: int) -> int:
+def path_count(vocab: int, depth: int) -> int:
+    """V^L (capped at verifiers.tree.SIZE_CAP): the distinct draft paths."""
     from .verifiers.tree import capped_power
 
-    return capped_power(base, exponent)
+    return capped_power(vocab, depth)
 
 
 # ---------------------------------------------------------------------------
