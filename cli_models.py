@@ -382,14 +382,16 @@ def bench(
         if draft_temperature is not None:
             check.number("--draft-temperature", draft_temperature, 0)
         check.seed("--seed", seed)
-        check.device("--device", device)
         check.dtype("--dtype", dtype)
         check.output_dir("--out", out)
-        chosen = parse_configs(configs, verifiers, paths)
-        check.prompts("--prompts", prompts)
-        check.model_pair("--pair", pair)
         if threads is not None:
             check.integer("--threads", threads, 1, 1024)
+        check.prompts("--prompts", prompts)
+        # the checks below import torch (seconds): after the cheap ones
+        check.device("--device", device)
+        chosen = parse_configs(configs, verifiers, paths)
+        check.model_pair("--pair", pair)
+        if threads is not None:
             import torch
 
             torch.set_num_threads(threads)

@@ -218,11 +218,12 @@ def plot(
     """Optimality-gap figures (PNG and PDF) from a sweep, or benchmark figures."""
 
     def body() -> dict[str, Any]:
-        from .proofs.plots import is_bench_results, plot_results
         from .proofs.store import RESULTS_ROOT
 
         path = check.input_path("RESULTS", results, allow_dir=True)
         target = check.output_dir("--out", out or RESULTS_ROOT / f"{path.resolve().name}_figures")
+        from .proofs.plots import is_bench_results, plot_results
+
         if is_bench_results(path):
             from . import cli_models
 

@@ -29,9 +29,10 @@ def _int_list(text: str, option: str, minimum: int = 1, maximum: int | None = No
     return check.int_list(option, text, minimum, maximum)
 
 
-def _common(prompts: str, pair: str, every: int, contexts_per_prompt: int, temperature: float,
+def _common(out: Path, prompts: str, every: int, contexts_per_prompt: int, temperature: float,
             draft_temperature: float | None, seed: int, threads: int | None) -> None:
-    """The flags trees and realgap share, checked before any model is loaded."""
+    """The flags trees and realgap share (cheap checks; the pair is checked last, by the
+    caller, since naming the built-in models imports torch)."""
     check.integer("--contexts-per-prompt", contexts_per_prompt, 1, 10_000)
     check.integer("--every", every, 1, 100_000)
     check.number("--temperature", temperature, 0)
@@ -40,8 +41,8 @@ def _common(prompts: str, pair: str, every: int, contexts_per_prompt: int, tempe
     check.seed("--seed", seed)
     if threads is not None:
         check.integer("--threads", threads, 1, 1024)
+    check.output_dir("--out", out)
     check.prompts("--prompts", prompts)
-    check.model_pair("--pair", pair)
 
 
 def _slug(text: str) -> str:
@@ -113,6 +114,9 @@ def trees(
     """
 
     def body() -> dict[str, Any]:
+        _common(out, prompts, every, contexts_per_prompt, temperature, draft_temperature, seed,
+                threads)
+        check.integer("--engine-tokens", engine_tokens, 1, 100_000)
         from .proofs.store import ResultsFolderError, open_folder
         from .proofs.trees import ENGINE_SHAPES, RULES, node_count
         from .verifiers.law import verifier_names
@@ -144,10 +148,7 @@ def trees(
             raise BadInput(f"--engine-verifiers: unknown verifier {unknown!r}; known: {', '.join(known)}")
         if skip_trees and not engine_list:
             raise BadInput("--skip-trees: needs --engine-budgets (otherwise nothing is computed)")
-        check.integer("--engine-tokens", engine_tokens, 1, 100_000)
-        check.output_dir("--out", out)
-        _common(prompts, pair, every, contexts_per_prompt, temperature, draft_temperature, seed,
-                threads)
+        check.model_pair("--pair", pair)
         spec = {"pair": pair, "prompts": prompts, "budgets": budget_list, "rules": list(rule_list),
                 "top": width, "depth": depth, "contexts_per_prompt": contexts_per_prompt,
                 "every": every, "temperature": temperature, "draft_temperature": draft_temperature,
@@ -257,9 +258,9 @@ def realgap(
         widths = _int_list(top, "--top", 2, 5)
         depths = _int_list(depth, "--depth", 1, 3)
         ks = _int_list(paths, "--paths", 1, 3)  # supported sizes: M <= 5, L <= 3, K <= 3 (LP size)
-        check.output_dir("--out", out)
-        _common(prompts, pair, every, contexts_per_prompt, temperature, draft_temperature, seed,
+        _common(out, prompts, every, contexts_per_prompt, temperature, draft_temperature, seed,
                 threads)
+        check.model_pair("--pair", pair)
         from .proofs.realgap import plot_realgap, run_realgap, summarize_realgap
         from .proofs.store import load_jsonl, select_records
 

@@ -4,7 +4,7 @@ Every check raises BadInput with ONE line that starts with the offending flag or
 (``--depth: ...``), which the CLI prints as ``error: ...`` with exit status 2. Checks
 run before anything expensive: sizes are estimated from V, L, K by the code that would
 build the object (lp.builders.full_lp_size, lp.instance.instance_size,
-verifiers.exact.ordered_tuple_count) and refused with the size, the limit and a
+verifiers.tree.ordered_tuple_count) and refused with the size, the limit and a
 suggestion; files are checked to be regular files of bounded size before they are opened;
 output folders are checked to be creatable; model names are resolved offline (built-in
 names, local folders, the local Hugging Face cache) before any model is loaded; devices
@@ -143,9 +143,9 @@ def full_lp(flag: str, vocab: int, depth: int, paths: int, draft_sampling: str =
 def enumeration(flag: str, vocab: int, depth: int, paths: int, limit: int | None = None,
                 suggestion: str = "use a smaller V, L or K") -> int:
     """Refuse exact verifier laws over more than `limit` ordered draft tuples (default
-    verifiers.exact.MAX_TUPLES); returns the count."""
+    verifiers.tree.MAX_TUPLES); returns the count."""
     from .lp.instance import format_count
-    from .verifiers.exact import MAX_TUPLES, ordered_tuple_count
+    from .verifiers.tree import MAX_TUPLES, ordered_tuple_count
 
     limit = MAX_TUPLES if limit is None else limit
     tuples = ordered_tuple_count(vocab, depth, paths)

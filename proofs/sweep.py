@@ -52,7 +52,7 @@ import pandas as pd
 
 from ..lp.builders import DRAFT_SAMPLING, MAX_VARIABLES, full_lp_size
 from ..lp.instance import Instance, dirichlet_instance, temperature_instance
-from ..verifiers.exact import MAX_TUPLES, ordered_tuple_count
+from ..verifiers.tree import MAX_TUPLES, ordered_tuple_count
 from .store import SpecMismatch, die_with_parent, open_folder, read_spec, spec_differences
 
 FAMILIES = ("dirichlet", "temperature")
@@ -165,7 +165,7 @@ class SweepSpec:
 def estimate_cell(vocab: int, depth: int, paths: int, draft_sampling: str = "iid"
                   ) -> dict[str, int]:
     """Upper bounds for one cell (lp.builders.full_lp_size: every path drafted with q > 0;
-    verifiers.exact.ordered_tuple_count: the ordered draft tuples the exact laws enumerate)."""
+    verifiers.tree.ordered_tuple_count: the ordered draft tuples the exact laws enumerate)."""
     size = full_lp_size(vocab, depth, paths, draft_sampling)
     return {"configurations": size["configurations"], "variables": size["variables"],
             "tuples": ordered_tuple_count(vocab, depth, paths)}

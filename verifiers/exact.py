@@ -27,7 +27,6 @@ from .law import BlockLaw, DraftTree, block_law
 from .tree import (
     TreeModel,
     all_paths,
-    capped_power,
     depth_offset,
     node_depths,
     num_nodes,
@@ -35,13 +34,6 @@ from .tree import (
 )
 
 DRAFT_SAMPLING = ("iid", "without-replacement")
-MAX_TUPLES = 1_000_000  # default limit on the ordered draft tuples one exact law enumerates
-
-
-def ordered_tuple_count(vocab: int, depth: int, paths: int) -> int:
-    """Ordered K-tuples of length-L paths that `configurations` enumerates, (V^L)^K, capped at
-    tree.SIZE_CAP (safe to call on any shape before anything is allocated)."""
-    return capped_power(capped_power(vocab, depth), paths)
 
 
 @dataclass
@@ -54,7 +46,9 @@ class Configurations:
 
 def configurations(model: TreeModel, paths: int, draft_sampling: str = "iid",
                    drop_zero: bool = True) -> Configurations:
-    """All ordered K-tuples of draft paths with their probabilities."""
+    """All ordered K-tuples of draft paths with their probabilities (tree.ordered_tuple_count
+    of them before zero-probability tuples are dropped; tree.MAX_TUPLES is the commands'
+    default limit)."""
     if draft_sampling not in DRAFT_SAMPLING:
         raise ValueError(f"draft_sampling must be one of {DRAFT_SAMPLING}, got {draft_sampling!r}")
     vocab, depth = model.vocab_size, model.depth

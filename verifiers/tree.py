@@ -50,6 +50,16 @@ def capped_comb(n: int, k: int, cap: int = SIZE_CAP) -> int:
     return min(math.comb(n, k), cap)
 
 
+MAX_TUPLES = 1_000_000  # default limit on the ordered draft tuples one exact law enumerates
+
+
+def ordered_tuple_count(vocab: int, depth: int, paths: int) -> int:
+    """Ordered K-tuples of length-L paths that verifiers.exact.configurations enumerates,
+    (V^L)^K, capped at SIZE_CAP (safe on any shape; kept here, free of torch, so that a size
+    check runs before torch is imported)."""
+    return capped_power(capped_power(vocab, depth), paths)
+
+
 def capped_num_nodes(vocab_size: int, depth: int, cap: int = SIZE_CAP) -> int:
     """min(num_nodes(vocab_size, depth), cap), safe for any size (see capped_power)."""
     top = capped_power(vocab_size, depth + 1, cap)
