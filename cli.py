@@ -188,7 +188,10 @@ def run(body: Callable[[], dict[str, Any]], as_json: bool,
 
 
 def table(title: str, columns: list[str], rows: Iterable[Iterable[Any]]) -> None:
-    t = Table(title=escape(title))
+    """A titled table on stdout; the title is a line of its own (never wrapped to the
+    table's width)."""
+    stdout.print(title, markup=False, highlight=False, soft_wrap=True)
+    t = Table()
     for c in columns:
         t.add_column(escape(c))
     for row in rows:
