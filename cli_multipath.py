@@ -178,7 +178,14 @@ def sweep(
                          "the same command to resume", markup=False)
             raise typer.Exit(130) from None
         out_path = Path(summary["out"])
-        summary["summary"] = summarise_rows(load_results(out_path))
+        if summary["rows"]:
+            summary["summary"] = summarise_rows(load_results(out_path))
+        else:  # every cell skipped (--skip-large): nothing to summarise
+            import pandas as pd
+
+            from .proofs.sweep import ROW_COLUMNS
+
+            summary["summary"] = summarise_rows(pd.DataFrame(columns=list(ROW_COLUMNS)))
         if summary["violations"]:
             raise ClaimFailed(f"{len(summary['violations'])} claim violations, first: "
                               f"{summary['violations'][0]} (rows saved in {out})", summary)

@@ -200,9 +200,15 @@ def path_count(vocab: int, depth: int) -> int:
 # files and folders
 # ---------------------------------------------------------------------------
 
+def _no_nul(flag: str, path: str | Path) -> Path:
+    if "\x00" in str(path):
+        raise BadInput(f"{flag}: {_short(str(path))}: a path cannot contain a NUL byte")
+    return Path(path)
+
+
 def input_path(flag: str, path: str | Path, allow_dir: bool = False) -> Path:
     """An existing regular file (or a directory when allow_dir); never opens a FIFO/device."""
-    path = Path(path)
+    path = _no_nul(flag, path)
     try:
         info = os.stat(path)
     except FileNotFoundError:
@@ -231,8 +237,10 @@ def text_file(flag: str, path: str | Path, max_bytes: int = MAX_TEXT_BYTES) -> s
 
 
 def output_dir(flag: str, path: str | Path) -> Path:
-    """A folder that exists and is writable, or can be created (nothing is created here)."""
-    path = Path(path)
+    """A folder that exists and is writable, or can be created. Nothing is left behind: a
+    missing folder is probed by creating it (and its missing parents) and removing them."""
+    path = _no_nul(flag, path)
+    missing: list[Path] = []
     probe = path
     while True:
         try:
@@ -240,6 +248,7 @@ def output_dir(flag: str, path: str | Path) -> Path:
         except FileNotFoundError:
             if probe.parent == probe:
                 raise BadInput(f"{flag}: {path}: cannot be created") from None
+            missing.append(probe)
             probe = probe.parent
             continue
         except OSError as err:
@@ -250,6 +259,18 @@ def output_dir(flag: str, path: str | Path) -> Path:
         raise BadInput(f"{flag}: {path}: {what}")
     if not os.access(probe, os.W_OK | os.X_OK):
         raise BadInput(f"{flag}: {path}: {'not writable' if probe == path else f'{probe} is not writable'}")
+    if missing:
+        try:
+            for folder in reversed(missing):
+                folder.mkdir()
+        except OSError as err:
+            raise BadInput(f"{flag}: {path}: cannot be created ({err.strerror or err})") from None
+        finally:
+            for folder in missing:
+                try:
+                    folder.rmdir()
+                except OSError:
+                    pass
     return path
 
 

@@ -248,8 +248,9 @@ def read_text_file(path: str | Path, max_bytes: int = MAX_FILE_BYTES,
         info = os.stat(path)
     except FileNotFoundError:
         raise InstanceError(f"{path}: no such file") from None
-    except OSError as err:
-        raise InstanceError(f"{path}: cannot read ({err.strerror or err})") from None
+    except (OSError, ValueError) as err:  # ValueError: a NUL byte in the path
+        raise InstanceError(f"{_short(str(path))}: cannot read ({getattr(err, 'strerror', None) or err})"
+                            ) from None
     if stat.S_ISDIR(info.st_mode):
         raise InstanceError(f"{path}: is a directory, expected {what}")
     if not stat.S_ISREG(info.st_mode):
