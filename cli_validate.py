@@ -332,7 +332,11 @@ def model_pair(flag: str, name: str) -> list[str]:
                 raise BadInput(f"{flag}: {' '.join(str(err).split())}") from None
             continue
         folder = Path(model).expanduser()
-        if folder.is_dir():
+        try:
+            is_folder = folder.is_dir()
+        except (OSError, ValueError):  # a name too long for a path, a NUL byte
+            is_folder = False
+        if is_folder:
             if not (folder / "config.json").is_file() and not any(folder.glob("*.gguf")):
                 raise BadInput(f"{flag}: {model}: folder has no config.json (not a model folder)")
             continue

@@ -42,7 +42,7 @@ COUNTS: dict[str, dict[int, int]] = {}
 
 INTS = ["-5", "-1", "0", "1", "2", "1000000", str(10**30), str(2**63), "abc", "1.5", ""]
 FLOATS = ["nan", "inf", "-inf", "-1", "0", "1e-300", "0.5", "1", "1e308", "x", ""]
-SMALL_INTS = ["1", "2"]  # the values a "clean" flag takes: accepted cases stay small
+SMALL_INTS = ["2", "2", "1"]  # the values a "clean" flag takes: accepted cases stay small
 SMALL_FLOATS = ["0.5", "1"]
 STRINGS = [
     "", " ", "x", "1", "2", "0", "-1", "1,2", "2,x", "nan", "1e999", "é", "a" * 500, "bad\x00path",
@@ -56,6 +56,8 @@ STRINGS = [
 ARGUMENTS = ["@inst", "@inst", "@inst", "@dir", "@file", "@bin", "@missing", "@fifo", "/dev/zero",
              "", "bad\x00path"]
 NEVER_A_MODEL = "--pair"  # its values are never a loadable model (see the module docstring)
+PLAUSIBLE = ["bv", "gbv", "token", "specinfer", "traversal", "nss", "bv_first_failure", "iid",
+             "highs", "class", "full"]  # half of the values of a required text option
 
 
 class TooSlow(BaseException):
@@ -188,7 +190,9 @@ def command_lines(draw, path: tuple[str, ...], command) -> list[str]:
                 argv += [flag, draw(st.sampled_from(FLOATS))]
             elif draw(st.booleans()):
                 argv += [flag, draw(st.sampled_from(SMALL_FLOATS))]
-        elif param.required or hostile():
+        elif param.required:
+            argv += [flag, draw(st.sampled_from(PLAUSIBLE if draw(st.booleans()) else STRINGS))]
+        elif hostile():
             argv += [flag, draw(st.sampled_from(STRINGS))]
     if any(p.opts == [NEVER_A_MODEL] for p in command.params) and NEVER_A_MODEL not in argv:
         argv += [NEVER_A_MODEL, draw(st.sampled_from(["nosuchmodel", "a,b", "@dir", "x" * 300]))]
