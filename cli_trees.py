@@ -152,7 +152,7 @@ def trees(
         spec = {"pair": pair, "prompts": prompts, "budgets": budget_list, "rules": list(rule_list),
                 "top": width, "depth": depth, "contexts_per_prompt": contexts_per_prompt,
                 "every": every, "temperature": temperature, "draft_temperature": draft_temperature,
-                "timing": not no_timing, "engine_budgets": engine_list,
+                "no_timing": no_timing, "engine_budgets": engine_list,
                 "engine_verifiers": engine_names if engine_list else [],
                 "engine_tokens": engine_tokens if engine_list else None,
                 "skip_trees": skip_trees, "seed": seed}

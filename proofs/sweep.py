@@ -452,9 +452,12 @@ def run_sweep(spec: SweepSpec, out: str | Path, fmt: str = "parquet", workers: i
 
 
 def folder_spec(spec: SweepSpec, fmt: str, skip_large: bool) -> dict[str, Any]:
-    """What a sweep folder's spec.json records: every field of the spec, the format and
-    skip_large (which decides the cells planned)."""
-    return {**dataclasses.asdict(spec), "format": fmt, "skip_large": skip_large}
+    """What a sweep folder's spec.json records: every field of the spec (certify as
+    no_certify, the command's flag), the format and skip_large (which decides the cells
+    planned)."""
+    fields = dataclasses.asdict(spec)
+    fields["no_certify"] = not fields.pop("certify")
+    return {**fields, "format": fmt, "skip_large": skip_large}
 
 
 def _refuse_legacy_mismatch(out: Path, spec: SweepSpec, new_folder: bool) -> None:
