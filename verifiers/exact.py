@@ -24,14 +24,7 @@ import torch
 
 from . import ops
 from .law import BlockLaw, DraftTree, block_law
-from .tree import (
-    TreeModel,
-    all_paths,
-    depth_offset,
-    node_depths,
-    num_nodes,
-    prefix_node_indices,
-)
+from .tree import TreeModel, all_paths, depth_offset, node_depths, num_nodes, prefix_node_indices
 
 DRAFT_SAMPLING = ("iid", "without-replacement")
 
