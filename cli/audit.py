@@ -9,12 +9,14 @@ from typing import Any
 
 import typer
 
-from . import BadInput, ClaimFailed, app, progress, require_choice, require_min, run, table
+from . import BadInput, ClaimFailed, app, progress, run, table
+from . import validate as check
 
 
 @app.command()
 def audit(
-    verifier: str = typer.Option(None, "--verifier", help="Registered verifier name (exact audit)."),
+    verifier: str = typer.Option(None, "--verifier", help="Registered verifier name (exact audit; "
+                                 "a wrong name prints the list)."),
     sampler: str = typer.Option(None, "--sampler", help="MODULE:FUNCTION or FILE.py:FUNCTION: a "
                                 "sampler (target_rows, draft_rows, paths, rng) -> blocks, audited "
                                 "statistically (see README)."),
@@ -60,19 +62,32 @@ def _bad(message: str):
     return body
 
 
+def _check_common(paths: int, vocab: int, depth: int, trials: int, seed: int, draft_sampling: str,
+                  save_dir: str) -> None:
+    """The checks --verifier and --sampler share (cli/validate.py), before any work."""
+    check.choice("--draft-sampling", draft_sampling, ("iid", "without-replacement"))
+    for flag, value, low in (("--paths", paths, 1), ("--vocab", vocab, 2), ("--depth", depth, 1),
+                             ("--trials", trials, 1)):
+        check.integer(flag, value, low)
+    check.seed("--seed", seed)
+    check.output_dir("--save-dir", save_dir)
+    check.instance_shape("--vocab/--depth", vocab, depth)
+    if draft_sampling == "without-replacement" and paths > check.path_count(vocab, depth):
+        raise BadInput(f"--paths: cannot draft {paths} distinct paths out of "
+                       f"{check.path_count(vocab, depth):,} (V={vocab}, L={depth})")
+
+
 def _verifier_body(verifier, paths, vocab, depth, trials, ties, seed, draft_sampling, exact, save_dir):
     def body() -> dict[str, Any]:
         from ..proofs.audit import audit as run_audit
         from ..verifiers.law import get_verifier
 
+        _check_common(paths, vocab, depth, trials, seed, draft_sampling, save_dir)
+        check.enumeration("--paths", vocab, depth, paths)
         try:
             spec = get_verifier(verifier)
         except KeyError as err:
             raise BadInput(f"--verifier: {err.args[0]}") from None
-        require_choice("--draft-sampling", draft_sampling, ("iid", "without-replacement"))
-        for flag, value, low in (("--paths", paths, 1), ("--vocab", vocab, 2), ("--depth", depth, 1),
-                                 ("--trials", trials, 1)):
-            require_min(flag, value, low)
         try:
             result = run_audit(verifier, paths, vocab, depth, trials, ties, seed=seed,
                                draft_sampling=draft_sampling, exact=exact,
@@ -95,13 +110,11 @@ def _verifier_body(verifier, paths, vocab, depth, trials, ties, seed, draft_samp
 def _sampler_body(sampler, paths, vocab, depth, trials, ties, seed, draft_sampling, runs, alpha,
                   unbatched, instance, save_dir):
     def body() -> dict[str, Any]:
-        from .lp.instance import load_instance
-        from .proofs.audit import audit_sampler, load_sampler
+        from ..lp.instance import load_instance
+        from ..proofs.audit import audit_sampler, load_sampler
 
-        require_choice("--draft-sampling", draft_sampling, ("iid", "without-replacement"))
-        for flag, value, low in (("--paths", paths, 1), ("--vocab", vocab, 2), ("--depth", depth, 1),
-                                 ("--trials", trials, 1), ("--runs", runs, 2)):
-            require_min(flag, value, low)
+        _check_common(paths, vocab, depth, trials, seed, draft_sampling, save_dir)
+        check.integer("--runs", runs, 2)
         if not 0 < alpha < 1:
             raise BadInput(f"--alpha: must be in (0, 1), got {alpha}")
         try:
