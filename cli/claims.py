@@ -11,8 +11,8 @@ from typing import Any
 
 import typer
 
-from . import validate as check
 from . import BadInput, ClaimFailed, check_app, progress, run, table
+from . import validate as check
 
 BACKENDS = ("highs", "cvxpy")
 SAMPLING = ("iid", "without-replacement")

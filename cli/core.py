@@ -7,8 +7,8 @@ from typing import Any
 
 import typer
 
-from . import validate as check
 from . import BadInput, ClaimFailed, app, check_app, progress, run, table
+from . import validate as check
 
 BACKENDS = ("highs", "cvxpy")
 

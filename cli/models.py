@@ -18,8 +18,8 @@ from typing import Any
 
 import typer
 
-from . import validate as check
 from . import BadInput, app, progress, run, stderr, table
+from . import validate as check
 
 DEFAULT_OUT = Path("speclp-results") / "bench"  # relative to the working directory
 MAX_PATHS = 64
@@ -46,7 +46,7 @@ def humaneval_prompts(count: int) -> list[dict[str, str]]:
 
 def parse_prompts(spec: str) -> list[dict[str, str]]:
     """ "humaneval:N", or "file:PATH" (one prompt per line, or JSONL with a "prompt" field);
-    checked by cli_validate.prompts (bounded regular UTF-8 file, well-formed lines)."""
+    checked by cli.validate.prompts (bounded regular UTF-8 file, well-formed lines)."""
     return check.prompts("--prompts", spec)
 
 
@@ -374,7 +374,7 @@ def bench(
     """
 
     def body() -> dict[str, Any]:
-        # everything is checked before a model is loaded (cli_validate)
+        # everything is checked before a model is loaded (cli/validate.py)
         temps = check.float_list("--temperature", temperature, 0)
         check.number("--top-p", top_p, 0, 1, low_open=True)
         check.integer("--depth", depth, 1, 64)

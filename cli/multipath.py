@@ -7,8 +7,8 @@ from typing import Any
 
 import typer
 
-from . import validate as check
 from . import BadInput, ClaimFailed, app, progress, run, stderr, table, working
+from . import validate as check
 
 BACKENDS = ("highs", "cvxpy")
 METHODS = ("auto", "colgen", "full")
@@ -141,7 +141,6 @@ def sweep(
         check.integer("--workers", workers, 1, check.MAX_WORKERS)
         check.integer("--trials", trials, 1)
         check.seed("--seed", seed)
-        check.integer("--class-max-paths", class_max_paths, 0)
         check.integer("--max-variables", max_variables, 1)
         out_path = check.output_dir("--out", out or default_out("sweep"))
         alphas = (check.float_list("--alpha", alpha, 0, low_open=True) if alpha is not None
@@ -156,7 +155,7 @@ def sweep(
                          seed=seed, draft_sampling=check.choice("--draft-sampling", draft_sampling,
                                                                 DRAFT_SAMPLING),
                          backend=check.choice("--backend", backend, BACKENDS),
-                         certify=not no_certify, class_max_paths=class_max_paths,
+                         certify=not no_certify,
                          max_variables=max_variables)
         address = check.cluster("--cluster", cluster)
         try:

@@ -5,7 +5,7 @@ pair on a small complete prefix tree (verifiers.real_rows); results are JSONL (r
 records are keyed on every setting that changes them, finished ones are skipped) plus
 figures, in --out (default ./speclp-results/trees, ./speclp-results/realgap). `trees`
 folders record their spec and take one writer at a time (proofs.store). Every flag is
-checked (cli_validate) before a model is loaded.
+checked (cli/validate.py) before a model is loaded.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 
 import typer
 
-from . import validate as check
 from . import BadInput, app, progress, run, table
+from . import validate as check
 
 TREES_OUT = Path("speclp-results/trees")
 REALGAP_OUT = Path("speclp-results/realgap")

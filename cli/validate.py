@@ -3,7 +3,7 @@
 Every check raises BadInput with ONE line that starts with the offending flag or path
 (``--depth: ...``), which the CLI prints as ``error: ...`` with exit status 2. Checks
 run before anything expensive: sizes are estimated from V, L, K by the code that would
-build the object (lp.builders.full_lp_size, lp.instance.instance_size,
+build the object (lp.full.full_lp_size, lp.instance.instance_size,
 verifiers.tree.ordered_tuple_count) and refused with the size, the limit and a
 suggestion; files are checked to be regular files of bounded size before they are opened;
 output folders are checked to be creatable; model names are resolved offline (built-in
@@ -119,9 +119,9 @@ def instance_shape(flag: str, vocab: int, depth: int) -> None:
 
 def full_lp(flag: str, vocab: int, depth: int, paths: int, draft_sampling: str = "iid",
             limit: int | None = None, suggestion: str = "use a smaller V, L or K") -> dict[str, int]:
-    """Refuse a K-path LP over `limit` variables (default lp.builders.MAX_VARIABLES); returns
-    the size estimate (lp.builders.full_lp_size)."""
-    from ..lp.builders import MAX_VARIABLES, full_lp_size
+    """Refuse a K-path LP over `limit` variables (default lp.full.MAX_VARIABLES); returns
+    the size estimate (lp.full.full_lp_size)."""
+    from ..lp.full import MAX_VARIABLES, full_lp_size
     from ..lp.instance import format_count
 
     limit = MAX_VARIABLES if limit is None else limit

@@ -168,7 +168,7 @@ class SweepSpec:
 
 def estimate_cell(vocab: int, depth: int, paths: int, draft_sampling: str = "iid"
                   ) -> dict[str, int]:
-    """Upper bounds for one cell (lp.builders.full_lp_size: every path drafted with q > 0;
+    """Upper bounds for one cell (lp.full.full_lp_size: every path drafted with q > 0;
     verifiers.tree.ordered_tuple_count: the ordered draft tuples the exact laws enumerate)."""
     size = full_lp_size(vocab, depth, paths, draft_sampling)
     return {"configurations": size["configurations"], "variables": size["variables"],

@@ -96,7 +96,7 @@ def test_default_outputs_are_in_the_current_directory():
     help_text = runner.invoke(app, ["bench", "--help"]).output + runner.invoke(
         app, ["trees", "--help"]).output + runner.invoke(app, ["realgap", "--help"]).output
     assert "benchmarks/results" not in help_text and "speclp-results" in help_text
-    for module in ("cli_models.py", "cli_trees.py", "cli_multipath.py"):
+    for module in ("cli/models.py", "cli/trees.py", "cli/multipath.py"):
         assert 'Path("benchmarks' not in (root / module).read_text()
 
 
@@ -104,7 +104,7 @@ def test_default_outputs_are_in_the_current_directory():
 
 def tiny(**kw):
     base = dict(vocab=[2], depth=[1], paths=[1, 2], alpha=[1.0], trials=2,
-                verifiers=["bv", "gbv"], class_max_paths=0)
+                verifiers=["bv", "gbv"])
     base.update(kw)
     return SweepSpec(**base)
 
@@ -298,7 +298,7 @@ class Loaded(Exception):
 def test_bench_keys_record_the_dtype_actually_used(tmp_path, monkeypatch, stored_dtype, reused):
     """"auto" is resolved (fp32 on the CPU) before keying: a record keyed "auto" (made when
     auto could mean bf16) is recomputed, one keyed float32 is reused."""
-    from speclp import cli_models
+    from speclp.cli import models as cli_models
     from speclp.verifiers import models
 
     def loader(*args, **kwargs):

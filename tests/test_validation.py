@@ -12,8 +12,8 @@ import time
 from contextlib import contextmanager
 
 import pytest
-from speclp import cli_validate
 from speclp.cli import app
+from speclp.cli import validate as cli_validate
 from speclp.lp.instance import InstanceError, dirichlet_instance, load_instance
 from typer.testing import CliRunner
 
