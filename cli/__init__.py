@@ -90,7 +90,7 @@ def internal_error(err: BaseException) -> int:
         import traceback
 
         traceback.print_exception(err)
-    from . import __version__
+    from .. import __version__
 
     stderr.print(f"internal error: {type(err).__name__}: {_one_line(err)[:300]}; please report "
                  f"it with the command line (speclp {__version__}; SPECLP_DEBUG=1 shows the "

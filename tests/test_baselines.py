@@ -215,8 +215,7 @@ def test_spectr_gbv_claim_never_above_optimum_at_depth_one():
 
 
 def test_gap_reports_spectr_gbv_without_failing():
-    result = gap(spectr_gbv_instance(), 2, verifiers=["bv", "gbv", "spectr_gbv"],
-                 class_optimum=False)
+    result = gap(spectr_gbv_instance(), 2, verifiers=["bv", "gbv", "spectr_gbv"])
     assert result["failures"] == []
     row = result["verifiers"]["spectr_gbv"]
     assert row["lossless_claimed"] is False and row["tv"] > 1e-3

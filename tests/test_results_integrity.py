@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from speclp.cli import app
 from speclp.proofs import store
+from speclp.proofs.gap import DEFAULT_VERIFIERS
 from speclp.proofs.sweep import ROW_COLUMNS, SweepSpec, load_results, plan, run_sweep
 from typer.testing import CliRunner
 
@@ -114,7 +115,7 @@ def test_different_grid_into_an_existing_folder_is_refused(tmp_path):
 
     def sweep(trials, *extra):
         return runner.invoke(app, ["sweep", "--vocab", "2", "--depth", "1", "--paths", "1",
-                                   "--trials", str(trials), "--class-max-paths", "0",
+                                   "--trials", str(trials),
                                    "--out", str(out), "--json", *extra])
 
     first = sweep(1)
@@ -129,7 +130,8 @@ def test_different_grid_into_an_existing_folder_is_refused(tmp_path):
     assert moved.exit_code == 0, moved.output
     summary = json.loads(moved.stdout)
     assert summary["out"] == str(tmp_path / "s-2") and summary["computed"] == 2
-    assert len(load_results(out)) == 8 and len(load_results(tmp_path / "s-2")) == 16
+    rows = len(DEFAULT_VERIFIERS)  # one row per (instance, verifier)
+    assert len(load_results(out)) == rows and len(load_results(tmp_path / "s-2")) == 2 * rows
 
 
 def test_legacy_sweep_json_grid_is_compared(tmp_path):
@@ -159,7 +161,7 @@ def test_counts_and_plots_only_see_the_folder_spec(tmp_path):
 
 def sweep_command(out, trials=3, workers=1):
     return [sys.executable, "-m", "speclp", "sweep", "--vocab", "2,3", "--depth", "1,2",
-            "--paths", "1,2", "--trials", str(trials), "--class-max-paths", "0",
+            "--paths", "1,2", "--trials", str(trials),
             "--workers", str(workers), "--out", str(out), "--json"]
 
 
