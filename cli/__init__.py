@@ -1,32 +1,105 @@
 """Console entry point `speclp`: a thin face over lp, verifiers and proofs.
 
 Contract (DESIGN.md): `--json` prints exactly one JSON object on stdout; without it a
-readable table. Exit 0 on success, 1 when a checked claim fails (the counterexample is
-printed and saved), 2 on bad input with a one-line error naming the offending field.
+readable table. Exit statuses:
+    0    success
+    1    a checked claim failed (the counterexample is printed and saved)
+    2    bad input: ONE line on stderr, ``error: FLAG-or-PATH: what is wrong`` (usage errors
+         of the parser included); checked before any expensive work (cli/validate.py)
+    3    internal error (a bug): one line ``internal error: ...; please report`` (set
+         SPECLP_DEBUG=1 for the traceback)
+    130  interrupted (Ctrl-C / SIGTERM); resumable commands keep what they finished
 Long work shows a progress bar on stderr.
 
 Commands live in the modules of this package, one per command group; each registers
 itself on `app` (or on the `check` group) when imported. COMMANDS below is the map from
 every command to its module (tests/test_cli_core.py checks it against what is registered).
+Their inputs are checked by the shared validation layer, cli/validate.py.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import math
+import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from fractions import Fraction
 from typing import Any, TypeVar
 
 import typer
+import typer.core
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from .validate import BadInput
+
+INTERNAL_ERROR = 3
+INTERRUPTED = 130
+
+
+class OneLineErrors(typer.core.TyperGroup):
+    """The top-level command group: every error ends as one line on stderr and an exit status
+    of the contract (module docstring), usage errors of the parser included."""
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        try:
+            rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var,
+                              standalone_mode=False, **extra)
+            code = rv if isinstance(rv, int) else 0
+        except typer.Exit as done:
+            code = done.exit_code
+        except (typer.Abort, KeyboardInterrupt):
+            stderr.print("interrupted", markup=False, highlight=False)
+            code = INTERRUPTED
+        except Exception as err:
+            if hasattr(err, "exit_code") and hasattr(err, "format_message"):  # a parser error
+                code = parser_error(err)
+            else:  # a bug outside a command body
+                code = internal_error(err)
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
+def parser_error(err: Any) -> int:
+    """One line for an error of the command-line parser (click's exceptions, vendored by
+    typer): unknown option, missing or unparsable value; returns its exit status (2)."""
+    if type(err).__name__ == "NoArgsIsHelpError":  # `speclp` alone prints the help
+        err.show()
+        return int(err.exit_code)
+    ctx = getattr(err, "ctx", None)
+    hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+    stderr.print(f"error: {_one_line(err.format_message())}{hint}", markup=False, highlight=False,
+                 soft_wrap=True)
+    return int(err.exit_code)
+
+
+def _one_line(text: Any) -> str:
+    return " ".join(str(text).split())
+
+
+def internal_error(err: BaseException) -> int:
+    """Report an unexpected exception on one line (traceback with SPECLP_DEBUG=1); exit 3."""
+    if os.environ.get("SPECLP_DEBUG"):
+        import traceback
+
+        traceback.print_exception(err)
+    from .. import __version__
+
+    stderr.print(f"internal error: {type(err).__name__}: {_one_line(err)[:300]}; please report "
+                 f"it with the command line (speclp {__version__}; SPECLP_DEBUG=1 shows the "
+                 "traceback)", markup=False, highlight=False, soft_wrap=True)
+    return INTERNAL_ERROR
+
+
 app = typer.Typer(
+    cls=OneLineErrors,
     help="speclp: speculative decoding theory turned into checked numbers.",
     no_args_is_help=True,
     add_completion=False,
@@ -38,13 +111,10 @@ check_app = typer.Typer(help="Check a claim of the theory; exit 1 with a counter
 app.add_typer(check_app, name="check")
 
 stderr = Console(stderr=True)
-stdout = Console()
+# Tables are never cut: off a terminal (a file, a pipe) they keep their natural width.
+stdout = Console() if sys.stdout.isatty() or os.environ.get("COLUMNS") else Console(width=100_000)
 
 T = TypeVar("T")
-
-
-class BadInput(Exception):
-    """Bad user input: reported on one line, exit status 2."""
 
 
 class ClaimFailed(Exception):
@@ -56,16 +126,19 @@ class ClaimFailed(Exception):
 
 
 def require_min(flag: str, value: float, low: float, strict: bool = False) -> None:
-    """BadInput naming the flag unless value >= low (value > low when strict)."""
-    if value < low or (strict and value == low):
-        raise BadInput(f"{flag}: must be {'>' if strict else '>='} {low}, got {value}")
+    """BadInput naming the flag unless value >= low (value > low when strict); NaN and
+    infinities are refused. Kept for callers of the earlier helper: it is
+    validate.number, which new code calls directly."""
+    from . import validate
+
+    validate.number(flag, value, low, low_open=strict)
 
 
 def require_choice(flag: str, value: str, choices: Iterable[str]) -> None:
-    """BadInput naming the flag unless value is one of choices."""
-    choices = tuple(choices)
-    if value not in choices:
-        raise BadInput(f"{flag}: must be one of {', '.join(choices)}, got {value!r}")
+    """BadInput naming the flag unless value is one of choices (validate.choice)."""
+    from . import validate
+
+    validate.choice(flag, value, choices)
 
 
 def jsonable(value: Any) -> Any:
@@ -93,7 +166,7 @@ def run(body: Callable[[], dict[str, Any]], as_json: bool,
     try:
         result = body()
     except (BadInput, InstanceError) as err:
-        stderr.print(f"error: {err}", markup=False, highlight=False, soft_wrap=True)
+        stderr.print(f"error: {_one_line(err)}", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
     except ClaimFailed as failure:
         if as_json:
@@ -105,6 +178,10 @@ def run(body: Callable[[], dict[str, Any]], as_json: bool,
             else:
                 print(json.dumps(jsonable(failure.payload), indent=1))
         raise typer.Exit(1) from None
+    except (typer.Exit, typer.Abort, KeyboardInterrupt):
+        raise
+    except Exception as err:
+        raise typer.Exit(internal_error(err)) from None
     if as_json:
         print(json.dumps(jsonable(result)))
     elif render is not None:
@@ -114,12 +191,25 @@ def run(body: Callable[[], dict[str, Any]], as_json: bool,
 
 
 def table(title: str, columns: list[str], rows: Iterable[Iterable[Any]]) -> None:
-    t = Table(title=escape(title))
+    """A titled table on stdout; the title is a line of its own (never wrapped to the
+    table's width)."""
+    stdout.print(title, markup=False, highlight=False, soft_wrap=True)
+    t = Table()
     for c in columns:
         t.add_column(escape(c))
     for row in rows:
         t.add_row(*["" if v is None else escape(str(v)) for v in row])
     stdout.print(t)
+
+
+@contextlib.contextmanager
+def working(description: str) -> Iterator[Callable[[str], None]]:
+    """A progress line on stderr for work of unknown length (elapsed time shown); yields a
+    function that replaces the description with the current stage."""
+    columns = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=stderr, transient=False, disable=not sys.stderr.isatty()) as bar:
+        task = bar.add_task(description, total=None)
+        yield lambda stage: bar.update(task, description=f"{description}: {stage}")
 
 
 def progress(items: Iterable[T], total: int | None, description: str) -> Iterator[T]:

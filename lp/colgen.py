@@ -68,7 +68,15 @@ from ..verifiers.drafts import (
     count_configurations,
     multiset_configurations,
 )
-from ..verifiers.tree import TreeModel, all_paths, num_nodes, prefix_node_indices
+from ..verifiers.tree import (
+    SIZE_CAP,
+    TreeModel,
+    all_paths,
+    capped_num_nodes,
+    capped_power,
+    num_nodes,
+    prefix_node_indices,
+)
 from .certify import BASIC, Certificate, fmpq_to_fraction, refine_basis, to_fmpq
 from .full import as_model, label_node
 from .instance import Instance
@@ -108,6 +116,23 @@ class MasterData:
 
     def leaf_label(self, x: int) -> str:
         return str(tuple(int(t) for t in self.path_tokens[x]))
+
+
+MAX_MASTER_COLUMNS = 2_000_000  # single-path output columns rho(x, d, y) of the master
+
+
+def master_size(vocab: int, depth: int, paths: int, draft_sampling: str = "iid") -> dict[str, int]:
+    """Size of the selection master from the shape alone (nothing is built; capped at
+    verifiers.tree.SIZE_CAP): leaves P = V^L, columns P (L+1) V + N - 1 (+ one per
+    generated priority), rows P + N V, and the configurations enumerated without
+    replacement (0 for iid, where priority laws have a closed form)."""
+    leaves = capped_power(vocab, depth)
+    nodes = capped_num_nodes(vocab, depth)
+    columns = min(leaves * (depth + 1) * vocab + nodes - 1, SIZE_CAP)
+    rows = min(leaves + nodes * vocab, SIZE_CAP)
+    enumerated = (count_configurations(leaves, paths, draft_sampling)
+                  if draft_sampling == "without-replacement" else 0)
+    return {"leaves": leaves, "columns": columns, "rows": rows, "configurations": enumerated}
 
 
 def master_data(model_or_instance: TreeModel | Instance, paths: int = 2,

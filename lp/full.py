@@ -57,7 +57,16 @@ from ..verifiers.drafts import (
     multiset_configurations,
     positive_leaves,
 )
-from ..verifiers.tree import TreeModel, node_depths, node_prefix, num_nodes, prefix_node_indices
+from ..verifiers.tree import (
+    SIZE_CAP,
+    TreeModel,
+    capped_num_nodes,
+    capped_power,
+    node_depths,
+    node_prefix,
+    num_nodes,
+    prefix_node_indices,
+)
 from .instance import Instance
 from .program import Block, LinearProgram, ValueTable
 from .rows import depth_values, matching_a_entries, matching_rhs, target_refs
@@ -65,6 +74,7 @@ from .rows import depth_values, matching_a_entries, matching_rhs, target_refs
 __all__ = ["DRAFT_SAMPLING", "MAX_BYTES", "MAX_NONZEROS", "as_model", "check_tree_nodes",
            "estimate_full_lp", "full_lp", "tree_lp"]
 
+MAX_VARIABLES = 400_000  # default refusal limit of the commands (V=3, L=3, K=4 is ~1.07M: minutes)
 MAX_NONZEROS = 20_000_000
 MAX_BYTES = 8 * 2**30
 BYTES_PER_NONZERO = 120  # COO refs, CSC copy for the solver, solver workspace (measured order)
@@ -94,23 +104,37 @@ def label_node(index: int, vocab: int) -> str:
 # size estimate
 # ---------------------------------------------------------------------------
 
+def full_lp_size(vocab: int, depth: int, paths: int, draft_sampling: str = "iid",
+                 positive_paths: int | None = None, exact: bool = True) -> dict[str, int]:
+    """Upper bounds on the size of full_lp from the shape alone (nothing is built).
+
+    positive_paths: paths with q(x) > 0 (default all V^L). Returns configurations,
+    variables, nonzeros and bytes (memory of the build, the solve and, when exact, the
+    exact table); every count is capped at verifiers.tree.SIZE_CAP, so this is safe to call
+    on any input before anything is allocated.
+    """
+    if positive_paths is None:
+        positive_paths = capped_power(vocab, depth)
+    configs = count_configurations(positive_paths, paths, draft_sampling)
+    nodes = capped_num_nodes(vocab, depth)
+    per_config = min(1 + paths * depth, nodes)
+    pi_vars = min(configs * per_config * vocab, SIZE_CAP)
+    variables = min(pi_vars + nodes - 1, SIZE_CAP)
+    nonzeros = min(2 * pi_vars + (nodes - 1) * (vocab + 1), SIZE_CAP)
+    exact_values = (configs + nodes * vocab) if exact else 0
+    enumeration = configs * paths * (depth + 1) * 8 * 4
+    memory = min(nonzeros * BYTES_PER_NONZERO + exact_values * BYTES_PER_EXACT_VALUE + enumeration,
+                 SIZE_CAP)
+    return {"configurations": configs, "variables": variables, "nonzeros": nonzeros,
+            "bytes": memory}
+
+
 def estimate_full_lp(model: TreeModel, paths: int, draft_sampling: str = "iid",
                      exact: bool = True) -> dict[str, int]:
     """Upper bounds on the size of full_lp without building it (configurations, variables,
-    nonzeros, bytes)."""
-    vocab, depth = model.vocab_size, model.depth
+    nonzeros, bytes), counting only the paths the draft can produce (q(x) > 0)."""
     _, positive = positive_leaves(model)
-    configs = count_configurations(len(positive), paths, draft_sampling)
-    nodes = num_nodes(vocab, depth)
-    per_config = min(1 + paths * depth, nodes)
-    pi_vars = configs * per_config * vocab
-    variables = pi_vars + nodes - 1
-    nonzeros = 2 * pi_vars + (nodes - 1) * (vocab + 1)
-    exact_values = (configs + nodes * vocab) if exact else 0
-    enumeration = configs * paths * (depth + 1) * 8 * 4
-    memory = nonzeros * BYTES_PER_NONZERO + exact_values * BYTES_PER_EXACT_VALUE + enumeration
-    return {"configurations": configs, "variables": variables, "nonzeros": nonzeros,
-            "bytes": memory}
+    return full_lp_size(model.vocab_size, model.depth, paths, draft_sampling, len(positive), exact)
 
 
 def _refuse_if_too_large(size: dict[str, int], what: str, max_nonzeros: int,

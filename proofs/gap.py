@@ -36,12 +36,15 @@ from ..verifiers.exact import exact_result
 from ..verifiers.law import get_verifier, verifier_names
 
 DEFAULT_VERIFIERS: tuple[str, ...] = (
-    "token", "bv", "gbv", "specinfer", "spectr", "nss", "naive_tree", "traversal",
+    "token", "bv", "gbv", "gbv_clipped", "specinfer", "rrsw", "naive_tree", "khisti", "spectr",
+    "spectr_gbv", "nss", "traversal",
 )
 BACKENDS = ("highs", "cvxpy")
 CERTIFIED_TOLERANCE = 1e-9
 UNCERTIFIED_TOLERANCE = 1e-7
 TV_TOLERANCE = 1e-12
+EXACT_CONFIGURATIONS = 5_000  # rational instances up to this many ordered draft tuples also
+# get every verifier's block efficiency in exact rationals ("exact")
 
 
 def available_verifiers(requested: tuple[str, ...] | list[str] | None = None
@@ -72,7 +75,9 @@ def gap(instance: Instance, paths: int, draft_sampling: str = "iid", backend: st
                        exact, certified, certificate, status, method, seconds, size, notes,
                        ...), plus exact_value (Fraction or None; dropped by the CLI)
         class_optimum  {value, exact, certified, source}: the same number (CLASS_SOURCE)
-        verifiers      {name: {block_efficiency, gap, ratio, tv, lossless_claimed, seconds}}
+        verifiers      {name: {block_efficiency, exact (fraction string on rational instances
+                       of at most EXACT_CONFIGURATIONS ordered draft tuples, else None), gap,
+                       ratio, tv, lossless_claimed, seconds}}
         missing        requested verifiers that are not registered
         tolerance      the tolerance used for BE <= optimum
         failures       list of violated claims (empty when every claim holds)
@@ -110,8 +115,13 @@ def gap(instance: Instance, paths: int, draft_sampling: str = "iid", backend: st
         # drafting without replacement (where it is lossy: GBV, SpecTr, SpecInfer); a
         # deliberately broken verifier requested by name is held to them (and fails)
         claimed = draft_sampling in spec.draft_sampling
+        exact_be = None
+        if instance.rational and (instance.vocab_size ** instance.depth) ** paths <= EXACT_CONFIGURATIONS:
+            exact_be = str(exact_result(instance.model(exact=True), name, paths=paths,
+                                        draft_sampling=draft_sampling).block_efficiency)
         results[name] = {
             "block_efficiency": block_efficiency,
+            "exact": exact_be,
             "gap": value - block_efficiency,
             "ratio": block_efficiency / value,
             "tv": float(law.total_variation),

@@ -7,11 +7,15 @@ with `trials` instances per cell (seeds seed .. seed + trials - 1; the same seed
 every K, so results are paired across K). One *task* = one (instance, K); it runs
 speclp.proofs.gap.gap and yields ONE ROW PER (instance, verifier) (ROW_COLUMNS).
 
-Storage (DIR = --out):
-    DIR/sweep.json               the grid and the runs that worked on it
+Storage (DIR = --out; a results folder of speclp.proofs.store):
+    DIR/spec.json                the sweep's spec (the grid and every option that changes
+                                 a row, folder_spec) and the runs that worked on it; a run
+                                 with another spec is refused (store.SpecMismatch)
+    DIR/.lock                    held by the one run writing DIR (store.FolderBusy for a
+                                 second one: two concurrent sweeps never duplicate rows)
     DIR/parts/part-*.parquet     finished tasks (or .csv), written atomically (temporary
                                  file + os.replace) by the parent process only
-    DIR/results.parquet          all rows, written when every task is done
+    DIR/results.parquet          the spec's rows, written when every task is done
 A task is *finished* when its rows are in a part file; the done set is the set of
 instance_ids found in DIR/parts. A rerun of the same command skips every finished task,
 so interrupted work is never recomputed and nothing already written is lost or
@@ -21,7 +25,8 @@ KeyboardInterrupt / SIGTERM / an error; a SIGKILL loses at most the unflushed ta
 it and computed_at (UTC), which is how the tests prove nothing was recomputed.
 
 Execution: in-process (workers = 1), a concurrent.futures process pool (spawn; one
-torch thread per worker) or a Dask distributed cluster (Client(address), or a
+torch thread per worker; workers die with the parent, store.die_with_parent) or a Dask
+distributed cluster (Client(address), or a
 LocalCluster for "local"). The size guard refuses cells whose full LP is estimated over
 `max_variables` variables or whose exact verifier enumeration is over `max_tuples`
 ordered draft tuples (SweepTooLarge; skip them with skip_large=True).
@@ -45,15 +50,17 @@ from typing import Any
 
 import pandas as pd
 
+from ..lp.colgen import MAX_MASTER_COLUMNS, master_size
 from ..lp.engine import METHODS
+from ..lp.full import MAX_VARIABLES, full_lp_size
 from ..lp.instance import Instance, dirichlet_instance, temperature_instance
-from ..verifiers.drafts import DRAFT_SAMPLING, count_configurations
-from ..verifiers.tree import num_nodes
+from ..verifiers.drafts import DRAFT_SAMPLING
+from ..verifiers.tree import MAX_TUPLES, ordered_tuple_count
+from .store import SpecMismatch, die_with_parent, open_folder, read_spec, spec_differences
 
 FAMILIES = ("dirichlet", "temperature")
 FORMATS = ("parquet", "csv")
-MAX_VARIABLES = 400_000  # full LP variables per cell (V=3, L=3, K=4 is about 1.07M: minutes)
-MAX_TUPLES = 1_000_000  # ordered draft tuples V^(L K) enumerated per verifier law
+MAX_TASKS = 1_000_000  # tasks one sweep may plan (cells x shapes x trials)
 ROW_COLUMNS = (
     "family", "vocab", "depth", "paths", "draft_sampling", "alpha", "temperature", "seed",
     "instance_id", "verifier", "multipath", "block_efficiency", "optimum", "optimum_certified",
@@ -137,6 +144,10 @@ class SweepSpec:
             raise ValueError(f"temperature: values must be > 0, got {self.temperature}")
         if self.trials < 1:
             raise ValueError(f"trials: must be >= 1, got {self.trials}")
+        count = len(self.cells()) * len(self.shapes()) * self.trials
+        if count > MAX_TASKS:
+            raise ValueError(f"trials: the grid has {count:,} tasks (cells x alpha/temperature "
+                             f"values x trials; limit {MAX_TASKS:,}); use fewer values or trials")
         if self.draft_sampling not in DRAFT_SAMPLING:
             raise ValueError(f"draft_sampling: must be one of {', '.join(DRAFT_SAMPLING)}, "
                              f"got {self.draft_sampling!r}")
@@ -157,14 +168,11 @@ class SweepSpec:
 
 def estimate_cell(vocab: int, depth: int, paths: int, draft_sampling: str = "iid"
                   ) -> dict[str, int]:
-    """Upper bounds for one cell: full LP variables (every path drafted with q > 0) and the
-    ordered draft tuples the exact verifier laws enumerate."""
-    n_leaves = vocab**depth
-    configs = (count_configurations(n_leaves, paths, draft_sampling)
-               if draft_sampling == "iid" or paths <= n_leaves else 0)
-    nodes = num_nodes(vocab, depth)
-    variables = configs * min(1 + paths * depth, nodes) * vocab + nodes - 1
-    return {"configurations": configs, "variables": variables, "tuples": n_leaves**paths}
+    """Upper bounds for one cell (lp.full.full_lp_size: every path drafted with q > 0;
+    verifiers.tree.ordered_tuple_count: the ordered draft tuples the exact laws enumerate)."""
+    size = full_lp_size(vocab, depth, paths, draft_sampling)
+    return {"configurations": size["configurations"], "variables": size["variables"],
+            "tuples": ordered_tuple_count(vocab, depth, paths)}
 
 
 def plan(spec: SweepSpec, skip_large: bool = False) -> tuple[list[Task], list[dict[str, Any]]]:
@@ -180,7 +188,10 @@ def plan(spec: SweepSpec, skip_large: bool = False) -> tuple[list[Task], list[di
         reason = None
         if spec.draft_sampling == "without-replacement" and paths > vocab**depth:
             reason = f"cannot draft {paths} distinct paths out of {vocab**depth}"
-        elif size["variables"] > spec.max_variables:
+        elif spec.method != "full" and master_size(vocab, depth, paths, spec.draft_sampling)[
+                "columns"] > MAX_MASTER_COLUMNS:
+            reason = (f"column-generation master over {MAX_MASTER_COLUMNS:,} columns")
+        elif spec.method == "full" and size["variables"] > spec.max_variables:
             reason = (f"full LP about {size['variables']:,} variables "
                       f"({size['configurations']:,} draft configurations; limit "
                       f"{spec.max_variables:,})")
@@ -316,25 +327,46 @@ def _read_table(path: Path, columns: list[str] | None = None) -> pd.DataFrame:
 def load_results(path: str | Path) -> pd.DataFrame:
     """Rows of a sweep: a sweep directory (its parts), or one .parquet / .csv file.
 
-    Raises FileNotFoundError / ValueError with a readable message.
+    A directory gives one row per (instance_id, verifier); when it records its spec
+    (spec.json) only the rows of that spec's tasks are returned, so a count never mixes in
+    rows the spec did not ask for. Raises FileNotFoundError / ValueError with a readable
+    message.
     """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file or directory")
-    if path.is_dir():
-        frame = ResultStore(path).load()
-        if frame.empty and (path / "results.parquet").exists():
-            frame = pd.read_parquet(path / "results.parquet")
-        if frame.empty:
-            raise ValueError(f"{path}: no sweep results (no parts/ files)")
-    elif path.suffix in (".parquet", ".csv"):
-        frame = _read_table(path)
-    else:
-        raise ValueError(f"{path}: expected a sweep directory or a .parquet / .csv file")
+    try:
+        if path.is_dir():
+            frame = ResultStore(path).load()
+            if frame.empty and (path / "results.parquet").exists():
+                frame = pd.read_parquet(path / "results.parquet")
+            if frame.empty:
+                raise ValueError(f"{path}: no sweep results (no parts/ files)")
+            tasks = folder_tasks(path)
+            frame = (_only_tasks(frame, tasks) if tasks is not None
+                     else frame.drop_duplicates(["instance_id", "verifier"]).reset_index(drop=True))
+        elif path.is_file() and path.suffix in (".parquet", ".csv"):
+            frame = _read_table(path)
+        else:
+            raise ValueError(f"{path}: expected a sweep directory or a .parquet / .csv file")
+    except (ValueError, FileNotFoundError):
+        raise
+    except Exception as err:  # a damaged or foreign table file (pyarrow / pandas errors)
+        raise ValueError(f"{path}: cannot read sweep results ({type(err).__name__})") from None
     missing = {"instance_id", "verifier", "block_efficiency", "optimum"} - set(frame.columns)
     if missing:
         raise ValueError(f"{path}: not sweep results (missing columns {sorted(missing)})")
     return frame
+
+
+def folder_tasks(path: str | Path) -> list[Task] | None:
+    """The tasks of the spec a sweep folder records (spec.json), or None without one."""
+    stored = read_spec(path)
+    if stored is None or stored.get("kind") != "sweep":
+        return None
+    fields = {f.name for f in dataclasses.fields(SweepSpec)}
+    spec = SweepSpec(**{k: v for k, v in stored["spec"].items() if k in fields})
+    return plan(spec, skip_large=bool(stored["spec"].get("skip_large", False)))[0]
 
 
 # ---------------------------------------------------------------------------
@@ -351,7 +383,8 @@ def _process_pool(tasks: list[Task], spec: SweepSpec, run_id: str, workers: int
     import multiprocessing
 
     executor = ProcessPoolExecutor(max_workers=workers,
-                                   mp_context=multiprocessing.get_context("spawn"))
+                                   mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=die_with_parent, initargs=(os.getpid(),))
     finished = False
     try:
         futures: list[Future] = [executor.submit(run_task, t, spec, run_id) for t in tasks]
@@ -399,23 +432,64 @@ def run_sweep(spec: SweepSpec, out: str | Path, fmt: str = "parquet", workers: i
               progress: Callable[[Iterable[dict[str, Any]], int], Iterable[dict[str, Any]]]
               | None = None,
               batch: int = 8, flush_seconds: float = 10.0,
-              on_result: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+              on_result: Callable[[dict[str, Any]], None] | None = None,
+              new_folder: bool = False) -> dict[str, Any]:
     """Run (or resume) a sweep into `out`; returns a summary.
 
     cluster: None (process pool when workers > 1), a dask Client, "local" (a LocalCluster
     of `workers` processes) or a scheduler address. on_result is called in the parent after
-    each finished task is buffered (tests use it to interrupt a sweep). Summary keys:
-    out, format, tasks, done_before, computed, errors, skipped_cells, rows, violations,
-    run_id, seconds, parts_written, complete, results_file.
+    each finished task is buffered (tests use it to interrupt a sweep). `out` must hold
+    this spec or none (store.SpecMismatch otherwise, unless new_folder: then the first free
+    sibling out-2, out-3, ... is used) and no other run may be writing it
+    (store.FolderBusy). Summary keys: out, format, tasks, done_before, computed, errors,
+    skipped_cells, rows, violations, run_id, seconds, parts_written, complete, results_file
+    (rows and results count this spec's tasks only).
     """
     if workers < 1:
         raise ValueError(f"workers: must be >= 1, got {workers}")
     tasks, skipped = plan(spec, skip_large=skip_large)
+    _refuse_legacy_mismatch(Path(out), spec, new_folder)
+    with open_folder(out, "sweep", folder_spec(spec, fmt, skip_large), new_folder) as folder:
+        return _run_in_folder(spec, folder.path, tasks, skipped, fmt, workers, cluster, progress,
+                              batch, flush_seconds, on_result)
+
+
+def folder_spec(spec: SweepSpec, fmt: str, skip_large: bool) -> dict[str, Any]:
+    """What a sweep folder's spec.json records: every field of the spec (certify as
+    no_certify, the command's flag), the format and skip_large (which decides the cells
+    planned)."""
+    fields = dataclasses.asdict(spec)
+    fields["no_certify"] = not fields.pop("certify")
+    return {**fields, "format": fmt, "skip_large": skip_large}
+
+
+def _refuse_legacy_mismatch(out: Path, spec: SweepSpec, new_folder: bool) -> None:
+    """A folder written before spec.json existed records its grid in sweep.json: refuse
+    another grid there too (SpecMismatch)."""
+    legacy = out / "sweep.json"
+    if new_folder or (out / "spec.json").exists() or not legacy.is_file():
+        return
+    try:
+        stored = json.loads(legacy.read_text()).get("spec", {})
+    except (OSError, ValueError, AttributeError):
+        return
+    mine = dataclasses.asdict(spec)
+    differences = spec_differences({k: v for k, v in stored.items() if k in mine},
+                                   {k: v for k, v in mine.items() if k in stored})
+    if differences:
+        raise SpecMismatch(f"{out} holds results of another spec ({'; '.join(differences)}; "
+                           "from its sweep.json); rerun with the same settings to resume, "
+                           "choose another folder, or pass --new-out to start a new folder "
+                           "next to it", differences)
+
+
+def _run_in_folder(spec: SweepSpec, out: Path, tasks: list[Task], skipped: list[dict[str, Any]],
+                   fmt: str, workers: int, cluster: Any, progress: Any, batch: int,
+                   flush_seconds: float, on_result: Any) -> dict[str, Any]:
     store = ResultStore(out, fmt)
     done_before = store.done()
     todo = [t for t in tasks if t.instance_id not in done_before]
     run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
-    _write_manifest(store, spec, run_id, len(tasks), skipped, fmt)
     start = time.perf_counter()
     buffer: list[dict[str, Any]] = []
     buffered_tasks = 0
@@ -472,7 +546,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, fmt: str = "parquet", workers: i
         if handler_installed:
             signal.signal(signal.SIGTERM, previous)
 
-    frame = store.load()
+    frame = _only_tasks(store.load(), tasks)
     complete = {t.instance_id for t in tasks} <= set(frame["instance_id"])
     results_file = None
     if complete and not frame.empty:
@@ -495,23 +569,11 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
     raise SweepInterrupted(f"signal {signum}")
 
 
-def _write_manifest(store: ResultStore, spec: SweepSpec, run_id: str, tasks: int,
-                    skipped: list[dict[str, Any]], fmt: str) -> None:
-    store.out.mkdir(parents=True, exist_ok=True)
-    path = store.out / "sweep.json"
-    runs: list[dict[str, Any]] = []
-    if path.exists():
-        try:
-            runs = list(json.loads(path.read_text()).get("runs", []))
-        except (json.JSONDecodeError, AttributeError):
-            runs = []
-    runs.append({"run_id": run_id, "started": datetime.now(UTC).isoformat(timespec="seconds"),
-                 "spec": dataclasses.asdict(spec)})
-    manifest = {"format": fmt, "tasks": tasks, "skipped_cells": skipped,
-                "spec": dataclasses.asdict(spec), "runs": runs}
-    tmp = store.out / ".sweep.json.tmp"
-    tmp.write_text(json.dumps(manifest, indent=1))
-    os.replace(tmp, path)
+def _only_tasks(frame: pd.DataFrame, tasks: list[Task]) -> pd.DataFrame:
+    """Rows of the given tasks only, one per (instance_id, verifier) (the first written)."""
+    ids = {t.instance_id for t in tasks}
+    frame = frame[frame["instance_id"].isin(ids)]
+    return frame.drop_duplicates(["instance_id", "verifier"]).reset_index(drop=True)
 
 
 def summarize(frame: pd.DataFrame, tolerance: float = 1e-12) -> dict[str, Any]:

@@ -277,12 +277,28 @@ def test_engine_reuse_counts_corrections_that_are_drafted_children(tmp_path):
     result = engine.generate([[1, 2, 3]], generator=torch.Generator().manual_seed(0))
     hits, total = step_reuse(result.steps)
     assert hits == 0 and total == len(result.steps) > 0
-    # NSS ignores the drafts: its correction token is often a drafted child
-    engine = SpeculativeEngine(pair, verifier="nss",
-                               config=EngineConfig(paths=4, depth=2, max_new_tokens=12,
-                                                   record_steps=True, eos_token_ids=()))
-    result = engine.generate([[1, 2, 3]], generator=torch.Generator().manual_seed(0))
-    assert step_reuse(result.steps)[0] > 0
+    # a test-local (lossy) law whose correction token is always path 1's first token, a
+    # drafted child of the root: every row-step counts
+    from speclp.verifiers.law import REGISTRY, BlockLaw, register
+
+    def emit_drafted_child(tree):
+        stop = torch.zeros(tree.batch, tree.paths, tree.depth + 1, dtype=tree.target_rows.dtype)
+        stop[:, 0, 0] = 1
+        correction = torch.zeros_like(tree.target_rows)
+        correction[torch.arange(tree.batch), 0, 0, tree.tokens[:, 1, 0].long()] = 1
+        return BlockLaw(stop, correction)
+
+    register("test_emit_drafted_child", "test-local", multipath=True, lossless=False)(
+        emit_drafted_child)
+    try:
+        engine = SpeculativeEngine(pair, verifier="test_emit_drafted_child",
+                                   config=EngineConfig(paths=4, depth=2, max_new_tokens=12,
+                                                       record_steps=True, eos_token_ids=()))
+        result = engine.generate([[1, 2, 3]], generator=torch.Generator().manual_seed(0))
+    finally:
+        REGISTRY.pop("test_emit_drafted_child")
+    hits, total = step_reuse(result.steps)
+    assert hits == total > 0
     out = tmp_path / "engine.jsonl"
     run_engine_reuse(pair, prompts, [8], ["bv"], out, max_new_tokens=8)
     assert run_engine_reuse(pair, prompts, [8], ["bv"], out, max_new_tokens=8)["computed"] == 0

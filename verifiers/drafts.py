@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from .tree import TreeModel, all_paths
+from .tree import SIZE_CAP, TreeModel, all_paths, capped_comb, capped_power
 
 DRAFT_SAMPLING = ("iid", "without-replacement")
 
@@ -81,12 +81,16 @@ def check_draft_sampling(draft_sampling: str) -> None:
 
 def count_configurations(leaves: int, paths: int, draft_sampling: str,
                          ordered: bool = False) -> int:
-    """Number of configurations of K = paths drafts over `leaves` leaves with q > 0."""
+    """Number of configurations of K = paths drafts over `leaves` leaves with q > 0, capped at
+    verifiers.tree.SIZE_CAP so that absurd sizes are never computed."""
     if draft_sampling == "iid":
-        return leaves**paths if ordered else math.comb(leaves + paths - 1, paths)
+        return capped_power(leaves, paths) if ordered else capped_comb(leaves + paths - 1, paths)
     if ordered:
-        return math.perm(leaves, paths) if paths <= leaves else 0
-    return math.comb(leaves, paths)
+        if paths > leaves:
+            return 0
+        return min(capped_comb(leaves, paths) * math.factorial(paths), SIZE_CAP) if paths < 21 \
+            else SIZE_CAP
+    return capped_comb(leaves, paths)
 
 
 def positive_leaves(model: TreeModel) -> tuple[np.ndarray, np.ndarray]:
