@@ -27,6 +27,7 @@ Verifier laws are computed in float64 on the float rows (the engine's code path)
 from __future__ import annotations
 
 import time
+from fractions import Fraction
 from typing import Any
 
 from ..lp.engine import METHODS, optimum
@@ -117,12 +118,15 @@ def gap(instance: Instance, paths: int, draft_sampling: str = "iid", backend: st
         claimed = draft_sampling in spec.draft_sampling
         exact_be = None
         if instance.rational and (instance.vocab_size ** instance.depth) ** paths <= EXACT_CONFIGURATIONS:
-            exact_be = str(exact_result(instance.model(exact=True), name, paths=paths,
-                                        draft_sampling=draft_sampling).block_efficiency)
+            exact_be = Fraction(exact_result(instance.model(exact=True), name, paths=paths,
+                                             draft_sampling=draft_sampling).block_efficiency)
+        exact_gap = (record.exact_value - exact_be
+                     if exact_be is not None and record.exact_value is not None else None)
         results[name] = {
             "block_efficiency": block_efficiency,
-            "exact": exact_be,
-            "gap": value - block_efficiency,
+            "exact": None if exact_be is None else str(exact_be),
+            "gap": float(exact_gap) if exact_gap is not None else value - block_efficiency,
+            "exact_gap": None if exact_gap is None else str(exact_gap),
             "ratio": block_efficiency / value,
             "tv": float(law.total_variation),
             "lossless_claimed": claimed,
@@ -130,7 +134,12 @@ def gap(instance: Instance, paths: int, draft_sampling: str = "iid", backend: st
         }
         if not claimed:
             continue
-        if block_efficiency > value + tolerance:
+        if exact_gap is not None and exact_gap < 0:
+            failures.append(
+                f"{name}: exact block efficiency {exact_be} exceeds the "
+                f"{'certified' if record.certified else 'NOT certified'} exact optimum "
+                f"{record.exact_value} by {-exact_gap}")
+        elif exact_gap is None and block_efficiency > value + tolerance:
             failures.append(
                 f"{name}: block efficiency {block_efficiency:.15g} exceeds the "
                 f"{'certified' if record.certified else 'NOT certified'} optimum {value:.15g} "

@@ -100,11 +100,13 @@ def test_verifier_above_optimum_is_reported(monkeypatch):
     inflate(monkeypatch, "gbv", 1e-6)
     result = gap(anchor_instance(), 2)
     assert len(result["failures"]) == 1
-    assert result["failures"][0].startswith("gbv: block efficiency")
-    assert "certified optimum" in result["failures"][0]
+    assert result["failures"][0].startswith("gbv: exact block efficiency")
+    assert "exceeds the certified exact optimum 93/50" in result["failures"][0]
 
 
 def test_within_tolerance_is_not_reported(monkeypatch):
+    """Float laws only (no exact enumeration): 1e-10 is within the 1e-9 tolerance."""
+    monkeypatch.setattr(gap_module, "EXACT_CONFIGURATIONS", 0)
     inflate(monkeypatch, "gbv", 1e-10)
     assert gap(anchor_instance(), 2)["failures"] == []
 
@@ -147,7 +149,7 @@ def test_cli_table_labels_certification(tmp_path):
     path = anchor_instance().save(tmp_path / "anchor.json")
     result = runner.invoke(app, ["gap", str(path), "--paths", "2"])
     assert result.exit_code == 0, result.output
-    assert "K-path optimum (colgen)" in result.stdout and "certified" in result.stdout
+    assert "K-path optimum (closed-form)" in result.stdout and "certified" in result.stdout
     assert "same solve" in result.stdout
     assert "specinfer" in result.stdout
 
@@ -220,5 +222,5 @@ def test_cli_claim_failure_exit_1(tmp_path, monkeypatch):
                                  str(tmp_path / "ce")])
     assert result.exit_code == 1
     out = json.loads(result.stdout)
-    assert any(f.startswith("gbv: block efficiency") for f in out["failures"])
+    assert any(f.startswith("gbv: exact block efficiency") for f in out["failures"])
     assert (tmp_path / "ce" / "gap-K2-anchor.json").exists()
