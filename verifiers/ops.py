@@ -205,3 +205,60 @@ def argmax(a: Array, dim: int) -> Array:
             a = a.to(torch.int8)
         return torch.argmax(a, dim=dim)
     return np.argmax(a, axis=dim)
+
+
+# --- additions for the single-step optimum (running extrema, scatter sums, rank search) ---
+
+
+def cummax(a: Array, dim: int) -> Array:
+    """Running maximum along one axis (ints, floats or exact rationals)."""
+    if is_torch(a):
+        return torch.cummax(a, dim=dim).values
+    return np.maximum.accumulate(a, axis=dim)
+
+
+def cummin(a: Array, dim: int) -> Array:
+    """Running minimum along one axis."""
+    if is_torch(a):
+        return torch.cummin(a, dim=dim).values
+    return np.minimum.accumulate(a, axis=dim)
+
+
+def amin(a: Array, dim: int) -> Array:
+    """Minimum along one axis (values only)."""
+    if is_torch(a):
+        return a.amin(dim=dim)
+    return a.min(axis=dim)
+
+
+def amax(a: Array, dim: int) -> Array:
+    """Maximum along one axis (values only)."""
+    if is_torch(a):
+        return a.amax(dim=dim)
+    return a.max(axis=dim)
+
+
+def take_rows(values: Array, index: Array) -> Array:
+    """values [R, N], index [R, ...] -> [R, ...] with out[r, ...] = values[r, index[r, ...]]."""
+    rows = values.shape[0]
+    flat = index.reshape(rows, -1)
+    return gather(values, -1, flat).reshape(index.shape)
+
+
+def scatter_sum(values: Array, index: Array, size: int) -> Array:
+    """values [R, N], index [R, N] in 0..size-1 -> [R, size] sums of the values per index."""
+    out = zeros((values.shape[0], size), like=values)
+    if is_torch(values):
+        return out.scatter_add_(-1, index, values)
+    rows = np.broadcast_to(np.arange(values.shape[0])[:, None], index.shape)
+    np.add.at(out, (rows, np.asarray(index)), values)
+    return out
+
+
+def count_above(sorted_descending: Array, values: Array) -> Array:
+    """[R, N] number of entries of each row of sorted_descending [R, M] that are >= values [R, N]."""
+    if is_torch(values):
+        ascending = torch.flip(sorted_descending, dims=(-1,)).contiguous()
+        below = torch.searchsorted(ascending, values.contiguous(), right=False)
+        return ascending.shape[-1] - below
+    return (sorted_descending[:, None, :] >= values[:, :, None]).sum(axis=-1)
