@@ -53,20 +53,34 @@ def _needed(mask: Array) -> bool:
     return bool(mask.any())
 
 
+MIN_DEDUPLICATED = 16  # below this many rows every row is kept (comparing costs more)
+
+
+def _distinct(*parts: Array) -> tuple[Array, Array]:
+    """(distinct rows, inverse) of the rows concat(parts, -1), as ops.distinct_rows; with
+    fewer than MIN_DEDUPLICATED rows every row is kept (inverse = identity)."""
+    count = parts[0].shape[0]
+    if count < MIN_DEDUPLICATED:
+        rows = parts[0] if len(parts) == 1 else ops.concat(list(parts), -1)
+        return rows, ops.arange(count, parts[0])
+    return ops.distinct_rows(ops.concat(list(parts), -1) if len(parts) > 1 else parts[0])
+
+
 def nodeopt_selection(tree: DraftTree, support: int | None = DEFAULT_SUPPORT
                       ) -> tuple[Array, Array]:
     """(P(select path k) [B, K], skewed rows r [B, K, L, V] along every path).
 
     Path k's rows are the law of the selected path given that its prefix is path k's
-    prefix; identical paths share the selection probability equally."""
+    prefix; identical paths share the selection probability equally. The rules are built
+    once per distinct node row; count laws and selections once per distinct query."""
     target, draft = tree.target_rows, tree.draft_rows
     tokens = ops.index_like(target, tree.tokens)  # [B, K, L]
     batch, paths, depth, vocab = tree.batch, tree.paths, tree.depth, tree.vocab_size
     rows = batch * paths
     same = tokens[:, :, None, :] == tokens[:, None, :, :]  # [B, K, K, L]
-    through = same[..., 0] | True  # [B, K, K]: path j passes through path k's depth-0 node
+    through = same[..., 0] | True  # [B, K, K]: path j passes through path k's depth-i node
     count_shape = (batch, paths, paths + 1)
-    counts = ops.zeros(count_shape, like=target)  # pi: law of N at path k's node
+    counts = ops.zeros(count_shape, like=target)  # law of N at path k's node
     counts[:, :, paths] = 1
     selected = ops.ones((batch, paths), like=target)
     skewed = []
@@ -74,29 +88,39 @@ def nodeopt_selection(tree: DraftTree, support: int | None = DEFAULT_SUPPORT
         a = target[:, :, i].reshape(rows, vocab)
         q = draft[:, :, i].reshape(rows, vocab)
         own = tokens[:, :, i].reshape(rows)  # path k's child at its depth-i node
-        children = tokens[:, None, :, i].expand(-1, paths, -1) if ops.is_torch(tokens) else \
-            ops.ones((batch, paths, paths), like=tokens[:, :, 0]) * tokens[:, None, :, i]
-        children = children.reshape(rows, paths)
-        present = through.reshape(rows, paths)
-        observed = ops.total(ops.where(present, 1, 0), -1)  # [R] paths through the node
+        children = ops.ones((batch, paths, paths), like=tokens[:, :, 0]) * tokens[:, None, :, i]
+        drafted = ops.where(through, children, -1).reshape(rows, paths)  # -1: not through
         weights = counts.reshape(rows, paths + 1)
-        cells = ratio_cells(a, q, support)
-        law = q * 0
+        if rows < MIN_DEDUPLICATED:
+            a_distinct, q_distinct, inverse = a, q, ops.arange(rows, own)
+        else:  # one rule per distinct node
+            distinct, inverse = _distinct(a, q)
+            a_distinct, q_distinct = distinct[:, :vocab], distinct[:, vocab:]
+        cells = ratio_cells(a_distinct, q_distinct, support)
+        rate = ops.zeros((rows, cells.count), like=q)  # the mixed law per unit q of each cell
         count_law = ops.zeros((rows, paths + 1), like=q)
         choose = ops.zeros((rows,), like=q)
+        # count laws need (node, own child); selections (node, own child, drafted children)
+        count_keys, count_inverse = _distinct(inverse[:, None], own[:, None])
+        select_keys, select_inverse = _distinct(inverse[:, None], own[:, None], drafted)
+        select_drafts = select_keys[:, 2:]
+        select_present = select_drafts >= 0
+        select_observed = ops.total(ops.where(select_present, 1, 0), -1)
         for n in range(1, paths + 1):
             weight = weights[:, n]
-            used = observed == n
+            used = select_observed == n
             if not (_needed(weight != 0) or _needed(used)):
                 continue
-            rule = nested_partitions(a, q, n, cells=cells)
-            law = law + weight[:, None] * rule.law()
-            rho = rule.count_law(own)  # [R, n+1]
-            count_law[:, : n + 1] = count_law[:, : n + 1] + weight[:, None] * rho
+            rule = nested_partitions(a_distinct, q_distinct, n, cells=cells)
+            rate = rate + weight[:, None] * rule.rate[inverse]
+            rho = rule.count_law(count_keys[:, 1], rows=count_keys[:, 0])  # [U, n+1]
+            count_law[:, : n + 1] = count_law[:, : n + 1] + weight[:, None] * rho[count_inverse]
             if _needed(used):
-                draw = rule.select(children, present & used[:, None])  # [R, J]
-                mine = ops.total(ops.where(children == own[:, None], draw, 0), -1)
-                choose = ops.where(used, mine, choose)
+                draw = rule.select(ops.maximum(select_drafts, 0), select_present & used[:, None],
+                                   rows=select_keys[:, 0])
+                mine = ops.total(ops.where(select_drafts == select_keys[:, 1:2], draw, 0), -1)
+                choose = ops.where(used[select_inverse], mine[select_inverse], choose)
+        law = q * ops.take_rows(rate, cells.cell_of[inverse])  # r(.|u) [R, V]
         skewed.append(law.reshape(batch, paths, vocab))
         law_own = ops.take_rows(law, own[:, None])  # [R, 1] r(y|u)
         counts = ops.safe_div(count_law, law_own).reshape(count_shape)
@@ -110,12 +134,16 @@ def nodeopt_selection(tree: DraftTree, support: int | None = DEFAULT_SUPPORT
           "lexicographic), then BV on the selected path", multipath=True,
           draft_sampling=("iid",), support=DEFAULT_SUPPORT)
 def nodeopt_law(tree: DraftTree, support: int | None = DEFAULT_SUPPORT) -> BlockLaw:
-    """Exact law (module docstring)."""
+    """Exact law (module docstring); BV runs once per distinct drafted path."""
     chosen, skewed = nodeopt_selection(tree, support)
     batch, paths, depth, vocab = tree.batch, tree.paths, tree.depth, tree.vocab_size
-    tokens = ops.index_like(tree.target_rows, tree.tokens)
-    stop, correction = bv_path_law(tokens.reshape(batch * paths, depth),
-                                   tree.target_rows.reshape(batch * paths, depth + 1, vocab),
-                                   skewed.reshape(batch * paths, depth, vocab))
-    stop = stop.reshape(batch, paths, depth + 1) * chosen[:, :, None]
-    return BlockLaw(stop, correction.reshape(batch, paths, depth + 1, vocab))
+    tokens = ops.index_like(tree.target_rows, tree.tokens).reshape(batch * paths, depth)
+    owner = ops.arange(batch * paths, tokens) // paths  # batch row of every path
+    keys, inverse = _distinct(owner[:, None], tokens)
+    first = ops.zeros((keys.shape[0],), like=inverse)
+    first[inverse] = ops.arange(batch * paths, tokens)  # one path per distinct key
+    stop, correction = bv_path_law(tokens[first],
+                                   tree.target_rows.reshape(batch * paths, depth + 1, vocab)[first],
+                                   skewed.reshape(batch * paths, depth, vocab)[first])
+    stop = stop[inverse].reshape(batch, paths, depth + 1) * chosen[:, :, None]
+    return BlockLaw(stop, correction[inverse].reshape(batch, paths, depth + 1, vocab))

@@ -262,3 +262,32 @@ def count_above(sorted_descending: Array, values: Array) -> Array:
         below = torch.searchsorted(ascending, values.contiguous(), right=False)
         return ascending.shape[-1] - below
     return (sorted_descending[:, None, :] >= values[:, :, None]).sum(axis=-1)
+
+
+def distinct_rows(x: Array) -> tuple[Array, Array]:
+    """(distinct rows [U, N], inverse [R]) with x = distinct[inverse] for x [R, N] (bitwise
+    equality for floats).
+
+    torch on the CPU and numpy numbers: numpy's unique over the rows viewed as raw bytes
+    (torch.unique(dim=0) is about 10x slower there); torch elsewhere: torch.unique(dim=0);
+    exact rationals: a dictionary, rows in first-occurrence order."""
+    if is_torch(x) and x.device.type != "cpu":
+        unique, inverse = torch.unique(x, dim=0, return_inverse=True)
+        return unique, inverse
+    if is_torch(x) or not is_exact(x):
+        values = np.ascontiguousarray(x.numpy() if is_torch(x) else x)
+        raw = values.view(np.dtype((np.void, values.dtype.itemsize * values.shape[1])))[:, 0]
+        _, firsts, inverse = np.unique(raw, return_index=True, return_inverse=True)
+        if is_torch(x):
+            return x[torch.from_numpy(firsts)], torch.from_numpy(inverse.reshape(-1))
+        return x[firsts], inverse.reshape(-1)
+    seen: dict[tuple, int] = {}
+    inverse = np.empty(x.shape[0], dtype=np.int64)
+    firsts_list = []
+    for r, row in enumerate(map(tuple, x)):
+        index = seen.get(row)
+        if index is None:
+            index = seen[row] = len(firsts_list)
+            firsts_list.append(r)
+        inverse[r] = index
+    return x[np.asarray(firsts_list, dtype=np.int64)], inverse

@@ -67,6 +67,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from . import ops
 
 Array = Any
@@ -141,7 +143,10 @@ def ratio_cells(target: Array, draft: Array, support: int | None = None) -> Cell
         raise ValueError(f"support must be >= 1, got {support}")
     ratio = ops.safe_div(target, draft)
     score = ops.maximum(target, draft)
-    chosen = ops.argsort(-score, -1)[:, :support]  # [R, M] (stable: ties by token id)
+    if ops.is_torch(score):  # O(V); which of several tied scores is kept is torch's choice
+        chosen = torch.topk(score, support, dim=-1).indices  # [R, M]
+    else:
+        chosen = ops.argsort(-score, -1)[:, :support]  # [R, M] (stable: ties by token id)
     chosen_ratio = ops.gather(ratio, -1, chosen)
     chosen_never = ops.gather(draft, -1, chosen) == 0
     # support tokens by ratio descending (q = 0 ones first: their slots stay empty)
@@ -221,24 +226,33 @@ class NestedPartitions:
         """r [R, V]: the law of the returned token."""
         return self.draft * ops.take_rows(self.rate, self.cells.cell_of)
 
-    def count_law(self, token: Array) -> Array:
-        """rho [R, n+1]: rho[:, m] = P(return token and exactly m draws equal it), m = 1..n
-        (rho[:, 0] = 0). token [R] int."""
+    def _token_cells(self, rows: Array | None, tokens: Array) -> tuple[Array, Array]:
+        """(cell [Q, J], q [Q, J]) of tokens [Q, J] read in rule rows `rows` [Q] (None: Q = R)."""
+        if rows is None:
+            return ops.take_rows(self.cells.cell_of, tokens), ops.take_rows(self.draft, tokens)
+        return self.cells.cell_of[rows[:, None], tokens], self.draft[rows[:, None], tokens]
+
+    def count_law(self, token: Array, rows: Array | None = None) -> Array:
+        """rho [Q, n+1]: rho[:, m] = P(return token and exactly m draws equal it), m = 1..n
+        (rho[:, 0] = 0), for the tokens [Q] read in rule rows `rows` [Q] (None: row q)."""
         n = self.paths
-        cell = ops.take_rows(self.cells.cell_of, token[:, None])[:, 0]  # [R]
-        levels = self.lengths.shape[-1]
-        index = cell[:, None, None]
+        cell, q_y = self._token_cells(rows, token[:, None])  # [Q, 1]
+        low_all, high_all = ((self.low, self.high) if rows is None
+                             else (self.low[rows], self.high[rows]))  # [Q, T, C]
+        mass = self.mass if rows is None else self.mass[rows]
+        lengths = self.lengths if rows is None else self.lengths[rows]
+        levels = lengths.shape[-1]
+        index = cell[:, None, :]
         if ops.is_torch(index):
             index = index.expand(-1, levels, 1)
         else:
             import numpy as np
 
             index = np.broadcast_to(index, (index.shape[0], levels, 1))
-        low = ops.gather(self.low, -1, index)[..., 0]  # [R, T]
-        high = ops.gather(self.high, -1, index)[..., 0]
-        group = ops.take_rows(self.mass, high) - ops.take_rows(self.mass, low)
-        after = 1 - ops.take_rows(self.mass, high)
-        q_y = ops.take_rows(self.draft, token[:, None])  # [R, 1]
+        low = ops.gather(low_all, -1, index)[..., 0]  # [Q, T]
+        high = ops.gather(high_all, -1, index)[..., 0]
+        group = ops.take_rows(mass, high) - ops.take_rows(mass, low)
+        after = 1 - ops.take_rows(mass, high)
         others = group - q_y
         out = [ops.zeros(token.shape, like=self.draft)]
         for m in range(1, n + 1):
@@ -246,29 +260,32 @@ class NestedPartitions:
             for i in range(n - m + 1):
                 inner = inner + (math.comb(n - m, i) * others ** i * after ** (n - m - i)) / (m + i)
             per_level = math.comb(n, m) * m * q_y ** m * inner
-            out.append(ops.total(self.lengths * per_level, -1))
+            out.append(ops.total(lengths * per_level, -1))
         return ops.stack(out, -1)
 
-    def select(self, tokens: Array, present: Array) -> Array:
-        """[R, J] P(the rule returns draw j) given the drafted tokens [R, J] (draw j present
-        where present [R, J] is True; the number of present draws must equal paths).
+    def select(self, tokens: Array, present: Array, rows: Array | None = None) -> Array:
+        """[Q, J] P(the rule returns draw j) given the drafted tokens [Q, J] read in rule rows
+        `rows` [Q] (None: row q); draw j is present where present [Q, J] is True (the number
+        of present draws must equal paths).
 
         Draw j shares the first group (the group of the lowest drafted cell) from the level
         joins_j = max theta over the boundaries between the two cells on; at a level U the
         rule returns each of the draws of that group with equal probability."""
         count = self.cells.count
-        cell = ops.where(present, ops.take_rows(self.cells.cell_of, tokens), count)  # [R, J]
+        theta = self.theta if rows is None else self.theta[rows]
+        cell, _ = self._token_cells(rows, tokens)
+        cell = ops.where(present, cell, count)  # [Q, J]
         first = ops.amin(cell, -1)[:, None, None]
         ids = ops.arange(count + 1, cell)[None, None, :]
-        between = (ids > first) & (ids <= cell[:, :, None])  # [R, J, C+1]
-        zero = self.theta[:, :1] * 0  # [R, 1] in the rows' number type
-        joins = ops.amax(ops.where(between, self.theta[:, None, :], 0), -1) + zero  # [R, J]
+        between = (ids > first) & (ids <= cell[:, :, None])  # [Q, J, C+1]
+        zero = theta[:, :1] * 0  # [Q, 1] in the rows' number type
+        joins = ops.amax(ops.where(between, theta[:, None, :], 0), -1) + zero  # [Q, J]
         one = zero + 1
         joins = ops.where(present, joins, one)
-        level = ops.gather(joins, -1, ops.argsort(joins, -1))  # [R, J] sorted
-        width = ops.concat([level[:, 1:], one], -1) - level  # [R, J] level lengths
-        member = (joins[:, None, :] <= level[:, :, None]) & present[:, None, :]  # [R, t, j]
-        size = ops.total(ops.where(member, 1, 0), -1)  # [R, t] >= 1 (the first draw)
+        level = ops.gather(joins, -1, ops.argsort(joins, -1))  # [Q, J] sorted
+        width = ops.concat([level[:, 1:], one], -1) - level  # [Q, J] level lengths
+        member = (joins[:, None, :] <= level[:, :, None]) & present[:, None, :]  # [Q, t, j]
+        size = ops.total(ops.where(member, 1, 0), -1)  # [Q, t] >= 1 (the first draw)
         share = ops.safe_div(width, size * one)
         return ops.total(ops.where(member, share[:, :, None], 0), 1)
 
