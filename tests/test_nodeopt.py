@@ -22,7 +22,13 @@ from speclp.lp.builders import full_lp
 from speclp.lp.instance import dirichlet_instance, from_rows, ties_instance
 from speclp.lp.report import optimum_record
 from speclp.verifiers.exact import exact_result
-from speclp.verifiers.single_step import capacity, nested_partitions, single_step_optimum
+from speclp.verifiers.single_step import (
+    capacity,
+    nested_partitions,
+    ratio_bucket,
+    ratio_cells,
+    single_step_optimum,
+)
 from speclp.verifiers.tree import node_index, num_nodes
 
 F = Fraction
@@ -126,6 +132,37 @@ def test_rule_law_and_count_law_are_those_of_its_selection(rows):
         assert list(rho) == [counts[m][y] for m in range(n + 1)]
 
 
+def triple_times(mass, height, cap) -> list[Fraction]:
+    """theta_b = min over i < b < k with x_i < x_b < x_k of bend(A)/bend(G), clamped to [0, 1];
+    1 at x = 0, at the last boundary and where no triple exists (module docstring of
+    verifiers.single_step), by brute force over all triples."""
+    points = len(mass)
+    out = []
+    for b in range(points):
+        times = [F(1)]
+        for i in range(b):
+            for k in range(b + 1, points):
+                if mass[i] < mass[b] < mass[k]:
+                    span, left, right = mass[k] - mass[i], mass[k] - mass[b], mass[b] - mass[i]
+                    bend_a = height[b] * span - height[i] * left - height[k] * right
+                    bend_g = cap[b] * span - cap[i] * left - cap[k] * right
+                    times.append(bend_a / bend_g)
+        value = min(F(1), max(F(0), min(times)))
+        out.append(F(1) if mass[b] == 0 or b == points - 1 else value)
+    return out
+
+
+@settings(max_examples=120, deadline=None)
+@given(node_rows(max_vocab=6), st.sampled_from([None, 1, 2, 3]), st.integers(0, 2))
+def test_kinetic_boundary_times_equal_the_triple_formula(rows, support, singletons):
+    a, q, n = rows
+    if n == 1:
+        return
+    cells = ratio_cells(*as_rows(a, q), support=support, singletons=singletons)
+    rule = nested_partitions(*as_rows(a, q), n, cells=cells)
+    assert list(rule.theta[0]) == triple_times(rule.mass[0], rule.target[0], rule.capacity[0])
+
+
 @settings(max_examples=80, deadline=None)
 @given(node_rows())
 def test_cumulative_law_is_target_minus_concave_majorant(rows):
@@ -148,10 +185,12 @@ def test_cumulative_law_is_target_minus_concave_majorant(rows):
 
 
 @settings(max_examples=60, deadline=None)
-@given(node_rows(max_vocab=6, max_paths=3), st.integers(1, 5))
-def test_pooled_support_is_reachable_and_below_the_optimum(rows, support):
+@given(node_rows(max_vocab=6, max_paths=3), st.integers(1, 5), st.integers(0, 3))
+def test_pooled_layout_is_reachable_and_below_the_optimum(rows, support, singletons):
+    """V > support: singletons plus ratio buckets (tokens of one bucket returned together)."""
     a, q, n = rows
-    rule = nested_partitions(*as_rows(a, q), n, support=support)
+    cells = ratio_cells(*as_rows(a, q), support=support, singletons=singletons)
+    rule = nested_partitions(*as_rows(a, q), n, cells=cells)
     r = list(rule.law()[0])
     assert in_selection_polytope(r, q, n)
     assert sum(min(x, y) for x, y in zip(a, r, strict=True)) <= optimum_over_all_sets(a, q, n)
@@ -177,6 +216,19 @@ def test_torch_rows_match_exact_rows(dtype, tolerance):
         token = torch.tensor([int(np.argmax([float(v) for v in q]))])
         counts = np.array([float(v) for v in exact.count_law(token.numpy())[0]])
         assert np.abs(floats.count_law(token)[0].double().numpy() - counts).max() <= tolerance
+
+
+def test_ratio_buckets_are_half_octaves_on_every_backend():
+    a = [1.0, 0.5, 0.3, 0.0, 1e-9, 0.2, 0.7]
+    q = [0.25, 0.5, 0.2, 0.1, 0.3, 0.0, 0.5]
+    # ratios 4, 1, 1.5, 0, 3.3e-9, inf (q = 0), 1.4: bucket 13 - floor(2 log2 r) with the half
+    # octave split at 1.5 2^e (float32 leading mantissa bit), clamped to 0..25
+    expected = [9, 13, 12, 25, 25, 0, 13]
+    assert ratio_bucket(torch.tensor([a]), torch.tensor([q]), 26)[0].tolist() == expected
+    assert ratio_bucket(np.array([a]), np.array([q]), 26)[0].tolist() == expected
+    exact = [np.array([[F(x).limit_denominator(10**12) for x in row]], dtype=object)
+             for row in (a, q)]
+    assert ratio_bucket(*exact, 26)[0].tolist() == expected
 
 
 def test_single_step_anchor_from_theory():

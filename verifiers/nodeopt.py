@@ -54,6 +54,7 @@ def _needed(mask: Array) -> bool:
 
 
 MIN_DEDUPLICATED = 16  # below this many rows every row is kept (comparing costs more)
+MAX_DEDUPLICATED_VOCAB = 4096  # wider node rows are not compared (as costly as the rules)
 
 
 def _distinct(*parts: Array) -> tuple[Array, Array]:
@@ -72,11 +73,24 @@ def nodeopt_selection(tree: DraftTree, support: int | None = DEFAULT_SUPPORT
 
     Path k's rows are the law of the selected path given that its prefix is path k's
     prefix; identical paths share the selection probability equally. The rules are built
-    once per distinct node row; count laws and selections once per distinct query."""
+    once per distinct node row of the whole tree and per n (one batched call each);
+    count laws and selections once per distinct query."""
     target, draft = tree.target_rows, tree.draft_rows
     tokens = ops.index_like(target, tree.tokens)  # [B, K, L]
     batch, paths, depth, vocab = tree.batch, tree.paths, tree.depth, tree.vocab_size
     rows = batch * paths
+    # every node row of the tree (row (b, k, i) = path k's depth-i node), deduplicated
+    node_target = target[:, :, :depth].reshape(rows * depth, vocab)
+    node_draft = draft.reshape(rows * depth, vocab)
+    if rows * depth < MIN_DEDUPLICATED or vocab > MAX_DEDUPLICATED_VOCAB:
+        a_distinct, q_distinct, inverse = node_target, node_draft, ops.arange(rows * depth, tokens)
+    else:
+        distinct, inverse = _distinct(node_target, node_draft)
+        a_distinct, q_distinct = distinct[:, :vocab], distinct[:, vocab:]
+    inverse = inverse.reshape(batch, paths, depth)
+    cells = ratio_cells(a_distinct, q_distinct, support)
+    rules = [nested_partitions(a_distinct, q_distinct, n, cells=cells)
+             for n in range(1, paths + 1)]
     same = tokens[:, :, None, :] == tokens[:, None, :, :]  # [B, K, K, L]
     through = same[..., 0] | True  # [B, K, K]: path j passes through path k's depth-i node
     count_shape = (batch, paths, paths + 1)
@@ -85,34 +99,27 @@ def nodeopt_selection(tree: DraftTree, support: int | None = DEFAULT_SUPPORT
     selected = ops.ones((batch, paths), like=target)
     skewed = []
     for i in range(depth):
-        a = target[:, :, i].reshape(rows, vocab)
         q = draft[:, :, i].reshape(rows, vocab)
-        own = tokens[:, :, i].reshape(rows)  # path k's child at its depth-i node
+        node = inverse[:, :, i].reshape(rows)  # rule row of path k's depth-i node
+        own = tokens[:, :, i].reshape(rows)  # path k's child there
         children = ops.ones((batch, paths, paths), like=tokens[:, :, 0]) * tokens[:, None, :, i]
         drafted = ops.where(through, children, -1).reshape(rows, paths)  # -1: not through
         weights = counts.reshape(rows, paths + 1)
-        if rows < MIN_DEDUPLICATED:
-            a_distinct, q_distinct, inverse = a, q, ops.arange(rows, own)
-        else:  # one rule per distinct node
-            distinct, inverse = _distinct(a, q)
-            a_distinct, q_distinct = distinct[:, :vocab], distinct[:, vocab:]
-        cells = ratio_cells(a_distinct, q_distinct, support)
         rate = ops.zeros((rows, cells.count), like=q)  # the mixed law per unit q of each cell
         count_law = ops.zeros((rows, paths + 1), like=q)
         choose = ops.zeros((rows,), like=q)
         # count laws need (node, own child); selections (node, own child, drafted children)
-        count_keys, count_inverse = _distinct(inverse[:, None], own[:, None])
-        select_keys, select_inverse = _distinct(inverse[:, None], own[:, None], drafted)
+        count_keys, count_inverse = _distinct(node[:, None], own[:, None])
+        select_keys, select_inverse = _distinct(node[:, None], own[:, None], drafted)
         select_drafts = select_keys[:, 2:]
         select_present = select_drafts >= 0
         select_observed = ops.total(ops.where(select_present, 1, 0), -1)
-        for n in range(1, paths + 1):
+        for n, rule in enumerate(rules, 1):
             weight = weights[:, n]
             used = select_observed == n
             if not (_needed(weight != 0) or _needed(used)):
                 continue
-            rule = nested_partitions(a_distinct, q_distinct, n, cells=cells)
-            rate = rate + weight[:, None] * rule.rate[inverse]
+            rate = rate + weight[:, None] * rule.rate[node]
             rho = rule.count_law(count_keys[:, 1], rows=count_keys[:, 0])  # [U, n+1]
             count_law[:, : n + 1] = count_law[:, : n + 1] + weight[:, None] * rho[count_inverse]
             if _needed(used):
@@ -120,7 +127,7 @@ def nodeopt_selection(tree: DraftTree, support: int | None = DEFAULT_SUPPORT
                                    rows=select_keys[:, 0])
                 mine = ops.total(ops.where(select_drafts == select_keys[:, 1:2], draw, 0), -1)
                 choose = ops.where(used[select_inverse], mine[select_inverse], choose)
-        law = q * ops.take_rows(rate, cells.cell_of[inverse])  # r(.|u) [R, V]
+        law = q * ops.take_rows(rate, cells.cell_of[node])  # r(.|u) [R, V]
         skewed.append(law.reshape(batch, paths, vocab))
         law_own = ops.take_rows(law, own[:, None])  # [R, 1] r(y|u)
         counts = ops.safe_div(count_law, law_own).reshape(count_shape)

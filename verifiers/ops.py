@@ -198,6 +198,13 @@ def arange(n: int, like: Array) -> Array:
     return np.arange(n)
 
 
+def argmin(a: Array, dim: int) -> Array:
+    """Index of the FIRST minimum along `dim`."""
+    if is_torch(a):
+        return torch.argmin(a, dim=dim)
+    return np.argmin(a, axis=dim)
+
+
 def argmax(a: Array, dim: int) -> Array:
     """Index of the FIRST maximum along `dim` (ints or bools; torch and numpy agree)."""
     if is_torch(a):

@@ -132,73 +132,139 @@ class Cells:
         return int(self.width.shape[-1])
 
 
-def ratio_cells(target: Array, draft: Array, support: int | None = None) -> Cells:
-    """One cell per token (support None or V <= support), else pooled runs (module docstring)."""
+SINGLETONS = 8  # pooled layout: the tokens of largest max(a, q) that keep their own cell
+OCTAVES = 6  # pooled layout: other ratios bucketed over about [2^-6, 2^6), one bucket each side
+BUCKETS_PER_OCTAVE = 2  # fixed by the float32 bit pattern used (ratio_bucket)
+
+
+def ratio_bucket(target: Array, draft: Array, buckets: int) -> Array:
+    """[R, V] int: the half-octave bucket of every ratio a/q, descending ratio = ascending
+    bucket, clamped to 0..buckets-1 (ratio 0 last; q = 0 tokens get 0, they are set apart).
+
+    The bucket is read off the float32 bit pattern of the ratio: bits >> 22 = 2 (exponent +
+    127) + (leading mantissa bit), i.e. half octaves [2^e, 1.5 2^e), [1.5 2^e, 2^(e+1)); the
+    same integer on torch (any dtype, any device) and on numpy (exact rationals are rounded to
+    float32 first), with no logarithm. Bucket = OCTAVES * 2 + 1 + 254 - (bits >> 22)."""
+    import numpy as np
+
+    offset = 2 * OCTAVES + 1 + 254
+    if ops.is_torch(target):
+        ratio = (target.float() / draft.float()).nan_to_num(nan=0.0)
+        half_octave = ratio.view(torch.int32) >> 22
+        return (offset - half_octave).clamp(0, buckets - 1).long()
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        ratio = np.nan_to_num(ops.as_float64(target) / ops.as_float64(draft), nan=0.0)
+        half_octave = ratio.astype(np.float32).view(np.int32) >> 22
+    return np.clip(offset - half_octave.astype(np.int64), 0, buckets - 1)
+
+
+def ratio_cells(target: Array, draft: Array, support: int | None = None,
+                singletons: int = SINGLETONS) -> Cells:
+    """One cell per token (support None or V <= support), else singletons and ratio buckets.
+
+    Pooled layout (V > support): the `singletons` tokens of largest max(a, q) keep their own
+    cells; every other token with q > 0 goes to the half-octave bucket of its ratio
+    (ratio_bucket: 2 buckets per octave on about [2^-6, 2^6), one bucket above and one below;
+    ratio 0 in the last); the tokens with q = 0 share cell 0. The cells are then
+    ordered by their own ratio (a-mass / q-mass, descending; empty cells last), so the rule
+    runs on a concave A at the cell level: C = singletons + 2 OCTAVES BUCKETS_PER_OCTAVE + 3
+    = 35 cells by default. Cost O(V) (a top-k, elementwise bucketing, two scatter sums) plus a sort of
+    the C cells. Which of several tied scores becomes a singleton is the backend's choice
+    (torch.topk; numpy: lowest token id); any choice gives a lossless rule."""
     rows, vocab = target.shape
     if support is None or vocab <= support:
         order = _descending_ratio_order(target, draft)
         return Cells(ops.inverse_permutation(order, -1), ops.gather(draft, -1, order),
                      ops.gather(target, -1, order))
-    if support < 1:
-        raise ValueError(f"support must be >= 1, got {support}")
-    ratio = ops.safe_div(target, draft)
-    score = ops.maximum(target, draft)
-    if ops.is_torch(score):  # O(V); which of several tied scores is kept is torch's choice
-        chosen = torch.topk(score, support, dim=-1).indices  # [R, M]
-    else:
-        chosen = ops.argsort(-score, -1)[:, :support]  # [R, M] (stable: ties by token id)
-    chosen_ratio = ops.gather(ratio, -1, chosen)
-    chosen_never = ops.gather(draft, -1, chosen) == 0
-    # support tokens by ratio descending (q = 0 ones first: their slots stay empty)
-    key = ops.where(chosen_never, 0, 1)
-    by_ratio = ops.argsort(-chosen_ratio, -1)
-    second = ops.argsort(ops.gather(key, -1, by_ratio), -1)
-    sorted_support = ops.gather(chosen, -1, ops.gather(by_ratio, -1, second))  # [R, M]
-    sorted_ratio = ops.gather(ratio, -1, sorted_support)
-    sorted_never = ops.gather(draft, -1, sorted_support) == 0
-    big = ops.amax(ratio, -1)[:, None] + 1
-    sorted_ratio = ops.where(sorted_never, big, sorted_ratio)  # q = 0 support: above all
-    run = ops.count_above(sorted_ratio, ratio)  # [R, V] tail run index 0..M
-    cell_of = 1 + 2 * run  # runs at odd cells 1, 3, .., 2M + 1
-    slot = ops.arange(support, chosen)
-    support_cell = 2 + 2 * slot  # [M]: support token j at cell 2 + 2 j
-    if ops.is_torch(cell_of):
-        cell_of = cell_of.scatter(-1, sorted_support, support_cell.expand(rows, support))
-    else:
-        import numpy as np
+    import numpy as np
 
-        np.put_along_axis(cell_of, sorted_support, np.broadcast_to(support_cell, (rows, support)),
-                          axis=-1)
-    cell_of = ops.where(draft == 0, 0, cell_of)  # cell 0: never drafted
-    cells = 2 * support + 2
-    return Cells(cell_of, ops.scatter_sum(draft, cell_of, cells),
-                 ops.scatter_sum(target, cell_of, cells))
+    singles = min(singletons, vocab)
+    score = ops.maximum(target, draft)
+    if ops.is_torch(score):
+        chosen = torch.topk(score, singles, dim=-1).indices  # [R, M]
+    else:
+        chosen = ops.argsort(-score, -1)[:, :singles]
+    buckets = 2 * OCTAVES * BUCKETS_PER_OCTAVE + 2
+    bucket = ratio_bucket(target, draft, buckets)
+    raw = 1 + singles + bucket  # [R, V] cell before ordering: 0 never, 1..M singletons, buckets
+    ids = ops.arange(singles, chosen)[None, :] + 1 + chosen * 0
+    if ops.is_torch(raw):
+        raw = raw.scatter(-1, chosen, ids)
+    else:
+        np.put_along_axis(raw, chosen, ids, axis=-1)
+    raw = ops.where(draft == 0, 0, raw)
+    count = 1 + singles + buckets
+    width = ops.scatter_sum(draft, raw, count)
+    height = ops.scatter_sum(target, raw, count)
+    # cell order: never-drafted first, then by cell ratio descending, empty cells last
+    cell_ratio = ops.safe_div(height, width)
+    top = ops.amax(cell_ratio, -1)[:, None] + 1
+    key = ops.where(width == 0, -1 + top * 0, cell_ratio)
+    key = ops.concat([top + 1, key[:, 1:]], -1)  # cell 0 before all
+    order = ops.argsort(-key, -1)
+    rank = ops.inverse_permutation(order, -1)
+    return Cells(ops.take_rows(rank, raw), ops.gather(width, -1, order),
+                 ops.gather(height, -1, order))
 
 
 # ---------------------------------------------------------------------------
 # the rule
 # ---------------------------------------------------------------------------
 
+def _bend(mass: Array, values: Array, left: Array, right: Array) -> Array:
+    """values_b (x_k - x_i) - values_i (x_k - x_b) - values_k (x_b - x_i) for i = left[b],
+    k = right[b] ([R, P] each): (x_k - x_i) times the height of point b above the chord."""
+    x_i, x_k = ops.take_rows(mass, left), ops.take_rows(mass, right)
+    return (values * (x_k - x_i) - ops.take_rows(values, left) * (x_k - mass)
+            - ops.take_rows(values, right) * (mass - x_i))
+
+
 def boundary_times(mass: Array, target: Array, capacity_: Array) -> Array:
     """theta [R, C+1] (module docstring): when each boundary leaves the concave majorant of
-    A - U G. mass x, target A, capacity_ G: [R, C+1] at the boundaries. theta_0 = theta_C = 1;
-    an inner boundary with no valid triple (zero-width cells around it) gets 1 as well."""
-    x_i, x_b, x_k = mass[:, :, None, None], mass[:, None, :, None], mass[:, None, None, :]
-    span, left, right = x_k - x_i, x_k - x_b, x_b - x_i
+    E_U = A - U G. mass x, target A, capacity_ G: [R, C+1] at the boundaries.
 
-    def bend(values: Array) -> Array:
-        return (values[:, None, :, None] * span - values[:, :, None, None] * left
-                - values[:, None, None, :] * right)
-
-    numerator, denominator = bend(target), bend(capacity_)
-    valid = (x_i < x_b) & (x_b < x_k) & (denominator > 0)
-    one = ops.ones(denominator.shape, like=denominator)
-    times = ops.where(valid, numerator / ops.where(valid, denominator, one), one)
-    theta = ops.amin(ops.amin(times, 3), 1)  # min over k, then over i: [R, C+1]
-    zero = theta * 0
+    Kinetic: the majorant's vertices only disappear as U grows (module docstring), and a
+    vertex disappears exactly when it falls onto the chord of its two neighbouring vertices,
+    at U = bend(A)/bend(G) for that triple. Starting from every point (at U = 0 the points
+    are on the concave curve A; points on a straight piece leave at U = 0), repeatedly remove
+    the vertex with the earliest such time, until every remaining time is >= 1: C rounds of
+    O(C) each, batched over the rows. This equals the closed form min over all triples
+    i < b < k (tested). Boundaries at x = 0 (before every drafted token) and at the end get 1;
+    boundaries of zero-width cells share the time of the point they coincide with."""
+    rows, points = mass.shape
+    ids = ops.arange(points, mass)[None, :]
+    last = mass[:, 1:] != mass[:, :-1]
+    last = ops.concat([last, last[:, :1] | True], -1)  # last boundary of its x
+    alive = last | False
+    zero = mass * 0
+    theta = zero + 1
+    late = zero + 2  # "no event before U = 1"
+    now = zero[:, 0]
+    row_ids = ops.arange(rows, ids)
+    for _ in range(points):
+        before = ops.cummax(ops.where(alive, ids, -1), -1)
+        after = ops.flip(ops.cummin(ops.flip(ops.where(alive, ids, points), -1), -1), -1)
+        prev = ops.concat([before[:, :1] * 0 - 1, before[:, :-1]], -1)
+        succ = ops.concat([after[:, 1:], after[:, :1] * 0 + points], -1)
+        inner = alive & (prev >= 0) & (succ < points)
+        left, right = ops.maximum(prev, 0), ops.minimum(succ, points - 1)
+        numerator = _bend(mass, target, left, right)
+        denominator = _bend(mass, capacity_, left, right)
+        valid = inner & (denominator > 0)
+        event = ops.where(valid, numerator / ops.where(valid, denominator, late), late)
+        event = ops.where(valid, ops.maximum(event, now[:, None]), late)
+        first = ops.argmin(event, -1)
+        time = ops.take_rows(event, first[:, None])[:, 0]
+        active = time < 1
+        if not bool(active.any()):
+            break
+        theta[row_ids, first] = ops.where(active, time, theta[row_ids, first])
+        alive[row_ids, first] = alive[row_ids, first] & ~active
+        now = ops.where(active, time, now)
+    owner = ops.flip(ops.cummin(ops.flip(ops.where(last, ids, points - 1), -1), -1), -1)
+    theta = ops.take_rows(theta, owner)  # zero-width boundaries: the time of their point
     theta = ops.minimum(ops.maximum(theta, zero), zero + 1)
-    edge = ops.arange(theta.shape[-1], theta)
-    return ops.where((edge == 0) | (edge == theta.shape[-1] - 1), zero + 1, theta)
+    return ops.where((mass == 0) | (ids == points - 1), zero + 1, theta)
 
 
 @dataclass
