@@ -1,10 +1,10 @@
 """Exact enumeration: every draft configuration of a small instance as one batch.
 
-A draft configuration is an ordered K-tuple of length-L paths. With i.i.d. drafting
-its probability is prod_k q(x_k); without replacement (K distinct paths drawn
-sequentially from q renormalised) it is prod_k q(x_k) / (1 - sum_{j<k} q(x_j)).
-Ordered tuples (not multisets) are enumerated because several verifiers read the
-paths in order (SpecInfer, "BV on the first path").
+A draft configuration is an ordered K-tuple of length-L paths with its probability
+(speclp.verifiers.drafts, the one enumerator: prod_k q(x_k) for i.i.d. drafting,
+prod_k q(x_k) / (1 - sum_{j<k} q(x_j)) without replacement). Ordered tuples (not
+multisets) are enumerated because several verifiers read the paths in order (SpecInfer,
+"BV on the first path").
 
 The output law of a verifier is aggregated by node:
     emit[u, t] = P(output node = u, Y = t)           [N, V], u of depth 0..L
@@ -15,7 +15,6 @@ in total variation) follow.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,51 +22,17 @@ import numpy as np
 import torch
 
 from . import ops
+from .drafts import DRAFT_SAMPLING, Configurations, ordered_configurations
 from .law import BlockLaw, DraftTree, block_law
-from .tree import TreeModel, all_paths, depth_offset, node_depths, num_nodes, prefix_node_indices
+from .tree import TreeModel, depth_offset, node_depths, num_nodes, prefix_node_indices
 
-DRAFT_SAMPLING = ("iid", "without-replacement")
-
-
-@dataclass
-class Configurations:
-    """tokens [C, K, L] int64 and probability [C] (float64 or exact) of each ordered tuple."""
-
-    tokens: np.ndarray
-    probability: np.ndarray
+__all__ = ["DRAFT_SAMPLING", "Configurations", "ExactResult", "configurations", "exact_result"]
 
 
-def configurations(model: TreeModel, paths: int, draft_sampling: str = "iid",
-                   drop_zero: bool = True) -> Configurations:
-    """All ordered K-tuples of draft paths with their probabilities."""
-    if draft_sampling not in DRAFT_SAMPLING:
-        raise ValueError(f"draft_sampling must be one of {DRAFT_SAMPLING}, got {draft_sampling!r}")
-    vocab, depth = model.vocab_size, model.depth
-    path_tokens = all_paths(vocab, depth)  # [P, L]
-    q = model.draft_path_probabilities()  # [P]
-    n_paths = len(q)
-    if draft_sampling == "without-replacement" and paths > n_paths:
-        raise ValueError(f"cannot draw {paths} distinct paths from {n_paths}")
-    grid = np.stack(np.meshgrid(*[np.arange(n_paths)] * paths, indexing="ij"), -1).reshape(-1, paths)
-    if draft_sampling == "iid":
-        prob = q[grid[:, 0]]
-        for k in range(1, paths):
-            prob = prob * q[grid[:, k]]
-    else:
-        distinct = np.ones(len(grid), dtype=bool)
-        for a, b in itertools.combinations(range(paths), 2):
-            distinct &= grid[:, a] != grid[:, b]
-        grid = grid[distinct]
-        prob = q[grid[:, 0]]
-        used = q[grid[:, 0]]
-        for k in range(1, paths):
-            remaining = 1 - used
-            prob = prob * ops.safe_div(q[grid[:, k]], remaining)
-            used = used + q[grid[:, k]]
-    if drop_zero:
-        keep = prob != 0
-        grid, prob = grid[keep], prob[keep]
-    return Configurations(path_tokens[grid], prob)
+def configurations(model: TreeModel, paths: int, draft_sampling: str = "iid") -> Configurations:
+    """All ordered K-tuples of drafted paths with their probabilities (tokens [C, K, L],
+    probability [C]); see speclp.verifiers.drafts.ordered_configurations."""
+    return ordered_configurations(model, paths, draft_sampling)
 
 
 def draft_tree(model: TreeModel, tokens: np.ndarray, device: str | torch.device = "cpu",
@@ -157,8 +122,7 @@ def exact_result(model: TreeModel, verifier: str, paths: int = 1, draft_sampling
     emit = None
     total = len(configs.probability)
     for start in range(0, total, chunk):
-        part = Configurations(configs.tokens[start : start + chunk],
-                              configs.probability[start : start + chunk])
+        part = configs.part(start, start + chunk)
         law = block_law(verifier, draft_tree(model, part.tokens))
         piece = aggregate(model, part, law)
         emit = piece if emit is None else emit + piece
