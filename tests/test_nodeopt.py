@@ -18,9 +18,8 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from speclp.lp.builders import full_lp
+from speclp.lp import optimum
 from speclp.lp.instance import dirichlet_instance, from_rows, ties_instance
-from speclp.lp.report import optimum_record
 from speclp.verifiers.exact import exact_result
 from speclp.verifiers.single_step import (
     capacity,
@@ -263,9 +262,9 @@ def test_nodeopt_at_depth_one_is_the_certified_optimum(vocab, paths):
         model = inst.model(exact=True)
         result = exact_result(model, "nodeopt", paths=paths)
         assert result.total_variation == 0
-        record = optimum_record(full_lp(model, paths=paths, exact=True))
-        assert record["certified"], record["certificate"]
-        assert result.block_efficiency == record["exact_value"], (inst.name, paths)
+        record = optimum(model, paths=paths, method="full")  # the enumerated LP, certified
+        assert record.certified, record.certificate
+        assert result.block_efficiency == record.exact_value, (inst.name, paths)
         alpha, _ = single_step_optimum(model.target[:1], model.draft[:1], paths)
         assert result.block_efficiency == 1 + alpha[0]
 

@@ -15,6 +15,7 @@ in total variation) follow.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,9 +109,13 @@ def total_variation(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(diff).sum() / 2)
 
 
-def exact_result(model: TreeModel, verifier: str, paths: int = 1, draft_sampling: str = "iid",
+def exact_result(model: TreeModel, verifier: str | Callable[[DraftTree], BlockLaw],
+                 paths: int = 1, draft_sampling: str = "iid",
                  chunk: int = 1 << 16) -> ExactResult:
-    """Exact law, block efficiency and losslessness of a registered verifier on an instance.
+    """Exact law, block efficiency and losslessness of a verifier on an instance.
+
+    verifier: a registered name, or a law function DraftTree -> BlockLaw (e.g. a rule that
+    needs the instance, like speclp.proofs.reference.mixture_law).
 
     Float instances run through torch in float64 on the CPU in chunks of `chunk`
     configurations; exact instances run on numpy object arrays.
@@ -123,7 +128,8 @@ def exact_result(model: TreeModel, verifier: str, paths: int = 1, draft_sampling
     total = len(configs.probability)
     for start in range(0, total, chunk):
         part = configs.part(start, start + chunk)
-        law = block_law(verifier, draft_tree(model, part.tokens))
+        tree = draft_tree(model, part.tokens)
+        law = verifier(tree) if callable(verifier) else block_law(verifier, tree)
         piece = aggregate(model, part, law)
         emit = piece if emit is None else emit + piece
     target = model.target_path_probabilities(model.depth + 1)
