@@ -17,6 +17,7 @@ in total variation) follow.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,7 +122,8 @@ def total_variation(a: np.ndarray, b: np.ndarray) -> float:
 ENUMERATIONS = ("auto", "ordered")
 
 
-def enumerated_configurations(model: TreeModel, verifier: str, paths: int,
+def enumerated_configurations(model: TreeModel, verifier: str | Callable[[DraftTree], BlockLaw],
+                              paths: int,
                               draft_sampling: str = "iid",
                               enumeration: str = "auto") -> tuple[Configurations, str]:
     """The draft configurations an exact law needs, and which ones ("ordered", "multisets"
@@ -130,10 +132,13 @@ def enumerated_configurations(model: TreeModel, verifier: str, paths: int,
     enumeration "auto": a single-path verifier (it reads path 0, whose law is q under both
     draft laws) at K = 1; an order-invariant one (VerifierSpec.order_invariant) on the
     multisets with their weights; any other on the ordered K-tuples. "ordered": always the
-    ordered K-tuples (the reference the tests compare with).
+    ordered K-tuples (the reference the tests compare with). A law function given directly
+    (not a registered name) always gets the ordered K-tuples.
     """
     if enumeration not in ENUMERATIONS:
         raise ValueError(f"enumeration must be one of {ENUMERATIONS}, got {enumeration!r}")
+    if callable(verifier):
+        return ordered_configurations(model, paths, draft_sampling), "ordered"
     spec = get_verifier(verifier)
     ordered = ordered_configurations if enumeration == "ordered" else None
     if ordered is None and not spec.multipath:
@@ -144,9 +149,13 @@ def enumerated_configurations(model: TreeModel, verifier: str, paths: int,
     return ordered_configurations(model, paths, draft_sampling), "ordered"
 
 
-def exact_result(model: TreeModel, verifier: str, paths: int = 1, draft_sampling: str = "iid",
+def exact_result(model: TreeModel, verifier: str | Callable[[DraftTree], BlockLaw],
+                 paths: int = 1, draft_sampling: str = "iid",
                  chunk: int = 1 << 16, enumeration: str = "auto") -> ExactResult:
-    """Exact law, block efficiency and losslessness of a registered verifier on an instance.
+    """Exact law, block efficiency and losslessness of a verifier on an instance.
+
+    verifier: a registered name, or a law function DraftTree -> BlockLaw (e.g. a rule that
+    needs the instance, like speclp.proofs.reference.mixture_law).
 
     The configurations are those of enumerated_configurations (multisets or K = 1 where
     that keeps the law exact). Float instances run through torch in float64 on the CPU in
@@ -161,7 +170,8 @@ def exact_result(model: TreeModel, verifier: str, paths: int = 1, draft_sampling
     total = len(configs)
     for start in range(0, total, chunk):
         part = configs.part(start, start + chunk)
-        law = block_law(verifier, draft_tree(model, part.tokens))
+        tree = draft_tree(model, part.tokens)
+        law = verifier(tree) if callable(verifier) else block_law(verifier, tree)
         piece = aggregate(model, part, law)
         emit = piece if emit is None else emit + piece
     target = model.target_path_probabilities(model.depth + 1)

@@ -156,7 +156,7 @@ def _load_all() -> None:
     # Importing the modules runs their @register decorators.
     import importlib
 
-    for module in ("single_path", "multipath", "spectr_gbv"):
+    for module in ("single_path", "multipath", "spectr_gbv", "nodeopt"):
         importlib.import_module(f"{__package__}.{module}")
 
 
