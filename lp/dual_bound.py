@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 
 from ..verifiers.tree import TreeModel, depth_offset, num_nodes
-from .builders import as_model, exact_fraction
+from .full import as_model
+from .program import exact_fraction
 
 
 def dual_upper_bound(model_or_instance: Any, theta: np.ndarray, paths: int) -> Fraction:

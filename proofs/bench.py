@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from .intervals import bootstrap_ratio, bootstrap_relative
+from .store import record_key as settings_key
 
 # Fields that identify a run (with the prompt id they identify a record).
 CONFIG_KEYS = (
@@ -53,9 +54,9 @@ TIMING_KEYS = ("decode_s", "prefill_s", "draft_s", "target_s", "verifier_s", "ot
 
 
 def record_key(record: dict[str, Any]) -> str:
-    """A run's settings, the prompt id and the digest of the prompt's text."""
-    return json.dumps([record.get(k) for k in CONFIG_KEYS]
-                      + [record["prompt_id"], record.get("prompt_digest")])
+    """A run's settings, the prompt id and the digest of the prompt's text (store.record_key)."""
+    return settings_key({**{k: record.get(k) for k in CONFIG_KEYS}, "prompt_id": record["prompt_id"],
+                         "prompt_digest": record.get("prompt_digest")})
 
 
 def text_digest(text: str) -> str:
@@ -107,9 +108,13 @@ def run_bench(
     load() -> ModelPair (called only when something must be computed). prompts:
     [{"id", "text"}] (tokenized with the target's tokenizer). For a single model (its own
     draft) the draft temperature defaults to 1.5 T (1.0 at T = 0). baseline: also decode
-    autoregressively (drive "autoregressive", K = L = 0) for tokens/s.
+    autoregressively (drive "autoregressive", K = L = 0) for tokens/s. dtype and device
+    ("auto"/None: the defaults for the device) are resolved before records are keyed, so
+    a key names the dtype and device actually used.
     """
     import torch
+
+    from ..verifiers.models import default_device, default_dtype, parse_dtype
 
     from ..verifiers.engine import (
         EngineConfig,
@@ -118,6 +123,8 @@ def run_bench(
         generate_autoregressive,
     )
 
+    run_device = torch.device(device) if device else default_device()
+    run_dtype = str(parse_dtype(dtype) or default_dtype(run_device)).removeprefix("torch.")
     out_file.parent.mkdir(parents=True, exist_ok=True)
     done = {record_key(r) for r in load_records(out_file.parent) if r.get("pair") == pair_name}
     score_torch = {"fp32": torch.float32, "fp64": torch.float64}[score_dtype]
@@ -136,8 +143,8 @@ def run_bench(
                 "pair": pair_name, "drive": "autoregressive" if autoregressive else drive,
                 "paths": k, "depth": depth, "temperature": temperature, "top_p": top_p,
                 "draft_temperature": None if autoregressive else draft_temperature,
-                "max_new_tokens": max_new_tokens, "dtype": dtype or "auto",
-                "device": device or "auto", "seed": seed, "batch": batch,
+                "max_new_tokens": max_new_tokens, "dtype": run_dtype,
+                "device": str(run_device), "seed": seed, "batch": batch,
                 "scored": [] if autoregressive else sorted(scored),
                 "score_dtype": None if autoregressive else score_dtype,
             }

@@ -13,7 +13,7 @@ At contexts reached by target sampling on real prompts (`verifiers.real_rows
               size (`proofs.intervals.betting_interval`; a t interval collapses when rare
               low values are never sampled, which happens on peaked rows).
   upper bound L = 1: the K-path optimum itself, in closed form on the full rows
-              (`single_step_optimum`, O(V log V), float64).
+              (`speclp.lp.closed_form.one_step_optimum`, O(V log V), float64).
               L >= 2: a certified upper bound on the optimum of the COARSENED instance
               (`proofs.coarsen`: top-M tokens of p + q kept at every node, the rest lumped
               into a remainder token accepted to depth L), which is >= the full-vocabulary
@@ -41,58 +41,26 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..lp.builders import full_lp
+from ..lp import optimum
+from ..lp.closed_form import one_step_optimum
 from ..lp.instance import from_rows
-from ..lp.report import optimum_record
 from ..verifiers.exact import exact_result
 from ..verifiers.law import verifier_names
 from ..verifiers.real_rows import prefill, sample_contexts, sample_trees, tree_rows
 from .coarsen import coarsened_instance, describe_coarsening
 from .intervals import betting_interval, bootstrap_ratio
+from .store import append_jsonl, load_jsonl, record_key  # noqa: F401 - load_jsonl re-exported
 
 MODE_FULL = "full-vocabulary"
 MODE_RENORMALISED = "renormalised"
 MAX_COARSE_PATHS = 40_000  # (M + 1)^L paths in the coarse LP at most
 CERTIFIED_TOLERANCE = 1e-9  # a verifier beats a certified / closed-form bound by more: failure
 UNCERTIFIED_TOLERANCE = 1e-6
-
-
-# ---------------------------------------------------------------------------------------
-# L = 1: the K-path optimum in closed form
-
-
-def single_step_optimum(target: Any, draft: Any, paths: int) -> Any:
-    """E[tau + 1] of the best lossless verifier at depth 1 with K i.i.d. drafts.
-
-    1 + alpha*, alpha* = min over H of p(H) + 1 - q(H)^K, the minimum over the V + 1
-    prefixes H of the tokens sorted by p/q ascending (THEORY section 4, Hu et al.). target,
-    draft: rows [V] (float64 arrays, or object arrays of Fractions: exact). Tokens with
-    q = 0 come last (ratio +inf).
-    TODO(issue 8): use the optimum engine's closed form once it lands (one implementation).
-    """
-    p, q = np.asarray(target), np.asarray(draft)
-    exact = p.dtype == object
-    if exact:
-        order = sorted(range(len(p)), key=lambda t: (q[t] == 0, p[t] / q[t] if q[t] else 0, t))
-        best, cum_p, cum_q = Fraction(1), Fraction(0), Fraction(0)
-        for t in order:
-            cum_p += p[t]
-            cum_q += q[t]
-            best = min(best, cum_p + 1 - cum_q**paths)
-        return 1 + best
-    p, q = p.astype(np.float64), q.astype(np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(q > 0, p / np.where(q > 0, q, 1.0), np.inf)
-    order = np.argsort(ratio, kind="stable")
-    cum_p = np.concatenate([[0.0], np.cumsum(p[order])])
-    cum_q = np.clip(np.concatenate([[0.0], np.cumsum(q[order])]), 0.0, 1.0)
-    return float(1 + min(1.0, float(np.min(cum_p + 1 - cum_q**paths))))
 
 
 # ---------------------------------------------------------------------------------------
@@ -112,7 +80,6 @@ def coarse_upper_bounds(target: Any, draft: Any, context: list[int], depth: int,
     certified, certificate, lp_value, bound_minus_lp, status, seconds, method.
     """
     from ..lp.dual_bound import dual_upper_bound
-    from ..lp.solve import solve_colgen  # TODO(issue 8): speclp.lp.optimum
 
     rows = tree_rows(target, draft, context, width, depth - 1, temperature, draft_temperature,
                      select="mix", row_dtype=_float64(), prefilled=prefilled)
@@ -124,11 +91,11 @@ def coarse_upper_bounds(target: Any, draft: Any, context: list[int], depth: int,
     bounds: dict[str, Any] = {}
     for k in paths:
         start = time.perf_counter()
-        result = solve_colgen(instance, paths=k, certify=False)
-        duals = result.solution.duals
+        result = optimum(instance, k, method="colgen", certify=False)
+        duals = result.matching_duals
         record: dict[str, Any] = {
-            "lp_value": float(result.value), "status": result.status,
-            "colgen_iterations": result.iterations,
+            "lp_value": result.value, "status": result.status,
+            "colgen_iterations": result.details.get("iterations"),
             "method": f"coarsened instance (M = {width}, {(width + 1) ** depth} paths): column "
                       "generation, then the exact weak-duality bound of its duals",
         }
@@ -136,11 +103,11 @@ def coarse_upper_bounds(target: Any, draft: Any, context: list[int], depth: int,
             record.update(value=float(depth + 1), certified=True,
                           certificate="trivial bound L + 1 (the solver returned no duals)")
         else:
-            theta = duals[result.structure.num_paths:].reshape(-1, width + 1)
-            bound = dual_upper_bound(instance, theta, k)
+            bound = dual_upper_bound(instance, duals, k)
             record.update(value=float(bound), exact=str(bound), certified=True,
                           certificate="weak duality: dual bound evaluated in exact rationals",
-                          bound_minus_lp=float(bound) - float(result.value))
+                          bound_minus_lp=(float(bound) - result.value
+                                          if result.value is not None else None))
         record["seconds"] = round(time.perf_counter() - start, 3)
         bounds[str(k)] = record
     return {"coarsening": coarsening, "bounds": bounds}
@@ -202,10 +169,13 @@ def context_record(target: Any, draft: Any, context: list[int], depth: int, path
     record["prefill_seconds"] = ready.seconds
     if depth == 1:
         p, q = ready.target.root_row.cpu().numpy(), ready.draft.root_row.cpu().numpy()
-        bounds = {str(k): {"value": single_step_optimum(p, q, k), "certified": False,
-                           "closed_form": True,
+        closed = one_step_optimum(p.astype(np.float64), q.astype(np.float64), paths)
+        bounds = {str(k): {"value": float(c.value[0]), "certified": False, "closed_form": True,
+                           "threshold_set_size": int(c.size[0]),
                            "certificate": "closed form (threshold sets, float64 on the full rows)",
-                           "method": "K-path optimum at L = 1, closed form"} for k in paths}
+                           "method": "K-path optimum at L = 1, closed form "
+                                     "(speclp.lp.closed_form.one_step_optimum)"}
+                  for k, c in zip(paths, closed, strict=True)}
         record["rows"] = {"sum_min_pq": float(np.minimum(p, q).sum())}
     else:
         coarse = coarse_upper_bounds(target, draft, context, depth, width, paths, temperature,
@@ -250,8 +220,8 @@ def _float64() -> Any:
 
 
 def realgap_key(settings: dict[str, Any]) -> str:
-    """JSON of every setting that changes a record (sorted keys)."""
-    return json.dumps(settings, sort_keys=True)
+    """Key of a full-vocabulary record: every setting that changes it (store.record_key)."""
+    return record_key(settings)
 
 
 def run_realgap(target: Any, draft: Any, prompts: list[dict[str, Any]], depths: list[int],
@@ -270,7 +240,7 @@ def run_realgap(target: Any, draft: Any, prompts: list[dict[str, Any]], depths: 
 
     names = verifiers or verifier_names(draft_sampling="iid")
     dtype = score_dtype or torch.float64
-    done = {r["key"] for r in load_jsonl(out_file)}
+    done = {r.get("key") for r in load_jsonl(out_file)}
     computed = reused = 0
     failures: list[str] = []
     common = {"mode": MODE_FULL, "pair": label, "every": every, "temperature": temperature,
@@ -439,47 +409,27 @@ def _slug(text: str) -> str:
 # records I/O and the labelled renormalised option (truncated instances)
 
 
-def load_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Records of a JSONL file (missing file: []; a torn last line from an interrupt is skipped)."""
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return out
-
-
-def append_jsonl(path: Path, record: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
-        handle.write(json.dumps(record) + "\n")
-        handle.flush()
-
-
-def renormalised_key(prompt: str, context: int, width: int, depth: int, paths: int,
+def renormalised_key(prompt: dict[str, Any], context: int, width: int, depth: int, paths: int,
                      **settings: Any) -> str:
-    """Key of a renormalised record: the instance and every other setting (sorted)."""
-    extra = "|".join(f"{k}={settings[k]}" for k in sorted(settings))
-    return f"{MODE_RENORMALISED}|{prompt}|{context}|M{width}|L{depth}|K{paths}|{extra}"
+    """Key of a renormalised record: the instance and every other setting (store.record_key)."""
+    return record_key({"mode": MODE_RENORMALISED, "prompt": prompt["id"],
+                       "prompt_digest": prompt_digest(prompt), "context": context,
+                       "width": width, "depth": depth, "paths": paths, **settings})
 
 
 def renormalised_gap_record(instance: Any, paths: int, verifiers: list[str]) -> dict[str, Any]:
     """LP optimum (certified) and every verifier's exact E[tau + 1] on one instance."""
     start = time.perf_counter()
-    rec = optimum_record(full_lp(instance, paths=paths), rational=False)
+    record = optimum(instance, paths)
     values = {}
     for name in verifiers:
         values[name] = float(exact_result(instance.model(), name, paths=paths).block_efficiency)
-    optimum = float(rec["exact_value"]) if rec["certified"] else rec["value"]
     return {
-        "optimum": optimum,
-        "optimum_certified": bool(rec["certified"]),
-        "certificate": rec["certificate"],
+        "optimum": record.value,
+        "optimum_certified": bool(record.certified),
+        "certificate": record.certificate,
         "verifiers": values,
-        "gaps": {n: optimum - v for n, v in values.items()},
+        "gaps": {n: record.value - v for n, v in values.items()},
         "seconds": round(time.perf_counter() - start, 3),
     }
 
@@ -493,21 +443,24 @@ def run_realgap_renormalised(target: Any, draft: Any, prompts: list[dict[str, An
                              ) -> dict[str, Any]:
     """LABELLED OPTION, not the default: gaps on TRUNCATED instances (top-M of the target
     per node, both rows renormalised over them; neither an upper nor a lower bound on the
-    real pair). Compute (or resume) the records; returns {"file", "computed", "reused"}.
+    real pair). Compute (or resume) the records; returns {"file", "computed", "reused", "keys"}.
 
     prompts: [{"id", "tokens"}] (token ids). Contexts: prompt + k*every target-sampled tokens.
     """
     import torch
 
-    done = {r["key"] for r in load_jsonl(out_file)}
+    done = {r.get("key") for r in load_jsonl(out_file)}
     verifiers = verifier_names(draft_sampling="iid")  # contexts are drafted i.i.d.
     fixed = {"pair": label, "every": every, "temperature": temperature,
-             "draft_temperature": draft_temperature, "seed": seed}
+             "draft_temperature": draft_temperature, "seed": seed,
+             "dtype": str(getattr(target, "dtype", ""))}
     computed = reused = 0
+    wanted: list[str] = []
     for prompt in progress(prompts):
         keys = [(c, m, d, k) for c in range(contexts_per_prompt) for m in widths for d in depths
                 for k in paths]
-        if all(renormalised_key(prompt["id"], c, m, d, k, **fixed) in done for c, m, d, k in keys):
+        wanted += [renormalised_key(prompt, c, m, d, k, **fixed) for c, m, d, k in keys]
+        if all(renormalised_key(prompt, c, m, d, k, **fixed) in done for c, m, d, k in keys):
             reused += len(keys)
             continue
         gen = torch.Generator().manual_seed(seed + _stable_hash(prompt["id"]))
@@ -517,7 +470,7 @@ def run_realgap_renormalised(target: Any, draft: Any, prompts: list[dict[str, An
             for m in widths:
                 for d in depths:
                     todo = [k for k in paths
-                            if renormalised_key(prompt["id"], c, m, d, k, **fixed) not in done]
+                            if renormalised_key(prompt, c, m, d, k, **fixed) not in done]
                     reused += len(paths) - len(todo)
                     if not todo:
                         continue
@@ -526,7 +479,7 @@ def run_realgap_renormalised(target: Any, draft: Any, prompts: list[dict[str, An
                     inst = from_rows(rows.target, rows.draft, d, name=f"{prompt['id']}-c{c}")
                     for k in todo:
                         record = {
-                            "key": renormalised_key(prompt["id"], c, m, d, k, **fixed), "pair": label,
+                            "key": renormalised_key(prompt, c, m, d, k, **fixed), "pair": label,
                             "prompt": prompt["id"], "context": c, "context_tokens": len(context),
                             "width": m, "depth": d, "paths": k, "selection": "target top-M per node",
                             "mode": MODE_RENORMALISED, "renormalised": True, "every": every,
@@ -541,7 +494,7 @@ def run_realgap_renormalised(target: Any, draft: Any, prompts: list[dict[str, An
                         append_jsonl(out_file, record)
                         done.add(record["key"])
                         computed += 1
-    return {"file": str(out_file), "computed": computed, "reused": reused}
+    return {"file": str(out_file), "computed": computed, "reused": reused, "keys": wanted}
 
 
 def summarize_renormalised(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -1,4 +1,5 @@
-"""Coarsened instances bound the fine K-path optimum from above; the L = 1 closed form = LP.
+"""Coarsened instances bound the fine K-path optimum from above (the L = 1 closed form = LP
+is tests/test_closed_form.py).
 
 Fine optima come from the enumerated full LP (certified in exact rationals), coarse optima
 from column generation (certified): two different solvers. Instances are rational, so
@@ -13,25 +14,22 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from speclp.lp.builders import full_lp
-from speclp.lp.instance import dirichlet_instance, from_rows
-from speclp.lp.report import optimum_record
-from speclp.lp.solve import solve_colgen
+from speclp.lp import optimum
+from speclp.lp.instance import dirichlet_instance
 from speclp.proofs.coarsen import coarsen_instance, coarsened_rows
-from speclp.proofs.realgap import single_step_optimum
 from speclp.verifiers.tree import all_paths
 
 
 def fine_optimum(instance, paths: int) -> Fraction:
-    record = optimum_record(full_lp(instance, paths=paths), rational=True)
-    assert record["certified"], record["certificate"]
-    return record["exact_value"]
+    record = optimum(instance, paths, method="full")  # the enumerated LP, certified
+    assert record.certified, record.certificate
+    return record.exact_value
 
 
 def coarse_optimum(instance, paths: int) -> Fraction:
-    result = solve_colgen(instance, paths=paths)
-    assert result.certificate.certified, result.certificate.reason
-    return result.certificate.value
+    record = optimum(instance, paths, method="colgen")  # column generation, certified
+    assert record.certified, record.certificate
+    return record.exact_value
 
 
 def image(path: tuple[int, ...], kept: dict[tuple[int, ...], list[int]], width: int) -> tuple:
@@ -118,27 +116,3 @@ def test_coarsened_rows_check_shapes_and_float_rows_sum_to_one():
     with pytest.raises(ValueError, match="target_kept"):
         coarsened_rows(kept_t[:2], kept_d, 3, 2)
 
-
-@pytest.mark.parametrize("vocab, seed", [(3, 0), (4, 1), (5, 2)])
-@pytest.mark.parametrize("paths", [1, 2, 3, 4])
-def test_single_step_closed_form_equals_the_lp_exactly(vocab, seed, paths):
-    inst = dirichlet_instance(vocab, 1, alpha=0.7, seed=seed, denominator=18)
-    exact = single_step_optimum(inst.target_exact[0], inst.draft_exact[0], paths)
-    assert exact == fine_optimum(inst, paths)
-    assert abs(single_step_optimum(inst.target[0], inst.draft[0], paths) - float(exact)) < 1e-12
-
-
-def test_single_step_closed_form_at_the_theory_anchor():
-    # THEORY section 4: p = (.5, .3, .2), q = (.2, .3, .5), K = 2 i.i.d.: optimal acceptance .86
-    p = np.array([Fraction(5, 10), Fraction(3, 10), Fraction(2, 10)], dtype=object)
-    q = np.array([Fraction(2, 10), Fraction(3, 10), Fraction(5, 10)], dtype=object)
-    assert single_step_optimum(p, q, 2) == 1 + Fraction(86, 100)
-    assert single_step_optimum(p, q, 1) == 1 + sum(min(a, b) for a, b in zip(p, q, strict=True))
-
-
-def test_single_step_closed_form_handles_zero_draft_probability():
-    p = np.array([Fraction(1, 2), Fraction(1, 2), Fraction(0)], dtype=object)
-    q = np.array([Fraction(0), Fraction(1, 2), Fraction(1, 2)], dtype=object)
-    inst = from_rows(np.array([p, p, p, p]), np.array([q, q, q, q]), 1)
-    for k in (1, 2, 3):
-        assert single_step_optimum(p, q, k) == fine_optimum(inst, k)

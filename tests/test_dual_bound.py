@@ -12,30 +12,28 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from speclp.lp.builders import full_lp
+from speclp.lp import optimum
 from speclp.lp.dual_bound import dual_upper_bound
 from speclp.lp.instance import dirichlet_instance
-from speclp.lp.report import optimum_record
-from speclp.lp.solve import solve_colgen
 from speclp.verifiers.tree import num_nodes
 
 
 def certified_optimum(instance, paths: int) -> Fraction:
-    record = optimum_record(full_lp(instance, paths=paths), rational=True)
-    assert record["certified"], record["certificate"]
-    return record["exact_value"]
+    record = optimum(instance, paths, method="full")  # the enumerated LP, certified
+    assert record.certified, record.certificate
+    return record.exact_value
 
 
 @pytest.mark.parametrize("vocab, depth", [(2, 2), (3, 2), (2, 3)])
 @pytest.mark.parametrize("paths", [1, 2, 3])
 def test_duals_of_a_float_solve_give_a_tight_certified_bound(vocab, depth, paths):
     inst = dirichlet_instance(vocab, depth, alpha=0.7, seed=vocab * depth + paths, denominator=20)
-    optimum = certified_optimum(inst, paths)
-    result = solve_colgen(inst, paths=paths, certify=False)
-    theta = result.solution.duals[result.structure.num_paths:].reshape(-1, vocab)
-    bound = dual_upper_bound(inst, theta, paths)
-    assert bound >= optimum
-    assert bound - optimum < Fraction(1, 10**8)
+    best = certified_optimum(inst, paths)
+    record = optimum(inst, paths, method="colgen", certify=False)  # float column generation
+    assert record.matching_duals.shape == (num_nodes(vocab, depth), vocab)
+    bound = dual_upper_bound(inst, record.matching_duals, paths)
+    assert bound >= best
+    assert bound - best < Fraction(1, 10**8)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

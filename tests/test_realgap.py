@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 from speclp.cli import app
+from speclp.lp.closed_form import one_step_optimum
 from speclp.lp.instance import dirichlet_instance, from_rows
 from speclp.proofs.intervals import (
     betting_interval,
@@ -23,7 +24,6 @@ from speclp.proofs.realgap import (
     renormalised_gap_record,
     run_realgap,
     run_realgap_renormalised,
-    single_step_optimum,
     summarize_realgap,
     summarize_renormalised,
 )
@@ -181,8 +181,8 @@ def test_root_rows_and_closed_form_agree_with_bv_at_one_path(tiny_pair):
     target, draft = tiny_pair
     p, q = next_token_rows(target, draft, [4, 4, 2], 1.0, 1.5)
     assert abs(p.sum() - 1) < 1e-12 and abs(q.sum() - 1) < 1e-12
-    assert single_step_optimum(p, q, 1) == pytest.approx(1 + np.minimum(p, q).sum(), abs=1e-12)
-    values = [single_step_optimum(p, q, k) for k in (1, 2, 4, 8)]
+    values = [float(r.value[0]) for r in one_step_optimum(p, q, [1, 2, 4, 8])]
+    assert values[0] == pytest.approx(1 + np.minimum(p, q).sum(), abs=1e-12)  # K = 1: BV
     assert all(b >= a - 1e-12 for a, b in zip(values, values[1:], strict=False))
     assert values[-1] <= 2 + 1e-12
 

@@ -2,7 +2,10 @@
 
 Both work at contexts reached by target sampling on real prompts, with rows of the real
 pair on a small complete prefix tree (verifiers.real_rows); results are JSONL (resumable:
-finished contexts are skipped) plus figures, in --out.
+records are keyed on every setting that changes them, finished ones are skipped) plus
+figures, in --out (default ./speclp-results/trees, ./speclp-results/realgap). `trees`
+folders record their spec and take one writer at a time (proofs.store). Every flag is
+checked (cli/validate.py) before a model is loaded.
 """
 
 from __future__ import annotations
@@ -13,22 +16,35 @@ from typing import Any
 
 import typer
 
-from .cli import BadInput, ClaimFailed, app, progress, require_choice, require_min, run, table
+from . import BadInput, ClaimFailed, app, progress, run, table
+from . import validate as check
 
 MODE_FULL, MODE_RENORMALISED = "full-vocabulary", "renormalised"  # = proofs.realgap's modes
 
-TREES_OUT = Path("benchmarks/results/trees")
-REALGAP_OUT = Path("speclp-results/realgap")  # relative to the working directory
+TREES_OUT = Path("speclp-results/trees")
+REALGAP_OUT = Path("speclp-results/realgap")
+MAX_TREE_NODES = 2000  # candidate tree nodes (rows of V probabilities per model, per context)
+MAX_TREE_LEVEL = 1024  # nodes of the widest level (one batched forward)
 
 
-def _int_list(text: str, option: str, minimum: int = 1) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise BadInput(f"{option}: expected a comma list of integers, got {text!r}") from None
-    if not values or any(v < minimum for v in values):
-        raise BadInput(f"{option}: every value must be >= {minimum}, got {text!r}")
-    return values
+def _int_list(text: str, option: str, minimum: int = 1, maximum: int | None = None) -> list[int]:
+    return check.int_list(option, text, minimum, maximum)
+
+
+def _common(out: Path, prompts: str, every: int, contexts_per_prompt: int, temperature: float,
+            draft_temperature: float | None, seed: int, threads: int | None) -> None:
+    """The flags trees and realgap share (cheap checks; the pair is checked last, by the
+    caller, since naming the built-in models imports torch)."""
+    check.integer("--contexts-per-prompt", contexts_per_prompt, 1, 10_000)
+    check.integer("--every", every, 1, 100_000)
+    check.number("--temperature", temperature, 0)
+    if draft_temperature is not None:
+        check.number("--draft-temperature", draft_temperature, 0)
+    check.seed("--seed", seed)
+    if threads is not None:
+        check.integer("--threads", threads, 1, 1024)
+    check.output_dir("--out", out)
+    check.prompts("--prompts", prompts)
 
 
 def _slug(text: str) -> str:
@@ -40,8 +56,8 @@ def _load(pair_name: str, prompt_spec: str, draft_temperature: float | None,
     """Prompts (checked first: cheap), then the pair on the CPU/GPU default device."""
     import torch
 
-    from .cli_models import parse_prompts
-    from .verifiers.models import ModelUnavailable, VocabularyMismatch, load_pair
+    from ..verifiers.models import ModelUnavailable, VocabularyMismatch, load_pair
+    from .models import parse_prompts
 
     prompts = parse_prompts(prompt_spec)
     if threads:
@@ -81,7 +97,12 @@ def trees(
     engine_tokens: int = typer.Option(48, "--engine-tokens", help="Tokens generated per engine run."),
     skip_trees: bool = typer.Option(False, "--skip-trees",
                                     help="Only the engine runs (with --engine-budgets)."),
-    out: Path = typer.Option(TREES_OUT, "--out", help="Folder of the JSONL results and figures."),
+    out: Path = typer.Option(TREES_OUT, "--out",
+                             help="Folder of the JSONL results and figures (default "
+                                  "./speclp-results/trees)."),
+    new_out: bool = typer.Option(False, "--new-out",
+                                 help="If --out holds another spec, use a new folder next to it "
+                                      "(OUT-2, ...) instead of refusing."),
     seed: int = typer.Option(0, "--seed"),
     threads: int = typer.Option(None, "--threads", help="torch CPU threads."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
@@ -95,11 +116,58 @@ def trees(
     """
 
     def body() -> dict[str, Any]:
-        from .proofs.realgap import load_jsonl
-        from .proofs.trees import (
-            ENGINE_SHAPES,
-            RULES,
-            node_count,
+        _common(out, prompts, every, contexts_per_prompt, temperature, draft_temperature, seed,
+                threads)
+        check.integer("--engine-tokens", engine_tokens, 1, 100_000)
+        from ..proofs.store import ResultsFolderError, open_folder
+        from ..proofs.trees import ENGINE_SHAPES, RULES, node_count
+        from ..verifiers.law import verifier_names
+
+        budget_list = _int_list(budgets, "--budgets")
+        rule_list = tuple(dict.fromkeys(r.strip() for r in rules.split(",") if r.strip()))
+        bad = [r for r in rule_list if r not in RULES]
+        if bad or not rule_list:
+            raise BadInput(f"--rules: unknown rule {bad[0] if bad else rules!r}; known: {', '.join(RULES)}")
+        check.integer("--top", width, 2, 64)
+        check.integer("--depth", depth, 2, 16)
+        nodes = node_count(width, depth)
+        if nodes > MAX_TREE_NODES or width**depth > MAX_TREE_LEVEL:
+            raise BadInput(f"--top/--depth: the M={width}, L={depth} candidate tree has {nodes:,} "
+                           f"nodes (limits {MAX_TREE_NODES:,} nodes, {MAX_TREE_LEVEL:,} at the "
+                           "deepest level); use a smaller --top or --depth")
+        if max(budget_list) > nodes:
+            raise BadInput(f"--budgets: {max(budget_list)} exceeds the {nodes} nodes of "
+                           f"the M={width}, L={depth} candidate tree; raise --top or --depth")
+        engine_list = _int_list(engine_budgets, "--engine-budgets") if engine_budgets else []
+        bad_engine = [n for n in engine_list if n not in ENGINE_SHAPES]
+        if bad_engine:
+            raise BadInput(f"--engine-budgets: {bad_engine[0]} has no K x L shape; known: "
+                           f"{', '.join(map(str, ENGINE_SHAPES))}")
+        engine_names = list(dict.fromkeys(v.strip() for v in engine_verifiers.split(",") if v.strip()))
+        known = verifier_names(include_broken=True)
+        if engine_list and (not engine_names or any(v not in known for v in engine_names)):
+            unknown = next((v for v in engine_names if v not in known), engine_verifiers)
+            raise BadInput(f"--engine-verifiers: unknown verifier {unknown!r}; known: {', '.join(known)}")
+        if skip_trees and not engine_list:
+            raise BadInput("--skip-trees: needs --engine-budgets (otherwise nothing is computed)")
+        check.model_pair("--pair", pair)
+        spec = {"pair": pair, "prompts": prompts, "budgets": budget_list, "rules": list(rule_list),
+                "top": width, "depth": depth, "contexts_per_prompt": contexts_per_prompt,
+                "every": every, "temperature": temperature, "draft_temperature": draft_temperature,
+                "no_timing": no_timing, "engine_budgets": engine_list,
+                "engine_verifiers": engine_names if engine_list else [],
+                "engine_tokens": engine_tokens if engine_list else None,
+                "skip_trees": skip_trees, "seed": seed}
+        try:
+            folder = open_folder(out, "trees", spec, new_folder=new_out)
+        except ResultsFolderError as err:
+            raise BadInput(f"--out: {err}") from None
+        with folder:
+            return compute(folder.path, spec)
+
+    def compute(out: Path, spec: dict[str, Any]) -> dict[str, Any]:
+        from ..proofs.store import load_jsonl, select_records
+        from ..proofs.trees import (
             plot_trees,
             run_engine_reuse,
             run_trees,
@@ -107,23 +175,7 @@ def trees(
             summarize_trees,
         )
 
-        budget_list = _int_list(budgets, "--budgets")
-        rule_list = tuple(r.strip() for r in rules.split(",") if r.strip())
-        bad = [r for r in rule_list if r not in RULES]
-        if bad or not rule_list:
-            raise BadInput(f"--rules: unknown rule {bad[0] if bad else rules!r}; known: {', '.join(RULES)}")
-        if width < 2 or depth < 2:
-            raise BadInput(f"--top/--depth: need M >= 2 and L >= 2, got {width}, {depth}")
-        if max(budget_list) > node_count(width, depth):
-            raise BadInput(f"--budgets: {max(budget_list)} exceeds the {node_count(width, depth)} nodes of "
-                           f"the M={width}, L={depth} candidate tree; raise --top or --depth")
-        if contexts_per_prompt < 1 or every < 1:
-            raise BadInput("--contexts-per-prompt/--every: must be >= 1")
-        engine_list = _int_list(engine_budgets, "--engine-budgets") if engine_budgets else []
-        bad_engine = [n for n in engine_list if n not in ENGINE_SHAPES]
-        if bad_engine:
-            raise BadInput(f"--engine-budgets: {bad_engine[0]} has no K x L shape; known: "
-                           f"{', '.join(map(str, ENGINE_SHAPES))}")
+        budget_list, rule_list, engine_list = spec["budgets"], tuple(spec["rules"]), spec["engine_budgets"]
         loaded, prompt_list, draft_t, label = _load(pair, prompts, draft_temperature, threads)
         out_file = out / f"{_slug(pair)}.jsonl"
         engine: dict[str, Any] = {}
@@ -131,10 +183,10 @@ def trees(
             engine_file = out / f"{_slug(pair)}_engine.jsonl"
             if loaded.same_model:
                 loaded.draft_temperature = draft_t
-            engine = run_engine_reuse(loaded, prompt_list, engine_list,
-                                      [v.strip() for v in engine_verifiers.split(",") if v.strip()],
+            engine = run_engine_reuse(loaded, prompt_list, engine_list, spec["engine_verifiers"],
                                       engine_file, engine_tokens, temperature, seed, label)
-            engine["summary"] = summarize_engine_reuse(load_jsonl(engine_file))
+            engine["summary"] = summarize_engine_reuse(select_records(load_jsonl(engine_file),
+                                                                      engine.pop("keys")))
         if skip_trees:
             return {"pair": label, "engine": engine, "summary": [], "contexts": 0, "figures": [],
                     "file": None, "computed": 0, "reused": 0, "convention": "", "rows": ""}
@@ -142,9 +194,11 @@ def trees(
                            out_file, width, depth, contexts_per_prompt, every, temperature, draft_t,
                            seed, label, set(loaded.target.eos_token_ids), not no_timing,
                            progress=lambda it: progress(it, len(prompt_list), "trees"))
-        records = [r for r in load_jsonl(out_file) if r["width"] == width and r["depth"] == depth]
+        # only this invocation's records (keys) are counted and plotted
+        records = select_records(load_jsonl(out_file), status.pop("keys"))
         figures = plot_trees(records, out, title=f"{label}: {len(records)} contexts, M={width}, L={depth}")
-        return {"pair": label, **status, "contexts": len(records), "figures": [str(f) for f in figures],
+        return {"pair": label, **status, "out": str(out), "contexts": len(records),
+                "figures": [str(f) for f in figures],
                 "convention": "tokens per round = E[accepted] + 1; rerank/target-first rules need one "
                               "extra target pass per round (reuse probability 0 for target-sampling "
                               "verification of a deterministic tree)",
@@ -201,7 +255,9 @@ def realgap(
     every: int = typer.Option(8, "--every", help="Target-sampled tokens between contexts."),
     temperature: float = typer.Option(1.0, "--temperature"),
     draft_temperature: float = typer.Option(None, "--draft-temperature"),
-    out: Path = typer.Option(REALGAP_OUT, "--out", help="Results folder (JSONL + figures)."),
+    out: Path = typer.Option(REALGAP_OUT, "--out",
+                             help="Folder of the JSONL results and figures (default "
+                                  "./speclp-results/realgap)."),
     seed: int = typer.Option(0, "--seed"),
     threads: int = typer.Option(None, "--threads"),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
@@ -217,34 +273,35 @@ def realgap(
     """
 
     def body() -> dict[str, Any]:
-        from .proofs.realgap import (
+        check.choice("--instances", instances, (MODE_FULL, MODE_RENORMALISED))
+        depths = _int_list(depth, "--depth", 1, 16)
+        ks = _int_list(paths, "--paths", 1, 64)
+        _common(out, prompts, every, contexts_per_prompt, temperature, draft_temperature, seed,
+                threads)
+        if instances == MODE_RENORMALISED:
+            return _realgap_renormalised(depths, ks)
+        from ..proofs.realgap import (
             MAX_COARSE_PATHS,
             full_records,
-            load_jsonl,
             plot_realgap,
             run_realgap,
             summarize_realgap,
         )
+        from ..proofs.store import load_jsonl, select_records
 
-        require_choice("--instances", instances, (MODE_FULL, MODE_RENORMALISED))
-        depths = _int_list(depth, "--depth", 1)
-        ks = _int_list(paths, "--paths", 1)
-        if contexts_per_prompt < 1 or every < 1:
-            raise BadInput("--contexts-per-prompt/--every: must be >= 1")
-        if instances == MODE_RENORMALISED:
-            return _realgap_renormalised(depths, ks)
-        widths = _int_list(top, "--top", 2)
+        widths = _int_list(top, "--top", 2, 1024)
         if len(widths) != 1:
             raise BadInput(f"--top: full-vocabulary mode takes one M, got {top!r}")
         width = widths[0]
-        require_min("--samples", samples, 2)
-        require_min("--batch", batch, 1)
-        require_choice("--score-dtype", score_dtype, ("fp64", "fp32"))
+        check.integer("--samples", samples, 2, 10_000_000)
+        check.integer("--batch", batch, 1, 100_000)
+        check.choice("--score-dtype", score_dtype, ("fp64", "fp32"))
         for d in depths:
             if d > 1 and (width + 1) ** d > MAX_COARSE_PATHS:
                 raise BadInput(f"--top: the coarsened LP at M = {width}, L = {d} has {(width + 1) ** d:,} "
                                f"paths (limit {MAX_COARSE_PATHS:,}); lower --top or --depth")
         names = _verifier_list(verifiers)
+        check.model_pair("--pair", pair)
         import torch
 
         loaded, prompt_list, draft_t, label = _load(pair, prompts, draft_temperature, threads)
@@ -257,8 +314,8 @@ def realgap(
             eos=set(loaded.target.eos_token_ids),
             score_dtype=torch.float64 if score_dtype == "fp64" else torch.float32,
             progress=lambda it: progress(it, len(prompt_list), "realgap"))
-        asked = set(status.pop("keys"))
-        records = [r for r in full_records(load_jsonl(out_file)) if r["key"] in asked]
+        # only this invocation's records (keys) are summarised and plotted
+        records = full_records(select_records(load_jsonl(out_file), status.pop("keys")))
         figures = plot_realgap(records, out)
         result = {"pair": label, "instances": MODE_FULL, **status, "records": len(records),
                   "figures": [str(f) for f in figures],
@@ -270,16 +327,17 @@ def realgap(
         return result
 
     def _realgap_renormalised(depths: list[int], ks: list[int]) -> dict[str, Any]:
-        from .proofs.realgap import (
-            load_jsonl,
+        widths = _int_list(top, "--top", 2, 5)
+        if max(depths) > 3 or max(ks) > 3:
+            raise BadInput("--depth/--paths: supported sizes are M <= 5, L <= 3, K <= 3 (LP size)")
+        check.model_pair("--pair", pair)
+        from ..proofs.realgap import (
             plot_renormalised,
             run_realgap_renormalised,
             summarize_renormalised,
         )
+        from ..proofs.store import load_jsonl, select_records
 
-        widths = _int_list(top, "--top", 2)
-        if max(widths) > 5 or max(depths) > 3 or max(ks) > 3:
-            raise BadInput("--top/--depth/--paths: supported sizes are M <= 5, L <= 3, K <= 3 (LP size)")
         loaded, prompt_list, draft_t, label = _load(pair, prompts, draft_temperature, threads)
         out_file = out / f"{_slug(pair)}_renormalised.jsonl"
         status = run_realgap_renormalised(
@@ -287,7 +345,7 @@ def realgap(
             contexts_per_prompt, every, temperature, draft_t, seed, label,
             set(loaded.target.eos_token_ids),
             progress=lambda it: progress(it, len(prompt_list), "realgap"))
-        records = load_jsonl(out_file)
+        records = select_records(load_jsonl(out_file), status.pop("keys"))
         figures = plot_renormalised(records, out)
         return {"pair": label, "instances": MODE_RENORMALISED, **status, "records": len(records),
                 "figures": [str(f) for f in figures],
@@ -296,7 +354,7 @@ def realgap(
                 "summary": summarize_renormalised(records)}
 
     def render(r: dict[str, Any]) -> None:
-        from .proofs.intervals import format_interval
+        from ..proofs.intervals import format_interval
 
         if r["instances"] == MODE_RENORMALISED:
             rows = []
@@ -335,7 +393,7 @@ def realgap(
 
 
 def _verifier_list(text: str) -> list[str]:
-    from .verifiers.law import verifier_names
+    from ..verifiers.law import verifier_names
 
     lossless = verifier_names(draft_sampling="iid")
     if not text.strip():

