@@ -114,14 +114,13 @@ def run_bench(
     """
     import torch
 
-    from ..verifiers.models import default_device, default_dtype, parse_dtype
-
     from ..verifiers.engine import (
         EngineConfig,
         PrefixStore,
         SpeculativeEngine,
         generate_autoregressive,
     )
+    from ..verifiers.models import default_device, default_dtype, parse_dtype
 
     run_device = torch.device(device) if device else default_device()
     run_dtype = str(parse_dtype(dtype) or default_dtype(run_device)).removeprefix("torch.")

@@ -159,7 +159,11 @@ def test_run_realgap_records_bounds_and_resumes(tiny_pair, tmp_path):
             for name, iv in block["verifiers"].items():
                 assert iv["n"] == 48 and iv["low"] <= iv["mean"] <= iv["high"]
                 assert iv["low"] <= upper + 1e-9, (name, iv, upper)
-            assert block["verifiers"]["nss"]["mean"] == pytest.approx(1.0, abs=1e-9)
+            if r["depth"] == 1 and k == "1":
+                # one drafted token X: NSS accepts with p(X), BV with min(1, p(X)/q(X)) >= p(X),
+                # tree by tree, so on the same (paired) trees NSS's mean cannot exceed BV's
+                nss, bv = block["verifiers"]["nss"]["mean"], block["verifiers"]["bv"]["mean"]
+                assert 1.0 < nss <= bv + 1e-12
             assert block["lower"]["verifier"] in block["verifiers"]
         if r["depth"] == 1:
             # the L = 1 bound at K = 1 is BV's exact value sum min(p, q) + 1
