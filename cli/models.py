@@ -117,12 +117,16 @@ def bench(
             torch.set_num_threads(threads)
 
         def load() -> Any:
+            from .trees import check_vocabulary_limits
+
             try:
-                return load_pair(pair, device=device, dtype=torch_dtype)
+                loaded = load_pair(pair, device=device, dtype=torch_dtype)
             except (ModelUnavailable, VocabularyMismatch) as err:
                 raise BadInput(f"--pair: {err}") from None
             except OSError as err:
                 raise BadInput(f"--pair: cannot load {pair!r}: {err}") from None
+            check_vocabulary_limits("--verifiers", names + [drive], ks, loaded.target.vocab_size)
+            return loaded
 
         stderr.print(f"bench: {len(ks) * len(depths) * len(temps)} runs x {len(prompt_list)} prompts "
                      f"-> {out}", highlight=False)

@@ -249,7 +249,8 @@ def realgap(
     batch: int = typer.Option(128, "--batch",
                               help="Trees drawn per model pass (memory: distinct nodes x V rows)."),
     verifiers: str = typer.Option("", "--verifiers",
-                                  help="Comma list (default: every verifier lossless under i.i.d. drafts)."),
+                                  help="Comma list (default: every verifier lossless under i.i.d. "
+                                       "drafts but khisti, which needs a small vocabulary)."),
     score_dtype: str = typer.Option("fp64", "--score-dtype", help="fp64 or fp32: rows of the scored laws."),
     contexts_per_prompt: int = typer.Option(2, "--contexts-per-prompt"),
     every: int = typer.Option(8, "--every", help="Target-sampled tokens between contexts."),
@@ -305,6 +306,7 @@ def realgap(
         import torch
 
         loaded, prompt_list, draft_t, label = _load(pair, prompts, draft_temperature, threads)
+        check_vocabulary_limits("--verifiers", names, ks, loaded.target.vocab_size)
         out_file = out / f"{_slug(pair)}.jsonl"
         status = run_realgap(
             loaded.target.model, loaded.draft.model, prompt_list, depths, ks, out_file,
@@ -396,14 +398,28 @@ def _verifier_list(text: str) -> list[str]:
     from ..verifiers.law import verifier_names
 
     lossless = verifier_names(draft_sampling="iid")
-    if not text.strip():
-        return lossless
+    if not text.strip():  # khisti enumerates V^(K-1) companion tuples: small vocabularies only
+        return [n for n in lossless if n not in VOCABULARY_LIMITED]
     names = [v.strip() for v in text.split(",") if v.strip()]
     for name in names:
         if name not in lossless:
             raise BadInput(f"--verifiers: {name!r} is not a verifier lossless under i.i.d. drafts; "
                            f"known: {', '.join(lossless)}")
     return names
+
+
+VOCABULARY_LIMITED = ("khisti",)  # left out of the default list on real vocabularies
+
+
+def check_vocabulary_limits(flag: str, names: list[str], paths: list[int], vocab: int) -> None:
+    """Refuse (exit 2) a verifier that cannot run at this vocabulary: khisti enumerates
+    V^(K-1) companion tuples per node (verifiers.multipath.KHISTI_MAX_COMPANIONS)."""
+    from ..verifiers.multipath import KHISTI_MAX_COMPANIONS
+
+    if "khisti" in names and vocab ** (max(paths) - 1) > KHISTI_MAX_COMPANIONS:
+        raise BadInput(f"{flag}: khisti enumerates V^(K-1) companion tuples per node: "
+                       f"{vocab}^{max(paths) - 1} exceeds {KHISTI_MAX_COMPANIONS:,} at K = {max(paths)} "
+                       "on this pair; drop khisti or use fewer paths")
 
 
 def _context_view(record: dict[str, Any]) -> dict[str, Any]:

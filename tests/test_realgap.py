@@ -191,6 +191,18 @@ def test_root_rows_and_closed_form_agree_with_bv_at_one_path(tiny_pair):
     assert values[-1] <= 2 + 1e-12
 
 
+
+def test_khisti_is_refused_where_its_companion_tuples_exceed_the_limit():
+    from speclp.cli import BadInput
+    from speclp.cli.trees import _verifier_list, check_vocabulary_limits
+    from speclp.verifiers.multipath import KHISTI_MAX_COMPANIONS
+
+    assert "khisti" not in _verifier_list("")  # default list on real vocabularies
+    check_vocabulary_limits("--verifiers", ["khisti"], [1, 2], KHISTI_MAX_COMPANIONS)  # = limit
+    with pytest.raises(BadInput, match="--verifiers: khisti"):
+        check_vocabulary_limits("--verifiers", ["bv", "khisti"], [1, 2], KHISTI_MAX_COMPANIONS + 1)
+    check_vocabulary_limits("--verifiers", ["bv", "gbv"], [4], 151_936)  # others: any vocabulary
+
 # ---------------------------------------------------------------------------------------
 # the labelled renormalised option
 
