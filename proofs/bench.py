@@ -282,6 +282,8 @@ def plot_bench(records: list[dict[str, Any]], out: str | Path) -> list[Path]:
         raise ValueError("no paired bench records")
     panels = sorted({(str(r["pair"]), r["temperature"]) for r in rows})
     depths = sorted({r["depth"] for r in rows})
+    every = sorted({n for r in rows for n in r["verifiers"]})
+    colours = {n: plt.get_cmap("tab10")(i % 10) for i, n in enumerate(every)}  # one per verifier
     fig, axes = plt.subplots(2 * len(panels), len(depths), squeeze=False,
                              figsize=(5.2 * len(depths), 6.4 * len(panels)))
     for pi, (pair, temperature) in enumerate(panels):
@@ -298,24 +300,25 @@ def plot_bench(records: list[dict[str, Any]], out: str | Path) -> list[Path]:
             for i, name in enumerate(names):
                 pts = [(r["paths"] + 0.04 * (i - len(names) / 2), r["verifiers"][name])
                        for r in mine if name in r["verifiers"]]
-                _errorbar(ax_be, pts, name)
+                _errorbar(ax_be, pts, name, color=colours[name])
                 diff = [(r["paths"] + 0.04 * (i - len(names) / 2), r["differences"][name])
                         for r in mine if name in r["differences"]]
                 if diff:
-                    _errorbar(ax_diff, diff, name)
+                    _errorbar(ax_diff, diff, name, color=colours[name])
             realised = [(r["paths"] + 0.3, r["realised"]) for r in mine]
             _errorbar(ax_be, realised, f"realised ({mine[0]['drive']} drives)", style="s--",
                       color="gray")
             ax_diff.axhline(0, color="black", lw=0.8)
             prompts = min(r["prompts"] for r in mine)
             ax_be.set(xlabel="paths K", ylabel="E[tau+1] per step",
-                      title=f"{pair}, T={temperature}, L={depth}: {prompts} prompts")
+                      title=f"{pair}, T={temperature}, L={depth}: {prompts} prompts x "
+                            f"{mine[0]['max_new_tokens']} new tokens")
             ax_diff.set(xlabel="paths K", ylabel=f"paired difference vs {REFERENCE}",
                         title="same drafted trees, 95% bootstrap CI over prompts")
             for ax in (ax_be, ax_diff):
                 ax.grid(alpha=0.3)
                 ax.legend(fontsize=7)
-    fig.suptitle("exact conditional E[tau+1] of every verifier on the SAME drafted trees "
+    fig.suptitle("exact conditional E[tau+1] of every verifier on the SAME drafted trees\n"
                  "(full vocabulary); error bars: 95% percentile bootstrap over prompts", fontsize=9)
     fig.tight_layout()
     out = Path(out)
