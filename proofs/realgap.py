@@ -375,7 +375,7 @@ def plot_realgap(records: list[dict[str, Any]], out_dir: Path) -> list[Path]:
             ax.barh(names, centre, xerr=err, color="tab:blue", alpha=0.8, capsize=2)
             up = s["upper"]
             ax.axvline(up["estimate"], color="tab:red", lw=1.2,
-                       label=("optimum (closed form)" if s["depth"] == 1
+                       label=("optimum (closed form, float64)" if s["depth"] == 1
                               else f"upper bound ({s['upper_certified']}/{s['contexts']} cert.)"))
             ax.axvspan(up["low"], up["high"], color="tab:red", alpha=0.12)
             low = min(s["verifiers"][n]["low"] for n in names if s["verifiers"][n]["estimate"] > 1.0
@@ -387,7 +387,8 @@ def plot_realgap(records: list[dict[str, Any]], out_dir: Path) -> list[Path]:
             ax.tick_params(labelsize=7)
             ax.legend(fontsize=6, loc="lower right")
         fig.suptitle(f"{pair}: full-vocabulary rows (no truncation); verifiers exact given sampled "
-                     "trees, averaged over trees;\nL = 1 bound: exact optimum (closed form); L >= 2: "
+                     "trees, averaged over trees;\nL = 1 bound: the optimum by its closed form (float64, NOT "
+                     "certified in exact arithmetic); L >= 2: "
                      "certified optimum of the coarsened instance (top-M of p+q, rest lumped)",
                      fontsize=8)
         fig.tight_layout()
