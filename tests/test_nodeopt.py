@@ -430,3 +430,28 @@ def test_depth_one_cli_audit_exits_zero():
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert out["passed"] and out["max_tv"] == 0
+
+
+def test_nodeopt_drives_the_engine_and_its_time_is_in_the_split():
+    """Real decoding (tiny random LMs, V = 64): nodeopt is picked up from the registry, the
+    verifier's time is its own column of the draft / target / verifier / other split, and the
+    split adds up to the decoding time (losslessness in the engine: tests/test_engine.py runs
+    every registered verifier, nodeopt included)."""
+    from speclp.verifiers.engine import EngineConfig, SpeculativeEngine
+    from test_engine import tiny_model
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        target, draft = tiny_model(20, vocab=64), tiny_model(21, vocab=64, family="llama")
+        config = EngineConfig(paths=3, depth=4, max_new_tokens=12, eos_token_ids=())
+        out = SpeculativeEngine(target, draft, "nodeopt", config).generate(
+            [[1, 2, 3]] * 4, generator=torch.Generator().manual_seed(0))
+    finally:
+        torch.set_num_threads(threads)
+    m = out.metrics
+    assert all(len(t) == 12 for t in out.tokens)
+    assert m["verifier_s"] > 0 and m["draft_s"] > 0 and m["target_s"] > 0
+    split = m["draft_s"] + m["target_s"] + m["verifier_s"] + m["other_s"]
+    assert abs(split - m["decode_s"]) <= 0.05 * m["decode_s"] + 1e-3, (split, m["decode_s"])
+    assert 1 <= m["block_efficiency"] <= config.depth + 1
