@@ -23,7 +23,9 @@ and the modular function T -> p(T) - b q(T) is minimised by T_b = {t : p(t) < b 
 so F(T_b) <= F(H*): T_b is a minimiser. T_b holds exactly the tokens with q > 0 and
 p/q < b (whole tie classes), i.e. it is a prefix of the order. QED. So alpha* costs one
 sort and two cumulative sums: O(V log V), batched over rows [B, V] in float64, or exact
-in rationals.
+in rationals. ONE implementation: speclp.verifiers.single_step.threshold_optimum (written
+against verifiers/ops.py, so the verifiers' single-step rule runs the same code on torch
+rows); this module calls it on numpy rows (torch is not imported).
 
 Drafts without replacement: Q(H) = sum over the ordered K-tuples of distinct tokens of H
 of prod_k q(x_k) / (1 - sum_{j<k} q(x_j)) is NOT a function of q(H), and H -> p(H) -

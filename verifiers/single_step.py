@@ -9,7 +9,10 @@ and "select, then accept/correct against r" accepts with probability sum_x min(a
 The optimum (Hu et al. 2025, THEORY.md section 4; single_step_optimum)
     alpha* = max_{r in P_n} sum_x min(a(x), r(x)) = min_H [a(H) + 1 - q(H)^n]
 with H ranging over the prefixes of the tokens sorted by ratio a/q ASCENDING (<= is the
-weak duality a(H) + r(H^c) <= a(H) + g(q(H^c)); the rule below attains it).
+weak duality a(H) + r(H^c) <= a(H) + g(q(H^c)); the rule below attains it). The threshold
+structure is computed ONCE, here (separation_order, threshold_scores, threshold_optimum);
+speclp.lp.hitting (separation of the LP) and speclp.lp.closed_form (the L = 1 optimum)
+call these functions on numpy rows. Importing this module does not import torch.
 
 The rule: nested partitions of the ratio order (NestedPartitions)
 -----------------------------------------------------------------
