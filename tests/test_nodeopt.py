@@ -455,3 +455,25 @@ def test_nodeopt_drives_the_engine_and_its_time_is_in_the_split():
     split = m["draft_s"] + m["target_s"] + m["verifier_s"] + m["other_s"]
     assert abs(split - m["decode_s"]) <= 0.05 * m["decode_s"] + 1e-3, (split, m["decode_s"])
     assert 1 <= m["block_efficiency"] <= config.depth + 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(node_rows(max_vocab=6, max_paths=4))
+def test_one_threshold_implementation_on_every_backend(rows):
+    """threshold_optimum is the L = 1 closed form of speclp.lp (one implementation): exact
+    rows give lp.closed_form's value and set; torch float64 and numpy float64 rows agree with
+    the exact value to 1e-12."""
+    from speclp.lp.closed_form import one_step_optimum
+    from speclp.verifiers.single_step import threshold_optimum
+
+    a, q, n = rows
+    total = sum(a, F(0))
+    p = [x / total for x in a]
+    exact_value, high, order = threshold_optimum(*as_rows(p, q), n)
+    lp = one_step_optimum(np.array(p, dtype=object), np.array(q, dtype=object), n)
+    assert lp.acceptance[0] == exact_value[0] == optimum_over_all_sets(p, q, n)
+    assert sorted(lp.threshold_set(0).tolist()) == sorted(order[0, high[0]:].tolist())
+    rows_float = [np.array([[float(x) for x in r]]) for r in (p, q)]
+    for backend in (lambda r: r, torch.from_numpy):
+        value, _, _ = threshold_optimum(*(backend(r) for r in rows_float), n)
+        assert abs(float(value[0]) - float(exact_value[0])) <= 1e-12
