@@ -34,9 +34,17 @@ class _LazyTorch:
 torch = _LazyTorch()
 
 
+_tensor_type: type | None = None  # torch.Tensor once torch has been imported
+
+
 def is_torch(a: Array) -> bool:
-    module = sys.modules.get("torch")
-    return module is not None and isinstance(a, module.Tensor)
+    global _tensor_type
+    if _tensor_type is None:
+        module = sys.modules.get("torch")
+        if module is None:
+            return False  # no tensor can exist before torch is imported
+        _tensor_type = module.Tensor
+    return isinstance(a, _tensor_type)
 
 
 def is_exact(a: Array) -> bool:
