@@ -14,6 +14,7 @@ real-model SHAPES, not rows of a real model.
 
     python benchmarks/beyond_step.py                   # V = 151,936, K = 3, L = 8, B = 1
     python benchmarks/beyond_step.py --out benchmarks/results/beyond/step_cpu.json
+    python benchmarks/beyond_step.py --depth 1 --vocab 1000,10000,100000,151936   # scaling in V
 
 Prints a table; saves JSON only with --out.
 """
@@ -56,23 +57,10 @@ def one_step(name: str, tree: DraftTree, generator: torch.Generator, device: tor
     return time.perf_counter() - start
 
 
-def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--vocab", type=int, default=151_936)
-    parser.add_argument("--paths", type=int, default=3)
-    parser.add_argument("--depth", type=int, default=8)
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16"])
-    parser.add_argument("--device", default=None)
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=None, help="save the JSON here (default: print only)")
-    args = parser.parse_args(argv)
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    torch.set_num_threads(args.threads)
+def measure(args: argparse.Namespace, vocab: int, device: torch.device) -> dict:
+    """Interleaved rounds at one vocabulary size; prints and returns the record."""
     generator = torch.Generator(device=device).manual_seed(args.seed)
-    tree = correlated_tree(args.batch, args.paths, args.depth, args.vocab, getattr(torch, args.dtype),
+    tree = correlated_tree(args.batch, args.paths, args.depth, vocab, getattr(torch, args.dtype),
                            generator, device)
     for name in VERIFIERS:  # warm-up
         one_step(name, tree, generator, device)
@@ -92,7 +80,7 @@ def main(argv: list[str] | None = None) -> dict:
         "benchmark": "verifier step (block_law + sample_block), interleaved rounds",
         "rows": "synthetic: softmax(3 N(0,1)) target, draft = softmax(logits/1.3 + 0.5 N(0,1)); "
                 "real-model shapes, not real-model rows",
-        "vocab": args.vocab, "paths": args.paths, "depth": args.depth, "batch": args.batch,
+        "vocab": vocab, "paths": args.paths, "depth": args.depth, "batch": args.batch,
         "rounds": args.rounds, "dtype": args.dtype, "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
         else platform.processor() or platform.machine(),
@@ -102,11 +90,34 @@ def main(argv: list[str] | None = None) -> dict:
         "target": "nodeopt within 2x of BV (issue 12)",
         "target_met": ratios["nodeopt_over_bv"]["median"] <= 2.0,
     }
+    print(f"V = {vocab}, K = {args.paths}, L = {args.depth}, B = {args.batch}")
     for name, row in rows.items():
         print(f"{name:8s} median {row['median_ms']:9.2f} ms  (min {row['min_ms']:.2f}, "
               f"max {row['max_ms']:.2f})")
     for key, value in ratios.items():
         print(f"{key}: median {value['median']:.2f} (min {value['min']:.2f}, max {value['max']:.2f})")
+    return result
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--vocab", default="151936", help="V, or a comma list (one result each)")
+    parser.add_argument("--paths", type=int, default=3)
+    parser.add_argument("--depth", type=int, default=8)
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16"])
+    parser.add_argument("--device", default=None)
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default=None, help="save the JSON here (default: print only)")
+    args = parser.parse_args(argv)
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    torch.set_num_threads(args.threads)
+    results = []
+    for vocab in [int(v) for v in args.vocab.split(",")]:
+        results.append(measure(args, vocab, device))
+    result = results[0] if len(results) == 1 else {"by_vocab": results}
     if args.out:
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)

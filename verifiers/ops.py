@@ -28,6 +28,7 @@ class _LazyTorch:
     def __getattr__(self, name: str) -> Any:
         import torch as module
 
+        globals()["torch"] = module  # from now on this module calls torch directly
         return getattr(module, name)
 
 
