@@ -11,8 +11,9 @@ of the selected leaf. The reference verifier is that mixture, run:
 
 Its exact law on a drafted tree (mixture_law): path j is selected with probability
     sum_k lambda_k [leaf(j) is the best drafted leaf under pi_k] / #(paths equal to path j)
-and its output is BV's law on path j with the rows r(.|prefix). For i.i.d. drafting the
-leaf selected under pi_k has law r_k, so the selected path has law r and BV with r is
+and its output is BV's law on path j with the rows r(.|prefix). For i.i.d. drafting (and
+without replacement, with that scheme's greedy laws) the leaf selected under pi_k has law
+r_k, so the selected path has law r and BV with r is
 lossless; its block efficiency is BV's closed form with r, which the optimum certificate
 already checked equals the optimum (mixture_value_matches). The law here is computed
 independently of that certificate, configuration by configuration (verifiers.exact), so
@@ -120,7 +121,11 @@ def reference_check(instance: Instance | TreeModel, paths: int,
     "reference": {"block_efficiency", "total_variation", "equals_optimum"},
     "verifiers": {name: {"block_efficiency", "gap"}}, "passed": reference lossless (TV = 0
     in exact arithmetic, <= 1e-12 in floats) and equal to the optimum (exactly when
-    certified, within 1e-9 otherwise)}. i.i.d. drafting only."""
+    certified, within 1e-9 otherwise)}. draft_sampling "iid" or "without-replacement": the
+    master's priorities select the best drafted leaf under either scheme and r is the law of
+    that selection for the scheme; the practical verifiers are scored only under the schemes
+    their registry entries allow. The optimum comes from column generation (method "colgen")
+    at every depth, L = 1 included: the closed form has no mixture."""
     record: Optimum = optimum(instance, paths=paths, draft_sampling=draft_sampling,
                                method="colgen")  # the mixture: colgen only
     if record.mixture is None:
