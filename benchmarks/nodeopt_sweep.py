@@ -172,7 +172,8 @@ def write_readme(summary: dict[str, Any], verifiers: list[str], path: Path,
             f"{entry[name]:.4f}" for name in verifiers) + f" | {entry.get('nodeopt_over_gbv', '')} |")
     lines += ["", "Targets:",
               f"- nodeopt below BV (E_nodeopt < E_bv - 1e-12): {summary.get('nodeopt_below_bv')} "
-              f"of {summary['tasks']} tasks.",
+              f"of {summary['tasks']} tasks; below GBV: {summary.get('nodeopt_below_gbv')} tasks "
+              f"(worst by {summary.get('nodeopt_below_gbv_worst')}).",
               f"- mean gap at most half of GBV's at every K >= 2: "
               f"{summary.get('half_of_gbv_at_every_K')}.",
               f"- L = 1: largest |optimum - nodeopt| = {summary.get('depth_1_max_abs_gap'):.2e} "
