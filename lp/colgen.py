@@ -312,7 +312,8 @@ def basic_priorities(master: MasterData, priorities: list[np.ndarray],
     return keep or list(priorities)
 
 
-def certify_master(master: MasterData, priorities: list[np.ndarray], max_rounds: int = 6
+def certify_master(master: MasterData, priorities: list[np.ndarray], max_rounds: int = 6,
+                   time_limit: float | None = None
                    ) -> tuple[LinearProgram, LPSolution, Certificate, np.ndarray | None]:
     """Exact certificate of the full K-path LP from the master on `priorities`.
 
@@ -322,11 +323,12 @@ def certify_master(master: MasterData, priorities: list[np.ndarray], max_rounds:
        (all_configurations_priced).
     Returns (exact master LP, its solution, certificate, improving priority or None): when
     the exact pricing finds a priority with positive reduced cost, the caller adds it to
-    `priorities` and certifies again (solve_colgen).
+    `priorities` and certifies again (solve_colgen). time_limit: seconds for the HiGHS solve
+    of the exact master (the exact certificate itself is not interruptible).
     """
     start = time.perf_counter()
     lp = master_lp(master, priorities, exact=True)
-    master_solution = solve(lp)
+    master_solution = solve(lp, time_limit=time_limit)
     if not master_solution.optimal:
         cert = Certificate(False, None, f"selection master: solver status "
                            f"{master_solution.status}", time.perf_counter() - start)
@@ -399,10 +401,21 @@ def solve_colgen(model_or_instance: TreeModel | Instance, paths: int = 2,
     master on the basic priorities of the float solution (certify_master); an improving
     priority found by the exact pricing joins them and the exact master is certified again
     (at most max_exact_rounds times). A float phase stopped by max_iterations is priced
-    exactly once (certified if no priority improves); one stopped by time_limit is not
-    certified.
+    exactly once (certified if no priority improves).
+
+    time_limit (seconds, None: none) bounds the whole run, float and exact phases: when it
+    is hit the result has status "time_limit", no certificate of optimality (certificate
+    None, or one whose reason says the time limit was hit) and value = the last float master
+    value, a LOWER bound on the optimum (the master on a subset of the priorities is a
+    restriction of the full LP); it never raises and never runs on (the one exception is an
+    exact certificate already under way, which finishes: a few seconds at the sizes of the
+    size guard).
     """
     start = time.perf_counter()
+
+    def time_left() -> float | None:
+        return None if time_limit is None else time_limit - (time.perf_counter() - start)
+
     master = master_data(model_or_instance, paths, draft_sampling, exact)
     priorities = [np.argsort(-master.q, kind="stable")]
     lp = master_lp(master, priorities)
@@ -422,9 +435,10 @@ def solve_colgen(model_or_instance: TreeModel | Instance, paths: int = 2,
                   np.zeros(1, dtype=np.int32), nz.astype(np.int32), -law[nz])
         priorities.append(priority)
 
+    lower_bound = float("nan")
     while iterations < max_iterations:
-        if time_limit is not None:
-            left = time_limit - (time.perf_counter() - start)
+        left = time_left()
+        if left is not None:
             if left <= 0:
                 status = "time_limit"
                 break
@@ -441,7 +455,7 @@ def solve_colgen(model_or_instance: TreeModel | Instance, paths: int = 2,
             status = status_name(h, h.getModelStatus())
         if status != "optimal":
             break
-        value = float(h.getInfo().objective_function_value)
+        value = lower_bound = float(h.getInfo().objective_function_value)
         duals = np.asarray(h.getSolution().row_dual, dtype=np.float64)
         priority, law, reduced = price(master, duals)
         history.append({"iteration": iterations, "columns": len(priorities), "value": value,
@@ -463,8 +477,24 @@ def solve_colgen(model_or_instance: TreeModel | Instance, paths: int = 2,
         t0 = time.perf_counter()
         chosen = basic_priorities(master, priorities, solution)
         while True:
+            left = time_left()
+            if left is not None and left <= 0:
+                status = "time_limit"
+                if certificate is not None:
+                    certificate.certified = False
+                    certificate.value = None
+                    certificate.reason = (f"time limit {time_limit:g} s hit in the exact phase "
+                                          f"after {exact_rounds} exact rounds (last: "
+                                          f"{certificate.reason})")
+                break
             exact_rounds += 1
-            lp_exact, solution_exact, certificate, missed = certify_master(master, chosen)
+            lp_exact, solution_exact, certificate, missed = certify_master(
+                master, chosen, time_limit=left)
+            if solution_exact.status == "time_limit":
+                status = "time_limit"
+                certificate.reason = (f"time limit {time_limit:g} s hit in the exact master "
+                                      f"solve of exact round {exact_rounds}")
+                break
             if (certificate.certified or missed is None or exact_rounds >= max_exact_rounds
                     or status != "optimal"):  # a stopped float phase is priced once
                 break
@@ -475,12 +505,19 @@ def solve_colgen(model_or_instance: TreeModel | Instance, paths: int = 2,
         if exact_rounds > 1:
             notes.append(f"exact pricing added {exact_rounds - 1} priorities the float pricing "
                          "did not need")
-        if certificate.certified or status == "optimal":
+        if status == "time_limit":
+            value = lower_bound
+        elif certificate.certified or status == "optimal":
             lp, solution = lp_exact, solution_exact
         certify_seconds = time.perf_counter() - t0
-        if certificate.certified:
+        if certificate is not None and certificate.certified and status != "time_limit":
             status = "optimal"
             value = float(certificate.value)
+    if status == "time_limit":
+        value = lower_bound
+        notes.append(f"time limit {time_limit:g} s hit after {iterations} master solves and "
+                     f"{exact_rounds} exact rounds; the last master value "
+                     f"{lower_bound:.12g} is a lower bound on the optimum, not the optimum")
     return ColgenResult(status, value, lp, solution, master, iterations, seconds, history,
                         certificate, certify_seconds if certify else None, notes, exact_rounds)
 
