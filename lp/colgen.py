@@ -516,8 +516,10 @@ def solve_colgen(model_or_instance: TreeModel | Instance, paths: int = 2,
     if status == "time_limit":
         value = lower_bound
         notes.append(f"time limit {time_limit:g} s hit after {iterations} master solves and "
-                     f"{exact_rounds} exact rounds; the last master value "
-                     f"{lower_bound:.12g} is a lower bound on the optimum, not the optimum")
+                     f"{exact_rounds} exact rounds; " + (
+                         f"the last master value {lower_bound:.12g} is a lower bound on the "
+                         "optimum, not the optimum" if lower_bound == lower_bound
+                         else "no master was solved"))
     return ColgenResult(status, value, lp, solution, master, iterations, seconds, history,
                         certificate, certify_seconds if certify else None, notes, exact_rounds)
 
