@@ -133,8 +133,19 @@ def sweep(
     backend: str = typer.Option("highs", "--backend", help="LP backend: highs or cvxpy."),
     no_certify: bool = typer.Option(False, "--no-certify",
                                     help="Skip exact certificates (optima labelled so)."),
+    method: str = typer.Option("auto", "--method",
+                               help="Optimum engine: auto (closed form at L = 1, else colgen), "
+                                    "colgen or full (the enumerated LP)."),
     max_variables: int = typer.Option(400_000, "--max-variables",
-                                      help="Size guard: full LP variables per cell."),
+                                      help="Size guard of --method full: full LP variables per "
+                                           "cell."),
+    max_enumerated: int = typer.Option(1_000_000, "--max-enumerated",
+                                       help="Configurations one verifier's exact law may "
+                                            "enumerate; above it the block efficiency is "
+                                            "ESTIMATED from --samples sampled configurations "
+                                            "(rows say estimate, with a 95% CI)."),
+    samples: int = typer.Option(4096, "--samples",
+                                help="Sampled draft configurations per estimated verifier."),
     skip_large: bool = typer.Option(False, "--skip-large",
                                     help="Leave out cells over the size guard (else exit 2)."),
     out: str = typer.Option(None, "--out",
@@ -171,6 +182,8 @@ def sweep(
         check.integer("--trials", trials, 1)
         check.seed("--seed", seed)
         check.integer("--max-variables", max_variables, 1)
+        check.integer("--max-enumerated", max_enumerated, 1)
+        check.integer("--samples", samples, 2, check.MAX_SAMPLES)
         out_path = check.output_dir("--out", out or default_out("sweep"))
         alphas = (check.float_list("--alpha", alpha, 0, low_open=True) if alpha is not None
                   else [])
@@ -185,7 +198,9 @@ def sweep(
                                                                 DRAFT_SAMPLING),
                          backend=check.choice("--backend", backend, BACKENDS),
                          certify=not no_certify,
-                         max_variables=max_variables)
+                         method=check.choice("--method", method, METHODS),
+                         max_variables=max_variables, max_enumerated=max_enumerated,
+                         samples=samples)
         address = check.cluster("--cluster", cluster)
         try:
             summary = run_sweep(
@@ -232,7 +247,11 @@ def sweep(
                 rows.append([f"  K={k}", f"{v:.6g}"])
         if "gbv_below_bv" in s:
             b = s["gbv_below_bv"]
-            rows.append(["GBV < BV (tol 1e-12)", f"{b['count']}/{b['of']} ({b['fraction']:.3f})"])
+            rows.append(["GBV < BV (tol 1e-12, exact rows)",
+                         f"{b['count']}/{b['of']} ({b['fraction']:.3f})"])
+        if s.get("estimated_rows"):
+            rows.append(["ESTIMATED rows (sampled configurations, 95% CI)",
+                         f"{s['estimated_rows']} in cells {', '.join(s['estimated_cells'])}"])
         for cell in r["skipped_cells"]:
             rows.append([f"skipped V={cell['vocab']} L={cell['depth']} K={cell['paths']}",
                          cell["reason"]])

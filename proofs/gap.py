@@ -35,6 +35,7 @@ from ..lp.instance import Instance
 from ..verifiers.drafts import DRAFT_SAMPLING
 from ..verifiers.exact import enumeration_size, exact_result, sampled_result
 from ..verifiers.law import get_verifier, verifier_names
+from ..verifiers.tree import ESTIMATE_SAMPLES, MAX_TUPLES
 
 DEFAULT_VERIFIERS: tuple[str, ...] = (
     "token", "bv", "gbv", "gbv_clipped", "specinfer", "rrsw", "naive_tree", "khisti", "spectr",
@@ -46,9 +47,9 @@ UNCERTIFIED_TOLERANCE = 1e-7
 TV_TOLERANCE = 1e-12
 EXACT_CONFIGURATIONS = 5_000  # rational instances up to this many ordered draft tuples also
 # get every verifier's block efficiency in exact rationals ("exact")
-MAX_ENUMERATED = 1_000_000  # configurations one verifier's exact law may enumerate; above it
-# the block efficiency is ESTIMATED from sampled configurations (labelled "estimate")
-SAMPLES = 4096  # sampled draft configurations per estimated verifier
+MAX_ENUMERATED = MAX_TUPLES  # configurations one verifier's exact law may enumerate; above
+# it the block efficiency is ESTIMATED from sampled configurations (labelled "estimate")
+SAMPLES = ESTIMATE_SAMPLES  # sampled draft configurations per estimated verifier
 ESTIMATE_CLAIM_Z = 5.0  # an estimate fails "BE <= optimum" only when mean - 5 SE > optimum + tol
 
 
