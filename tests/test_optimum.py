@@ -138,3 +138,24 @@ def test_exact_pricing_adds_what_the_degenerate_float_master_did_not_need():
     assert record.certified, record.certificate
     assert record.exact_value == optimum(inst, 2, "without-replacement", method="full").exact_value
     assert any("exact pricing added" in note for note in record.notes)
+
+
+@pytest.mark.parametrize("method", ["colgen", "full"])
+def test_time_limit_gives_a_labelled_uncertified_record(method):
+    inst = dirichlet_instance(3, 2, alpha=0.7, seed=1)
+    record = optimum(inst, 3, method=method, time_limit=1e-6)
+    assert record.status == "time_limit" and not record.certified and record.value is None
+    assert "time limit" in record.certificate and record.label.startswith("NOT certified")
+    json.dumps(record.to_json())  # a JSON-ready record, no exception
+
+
+def test_colgen_time_limit_keeps_a_lower_bound():
+    from speclp.lp.colgen import solve_colgen
+
+    inst = dirichlet_instance(2, 6, alpha=0.7, seed=4)  # 132 float master solves
+    full = solve_colgen(inst.model(exact=True), paths=3)
+    assert full.status == "optimal" and full.certificate.certified
+    stopped = solve_colgen(inst.model(exact=True), paths=3, time_limit=full.seconds / 4)
+    assert stopped.status == "time_limit" and stopped.certificate is None
+    assert stopped.value <= full.value + 1e-12  # a restriction of the master: a lower bound
+    assert any("lower bound" in note for note in stopped.notes)
