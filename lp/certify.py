@@ -407,7 +407,7 @@ def _refinement_step(lp: LinearProgram, data: _ExactData, basis: tuple[np.ndarra
         _clip(-sp_ * np.concatenate([x_float, s_float])), np.full(n + m_ub, np.inf), rhs, rhs,
         matrix.indptr.astype(np.int32), matrix.indices.astype(np.int32),
         np.ascontiguousarray(matrix.data, dtype=np.float64), np.zeros(n + m_ub, dtype=np.int32))
-    if status != highspy.HighsStatus.kOk:
+    if status == highspy.HighsStatus.kError:  # a warning (e.g. tiny entries dropped) is fine
         return None
     col_status, row_status = basis
     warm = highspy.HighsBasis()
@@ -422,7 +422,12 @@ def _refinement_step(lp: LinearProgram, data: _ExactData, basis: tuple[np.ndarra
     h.setBasis(warm)
     h.run()
     if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-        return None
+        # the warm basis can be singular or badly conditioned for HiGHS on the rescaled
+        # residual LP (tiny path probabilities): solve it cold once before giving up
+        h.clearSolver()
+        h.run()
+        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            return None
     new = h.getBasis()
     new_cols = np.array([s.value for s in new.col_status], dtype=np.int8)
     new_rows = np.array([s.value for s in new.row_status], dtype=np.int8)
