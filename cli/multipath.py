@@ -146,6 +146,8 @@ def sweep(
                                             "(rows say estimate, with a 95% CI)."),
     samples: int = typer.Option(4096, "--samples",
                                 help="Sampled draft configurations per estimated verifier."),
+    verifiers: str = typer.Option(None, "--verifiers",
+                                  help="Verifiers, comma-separated (default: gap's default list)."),
     skip_large: bool = typer.Option(False, "--skip-large",
                                     help="Leave out cells over the size guard (else exit 2)."),
     out: str = typer.Option(None, "--out",
@@ -184,6 +186,17 @@ def sweep(
         check.integer("--max-variables", max_variables, 1)
         check.integer("--max-enumerated", max_enumerated, 1)
         check.integer("--samples", samples, 2, check.MAX_SAMPLES)
+        chosen = None
+        if verifiers is not None:
+            from ..verifiers.law import verifier_names
+
+            chosen = [v.strip() for v in verifiers.split(",") if v.strip()]
+            known = verifier_names(include_broken=True)
+            unknown = [v for v in chosen if v not in known]
+            if not chosen or unknown:
+                raise BadInput(f"--verifiers: unknown verifier {unknown[0]!r}; known: "
+                               f"{', '.join(sorted(known))}" if unknown
+                               else "--verifiers: give at least one name")
         out_path = check.output_dir("--out", out or default_out("sweep"))
         alphas = (check.float_list("--alpha", alpha, 0, low_open=True) if alpha is not None
                   else [])
@@ -200,7 +213,7 @@ def sweep(
                          certify=not no_certify,
                          method=check.choice("--method", method, METHODS),
                          max_variables=max_variables, max_enumerated=max_enumerated,
-                         samples=samples)
+                         samples=samples, verifiers=chosen)
         address = check.cluster("--cluster", cluster)
         try:
             summary = run_sweep(
