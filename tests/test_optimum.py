@@ -149,13 +149,20 @@ def test_time_limit_gives_a_labelled_uncertified_record(method):
     json.dumps(record.to_json())  # a JSON-ready record, no exception
 
 
-def test_colgen_time_limit_keeps_a_lower_bound():
-    from speclp.lp.colgen import solve_colgen
+def test_colgen_time_limit_keeps_a_lower_bound(monkeypatch):
+    import types
+
+    from speclp.lp import colgen
 
     inst = dirichlet_instance(2, 6, alpha=0.7, seed=4)  # 132 float master solves
-    full = solve_colgen(inst.model(exact=True), paths=3)
+    full = colgen.solve_colgen(inst.model(exact=True), paths=3)
     assert full.status == "optimal" and full.certificate.certified
-    stopped = solve_colgen(inst.model(exact=True), paths=3, time_limit=full.seconds / 4)
+    # a deterministic clock: every reading is one second later, so a 12 s limit stops the
+    # float phase after a few master solves whatever the machine's load
+    clock = iter(range(10**6))
+    monkeypatch.setattr(colgen, "time", types.SimpleNamespace(perf_counter=lambda: float(next(clock))))
+    stopped = colgen.solve_colgen(inst.model(exact=True), paths=3, time_limit=12.0)
     assert stopped.status == "time_limit" and stopped.certificate is None
+    assert 1 <= stopped.iterations < full.iterations
     assert stopped.value <= full.value + 1e-12  # a restriction of the master: a lower bound
     assert any("lower bound" in note for note in stopped.notes)
