@@ -612,7 +612,7 @@ def summarize(frame: pd.DataFrame, tolerance: float = 1e-12) -> dict[str, Any]:
     out["estimated_rows"] = int(len(estimated))
     out["estimated_cells"] = sorted(
         {f"V{int(v)}-L{int(d)}-K{int(k)}" for v, d, k in
-         estimated[["vocab", "depth", "paths"]].itertuples(index=False)})
+         estimated[["vocab", "depth", "paths"]].itertuples(index=False)}) if len(estimated) else []
     gbv = frame[frame["verifier"] == "gbv"].set_index("instance_id")
     if not gbv.empty:
         out["gbv_mean_gap"] = float(gbv["gap"].mean())
