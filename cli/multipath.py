@@ -13,6 +13,7 @@ from . import validate as check
 BACKENDS = ("highs", "cvxpy")
 METHODS = ("auto", "colgen", "full")
 DRAFT_SAMPLING = ("iid", "without-replacement")
+MAX_GAP_PATHS = 32  # `speclp gap --paths`: verifier laws hold [configurations, K, L+1, V] rows
 
 
 def _label(record: dict[str, Any]) -> str:
@@ -58,6 +59,9 @@ def gap(
 
     def body() -> dict[str, Any]:
         check.integer("--paths", paths, 1)
+        if paths > MAX_GAP_PATHS:
+            raise BadInput(f"--paths: K = {paths} is over the limit of {MAX_GAP_PATHS} paths (every "
+                           "verifier's law holds K paths per draft configuration); use fewer paths")
         check.choice("--draft-sampling", draft_sampling, DRAFT_SAMPLING)
         check.choice("--backend", backend, BACKENDS)
         check.choice("--method", method, METHODS)
