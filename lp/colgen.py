@@ -333,7 +333,8 @@ def certify_master(master: MasterData, priorities: list[np.ndarray], max_rounds:
         cert = Certificate(False, None, f"selection master: solver status "
                            f"{master_solution.status}", time.perf_counter() - start)
         return lp, master_solution, cert, None
-    master_solution, cert = refine_basis(lp, master_solution, max_rounds)
+    left = None if time_limit is None else time_limit - (time.perf_counter() - start)
+    master_solution, cert = refine_basis(lp, master_solution, max_rounds, time_limit=left)
     if not cert.certified:
         cert.reason = "selection master: " + cert.reason
         cert.seconds = time.perf_counter() - start
