@@ -16,7 +16,7 @@ dirichlet_instance, as `speclp sweep` builds them):
     every gap shape; side by side with the enumerated full LP (method "full") wherever its
     estimated size is at most FULL_LP_MAX_VARIABLES variables, the two exact values compared;
   * closed form: L = 1, i.i.d., V = 151,936, K = 8, float64 Dirichlet(0.1) rows (target
-    0.5 s), median of `repeats` runs.
+    0.5 s), median of `repeats` runs (default 3).
 Seconds are wall time on the machine that ran it (host and load recorded with the figures:
 the project's machine is shared, so a loaded run is slower than the code).
 """
@@ -158,7 +158,7 @@ def figure(rows: list[dict[str, Any]], path: Path, host: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=str(RESULTS))
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true",
                         help="only the 1 s gap shapes and the closed form (a smoke run)")
     args = parser.parse_args()
@@ -167,15 +167,24 @@ def main() -> None:
     started = time.time()
     load_before = os.getloadavg()
     gap_shapes = [s for s in GAP_SHAPES if not args.quick or s[1] <= 1.0]
-    rows = closed_form_rows(args.repeats)
-    rows += optimum_rows([] if args.quick else OPTIMUM_SHAPES)
-    rows += optimum_rows(gap_shapes)
-    rows += gap_rows(gap_shapes)
+    parts = [lambda: closed_form_rows(args.repeats), lambda: optimum_rows(gap_shapes),
+             lambda: gap_rows(gap_shapes),
+             lambda: optimum_rows([] if args.quick else OPTIMUM_SHAPES)]
+    rows: list[dict[str, Any]] = []
+    for index, part in enumerate(parts):  # the files are rewritten after every part
+        rows += part()
+        write(out, rows, started, load_before, args.quick, done=index == len(parts) - 1)
+
+
+def write(out: Path, rows: list[dict[str, Any]], started: float, load_before: tuple,
+          quick: bool, done: bool) -> None:
+    """optimum_engine.{json,csv,md,png} from the rows so far (meta says whether complete)."""
     host = f"{platform.node()}, {os.cpu_count()} cores, load {load_before[0]:.1f}"
-    meta = {"command": "python benchmarks/optimum_engine.py" + (" --quick" if args.quick else ""),
-            "host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version(),
-            "load_average_before": load_before, "load_average_after": os.getloadavg(),
-            "started_unix": started, "wall_seconds": time.time() - started,
+    meta = {"command": "python benchmarks/optimum_engine.py" + (" --quick" if quick else ""),
+            "complete": done, "host": platform.node(), "cpus": os.cpu_count(),
+            "python": platform.python_version(), "load_average_before": load_before,
+            "load_average_after": os.getloadavg(), "started_unix": started,
+            "wall_seconds": time.time() - started,
             "instances": f"dirichlet_instance(V, L, alpha={ALPHA}, seed={SEED}) float rows"}
     (out / "optimum_engine.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1,
                                                         default=str))
@@ -187,7 +196,8 @@ def main() -> None:
         writer.writeheader()
         writer.writerows(rows)
     lines = [f"# Optimum engine speed targets ({meta['command']})", "",
-             f"Host {host}; wall {meta['wall_seconds']:.0f} s.", "",
+             f"Host {host}; wall {meta['wall_seconds']:.0f} s"
+             + ("." if done else " (INCOMPLETE: the run was still going)."), "",
              "| part | (V, L, K) | variant | seconds | target | met | notes |",
              "|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -206,7 +216,8 @@ def main() -> None:
                      f"| {'; '.join(notes)} |")
     (out / "optimum_engine.md").write_text("\n".join(lines) + "\n")
     figure(rows, out / "optimum_engine.png", host)
-    print("\n".join(lines))
+    if done:
+        print("\n".join(lines))
 
 
 if __name__ == "__main__":
