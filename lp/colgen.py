@@ -404,13 +404,13 @@ def solve_colgen(model_or_instance: TreeModel | Instance, paths: int = 2,
     (at most max_exact_rounds times). A float phase stopped by max_iterations is priced
     exactly once (certified if no priority improves).
 
-    time_limit (seconds, None: none) bounds the whole run, float and exact phases: when it
-    is hit the result has status "time_limit", no certificate of optimality (certificate
-    None, or one whose reason says the time limit was hit) and value = the last float master
-    value, a LOWER bound on the optimum (the master on a subset of the priorities is a
-    restriction of the full LP); it never raises and never runs on (the one exception is an
-    exact certificate already under way, which finishes: a few seconds at the sizes of the
-    size guard).
+    time_limit (seconds, None: none) bounds the whole run, float and exact phases; it never
+    raises. Hit in the float phase: status "time_limit", certificate None and value = the
+    last float master value, a LOWER bound on the optimum (the master on a subset of the
+    priorities is a restriction of the full LP). Hit in the exact phase: the float optimum
+    stands (status "optimal") with a certificate that is NOT certified and says so. The
+    one overrun: an exact basis solve already under way finishes (no new refinement round
+    or exact round starts after the limit).
     """
     start = time.perf_counter()
 
@@ -477,25 +477,20 @@ def solve_colgen(model_or_instance: TreeModel | Instance, paths: int = 2,
         # is solved again (the float duals of a degenerate master need not be the exact ones)
         t0 = time.perf_counter()
         chosen = basic_priorities(master, priorities, solution)
+        timed_out = False
         while True:
             left = time_left()
             if left is not None and left <= 0:
-                status = "time_limit"
-                if certificate is not None:
-                    certificate.certified = False
-                    certificate.value = None
-                    certificate.reason = (f"time limit {time_limit:g} s hit in the exact phase "
-                                          f"after {exact_rounds} exact rounds (last: "
-                                          f"{certificate.reason})")
+                timed_out = True
                 break
             exact_rounds += 1
-            lp_exact, solution_exact, certificate, missed = certify_master(
+            lp_round, solution_round, round_certificate, missed = certify_master(
                 master, chosen, time_limit=left)
-            if solution_exact.status == "time_limit":
-                status = "time_limit"
-                certificate.reason = (f"time limit {time_limit:g} s hit in the exact master "
-                                      f"solve of exact round {exact_rounds}")
+            if solution_round.status == "time_limit":
+                exact_rounds -= 1  # the exact master of this round was not solved
+                timed_out = True
                 break
+            lp_exact, solution_exact, certificate = lp_round, solution_round, round_certificate
             if (certificate.certified or missed is None or exact_rounds >= max_exact_rounds
                     or status != "optimal"):  # a stopped float phase is priced once
                 break
@@ -506,12 +501,18 @@ def solve_colgen(model_or_instance: TreeModel | Instance, paths: int = 2,
         if exact_rounds > 1:
             notes.append(f"exact pricing added {exact_rounds - 1} priorities the float pricing "
                          "did not need")
-        if status == "time_limit":
-            value = lower_bound
-        elif certificate.certified or status == "optimal":
+        if timed_out:
+            # the float optimum stands, labelled: the exact phase did not finish in time
+            reason = (f"time limit {time_limit:g} s hit in the exact phase after "
+                      f"{exact_rounds} exact rounds; the float optimum is NOT certified")
+            if certificate is not None:
+                reason += f" (last exact round: {certificate.reason})"
+            certificate = Certificate(False, None, reason, time.perf_counter() - t0)
+            notes.append(reason)
+        elif status == "optimal" or certificate.certified:
             lp, solution = lp_exact, solution_exact
         certify_seconds = time.perf_counter() - t0
-        if certificate is not None and certificate.certified and status != "time_limit":
+        if certificate.certified:
             status = "optimal"
             value = float(certificate.value)
     if status == "time_limit":

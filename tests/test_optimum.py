@@ -166,3 +166,29 @@ def test_colgen_time_limit_keeps_a_lower_bound(monkeypatch):
     assert 1 <= stopped.iterations < full.iterations
     assert stopped.value <= full.value + 1e-12  # a restriction of the master: a lower bound
     assert any("lower bound" in note for note in stopped.notes)
+
+
+def test_time_limit_in_the_exact_phase_keeps_the_float_optimum_labelled(monkeypatch):
+    import types
+
+    from speclp.lp import colgen
+    from speclp.lp.certify import Certificate
+
+    inst = dirichlet_instance(3, 2, alpha=0.7, seed=1)
+    reference = optimum(inst, 3)
+    assert reference.certified
+    clock = types.SimpleNamespace(now=0.0)
+    monkeypatch.setattr(colgen, "time", types.SimpleNamespace(perf_counter=lambda: clock.now))
+    real = colgen.certify_master
+
+    def slow_round(master, chosen, max_rounds=6, time_limit=None):
+        lp, solution, _, _ = real(master, chosen, max_rounds, time_limit)
+        clock.now += 1000.0  # this exact round "took" 1000 s, past the limit
+        other = np.arange(master.num_leaves)[::-1].copy()
+        return lp, solution, Certificate(False, None, "forced: not certified", 0.0), other
+
+    monkeypatch.setattr(colgen, "certify_master", slow_round)
+    record = optimum(inst, 3, method="colgen", time_limit=10.0)
+    assert record.status == "optimal" and not record.certified
+    assert "exact phase" in record.certificate and record.label.startswith("NOT certified")
+    assert record.value == pytest.approx(reference.value, abs=1e-9)  # float optimum, labelled
