@@ -138,6 +138,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "cli_multipath",  # gap, sweep, plot
     "cli_models",  # bench
     "cli_trees",  # trees, realgap
+    "cli_prove",  # prove (symbolic proofs)
 )
 
 for _module in COMMAND_MODULES:

@@ -70,7 +70,7 @@ from ..verifiers.tree import (
     prefix_node_indices,
 )
 from .instance import Instance
-from .program import Block, LinearProgram, ValueTable
+from .program import Block, LinearProgram, ValueTable, is_zero_value
 
 DRAFT_SAMPLING = ("iid", "without-replacement")
 MAX_NONZEROS = 20_000_000
@@ -320,8 +320,8 @@ def structure_from_slots(model: TreeModel, configs: Any, slot_config: np.ndarray
     parents, last = node_parents(vocab, depth)
     a_nodes = np.arange(1, n_nodes, dtype=np.int64)
     p_rows = model.target[a_nodes]  # [N-1, V]
-    nonzero_p = (np.array([[x != 0 for x in r] for r in p_rows], dtype=bool).reshape(p_rows.shape)
-                 if model.exact else p_rows != 0)
+    nonzero_p = (np.array([[not is_zero_value(x) for x in r] for r in p_rows],
+                          dtype=bool).reshape(p_rows.shape) if model.exact else p_rows != 0)
     zi, zt = np.nonzero(nonzero_p)
     pi_keys = np.unique(node_of)[:, None] * vocab + np.arange(vocab)[None, :]
     keys = np.unique(np.concatenate([

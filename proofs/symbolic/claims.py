@@ -1,0 +1,261 @@
+"""The claims proved cell by cell (what `speclp prove CLAIM` runs on every cell).
+
+Each claim is a function cell -> CellResult, run with the cell active on the shape's
+symbolic rows. Verifier laws come from the registry (speclp.verifiers: the same law
+functions as everywhere), LPs from speclp.lp.builders, certificates from speclp.lp.certify.
+
+bv-optimal (V, L)       BV's law is an optimal point of the K = 1 full LP: the law is
+                        lossless (its output continued by target sampling is the target
+                        law: identities), feasible (A x = b identities, x >= 0) and its
+                        objective equals b^T y for a dual y (from the optimal basis at the
+                        witness, solved on the cell) whose reduced costs are <= 0 on the cell.
+token-optimal (V, L)    the same for token-level verification (false for L >= 2: a cell
+                        where the identity fails is a counterexample).
+l1-optimum (V, K, s)    L = 1: the K-path full LP optimum (basis solved on the cell,
+                        primal and dual checked) = 1 + min over threshold sets H of
+                        p(H) + 1 - Q(H), Q(H) = P(all K drafts in H) (from the LP
+                        builder's configuration weights), H = {x : p(x)/q(x) <= theta}.
+gbv-k1-is-bv (V, L)     GBV's law with K = 1 equals BV's law (joint of output node and
+                        token), configuration by configuration.
+gbv-l1-closed-form      L = 1, K i.i.d. paths: GBV's acceptance E[tau] equals
+                        sum_x min(p(x), F(x)^K - F(x-)^K), F the draft CDF in the key order
+                        (p/q, x) (q = 0: ratio 0, GBV's convention); and the limit as
+                        K -> infinity is p(x*), x* the highest-key token with q(x*) > 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...lp.builders import full_structure, lp_from_structure
+from ...verifiers.exact import aggregate, block_efficiency_from_emit, configurations, continued_law
+from ...verifiers.exact import draft_tree as make_draft_tree
+from ...verifiers.law import block_law
+from .cells import Cell
+from .lp_side import (
+    objective_values,
+    point_checks,
+    single_path_law_point,
+    symbolic_optimum,
+    without_bonus_rows,
+)
+
+CLAIMS = ("bv-optimal", "token-optimal", "l1-optimum", "gbv-k1-is-bv", "gbv-l1-closed-form")
+
+
+@dataclass
+class CellResult:
+    """What a claim computed on one cell.
+
+    values: named CellExpr values (exported); identities: (name, value) that must be the
+    zero function; inequalities: (name, value, rel) decided true on the cell (value rel 0);
+    lp: {"program", "primal", "dual"} when the claim is an LP statement; excluded: the
+    cell is outside the claim's domain (why); failures: identities that are NOT zero.
+    """
+
+    values: dict[str, Any] = field(default_factory=dict)
+    identities: list[tuple[str, Any]] = field(default_factory=list)
+    inequalities: list[tuple[str, Any, str]] = field(default_factory=list)
+    lp: dict[str, Any] | None = None
+    excluded: str | None = None
+    failures: list[tuple[str, Any]] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def require_zero(self, name: str, value: Any) -> bool:
+        """Record an identity; False (and a failure) when value is not the zero function."""
+        zero = value.is_zero() if hasattr(value, "is_zero") else value == 0
+        if zero:
+            self.identities.append((name, value))
+        else:
+            self.failures.append((name, value))
+        return bool(zero)
+
+    def require(self, cell: Cell, name: str, value: Any, rel: str) -> None:
+        """Record value rel 0, decided on the cell (Branch when it is not determined)."""
+        ops = {">": "__gt__", ">=": "__ge__", "<": "__lt__", "<=": "__le__"}
+        if not hasattr(value, "is_zero"):
+            ok = getattr(value, ops[rel])(0)
+        else:
+            ok = cell.decide(value, {">": ">", ">=": ">=", "<": "<", "<=": "<="}[rel])
+        if not ok:
+            raise AssertionError(f"{name}: {value} {rel} 0 is false on the cell")
+        self.inequalities.append((name, value, rel))
+
+
+def _law(cell: Cell, verifier: str, paths: int = 1, draft_sampling: str = "iid") -> tuple:
+    model = cell.model()
+    configs = configurations(model, paths, draft_sampling)
+    law = block_law(verifier, make_draft_tree(model, configs.tokens))
+    emit = aggregate(model, configs, law)
+    return model, configs, law, emit, block_efficiency_from_emit(model, emit)
+
+
+def _lossless(result: CellResult, model: Any, emit: Any, verifier: str) -> None:
+    continued = continued_law(model, emit)
+    result.extra["continued_law"] = list(continued)
+    target = model.target_path_probabilities(model.depth + 1)
+    for s, (a, b) in enumerate(zip(continued, target, strict=True)):
+        result.require_zero(f"{verifier} lossless: P(output continued = sequence {s}) - p", a - b)
+
+
+def single_path_optimal(cell: Cell, verifier: str) -> CellResult:
+    """bv-optimal / token-optimal on one cell (see the module docstring)."""
+    result = CellResult()
+    model, configs, law, emit, efficiency = _law(cell, verifier)
+    result.values[f"{verifier} block efficiency"] = efficiency
+    _lossless(result, model, emit, verifier)
+    structure = full_structure(model, 1, "iid", exact=True)
+    lp = lp_from_structure(structure)
+    optimum = symbolic_optimum(lp, cell, need_primal=False)
+    _, dual = without_bonus_rows(structure, lp, None, optimum.dual, cell)
+    optimum.dual = dual
+    x = single_path_law_point(structure, lp, configs.tokens, configs.probability, law)
+    primal_value, dual_value = objective_values(lp, x, optimum.dual)
+    result.values["LP dual objective b^T y"] = dual_value
+    result.require_zero(f"{verifier} objective c^T x - {verifier} block efficiency",
+                        primal_value - efficiency)
+    if not result.require_zero(f"b^T y - {verifier} block efficiency", dual_value - efficiency):
+        result.lp = {"program": lp, "primal": x, "dual": optimum.dual,
+                     "witness_optimum": optimum.witness_value}
+        return result
+    checks = point_checks(lp, x, optimum.dual)
+    if not all(checks["checks"].values()):
+        raise AssertionError(f"law point / dual checks failed on the cell: {checks['checks']}")
+    result.lp = {"program": lp, "primal": x, "dual": optimum.dual,
+                 "reduced": checks["reduced"], "witness_optimum": optimum.witness_value}
+    return result
+
+
+def threshold_sets(cell: Cell, p: list, q: list) -> list[tuple[int, ...]]:
+    """The sublevel sets H = {x : p(x)/q(x) <= theta} of the ratio (ties kept together),
+    theta over 0, every ratio p(y)/q(y) with q(y) > 0, and +infinity; plus the empty set.
+    Comparisons p(x) q(y) <= p(y) q(x) are decided by the cell."""
+    vocab = len(p)
+    sets = {(), tuple(range(vocab)), tuple(x for x in range(vocab) if p[x] == 0)}
+    for y in range(vocab):
+        if q[y] != 0:
+            sets.add(tuple(x for x in range(vocab) if p[x] * q[y] <= p[y] * q[x]))
+    return sorted(sets, key=lambda s: (len(s), s))
+
+
+def l1_optimum(cell: Cell, paths: int, draft_sampling: str) -> CellResult:
+    result = CellResult()
+    model = cell.model()
+    try:
+        structure = full_structure(model, paths, draft_sampling, exact=True)
+    except ValueError as err:  # fewer than K paths of positive draft probability
+        result.excluded = str(err)
+        return result
+    lp = lp_from_structure(structure)
+    optimum = symbolic_optimum(lp, cell, need_primal=False)
+    primal, dual = without_bonus_rows(structure, lp, optimum.primal, optimum.dual, cell)
+    primal_value, dual_value = objective_values(lp, primal, dual)
+    result.values["LP optimum"] = primal_value
+    if not result.require_zero("c^T x - b^T y", primal_value - dual_value):
+        return result
+    checks = point_checks(lp, primal, dual)
+    if not all(checks["checks"].values()):
+        raise AssertionError(f"primal / dual checks failed on the cell: {checks['checks']}")
+    vocab = model.vocab_size
+    p = [model.target[0, t] for t in range(vocab)]
+    q = [model.draft[0, t] for t in range(vocab)]
+    configs = structure.configs
+    members = [set(int(x) for x in configs.paths[c]) for c in range(len(configs))]
+
+    def closed(h: tuple[int, ...]) -> Any:
+        inside = sum((configs.weight[c] for c in range(len(configs)) if members[c] <= set(h)), 0)
+        return sum((p[x] for x in h), 0) + 1 - inside
+
+    candidates = threshold_sets(cell, p, q)
+    values = {h: closed(h) for h in candidates}
+    best = candidates[0]
+    for h in candidates[1:]:  # ties: either is a minimiser, so only strict signs matter
+        if cell.weak_order(values[h] - values[best]) < 0:
+            best = h
+    result.extra.update({"threshold_sets": candidates, "best": best,
+                         "configurations": [tuple(int(structure.configs.path_tokens[x][0])
+                                                  for x in row)
+                                            for row in structure.configs.paths]})
+    for h in candidates:
+        if h != best:
+            result.require(cell, f"f(H*) - f({set(h) or '{}'}) <= 0", values[best] - values[h],
+                           "<=")
+    result.values["threshold set H*"] = best
+    result.values["1 + p(H*) + 1 - Q(H*)"] = 1 + values[best]
+    result.require_zero("LP optimum - (1 + p(H*) + 1 - Q(H*))", primal_value - 1 - values[best])
+    result.lp = {"program": lp, "primal": primal, "dual": dual, "reduced": checks["reduced"],
+                 "witness_optimum": optimum.witness_value}
+    return result
+
+
+def gbv_k1_is_bv(cell: Cell) -> CellResult:
+    result = CellResult()
+    model, configs, bv, _, bv_efficiency = _law(cell, "bv")
+    _, _, gbv, _, gbv_efficiency = _law(cell, "gbv")
+    bv_joint, gbv_joint = bv.joint(), gbv.joint()
+    for flat, (a, b) in enumerate(zip(bv_joint.reshape(-1), gbv_joint.reshape(-1), strict=True)):
+        result.require_zero(f"GBV - BV joint law, entry {flat}", b - a)
+    result.extra.update({"left": list(bv_joint.reshape(-1)), "right": list(gbv_joint.reshape(-1))})
+    result.values["BV block efficiency"] = bv_efficiency
+    result.values["GBV block efficiency"] = gbv_efficiency
+    return result
+
+
+def key_order(cell: Cell, p: list, q: list) -> list[int]:
+    """Tokens in ascending key (p/q, x), ratio 0 when q = 0 (GBV's convention)."""
+    vocab = len(p)
+    ratio = [p[x] / q[x] if q[x] != 0 else 0 for x in range(vocab)]
+    order: list[int] = []
+    for x in range(vocab):  # insertion sort: every comparison decided by the cell
+        position = len(order)
+        while position > 0 and (ratio[x] < ratio[order[position - 1]]):
+            position -= 1
+        order.insert(position, x)
+    return order
+
+
+def gbv_l1_closed_form(cell: Cell, paths: int) -> CellResult:
+    result = CellResult()
+    model, configs, law, emit, efficiency = _law(cell, "gbv", paths, "iid")
+    vocab = model.vocab_size
+    p = [model.target[0, t] for t in range(vocab)]
+    q = [model.draft[0, t] for t in range(vocab)]
+    order = key_order(cell, p, q)
+    closed, below, choices = 0, 0, []
+    for x in order:
+        upper = below + q[x]
+        r = upper**paths - below**paths
+        pick_p = cell.weak_order(p[x] - r) <= 0  # min(p, r): ties either way
+        choices.append("p" if pick_p else "r")
+        closed = closed + (p[x] if pick_p else r)
+        below = upper
+    result.extra.update({"key_order": order, "choices": choices, "acceptance": efficiency - 1,
+                         "paths": paths})
+    result.values["GBV acceptance E[tau]"] = efficiency - 1
+    result.values["sum_x min(p(x), F(x)^K - F(x-)^K)"] = closed
+    result.values["key order (ascending)"] = tuple(order)
+    result.require_zero("E[tau] - sum_x min(p(x), F(x)^K - F(x-)^K)", efficiency - 1 - closed)
+    _lossless(result, model, emit, "gbv")
+    # the limit K -> infinity: x* = highest-key token with q > 0
+    top = next(x for x in reversed(order) if q[x] != 0)
+    result.values["x* (limit: acceptance -> p(x*))"] = top
+    result.extra["x_star"] = top
+    result.require(cell, "q(x*) > 0", q[top], ">")
+    for x in order[order.index(top) + 1:]:
+        result.require_zero(f"q({x}) (ranked above x*)", q[x])
+    return result
+
+
+def claim_function(claim: str, paths: int = 1, draft_sampling: str = "iid") -> Any:
+    if claim == "bv-optimal":
+        return lambda cell: single_path_optimal(cell, "bv")
+    if claim == "token-optimal":
+        return lambda cell: single_path_optimal(cell, "token")
+    if claim == "l1-optimum":
+        return lambda cell: l1_optimum(cell, paths, draft_sampling)
+    if claim == "gbv-k1-is-bv":
+        return gbv_k1_is_bv
+    if claim == "gbv-l1-closed-form":
+        return lambda cell: gbv_l1_closed_form(cell, paths)
+    raise ValueError(f"unknown claim {claim!r}; known: {', '.join(CLAIMS)}")
