@@ -66,6 +66,8 @@ def prove_cmd(
     save_dir: str = typer.Option("counterexamples", "--save-dir",
                                  help="Where a counterexample instance is saved."),
     seed: int = typer.Option(0, "--seed", help="Seed of the witness search."),
+    all_cells: bool = typer.Option(False, "--all-cells",
+                                   help="On failure, go on and map every failing cell."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Prove a claim for EVERY instance of a shape: cells by sign conditions, a primal and a
@@ -82,7 +84,8 @@ def prove_cmd(
         except ClaimInputError as err:
             raise BadInput(str(err)) from None
         bar = lambda it: progress(it, None, f"prove {claim} V={vocab} L={depth}")  # noqa: E731
-        result = prove(claim, vocab, depth, paths, draft_sampling, seed=seed, progress=bar)
+        result = prove(claim, vocab, depth, paths, draft_sampling, seed=seed, progress=bar,
+                       stop_at_first_failure=not all_cells)
         summary = result.summary()
         directory = Path(out)
         directory.mkdir(parents=True, exist_ok=True)

@@ -249,6 +249,7 @@ class Cell:
                 continue
             cell._add_fact(Fact(g, ">=" if s > 0 else "<=", "domain"))
         cell.samples = cell.find_samples(32)
+        cell._generic_first()
         return cell
 
     @property
@@ -639,7 +640,7 @@ class Cell:
             y[e.var] = self.values[e.var].evaluate(x)
         return y
 
-    def find_samples(self, count: int, tries: int = 3000) -> list[list[Fraction]]:
+    def find_samples(self, count: int, tries: int = 1500) -> list[list[Fraction]]:
         """Up to `count` exact points of the cell by random search: lattice points of the
         simplices (denominators 2..12 and 40..2000), eliminated symbols computed, a float64
         prefilter, then the exact test of every condition."""
@@ -695,10 +696,27 @@ class Cell:
         return found
 
     def ensure_samples(self, count: int = 8) -> bool:
+        """At least one sample (a witness), topped up towards count; a harder search
+        (more tries) only when there is none. The witness (samples[0]) is a generic point
+        when one is known: no weak condition vanishes there (an LP basis found at a point on
+        the boundary of the cell may be optimal there only)."""
         if len(self.samples) < count:
-            extra = self.find_samples(count - len(self.samples))
-            self.samples.extend(extra)
+            self.samples.extend(self.find_samples(count - len(self.samples), tries=600))
+        if not self.samples:
+            self.samples.extend(self.find_samples(count, tries=6000))
+        self._generic_first()
         return bool(self.samples)
+
+    def _generic_first(self) -> None:
+        weak = [self.facts[i].poly for i in self.conditions() if self.facts[i].rel in (">=", "<=")]
+
+        def degenerate(x: list) -> tuple[int, int]:
+            zeros = sum(1 for g in weak if self.ring.evaluate(g, x) == 0)
+            return zeros, -max(int(v.q) for v in x)
+
+        if self.samples:
+            best = min(range(len(self.samples)), key=lambda i: degenerate(self.samples[i]))
+            self.samples.insert(0, self.samples.pop(best))
 
     def fact_signs(self, g: Poly) -> frozenset[int]:
         """Signs of g allowed by the facts recorded on g (no search)."""

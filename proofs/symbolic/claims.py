@@ -32,7 +32,7 @@ from ...lp.builders import full_structure, lp_from_structure
 from ...verifiers.exact import aggregate, block_efficiency_from_emit, configurations, continued_law
 from ...verifiers.exact import draft_tree as make_draft_tree
 from ...verifiers.law import block_law
-from .cells import Cell
+from .cells import Cell, active_cell
 from .lp_side import (
     objective_values,
     point_checks,
@@ -63,13 +63,22 @@ class CellResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def require_zero(self, name: str, value: Any) -> bool:
-        """Record an identity; False (and a failure) when value is not the zero function."""
+        """Record an identity; False (and a failure) when value is not the zero function.
+
+        A value that is not the zero function but vanishes at the witness does not refute
+        the claim on the cell (the witness may be a degenerate point of it): the cell is
+        split by the value's sign instead (Branch from the active cell)."""
         zero = value.is_zero() if hasattr(value, "is_zero") else value == 0
         if zero:
             self.identities.append((name, value))
-        else:
-            self.failures.append((name, value))
-        return bool(zero)
+            return True
+        if hasattr(value, "is_zero"):
+            cell = active_cell()
+            if value.evaluate(cell.witness) == 0 and cell.decide(value, "=="):
+                self.identities.append((name, value))  # zero on the cell (not syntactically)
+                return True
+        self.failures.append((name, value))
+        return False
 
     def require(self, cell: Cell, name: str, value: Any, rel: str) -> None:
         """Record value rel 0, decided on the cell (Branch when it is not determined)."""

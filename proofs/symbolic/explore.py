@@ -75,7 +75,9 @@ def _split(node: Node, branch: Branch, nodes: list[Node], index: int) -> list[in
     else:
         raise Unsupported(f"cell {cell.ident}: could not split on {branch.poly}")
     node.split = branch
-    node.split_facts = list(cell.sign_cache.get(str(branch.poly), ((), ()))[1])
+    key = str(branch.poly)
+    node.split_facts = sorted(set(cell.sign_cache.get(key, ((), ()))[1])
+                              | set(cell.by_key.get(key, [])))
     out = []
     for child in children:
         nodes.append(Node(child, index))
@@ -124,7 +126,9 @@ def _implied_split(node: Node, nodes: list[Node], index: int) -> list[int] | Non
 
 def explore(shape: Shape, compute: Callable[[Cell], Any], seed: int = 0,
             progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
-            max_nodes: int = MAX_NODES) -> Tree:
+            max_nodes: int = MAX_NODES, stop: Callable[[Any], bool] | None = None) -> Tree:
+    """The decision tree of compute over the shape (see the module docstring). stop(result)
+    True ends the exploration early (the remaining nodes stay "open")."""
     start = time.perf_counter()
     root = Cell.root(shape, seed)
     nodes = [Node(root, None)]
@@ -155,6 +159,8 @@ def explore(shape: Shape, compute: Callable[[Cell], Any], seed: int = 0,
             if not cell.samples:
                 node.status, node.reason = "unresolved", "no witness point found"
             ticker.tick()
+            if stop is not None and stop(node.result):
+                break
         except Branch as branch:
             node.status = "split"
             try:

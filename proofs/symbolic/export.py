@@ -136,6 +136,7 @@ def export_facts(ex: Exporter, cell: Cell, extra: set[int]) -> tuple[list[dict],
 
 
 def node_document(ex: Exporter, tree: Tree, k: int, result_export: Any) -> dict:
+    """One node of the decision tree (see the module docstring)."""
     node: Node = tree.nodes[k]
     cell = node.cell
     doc: dict[str, Any] = {"id": cell.ident, "parent": node.parent, "status": node.status}

@@ -92,8 +92,17 @@ def nonnegative_combination(target: Any, facts: list[tuple[Any, bool]], degree: 
 def _solve(target_terms: dict, columns: list[dict], strict: list[bool],
            products: list[tuple[int, ...]], monomials: dict, want_strict: bool
            ) -> Combination | None:
+    """The LP in equality form only (one row per monomial, plus the strict-part row).
+
+    target != 0: maximise the strict part s = sum of the strict lambdas, s + slack =
+    STRICT_CAP (bounded unless the cell is empty). target == 0 (a contradiction): the strict
+    part is fixed to 1, objective 0 (feasible iff 0 > 0 follows from the facts).
+    """
     n = len(columns)
-    m_eq = len(monomials)
+    contradiction = not any(target_terms.values())
+    strict_cols = [j for j in range(n) if strict[j]]
+    use_strict = bool(strict_cols) and (want_strict or contradiction)
+    n_vars = n + (1 if use_strict and not contradiction else 0)
     table = ValueTable(exact=True)
     rows, cols, values = [], [], []
     for j, col in enumerate(columns):
@@ -101,31 +110,40 @@ def _solve(target_terms: dict, columns: list[dict], strict: list[bool],
             rows.append(monomials[mono])
             cols.append(j)
             values.append(coeff)
+    m = len(monomials)
+    rhs = [target_terms.get(mono, Fraction(0)) for mono in monomials]
+    if use_strict:
+        for j in strict_cols:
+            rows.append(m)
+            cols.append(j)
+            values.append(Fraction(1))
+        if contradiction:
+            rhs.append(Fraction(1))
+        else:
+            rows.append(m)
+            cols.append(n)
+            values.append(Fraction(1))
+            rhs.append(Fraction(STRICT_CAP))
+    elif contradiction:
+        return None
     value_refs = table.add(np.array(values, dtype=object)) if values else np.zeros(0, np.int64)
-    rhs = np.array([target_terms.get(mono, Fraction(0)) for mono in monomials], dtype=object)
-    rhs_refs = table.add(rhs)
-    strict_cols = [j for j in range(n) if strict[j]]
-    objective = np.full(n, table.zero, dtype=np.int64)
-    if want_strict and strict_cols:
+    rhs_refs = table.add(np.array(rhs, dtype=object))
+    objective = np.full(n_vars, table.zero, dtype=np.int64)
+    if use_strict and not contradiction:
         objective[strict_cols] = table.one
-        cap_ref = table.add_scalar(STRICT_CAP)
-        ub = Block(np.zeros(len(strict_cols), dtype=np.int64), np.array(strict_cols, np.int64),
-                   np.full(len(strict_cols), table.one, dtype=np.int64),
-                   np.array([cap_ref], dtype=np.int64))
-    else:
-        ub = Block.empty()
     rows_a, cols_a = np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64)
     order = np.lexsort((cols_a, rows_a))
     eq = Block(rows_a[order], cols_a[order], np.asarray(value_refs, np.int64)[order], rhs_refs)
     floats, exact = table.tables()
-    lp = LinearProgram("sign-certificate", n, objective, table.zero, eq, ub, floats, exact)
+    lp = LinearProgram("sign-certificate", n_vars, objective, table.zero, eq, Block.empty(),
+                       floats, exact)
     try:
         solution, cert = solve_exact(lp)
     except Exception:  # noqa: BLE001 - a failed search is "no certificate", never an answer
         return None
     if not cert.certified or cert.primal is None:
         return None
-    lam = [Fraction(int(v.p), int(v.q)) for v in cert.primal]
+    lam = [Fraction(int(v.p), int(v.q)) for v in cert.primal[:n]]
     keep = [j for j in range(n) if lam[j] != 0]
     is_strict = any(strict[j] for j in keep)
     return Combination([lam[j] for j in keep], [products[j] for j in keep], is_strict)
@@ -133,25 +151,12 @@ def _solve(target_terms: dict, columns: list[dict], strict: list[bool],
 
 def verify_combination(target: Any, facts: list[tuple[Any, bool]], combo: Combination,
                        one: Any) -> bool:
-    """Exact re-check: target == sum coefficient * product, all coefficients >= 0."""
-    total = one * 0
-    for coeff, prod in zip(combo.coefficients, combo.products, strict=True):
-        if coeff < 0:
-            return False
-        term = one
-        for i in prod:
-            term = term * facts[i][0]
-        total = total + term * coeff.numerator if coeff.denominator == 1 else total
-        if coeff.denominator != 1:
-            return _verify_scaled(target, facts, combo, one)
-    return (total - target).is_zero()
-
-
-def _verify_scaled(target: Any, facts: list[tuple[Any, bool]], combo: Combination,
-                   one: Any) -> bool:
-    """As verify_combination, multiplying through by the common denominator."""
+    """Exact re-check: target == sum coefficient * product of facts, coefficients >= 0
+    (multiplied through by the common denominator of the coefficients)."""
     import math
 
+    if any(c < 0 for c in combo.coefficients):
+        return False
     den = 1
     for c in combo.coefficients:
         den = den * c.denominator // math.gcd(den, c.denominator)

@@ -105,27 +105,35 @@ def command_line(claim: str, vocab: int, depth: int, paths: int, draft_sampling:
 
 
 def prove(claim: str, vocab: int, depth: int, paths: int = 1, draft_sampling: str = "iid",
-          seed: int = 0, progress: Callable[[Iterable[int]], Iterable[int]] | None = None
-          ) -> ProofRun:
+          seed: int = 0, progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
+          stop_at_first_failure: bool = False) -> ProofRun:
+    """Run the claim on every cell. stop_at_first_failure: stop exploring at the first
+    cell where the claim fails (a refutation; the tree is then partial)."""
     validate(claim, vocab, depth, paths, draft_sampling)
     start = time.perf_counter()
     shape = make_shape(vocab, depth)
+
+    def stop(result: Any) -> bool:
+        return stop_at_first_failure and bool(getattr(result, "failures", None))
+
     tree = explore(shape, claim_function(claim, paths, draft_sampling), seed=seed,
-                   progress=progress)
+                   progress=progress, stop=stop)
     for node in tree.nodes:
         if node.status == "leaf" and node.result is not None and node.result.excluded:
             node.status = "excluded"
     failing = [n for n in tree.nodes if n.status == "leaf" and n.result.failures]
     counts = {"kept": tree.count("leaf") - len(failing), "failing": len(failing),
               "empty": tree.count("empty"), "excluded": tree.count("excluded"),
-              "unresolved": tree.count("unresolved"), "splits": tree.count("split")}
+              "unresolved": tree.count("unresolved"), "splits": tree.count("split"),
+              "unexplored": tree.count("open")}
     failing.sort(key=lambda n: (len(n.cell.eliminations), len(n.cell.conditions())))
     counterexample = _counterexample(claim, paths, draft_sampling, failing[0]) if failing else None
     seconds = time.perf_counter() - start
     document = _document(claim, vocab, depth, paths, draft_sampling, tree, counts, seconds,
                          counterexample)
     return ProofRun(claim, vocab, depth, paths, draft_sampling, tree, not failing,
-                    counts["unresolved"] == 0, counts, seconds, counterexample, document)
+                    counts["unresolved"] == 0 and counts["unexplored"] == 0, counts, seconds,
+                    counterexample, document)
 
 
 def _document(claim: str, vocab: int, depth: int, paths: int, draft_sampling: str, tree: Tree,
@@ -147,7 +155,8 @@ def _document(claim: str, vocab: int, depth: int, paths: int, draft_sampling: st
         "rows": {which: [[ex.value(e) for e in row] for row in shape.rows[which]]
                  for which in ("target", "draft")},
         "summary": {**counts, "seconds": round(seconds, 1),
-                    "holds": counts["failing"] == 0, "complete": counts["unresolved"] == 0},
+                    "holds": counts["failing"] == 0,
+                    "complete": counts["unresolved"] == 0 and counts["unexplored"] == 0},
         "counterexample": counterexample,
         "programs": programs,
         "nodes": nodes,
