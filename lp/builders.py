@@ -145,7 +145,8 @@ def multiset_configurations(model: TreeModel, paths: int, draft_sampling: str = 
     if paths < 1:
         raise ValueError(f"paths must be >= 1, got {paths}")
     q = model.draft_path_probabilities()  # [P]
-    positive = np.nonzero(np.array([x != 0 for x in q]) if q.dtype == object else q > 0)[0]
+    positive = np.nonzero(np.array([not is_zero_value(x) for x in q]) if q.dtype == object
+                          else q > 0)[0]
     strict = draft_sampling == "without-replacement"
     if strict and paths > len(positive):
         raise ValueError(
@@ -189,7 +190,8 @@ def estimate_full_lp(model: TreeModel, paths: int, draft_sampling: str = "iid",
     nonzeros, bytes)."""
     vocab, depth = model.vocab_size, model.depth
     q = model.draft_path_probabilities()
-    positive = int(sum(1 for x in q if x != 0)) if q.dtype == object else int((q > 0).sum())
+    positive = (int(sum(1 for x in q if not is_zero_value(x))) if q.dtype == object
+                else int((q > 0).sum()))
     configs = count_configurations(positive, paths, draft_sampling)
     nodes = num_nodes(vocab, depth)
     per_config = min(1 + paths * depth, nodes)

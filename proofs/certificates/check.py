@@ -27,9 +27,11 @@ Claim statements checked on a kept cell (the "result.kind" of the proof):
                 its block efficiency is c^T x; lossless: the law continued by target
                 sampling equals the target's path probabilities (computed here from rows).
   l1-optimum    the LP point x and dual y are optimal with value 1 + p(H*) + 1 - Q(H*);
-                the candidate sets are exactly the sublevel sets of p/q (checked here from
-                the facts); Q(H) is computed here from the draft row (i.i.d.: q(H)^K;
-                without replacement: sequential draws) and f(H*) <= f(H) for every H.
+                the candidate sets are exactly the sublevel sets of p/q: the empty set,
+                everything and H_y = {x : p(x) q(y) <= p(y) q(x)} for every y (membership
+                checked here from the facts); Q(H) is computed here from the draft row
+                (i.i.d.: q(H)^K; without replacement: sequential draws renormalised) and
+                f(H*) <= f(H) for every H.
   gbv-l1        E[tau] of GBV's law = sum_x min(p(x), F(x)^K - F(x-)^K) with F the draft
                 CDF in the key order (p/q, x), the order and every min checked from facts;
                 lossless; and for the limit K -> inf: q(x*) > 0 and q = 0 above x*.
@@ -552,11 +554,9 @@ class Checker:
         vocab = len(p)
         sets = {tuple(h) for h in result["threshold_sets"]}
         expected = {(), tuple(range(vocab))}
-        expected.add(tuple(x for x in range(vocab) if self.decide(facts, p[x], "==")))
-        for y in range(vocab):
-            if self.decide(facts, q[y], "!="):
-                expected.add(tuple(x for x in range(vocab)
-                                   if self.decide(facts, p[x] * q[y] - p[y] * q[x], "<=")))
+        for y in range(vocab):  # H_y = {x : p(x) q(y) <= p(y) q(x)}: all sublevel sets of p/q
+            expected.add(tuple(x for x in range(vocab)
+                               if self.decide(facts, p[x] * q[y] - p[y] * q[x], "<=")))
         require(sets == expected, f"threshold sets {sorted(sets)} != {sorted(expected)}")
         positive = [x for x in range(vocab) if not q[x].zero()]
         require(sampling == "iid" or len(positive) >= paths, "too few drafted tokens")

@@ -54,6 +54,7 @@ OPS = {
     "==": lambda s: s == 0, "!=": lambda s: s != 0,
 }
 MAX_FACTS = 48  # facts offered to one certificate search (the most relevant ones)
+MAX_FACTS_DEGREE_2 = 20  # of which the first ones enter the products of two facts
 
 
 class Branch(Exception):
@@ -382,38 +383,63 @@ class Cell:
         """Search a certificate of g rel 0 (rel '>' or '<'; a '>=' / '<=' fact is recorded
         when only the weak form is found). Returns the fact id or None."""
         target = g if rel in (">", ">=") else -g
-        facts = self.relevant_facts(self.ring.variables_of(g))
-        combo = self._search(target, facts, want_strict=True)
-        if combo is None:
+        found = self._search(target, self.relevant_facts(self.ring.variables_of(g)),
+                             want_strict=True)
+        if found is None:
             return None
+        combo, facts = found
         strict = combo.strict
         fact_rel = (">" if strict else ">=") if rel in (">", ">=") else ("<" if strict else "<=")
         proof = {"by": "combination", "target_sign": 1 if rel in (">", ">=") else -1,
                  "combination": combo, "facts": list(facts)}
         return self._add_fact(Fact(g, fact_rel, "derived", proof))
 
-    def _search(self, target: Poly, facts: list[int], want_strict: bool) -> Combination | None:
-        """nonnegative_combination over the given facts (degree 1, then 2), cached on the
-        shape by (target, facts as polynomials); facts is reordered in place canonically."""
-        facts.sort(key=lambda fid: (str(self.facts[fid].poly), self.facts[fid].rel))
-        signature = (str(target), want_strict, tuple((str(self.facts[f].poly), self.facts[f].rel)
-                                                     for f in facts))
-        cache = self.shape.cache
-        if signature in cache:
-            return cache[signature]
-        offered = [(self._oriented(fid), self.facts[fid].rel in (">", "<")) for fid in facts]
+    def _search(self, target: Poly, facts: list[int], want_strict: bool
+                ) -> tuple[Combination, list[int]] | None:
+        """nonnegative_combination of target over the given facts (degree 1, then 2).
+
+        Returns (combination, the fact ids its products index) or None. Results are cached
+        on the shape by target, with the facts as (polynomial, relation) keys: a certificate
+        found before is reused in any cell that has the facts it uses (it is valid there);
+        a failed search is not repeated with a subset of the facts offered then. Weak
+        (non-strict) results are reused only for a subset of the facts offered then."""
+        keys = {fid: (str(self.facts[fid].poly), self.facts[fid].rel) for fid in facts}
+        available = {key: fid for fid, key in keys.items()}
+        offered_set = frozenset(keys.values())
+        entry = self.shape.cache.setdefault((str(target), want_strict),
+                                            {"pos": [], "neg": []})
+        for used_keys, combo, offered_then in entry["pos"]:
+            if all(k in available for k in used_keys) and (
+                    combo.strict or not want_strict or offered_set <= offered_then):
+                return combo, [available[k] for k in used_keys]
+        if any(offered_set <= failed for failed in entry["neg"]):
+            return None
+        ordered = list(facts)
+        offered = [(self._oriented(fid), self.facts[fid].rel in (">", "<")) for fid in ordered]
         best = None
-        for degree in (1, 2):
+        for degree in (1, 2, 3):
+            if degree == 3 and not (target.is_zero() or not self.samples):
+                break  # degree 3 only for emptiness (a cell or a side without points)
             self.certificate_searches += 1
-            combo = nonnegative_combination(target, offered, degree=degree, ring=self.ring)
+            combo = nonnegative_combination(target, offered, degree=degree, ring=self.ring,
+                                            pair_limit=MAX_FACTS_DEGREE_2)
             if combo is None or (target.is_zero() and not combo.strict):
                 continue
             if best is None or combo.strict:
                 best = combo
             if combo.strict or not want_strict:
                 break
-        cache[signature] = best
-        return best
+        if best is None:
+            entry["neg"].append(offered_set)
+            return None
+        used = sorted({i for prod in best.products for i in prod})
+        position = {i: k for k, i in enumerate(used)}
+        remapped = Combination(list(best.coefficients),
+                               [tuple(position[i] for i in prod) for prod in best.products],
+                               best.strict)
+        used_ids = [ordered[i] for i in used]
+        entry["pos"].append((tuple(keys[f] for f in used_ids), remapped, offered_set))
+        return remapped, used_ids
 
     def _oriented(self, fid: int) -> Poly:
         """The fact as a polynomial >= 0 (or > 0)."""
@@ -421,19 +447,33 @@ class Cell:
         return f.poly if f.rel in (">", ">=") else -f.poly
 
     def relevant_facts(self, variables: tuple[int, ...]) -> list[int]:
-        """Inequality facts sharing symbols with `variables`, then with those facts' symbols."""
+        """Inequality facts sharing symbols with `variables`, then with those facts' symbols,
+        most relevant first (fewest symbols outside `variables`)."""
         wanted = set(variables)
-        usable = [i for i, f in enumerate(self.facts) if f.rel != "="]
+        strength = {">": 0, "<": 0, ">=": 1, "<=": 1}
+        best: dict[tuple[str, int], int] = {}  # one fact per polynomial and direction
+        for i, f in enumerate(self.facts):
+            if f.rel == "=":
+                continue
+            key = (str(f.poly), 1 if f.rel in (">", ">=") else -1)
+            j = best.get(key)
+            if j is None or strength[f.rel] < strength[self.facts[j].rel]:
+                best[key] = i
+        usable = sorted(best.values())
         var_sets = {i: set(self.ring.variables_of(self.facts[i].poly)) for i in usable}
         first = [i for i in usable if var_sets[i] & wanted]
         grown = set(wanted)
         for i in first:
             grown |= var_sets[i]
-        second = [i for i in usable if var_sets[i] & grown and i not in first]
-        chosen = first + second
-        if len(chosen) > MAX_FACTS:
-            chosen = sorted(chosen, key=lambda i: (len(var_sets[i] - wanted), i))[:MAX_FACTS]
-        return sorted(chosen)
+        first_set = set(first)
+        second = [i for i in usable if var_sets[i] & grown and i not in first_set]
+        def simple(i: int) -> bool:  # x >= 0 for one symbol, a multiplier certificates need
+            return len(var_sets[i]) == 1 and self.facts[i].poly.total_degree() == 1
+
+        rank = {i: (0 if i in first_set else 1,
+                    0 if self.facts[i].kind != "domain" else (1 if simple(i) else 2),
+                    len(var_sets[i] - wanted), -i) for i in first + second}
+        return sorted(first + second, key=rank.__getitem__)[:MAX_FACTS]
 
     # ---- decisions ----------------------------------------------------------------------
     def factor_signs(self, value: RationalFunction
@@ -478,6 +518,10 @@ class Cell:
                     else:  # {-1, 1}: two cells
                         outcomes += ["<", ">"]
                 raise Branch(g, outcomes, f"{op} 0")
+        indefinite = [u for u in undetermined if u[1] % 2 and {-1, 1} <= u[2]]
+        if indefinite:  # a factor taking both strict signs: a binary cover first
+            g = indefinite[0][0]
+            raise Branch(g, ["<=", ">"], f"{op} 0")
         g, e, s, _ = undetermined[0]
         raise Branch(g, [SIGNS_REL[frozenset({x})] for x in sorted(s)], f"{op} 0")
 
@@ -695,6 +739,52 @@ class Cell:
                     break
         return found
 
+    def optimize_witness(self, starts: int = 8) -> bool:
+        """A harder witness search for thin cells: minimise the largest violation of the
+        conditions (float64, Nelder-Mead from random starts), then rationalise the point and
+        test it exactly. Adds the point to the samples; True when one is found."""
+        from scipy.optimize import minimize
+
+        ring = self.ring
+        free = self.free
+        conditions = [(self.facts[i].poly, self.facts[i].rel) for i in self.conditions()]
+        if not free or not conditions:
+            return False
+        signs = np.array([1.0 if rel in (">", ">=") else -1.0 for _, rel in conditions])
+        offset = np.array([1e-9 if rel in (">", "<") else 0.0 for _, rel in conditions])
+        compiled = []
+        for g, _ in conditions:
+            terms = list(g.terms())
+            compiled.append((np.array([m for m, _ in terms], dtype=float)[:, free],
+                             np.array([float(int(c)) for _, c in terms])))
+
+        def violation(z: np.ndarray) -> float:
+            y = np.clip(z, 0.0, 1.0)
+            worst = float(np.abs(z - y).sum())
+            values = np.array([(np.prod(y[None, :] ** e, axis=1) * c).sum() for e, c in compiled])
+            return worst - float((signs * values - offset).min())
+
+        rng = np.random.default_rng([self.seed, zlib.crc32(self.ident.encode()), 7])
+        for _ in range(starts):
+            res = minimize(violation, rng.random(len(free)), method="Nelder-Mead",
+                           options={"xatol": 1e-12, "fatol": 1e-15, "maxiter": 800})
+            if res.fun >= 0:
+                continue
+            z = np.clip(res.x, 0.0, 1.0)
+            for limit in (10, 100, 1000, 10**4, 10**6, 10**9):
+                x = [flint.fmpq(0)] * ring.nvars
+                for var, v in zip(free, z, strict=True):
+                    f = Fraction(float(v)).limit_denominator(limit)
+                    x[var] = flint.fmpq(f.numerator, f.denominator)
+                try:
+                    x = self.complete(x)
+                except ZeroDivisionError:
+                    continue
+                if self.contains(x):
+                    self.samples.append(x)
+                    return True
+        return False
+
     def ensure_samples(self, count: int = 8) -> bool:
         """At least one sample (a witness), topped up towards count; a harder search
         (more tries) only when there is none. The witness (samples[0]) is a generic point
@@ -763,10 +853,10 @@ class Cell:
                 focus |= set(self.ring.variables_of(self.facts[fid].poly))
         if not focus:
             return None
-        facts = self.relevant_facts(tuple(sorted(focus)))
-        combo = self._search(self.ring.zero, facts, want_strict=True)
-        if combo is not None and combo.strict:
-            return {"by": "combination", "combination": combo, "facts": list(facts)}
+        found = self._search(self.ring.zero, self.relevant_facts(tuple(sorted(focus))),
+                             want_strict=True)
+        if found is not None and found[0].strict:
+            return {"by": "combination", "combination": found[0], "facts": list(found[1])}
         return None
 
 

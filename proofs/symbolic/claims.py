@@ -137,18 +137,22 @@ def single_path_optimal(cell: Cell, verifier: str) -> CellResult:
 
 
 def threshold_sets(cell: Cell, p: list, q: list) -> list[tuple[int, ...]]:
-    """The sublevel sets H = {x : p(x)/q(x) <= theta} of the ratio (ties kept together),
-    theta over 0, every ratio p(y)/q(y) with q(y) > 0, and +infinity; plus the empty set.
-    Comparisons p(x) q(y) <= p(y) q(x) are decided by the cell."""
+    """The sublevel sets of the ratio p/q (ties kept together): the empty set, everything,
+    and H_y = {x : p(x) q(y) <= p(y) q(x)} for every token y. For q(y) > 0 that is
+    {x : p(x)/q(x) <= p(y)/q(y)} (q(x) = 0 counts as ratio +inf unless p(x) = 0); for q(y) = 0
+    it is everything. Together: every set {x : p(x) <= theta q(x)} (theta = 0 gives
+    H_y of a y with p(y) = 0 < q(y), or only tokens with p = q = 0, whose f is f(empty)).
+    The comparisons are decided by the cell."""
     vocab = len(p)
-    sets = {(), tuple(range(vocab)), tuple(x for x in range(vocab) if p[x] == 0)}
+    sets = {(), tuple(range(vocab))}
     for y in range(vocab):
-        if q[y] != 0:
-            sets.add(tuple(x for x in range(vocab) if p[x] * q[y] <= p[y] * q[x]))
+        sets.add(tuple(x for x in range(vocab) if p[x] * q[y] <= p[y] * q[x]))
     return sorted(sets, key=lambda s: (len(s), s))
 
 
 def l1_optimum(cell: Cell, paths: int, draft_sampling: str) -> CellResult:
+    """The closed form first (threshold sets, the minimiser H*: the cell is split where they
+    change), then the LP: the optimal basis at the cell's basis point, solved on the cell."""
     result = CellResult()
     model = cell.model()
     try:
@@ -156,16 +160,6 @@ def l1_optimum(cell: Cell, paths: int, draft_sampling: str) -> CellResult:
     except ValueError as err:  # fewer than K paths of positive draft probability
         result.excluded = str(err)
         return result
-    lp = lp_from_structure(structure)
-    optimum = symbolic_optimum(lp, cell, need_primal=False)
-    primal, dual = without_bonus_rows(structure, lp, optimum.primal, optimum.dual, cell)
-    primal_value, dual_value = objective_values(lp, primal, dual)
-    result.values["LP optimum"] = primal_value
-    if not result.require_zero("c^T x - b^T y", primal_value - dual_value):
-        return result
-    checks = point_checks(lp, primal, dual)
-    if not all(checks["checks"].values()):
-        raise AssertionError(f"primal / dual checks failed on the cell: {checks['checks']}")
     vocab = model.vocab_size
     p = [model.target[0, t] for t in range(vocab)]
     q = [model.draft[0, t] for t in range(vocab)]
@@ -182,17 +176,29 @@ def l1_optimum(cell: Cell, paths: int, draft_sampling: str) -> CellResult:
     for h in candidates[1:]:  # ties: either is a minimiser, so only strict signs matter
         if cell.weak_order(values[h] - values[best]) < 0:
             best = h
-    result.extra.update({"threshold_sets": candidates, "best": best,
-                         "configurations": [tuple(int(structure.configs.path_tokens[x][0])
-                                                  for x in row)
-                                            for row in structure.configs.paths]})
     for h in candidates:
         if h != best:
             result.require(cell, f"f(H*) - f({set(h) or '{}'}) <= 0", values[best] - values[h],
                            "<=")
+    result.extra.update({"threshold_sets": candidates, "best": best,
+                         "draft_sampling": draft_sampling,
+                         "configurations": [tuple(int(structure.configs.path_tokens[x][0])
+                                                  for x in row)
+                                            for row in structure.configs.paths]})
     result.values["threshold set H*"] = best
     result.values["1 + p(H*) + 1 - Q(H*)"] = 1 + values[best]
-    result.require_zero("LP optimum - (1 + p(H*) + 1 - Q(H*))", primal_value - 1 - values[best])
+    lp = lp_from_structure(structure)
+    optimum = symbolic_optimum(lp, cell, need_primal=False)
+    primal, dual = without_bonus_rows(structure, lp, optimum.primal, optimum.dual, cell)
+    primal_value, dual_value = objective_values(lp, primal, dual)
+    result.values["LP optimum"] = primal_value
+    if not result.require_zero("b^T y - (1 + p(H*) + 1 - Q(H*))", dual_value - 1 - values[best]):
+        return result
+    if not result.require_zero("c^T x - b^T y", primal_value - dual_value):
+        return result
+    checks = point_checks(lp, primal, dual)
+    if not all(checks["checks"].values()):
+        raise AssertionError(f"primal / dual checks failed on the cell: {checks['checks']}")
     result.lp = {"program": lp, "primal": primal, "dual": dual, "reduced": checks["reduced"],
                  "witness_optimum": optimum.witness_value}
     return result

@@ -98,7 +98,8 @@ def _settle(node: Node) -> bool:
     if certificate is not None:
         node.status, node.certificate = "empty", certificate
         return False
-    return True  # no witness yet: an implied equality is looked for before computing
+    cell.optimize_witness()
+    return True  # without a witness an implied equality is looked for before computing
 
 
 def _suspect_equality(cell: Cell) -> bool:

@@ -25,6 +25,7 @@ real=True)).
 
 from __future__ import annotations
 
+import itertools
 from fractions import Fraction
 from typing import Any
 
@@ -266,6 +267,11 @@ def result_document(ex: Exporter, programs: dict[str, dict], cell: Cell, result:
         p = [model.target[0, t] for t in range(vocab)]
         q = [model.draft[0, t] for t in range(vocab)]
         signs += p + q + [p[a] * q[b] - p[b] * q[a] for a in range(vocab) for b in range(vocab)]
+        sizes = range(1, vocab) if result.extra.get("draft_sampling") == "without-replacement" \
+            else ()
+        for size in sizes:  # 1 - q(S): the renormalisations of drafts without replacement
+            for chosen in itertools.combinations(range(vocab), size):
+                signs.append(1 - sum((q[x] for x in chosen), 0))
     elif claim == "gbv-l1-closed-form":
         order = result.extra["key_order"]
         doc.update({"kind": "gbv-l1", "key_order": list(order),

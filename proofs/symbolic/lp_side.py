@@ -35,9 +35,32 @@ def witness_table(table: np.ndarray, point: list[Any]) -> np.ndarray:
     return out
 
 
-def witness_basis(lp: LinearProgram, cell: Cell) -> tuple[tuple[np.ndarray, np.ndarray], Fraction]:
-    """Optimal basis of the LP at the cell's witness point and the certified optimum there."""
-    exact = witness_table(lp.exact_table, cell.witness)
+def basis_point(cell: Cell) -> list:
+    """The point where the LP basis is taken: the witness with every bonus-token row (target
+    rows at depth L, see without_bonus_rows) set to (1, 0, ..., 0). There the rows (u, t),
+    |u| = L, t > 0, force pi(c, u, t) = 0, so the optimal vertex found is a vertex of the LP
+    without bonus tokens and its values do not depend on the bonus rows. The witness itself
+    when that point is not in the cell (a condition on a bonus row)."""
+    point = list(cell.witness)
+    shape = cell.shape
+    one, zero = type(point[0])(1), type(point[0])(0)
+    for var in bonus_symbols(cell):
+        point[var] = zero
+    first = (shape.vocab**shape.depth - 1) // (shape.vocab - 1)
+    for u in range(first, shape.num_nodes):
+        point[shape.row_vars[("target", u)][0]] = one
+    try:
+        point = cell.complete(point)
+    except ZeroDivisionError:
+        return cell.witness
+    return point if cell.contains(point) else cell.witness
+
+
+def witness_basis(lp: LinearProgram, cell: Cell, point: list | None = None
+                  ) -> tuple[tuple[np.ndarray, np.ndarray], Fraction]:
+    """Optimal basis of the LP at a point of the cell (default: basis_point) and the
+    certified optimum there."""
+    exact = witness_table(lp.exact_table, basis_point(cell) if point is None else point)
     floats = np.array([float(v) for v in exact])
     witness_lp = dataclasses.replace(lp, exact_table=exact, table=floats)
     solution, cert = solve_exact(witness_lp)
@@ -161,7 +184,7 @@ def without_bonus_rows(structure: Any, lp: LinearProgram, x: list | None, y: lis
     The full LP's rows (u, t), |u| = L, only say how the stop mass at u is split into
     bonus tokens; a vertex splits it configuration by configuration, so the basis solution
     (and the cell where it is feasible) depends on p(.|u). Here the bonus symbols are
-    frozen at the witness's values, and then
+    frozen at their values at basis_point (point masses), and then
       primal: pi(c, u, t) := p(t|u) m(c, u), m(c, u) = sum_t pi(c, u, t) (frozen): the
               marginal rows and the objective are unchanged, rows (u, t) hold because
               sum_c m(c, u) = A(u) (the rows (u, .) summed);
@@ -170,7 +193,7 @@ def without_bonus_rows(structure: Any, lp: LinearProgram, x: list | None, y: lis
     Nothing rests on this derivation: the result is checked on the cell like any point.
     """
     vocab, depth = structure.vocab, structure.model.depth
-    witness = cell.witness
+    witness = basis_point(cell)
     ring = cell.ring
     frozen = [(var, RationalFunction.constant(to_fraction(witness[var]), ring))
               for var in bonus_symbols(cell)]
