@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from speclp.lp.builders import full_lp, node_lp, node_optimum
 from speclp.lp.certify import solve_exact
+from speclp.lp.full import full_lp
 from speclp.lp.instance import dirichlet_instance
+from speclp.lp.node import node_lp, node_optimum
 from speclp.lp.solve import solve
 from speclp.verifiers.tree import TreeModel, num_nodes
 

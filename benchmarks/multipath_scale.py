@@ -9,7 +9,7 @@ Writes benchmarks/results/multipath_scale.{json,md,png}. Targets (2-core machine
     at the first solve over 300 s or when the ladder's time budget is spent)
 Instances: Dirichlet(1) float rows, seed 0, i.i.d. drafting; the exact data are the float
 rows renormalised exactly (large denominators: the hardest case for the certificate).
-For the small targets the direct full LP (speclp.lp.builders.full_lp + HiGHS) is solved
+For the small targets the direct full LP (speclp.lp.full.full_lp + HiGHS) is solved
 too, as a reference for the value and the time.
 """
 
@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from speclp.lp.builders import estimate_full_lp, full_lp
-from speclp.lp.certify import certify_selection_master
+from speclp.lp.colgen import certify_master, solve_colgen
+from speclp.lp.full import estimate_full_lp, full_lp
 from speclp.lp.instance import dirichlet_instance
-from speclp.lp.solve import solve, solve_colgen
+from speclp.lp.solve import solve
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SMALL = [(3, 2, 3), (2, 3, 3), (3, 3, 2)]
@@ -40,7 +40,7 @@ def bench(vocab: int, depth: int, paths: int, group: str, certify: bool | float 
     """certify: True, False, or a number of seconds (certify only if solved that fast)."""
     inst = dirichlet_instance(vocab, depth, seed=0)
     result = solve_colgen(inst, paths=paths, certify=False, time_limit=SOLVE_LIMIT_S)
-    structure = result.structure
+    structure = result.master
     rec: dict[str, Any] = {
         "group": group, "V": vocab, "L": depth, "K": paths,
         "configurations": structure.count_configurations(),
@@ -54,8 +54,8 @@ def bench(vocab: int, depth: int, paths: int, group: str, certify: bool | float 
         certify = result.seconds <= certify
     if certify and result.status == "optimal":
         start = time.perf_counter()
-        _, _, cert, missed = certify_selection_master(structure, result.lp.meta["priorities"],
-                                                      result.solution)
+        _, _, cert, missed = certify_master(structure, result.lp.meta["priorities"],
+                                     result.solution)
         if missed is not None:  # float pricing stopped early: let solve_colgen finish it
             cert = solve_colgen(inst, paths=paths, certify=True).certificate
             rec["certificate_note"] = "exact pricing added columns; re-solved with certify=True"
@@ -163,12 +163,12 @@ def markdown(records: list[dict[str, Any]], summary: dict[str, Any]) -> str:
         return str(v)
 
     lines = ["# Multi-path scale: column generation on the K-path full LP", "",
-             "Selection master (speclp.lp.solve.solve_colgen): rows = P path rows + N V "
+             "Selection master (speclp.lp.colgen.solve_colgen): rows = P path rows + N V "
              "matching rows; columns = P (L+1) V single-path outputs + N - 1 A(z) + one "
              "column per generated selection priority. Certificate: the master rebuilt with "
              "exact data and certified from its basis (iterative refinement when needed), "
              "then every column of the full LP priced exactly through the greedy selection "
-             "(speclp.lp.certify.certify_selection_master). Seconds on a shared 2-core "
+             "(speclp.lp.colgen.certify_master). Seconds on a shared 2-core "
              "machine; Dirichlet(1) float instances, seed 0, i.i.d. drafts.", "",
              "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in records:

@@ -36,11 +36,13 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+import highspy
 import numpy as np
+import scipy.sparse as sparse
 from flint import fmpq, fmpq_mat
 
 from .program import Block, LinearProgram, is_zero_value
-from .solve import BASIC, LPSolution
+from .solve import BASIC, LPSolution, new_highs, solve
 
 MAX_DENSE_CORE = 3000
 MAX_SCALE_EXPONENT = 90  # residual scale factors up to 2^90 (violations down to ~1e-27)
@@ -429,10 +431,6 @@ def _refinement_step(lp: LinearProgram, data: _ExactData, basis: tuple[np.ndarra
                      ) -> tuple[np.ndarray, np.ndarray] | None:
     """One round: warm-started HiGHS solve of the rescaled residual LP. Returns the new
     basis (None when HiGHS fails)."""
-    import highspy
-
-    from .solve import new_highs
-
     n, m, m_eq = lp.num_vars, data.num_rows, data.num_eq
     m_ub = m - m_eq
     x_float = np.array([_float(v) for v in x])
@@ -460,8 +458,6 @@ def _refinement_step(lp: LinearProgram, data: _ExactData, basis: tuple[np.ndarra
     matrix_rows = np.concatenate([data.rows, m_eq + np.arange(m_ub)])
     matrix_cols = np.concatenate([data.cols, n + np.arange(m_ub)])
     matrix_vals = np.concatenate([lp.table[data.refs], np.ones(m_ub)])
-    import scipy.sparse as sparse
-
     matrix = sparse.csc_array((matrix_vals, (matrix_rows, matrix_cols)), shape=(m, n + m_ub))
     matrix.sort_indices()
     rhs = sp_ * res_float
@@ -536,74 +532,7 @@ def refine_basis(lp: LinearProgram, solution: LPSolution, max_rounds: int = 6
 def solve_exact(lp: LinearProgram, max_rounds: int = 6, **solve_options: Any
                 ) -> tuple[LPSolution, Certificate]:
     """solve(lp, backend="highs", ...) then certify, refining the basis when needed."""
-    from .solve import solve
-
     solution = solve(lp, backend="highs", **solve_options)
     if not solution.optimal:
         return solution, Certificate(False, None, f"solver status {solution.status}", 0.0)
     return refine_basis(lp, solution, max_rounds)
-
-
-# ---------------------------------------------------------------------------
-# column generation (selection master): exact pricing of the full LP
-# ---------------------------------------------------------------------------
-
-def certify_selection_master(structure: Any, priorities: list[np.ndarray],
-                             solution: LPSolution, max_rounds: int = 6
-                             ) -> tuple[LinearProgram, LPSolution, Certificate,
-                                        np.ndarray | None]:
-    """Exact certificate of the full K-path LP from a selection master.
-
-    1. The master restricted to the priorities basic (or positive) in the float solution
-       is rebuilt with exact data (selection_lp(exact=True)), solved and certified exactly
-       (refine_basis). Its exact point maps to a feasible point of the full LP with the
-       same objective (selection_lp's docstring); the dropped convexity row is checked.
-    2. Its exact duals theta (path rows) and v (matching rows) satisfy theta(x) >= (d + 1)
-       - v(x[:d], y) for every path x, depth d, token y (every rho column is in the master,
-       so certify checked these reduced costs exactly). Hence y_c = max_k theta(x_k) gives
-       every column pi(c, n, y) of the full LP a reduced cost <= 0, and (y, v) is dual
-       feasible for the full LP with objective E[max_k theta(X_k)] + (master value). The
-       greedy priority (paths sorted by theta, exactly) attains E[max_k theta(X_k)] =
-       r . theta; the check all_configurations_priced is r . theta <= 0, exactly.
-    Returns (exact master LP, its solution, certificate, improving priority or None).
-    """
-    from .builders import selection_law, selection_lp
-    from .solve import solve
-
-    start = time.perf_counter()
-    probe = selection_lp(structure, priorities[:1])
-    first_lambda = probe.meta["num_rho"] + probe.meta["num_a"]
-    keep = list(range(len(priorities)))
-    if solution.basis is not None:
-        col_status = solution.basis[0]
-        keep = [k for k in keep if col_status[first_lambda + k] == BASIC
-                or solution.x[first_lambda + k] > 0] or keep
-    lp = selection_lp(structure, [priorities[k] for k in keep], exact=True)
-    master_solution = solve(lp)
-    if not master_solution.optimal:
-        cert = Certificate(False, None, f"selection master: solver status "
-                           f"{master_solution.status}", time.perf_counter() - start)
-        return lp, master_solution, cert, None
-    master_solution, cert = refine_basis(lp, master_solution, max_rounds)
-    if not cert.certified:
-        cert.reason = "selection master: " + cert.reason
-        cert.seconds = time.perf_counter() - start
-        return lp, master_solution, cert, None
-    count = structure.num_paths
-    theta = cert.dual[:count]
-    policy = np.array(sorted(range(count), key=lambda x: (-theta[x], x)), dtype=np.int64)
-    law = to_fmpq(selection_law(structure, policy, exact=True))
-    excess = sum((law[x] * theta[x] for x in range(count)), fmpq(0))
-    cert.checks["all_configurations_priced"] = excess <= 0
-    if excess > 0:
-        cert.certified = False
-        cert.value = None
-        cert.reason = (f"failed: all_configurations_priced (the greedy selection has reduced "
-                       f"cost {_float(excess):.3g} > 0)")
-        cert.seconds = time.perf_counter() - start
-        return lp, master_solution, cert, policy
-    cert.reason = (f"optimal for the full LP: selection master ({len(keep)} priorities) "
-                   f"certified exactly; every column of the full LP priced exactly (greedy "
-                   f"selection reduced cost {_float(excess):.3g} <= 0)")
-    cert.seconds = time.perf_counter() - start
-    return lp, master_solution, cert, None

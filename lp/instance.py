@@ -10,12 +10,24 @@ sum to exactly 1. Float rows must sum to 1 within 1e-9 and are renormalised.
 
 Every problem is reported as an InstanceError with a one-line message that names the
 offending field, e.g. ``target[3]: row sums to 0.9, not 1 (tolerance 1e-9)``.
+
+Reading limits (load_instance / read_instance_json): the path must be a regular file (a
+FIFO, a device such as /dev/zero or a directory is refused before it is opened) of at most
+MAX_FILE_BYTES, UTF-8 JSON (nesting deeper than the parser's recursion limit is refused),
+with integers of at most
+MAX_INT_DIGITS digits and number strings of at most MAX_ENTRY_CHARS characters with a
+decimal exponent of at most MAX_EXPONENT. The size of an instance (rows and entries per
+model, instance_size) is checked from vocab_size and depth before any row is read or
+generated.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import re
+import stat
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -23,10 +35,16 @@ from typing import Any
 
 import numpy as np
 
-from ..verifiers.tree import TreeModel, node_prefix, num_nodes
+from ..verifiers.tree import SIZE_CAP, TreeModel, capped_num_nodes, node_prefix, num_nodes
 
 ROW_SUM_TOLERANCE = 1e-9
 MAX_NODES = 2_000_000  # rows per model; larger instances are refused (memory)
+MAX_ENTRIES = 4_000_000  # probabilities per model (rows x V): one Fraction each, ~160 bytes
+MAX_FILE_BYTES = 256 * 2**20  # an instance file (JSON text)
+MAX_INT_DIGITS = 100  # digits of a JSON integer
+MAX_ENTRY_CHARS = 1000  # characters of a number or fraction string
+MAX_EXPONENT = 1000  # |decimal exponent| of a number string ("1e-5")
+_EXPONENT = re.compile(r"[eE]\s*([+-]?\d+)")
 
 
 class InstanceError(ValueError):
@@ -68,6 +86,12 @@ class Instance:
         return path
 
 
+def _short(value: Any, limit: int = 60) -> str:
+    """repr of a value for a one-line message, cut to `limit` characters."""
+    text = repr(value) if not isinstance(value, list | dict) else type(value).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _fraction_str(x: Fraction) -> str:
     return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
 
@@ -90,6 +114,13 @@ def _parse_entry(value: Any, where: str) -> tuple[Fraction, bool]:
         text = value.strip()
         if text.lower() in ("nan", "inf", "-inf", "+inf", "infinity", "-infinity"):
             raise InstanceError(f"{where}: {value!r} is not a probability")
+        if len(text) > MAX_ENTRY_CHARS:
+            raise InstanceError(f"{where}: a number string of {len(text):,} characters "
+                                f"(limit {MAX_ENTRY_CHARS})")
+        exponent = _EXPONENT.search(text)
+        if exponent and abs(int(exponent.group(1))) > MAX_EXPONENT:
+            raise InstanceError(f"{where}: exponent {exponent.group(1)} out of range "
+                                f"(|exponent| <= {MAX_EXPONENT})")
         try:
             return Fraction(text), False
         except (ValueError, ZeroDivisionError):
@@ -146,8 +177,9 @@ def _node_name(index: int, vocab: int) -> str:
     return f"prefix {node_prefix(index, vocab)}"
 
 
-def instance_from_json(data: Any, name: str = "instance") -> Instance:
-    """Validate a parsed JSON object and build an Instance (raises InstanceError)."""
+def instance_header(data: Any) -> tuple[int, int]:
+    """(vocab_size, depth) of parsed instance JSON, checked (fields present, integers, size
+    within instance_size's limits) before any row is read; raises InstanceError."""
     if not isinstance(data, dict):
         raise InstanceError(f"instance: expected a JSON object, got {type(data).__name__}")
     for key in ("vocab_size", "depth", "target", "draft"):
@@ -155,15 +187,19 @@ def instance_from_json(data: Any, name: str = "instance") -> Instance:
             raise InstanceError(f"{key}: missing field")
     vocab, depth = data["vocab_size"], data["depth"]
     if not isinstance(vocab, int) or isinstance(vocab, bool) or vocab < 2:
-        raise InstanceError(f"vocab_size: must be an integer >= 2, got {vocab!r}")
+        raise InstanceError(f"vocab_size: must be an integer >= 2, got {_short(vocab)}")
     if not isinstance(depth, int) or isinstance(depth, bool) or depth < 1:
-        raise InstanceError(f"depth: must be an integer >= 1, got {depth!r}")
+        raise InstanceError(f"depth: must be an integer >= 1, got {_short(depth)}")
+    problem = instance_size_problem(vocab, depth)
+    if problem:
+        raise InstanceError(f"depth: {problem}")
+    return vocab, depth
+
+
+def instance_from_json(data: Any, name: str = "instance") -> Instance:
+    """Validate a parsed JSON object and build an Instance (raises InstanceError)."""
+    vocab, depth = instance_header(data)
     count = num_nodes(vocab, depth)
-    if count > MAX_NODES:
-        raise InstanceError(
-            f"depth: vocab_size {vocab} and depth {depth} need {count} rows per model "
-            f"(limit {MAX_NODES}); use a smaller vocabulary or depth"
-        )
     target, target_float = _parse_rows(data["target"], "target", vocab, count)
     draft, draft_float = _parse_rows(data["draft"], "draft", vocab, count)
     rational = not (target_float or draft_float)
@@ -175,20 +211,104 @@ def instance_from_json(data: Any, name: str = "instance") -> Instance:
     return inst
 
 
-def load_instance(path: str | Path) -> Instance:
+def format_count(count: int) -> str:
+    """A size for a message: '1,234,567', or 'more than 9.2e+18' at the cap of the estimates."""
+    return f"more than {float(SIZE_CAP):.2g}" if count >= SIZE_CAP else f"{count:,}"
+
+
+def instance_size(vocab_size: int, depth: int) -> dict[str, int]:
+    """Size of an instance without building it: rows per model (nodes of depth 0..L) and
+    probabilities per model (rows x V), both capped at verifiers.tree.SIZE_CAP."""
+    rows = capped_num_nodes(vocab_size, depth)
+    return {"rows": rows, "entries": min(rows * vocab_size, SIZE_CAP)}
+
+
+def instance_size_problem(vocab_size: int, depth: int) -> str | None:
+    """None when an instance of this V and L fits the limits, else why not (with the size,
+    the limit and what to do)."""
+    size = instance_size(vocab_size, depth)
+    if size["rows"] > MAX_NODES or size["entries"] > MAX_ENTRIES:
+        return (f"V={vocab_size}, L={depth} needs {format_count(size['rows'])} rows of "
+                f"{vocab_size} probabilities per model ({format_count(size['entries'])} "
+                f"entries; limits {MAX_NODES:,} rows, {MAX_ENTRIES:,} entries); use a smaller "
+                "vocabulary or depth")
+    return None
+
+
+def read_text_file(path: str | Path, max_bytes: int = MAX_FILE_BYTES,
+                   what: str = "an instance JSON file") -> str:
+    """The UTF-8 text of a regular file of at most max_bytes.
+
+    A directory, FIFO, device or socket is refused before it is opened (a FIFO would block,
+    /dev/zero never ends); the file is read with a bound even if it grows meanwhile.
+    Raises InstanceError naming the path.
+    """
     path = Path(path)
-    if not path.exists():
-        raise InstanceError(f"{path}: no such file")
-    if path.is_dir():
-        raise InstanceError(f"{path}: is a directory, expected an instance JSON file")
     try:
-        data = json.loads(path.read_text())
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise InstanceError(f"{path}: no such file") from None
+    except (OSError, ValueError) as err:  # ValueError: a NUL byte in the path
+        raise InstanceError(f"{_short(str(path))}: cannot read ({getattr(err, 'strerror', None) or err})"
+                            ) from None
+    if stat.S_ISDIR(info.st_mode):
+        raise InstanceError(f"{path}: is a directory, expected {what}")
+    if not stat.S_ISREG(info.st_mode):
+        raise InstanceError(f"{path}: not a regular file ({_file_kind(info.st_mode)}); "
+                            f"expected {what}")
+    if info.st_size > max_bytes:
+        raise InstanceError(f"{path}: {info.st_size:,} bytes, over the limit of {max_bytes:,} "
+                            f"bytes for {what}")
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(max_bytes + 1)
+    except OSError as err:
+        raise InstanceError(f"{path}: cannot read ({err.strerror or err})") from None
+    if len(raw) > max_bytes:
+        raise InstanceError(f"{path}: longer than the limit of {max_bytes:,} bytes for {what}")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InstanceError(f"{path}: not UTF-8 text (byte {err.start}); expected {what}"
+                            ) from None
+
+
+def read_instance_json(path: str | Path) -> Any:
+    """The parsed JSON of an instance file, within the reading limits (module docstring).
+
+    Raises InstanceError naming the path; nothing is opened that is not a regular file.
+    """
+    text = read_text_file(path)
+    try:
+        return json.loads(text, parse_int=_bounded_int)
     except json.JSONDecodeError as err:
         where = f"line {err.lineno} column {err.colno}"
         raise InstanceError(f"{path}: malformed JSON ({err.msg} at {where})") from None
-    except UnicodeDecodeError:
-        raise InstanceError(f"{path}: not a text file") from None
-    return instance_from_json(data, name=path.stem)
+    except RecursionError:
+        raise InstanceError(f"{path}: JSON nested too deeply (an instance needs 3 levels)"
+                            ) from None
+    except ValueError as err:  # an over-long integer (_bounded_int)
+        raise InstanceError(f"{path}: {err}") from None
+
+
+def _file_kind(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a plain file"
+
+
+def _bounded_int(text: str) -> int:
+    digits = len(text.lstrip("+-"))
+    if digits > MAX_INT_DIGITS:
+        raise ValueError(f"an integer with {digits:,} digits (limit {MAX_INT_DIGITS})")
+    return int(text)
+
+
+def load_instance(path: str | Path) -> Instance:
+    """Read and validate an instance file (reading limits: see the module docstring)."""
+    return instance_from_json(read_instance_json(path), name=Path(path).stem)
 
 
 def from_rows(target: np.ndarray, draft: np.ndarray, depth: int, name: str = "instance") -> Instance:
@@ -210,6 +330,17 @@ def from_rows(target: np.ndarray, draft: np.ndarray, depth: int, name: str = "in
 # generators and built-ins
 # ---------------------------------------------------------------------------
 
+def _require_size(vocab_size: int, depth: int) -> int:
+    """Rows per model of a generated instance, after refusing (InstanceError) shapes that do
+    not fit instance_size's limits, before anything is allocated."""
+    if vocab_size < 2 or depth < 1:
+        raise InstanceError(f"vocab_size, depth: need V >= 2 and L >= 1, got {vocab_size}, {depth}")
+    problem = instance_size_problem(vocab_size, depth)
+    if problem:
+        raise InstanceError(f"depth: {problem}")
+    return num_nodes(vocab_size, depth)
+
+
 def _round_rows(rows: np.ndarray, denominator: int) -> np.ndarray:
     """Largest-remainder rounding of float rows to multiples of 1/denominator (exact)."""
     out = np.empty(rows.shape, dtype=object)
@@ -229,10 +360,10 @@ def dirichlet_instance(vocab_size: int, depth: int, alpha: float = 1.0, seed: in
 
     denominator: round every row to multiples of 1/denominator (a rational instance).
     """
-    if alpha <= 0:
+    if not alpha > 0:
         raise InstanceError(f"alpha: must be > 0, got {alpha}")
+    count = _require_size(vocab_size, depth)
     rng = np.random.default_rng(seed)
-    count = num_nodes(vocab_size, depth)
     target = rng.dirichlet(np.full(vocab_size, alpha), size=count)
     draft = rng.dirichlet(np.full(vocab_size, alpha), size=count)
     name = f"dirichlet-V{vocab_size}-L{depth}-a{alpha:g}-s{seed}"
@@ -247,10 +378,10 @@ def temperature_instance(vocab_size: int, depth: int, temperature: float = 1.5, 
 
     logits ~ N(0, scale^2) independently at every prefix.
     """
-    if temperature <= 0:
+    if not temperature > 0:
         raise InstanceError(f"temperature: must be > 0, got {temperature}")
+    count = _require_size(vocab_size, depth)
     rng = np.random.default_rng(seed)
-    count = num_nodes(vocab_size, depth)
     logits = rng.normal(0.0, scale, size=(count, vocab_size))
     draft_logits = logits / temperature + noise * rng.normal(size=logits.shape)
 
@@ -264,7 +395,7 @@ def temperature_instance(vocab_size: int, depth: int, temperature: float = 1.5, 
 
 def bv_toy(depth: int = 2) -> Instance:
     """V = 2, every target row (1/3, 2/3), every draft row (2/3, 1/3) (THEORY.md section 2)."""
-    count = num_nodes(2, depth)
+    count = _require_size(2, depth)
     target = np.empty((count, 2), dtype=object)
     draft = np.empty((count, 2), dtype=object)
     target[:] = [Fraction(1, 3), Fraction(2, 3)]
@@ -291,8 +422,8 @@ def ties_instance(vocab_size: int, depth: int, seed: int = 0, denominator: int =
     1/denominator); with probability `copy_probability` a draft row is a copy of the
     target row at the same prefix (all ratios equal to 1 there).
     """
+    count = _require_size(vocab_size, depth)
     rng = np.random.default_rng(seed)
-    count = num_nodes(vocab_size, depth)
 
     def composition() -> list[Fraction]:
         cuts = np.sort(rng.integers(0, denominator + 1, size=vocab_size - 1))

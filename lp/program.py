@@ -180,3 +180,12 @@ class ValueTable:
         if self._exact is not None:
             exact = np.concatenate(self._exact) if self._exact else np.zeros(0, dtype=object)
         return floats, exact
+
+
+def exact_fraction(value: Any) -> Fraction:
+    """Fraction of a Fraction / fmpq / int / float (exact) value."""
+    if isinstance(value, Fraction):
+        return value
+    if hasattr(value, "p") and hasattr(value, "q"):
+        return Fraction(int(value.p), int(value.q))
+    return Fraction(value)

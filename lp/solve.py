@@ -19,17 +19,20 @@ which agrees with HiGHS to better than 1e-9 on the test instances (tests/test_lp
 solver="HIGHS" can be passed through. It returns no basis, so its solutions cannot be
 certified.
 
-Column generation for the K-path full LP (solve_colgen) is at the end of this module.
+Column generation for the K-path LP lives in speclp.lp.colgen (it uses highs_model and
+highs_solution from here).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import highspy
 import numpy as np
 import scipy.sparse as sp
 
@@ -94,8 +97,6 @@ _BANNER_SHOWN = False
 def new_highs() -> Any:
     """A silent highspy.Highs (the first construction prints a banner on stdout: hidden)."""
     global _BANNER_SHOWN
-    import highspy
-
     if _BANNER_SHOWN:
         h = highspy.Highs()
     else:
@@ -110,8 +111,6 @@ def new_highs() -> Any:
 @contextlib.contextmanager
 def _quiet_stdout() -> Any:
     """Redirect file descriptor 1 (C-level stdout) to /dev/null."""
-    import sys
-
     try:
         sys.stdout.flush()
         saved = os.dup(1)
@@ -148,9 +147,7 @@ def _small_coefficient_note(lp: LinearProgram, threshold: float) -> str | None:
     return None
 
 
-def _status_name(h: Any, status: Any) -> str:
-    import highspy
-
+def status_name(h: Any, status: Any) -> str:
     names = {
         highspy.HighsModelStatus.kOptimal: "optimal",
         highspy.HighsModelStatus.kInfeasible: "infeasible",
@@ -166,8 +163,6 @@ def _status_name(h: Any, status: Any) -> str:
 def highs_model(lp: LinearProgram, presolve: bool = True, time_limit: float | None = None,
                 method: str = "choose") -> Any:
     """A silent Highs object loaded with lp (maximise), options set, not yet run."""
-    import highspy
-
     h = new_highs()
     h.setOptionValue("small_matrix_value", HIGHS_SMALL_MATRIX_VALUE)
     h.setOptionValue("presolve", "on" if presolve else "off")
@@ -212,21 +207,21 @@ def _solve_highs(lp: LinearProgram, presolve: bool, time_limit: float | None,
         notes.append(note)
     h = highs_model(lp, presolve, time_limit, method)
     h.run()
-    status = _status_name(h, h.getModelStatus())
+    status = status_name(h, h.getModelStatus())
     if status in ("infeasible", "unbounded", "infeasible_or_unbounded") and presolve:
         notes.append(f"HiGHS reported {status} with presolve; retried without presolve")
         h.setOptionValue("presolve", "off")
         h.clearSolver()
         h.run()
-        status = _status_name(h, h.getModelStatus())
+        status = status_name(h, h.getModelStatus())
         notes.append(f"retry without presolve: {status}")
-    solution = _highs_solution(h, lp, status, time.perf_counter() - start, notes)
+    solution = highs_solution(h, lp, status, time.perf_counter() - start, notes)
     solution.info["solve_s"] = solution.seconds  # the solve alone (refinement adds to seconds)
     solution.info["method"] = method
     return solution
 
 
-def _highs_solution(h: Any, lp: LinearProgram, status: str, seconds: float,
+def highs_solution(h: Any, lp: LinearProgram, status: str, seconds: float,
                     notes: list[str], column_order: np.ndarray | None = None) -> LPSolution:
     """LPSolution from a run Highs object; column_order [n]: HiGHS column of each LP column."""
     solution = h.getSolution()
@@ -304,137 +299,3 @@ def _solve_cvxpy(lp: LinearProgram, time_limit: float | None, solver: str) -> LP
             parts.append(np.asarray(constraints[-1].dual_value, dtype=np.float64).reshape(-1))
         duals = np.concatenate(parts)
     return LPSolution(status, value, xv, time.perf_counter() - start, "cvxpy", None, duals, notes)
-
-
-# ---------------------------------------------------------------------------
-# column generation for the K-path full LP (selection master)
-# ---------------------------------------------------------------------------
-
-@dataclass
-class ColgenResult:
-    """Column generation outcome.
-
-    value: optimum of the full K-path LP (float; certificate.value is exact when certified).
-    lp: the final selection master (speclp.lp.builders.selection_lp; exact data when
-    certified); solution: its solution (basis included); structure: the
-    SelectionStructure; certificate: from speclp.lp.certify.certify_selection_master
-    (certify=True), else None. history: one dict per master solve (columns, value,
-    max reduced cost, seconds). seconds: column generation; certify_seconds: certificate.
-    """
-
-    status: str
-    value: float
-    lp: LinearProgram
-    solution: LPSolution
-    structure: Any
-    iterations: int
-    seconds: float
-    history: list[dict[str, Any]] = field(default_factory=list)
-    certificate: Any = None
-    certify_seconds: float | None = None
-    notes: list[str] = field(default_factory=list)
-
-
-def price_selection(structure: Any, duals: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    """Best selection priority against float master duals.
-
-    duals [m]: the first P are theta(x) of the path rows. The lambda column of a priority
-    has reduced cost r . theta (r its selection law), maximised by ranking the paths by
-    theta (the selected path is then the drafted path of largest theta). Returns
-    (priority [P], law [P], reduced cost).
-    """
-    from .builders import selection_law
-
-    theta = duals[: structure.num_paths]
-    priority = np.argsort(-theta, kind="stable")
-    law = selection_law(structure, priority)
-    return priority, law, float(law @ theta)
-
-
-def solve_colgen(model_or_instance: Any, paths: int = 2, draft_sampling: str = "iid",
-                 exact: bool = True, tolerance: float = 1e-9, max_iterations: int = 5_000,
-                 time_limit: float | None = None, certify: bool = True) -> ColgenResult:
-    """Column generation for the K-path full LP (THEORY sections 4 and 6).
-
-    The full LP's configurations are priced through selection rules: the master
-    (speclp.lp.builders.selection_lp) holds every single-path output variable rho(x, d, y)
-    (P (L+1) V of them), every A(z), and one column per generated selection priority;
-    its rows are P path rows plus the N V matching rows, whatever the number of draft
-    configurations. Pricing (price_selection) sorts the P paths by their dual and adds
-    the greedy selection law while its reduced cost exceeds tolerance; HiGHS re-solves
-    warm. With certify=True the master (restricted to its basic priorities) is rebuilt
-    with exact data, certified (refine_basis), and priced exactly: theta(x) >= H(x) for
-    every path (all rho columns are in the master) plus max_k r_k . theta <= 0 make
-    y_c = max_k theta(x_k) an exact dual of the full LP with the master's value, i.e. no
-    column of the full LP has positive reduced cost (speclp.lp.certify
-    .certify_selection_master). A priority the float pricing missed is added and the loop
-    resumes.
-    """
-    from .builders import selection_lp, selection_structure
-
-    start = time.perf_counter()
-    st = selection_structure(model_or_instance, paths, draft_sampling, exact)
-    priorities = [np.argsort(-st.q_paths, kind="stable")]
-    master = selection_lp(st, priorities)
-    notes = [f"{st.count_configurations():,} draft configurations; master {master.num_vars} "
-             f"columns x {master.num_eq} rows"]
-    h = highs_model(master, presolve=False, method="simplex")
-    history: list[dict[str, Any]] = []
-    iterations = 0
-    status = "unknown"
-    certificate = None
-    certify_seconds = 0.0
-    value = float("nan")
-
-    def add_priority(priority: np.ndarray, law: np.ndarray) -> None:
-        nz = np.nonzero(law)[0]
-        h.addCols(1, np.zeros(1), np.zeros(1), np.full(1, np.inf), len(nz),
-                  np.zeros(1, dtype=np.int32), nz.astype(np.int32), -law[nz])
-        priorities.append(priority)
-
-    while True:
-        while iterations < max_iterations:
-            if time_limit is not None:
-                left = time_limit - (time.perf_counter() - start - certify_seconds)
-                if left <= 0:
-                    status = "time_limit"
-                    break
-                # HiGHS compares time_limit with its run clock, which accumulates over runs
-                h.setOptionValue("time_limit", float(h.getRunTime() + left))
-            t0 = time.perf_counter()
-            h.run()
-            iterations += 1
-            status = _status_name(h, h.getModelStatus())
-            if status == "not_set":  # warm start failed: solve cold
-                notes.append(f"iteration {iterations}: warm start failed, solved cold")
-                h.clearSolver()
-                h.run()
-                status = _status_name(h, h.getModelStatus())
-            if status != "optimal":
-                break
-            value = float(h.getInfo().objective_function_value)
-            duals = np.asarray(h.getSolution().row_dual, dtype=np.float64)
-            priority, law, reduced = price_selection(st, duals)
-            history.append({"iteration": iterations, "columns": len(priorities), "value": value,
-                            "max_reduced_cost": reduced, "seconds": time.perf_counter() - t0})
-            if reduced <= tolerance:
-                break
-            add_priority(priority, law)
-        lp = selection_lp(st, priorities)
-        solution = _highs_solution(h, lp, status, time.perf_counter() - start, list(notes))
-        if status != "optimal" or not certify or not st.exact:
-            break
-        from .certify import certify_selection_master
-
-        t0 = time.perf_counter()
-        lp, solution, certificate, missed = certify_selection_master(st, priorities, solution)
-        certify_seconds += time.perf_counter() - t0
-        if certificate.certified or missed is None or iterations >= max_iterations:
-            break
-        notes.append("exact pricing found an improving priority the float pricing missed")
-        from .builders import selection_law
-
-        add_priority(missed, selection_law(st, missed))
-    seconds = time.perf_counter() - start - certify_seconds
-    return ColgenResult(status, value, lp, solution, st, iterations, seconds, history,
-                        certificate, certify_seconds if certify else None, notes)

@@ -1,10 +1,11 @@
 """Claim: block verification is optimal for one draft path (THEORY.md section 3).
 
-For an instance: full information-agnostic LP optimum = node-budget LP optimum =
-closed-form node optimum = exact block efficiency of BV, and BV is lossless. Both LP
-optima must be certified in exact rationals; the comparisons are exact (the exact law
-of BV is computed on the instance's exact data), and the float64 law (the code that
-runs in the engine) must agree within 1e-9 with TV <= 1e-12.
+For an instance: the K = 1 optimum of the engine (speclp.lp.optimum, column generation) =
+the enumerated full information-agnostic LP optimum (method "full") = node-budget LP
+optimum = closed-form node optimum = exact block efficiency of BV, and BV is lossless.
+The three LP optima must be certified in exact rationals; the comparisons are exact (the
+exact law of BV is computed on the instance's exact data), and the float64 law (the code
+that runs in the engine) must agree within 1e-9 with TV <= 1e-12.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from ..lp.builders import full_lp, node_lp, node_optimum
+from ..lp.engine import optimum, program_optimum
 from ..lp.instance import Instance, dirichlet_instance
-from ..lp.report import optimum_record
+from ..lp.node import node_lp, node_optimum
 from ..verifiers.exact import exact_result
 
 FLOAT_TOLERANCE = 1e-9
@@ -27,48 +28,47 @@ def check_instance(instance: Instance, verifier: str = "bv", backend: str = "hig
     """All numbers of the claim on one instance, plus `failures` (empty when it holds)."""
     exact_model = instance.model(exact=True)
     float_model = instance.model(exact=False)
-    full = optimum_record(full_lp(instance), backend, rational=instance.rational)
-    node = optimum_record(node_lp(instance), backend, rational=instance.rational)
+    engine = optimum(instance, 1)
+    full = optimum(instance, 1, method="full", backend=backend)
+    node = program_optimum(node_lp(instance), backend, rational=instance.rational)
     _, closed_form = node_optimum(exact_model)
     law_exact = exact_result(exact_model, verifier)
     law_float = exact_result(float_model, verifier)
     failures: list[str] = []
-    for name, rec in (("full LP", full), ("node LP", node)):
-        if not rec["certified"]:
-            failures.append(f"{name} optimum not certified ({rec['certificate']})")
-    be_exact = Fraction(law_exact.block_efficiency)
+    records = (("engine (column generation)", engine), ("full LP", full), ("node LP", node))
+    for name, rec in records:
+        if not rec.certified:
+            failures.append(f"{name} optimum not certified ({rec.certificate})")
+    exact_efficiency = Fraction(law_exact.block_efficiency)
     comparisons = {"closed-form node optimum": Fraction(closed_form)}
-    if full["exact_value"] is not None:
-        comparisons["full LP"] = full["exact_value"]
-    if node["exact_value"] is not None:
-        comparisons["node LP"] = node["exact_value"]
+    for name, rec in records:
+        if rec.exact_value is not None:
+            comparisons[name] = rec.exact_value
     for name, value in comparisons.items():
-        if value != be_exact:
+        if value != exact_efficiency:
             failures.append(f"{name} optimum {float(value):.15g} != {verifier} block efficiency "
-                            f"{float(be_exact):.15g} (exact difference {float(value - be_exact):.3g})")
+                            f"{float(exact_efficiency):.15g} (exact difference "
+                            f"{float(value - exact_efficiency):.3g})")
     if law_exact.total_variation != 0:
         failures.append(f"{verifier} not lossless in exact arithmetic: TV {law_exact.total_variation:.3g}")
     if law_float.total_variation > TV_TOLERANCE:
         failures.append(f"{verifier} float64 law TV {law_float.total_variation:.3g} > {TV_TOLERANCE:g}")
-    if abs(float(law_float.block_efficiency) - float(be_exact)) > FLOAT_TOLERANCE:
+    if abs(float(law_float.block_efficiency) - float(exact_efficiency)) > FLOAT_TOLERANCE:
         failures.append(f"{verifier} float64 block efficiency {float(law_float.block_efficiency):.15g} "
-                        f"differs from exact {float(be_exact):.15g} by more than {FLOAT_TOLERANCE:g}")
+                        f"differs from exact {float(exact_efficiency):.15g} by more than {FLOAT_TOLERANCE:g}")
     return {
         "instance": instance.name,
         "rational": instance.rational,
-        "lp_full": _public(full),
-        "lp_node": _public(node),
+        "optimum": engine.to_json(),
+        "lp_full": full.to_json(),
+        "lp_node": node.to_json(),
         "closed_form": str(closed_form) if instance.rational else float(closed_form),
-        "block_efficiency": float(be_exact),
-        "block_efficiency_exact": str(be_exact) if instance.rational else None,
+        "block_efficiency": float(exact_efficiency),
+        "exact_efficiency": str(exact_efficiency) if instance.rational else None,
         "tv_exact": float(law_exact.total_variation),
         "tv_float64": law_float.total_variation,
         "failures": failures,
     }
-
-
-def _public(record: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in record.items() if k != "exact_value"}
 
 
 def check_bv_optimal(trials: int, vocab: int, depth: int, seed: int = 0, alpha: float = 1.0,
@@ -89,7 +89,8 @@ def check_bv_optimal(trials: int, vocab: int, depth: int, seed: int = 0, alpha: 
     for s in seeds:
         inst = dirichlet_instance(vocab, depth, alpha=alpha, seed=s, denominator=denominator)
         result = check_instance(inst, verifier=verifier, backend=backend)
-        certified += result["lp_full"]["certified"] and result["lp_node"]["certified"]
+        certified += (result["optimum"]["certified"] and result["lp_full"]["certified"]
+                      and result["lp_node"]["certified"])
         worst_gap = max(worst_gap, abs(result["lp_full"]["value"] - result["block_efficiency"]))
         worst_tv = max(worst_tv, result["tv_float64"])
         if result["failures"]:

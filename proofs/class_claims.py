@@ -1,17 +1,18 @@
 """Open questions of THEORY.md section 4 on the selection class, checked on random instances.
 
 class-equals-full:  is the optimum of the selection class ("select one drafted path, then
-    BV on it"; speclp.lp.selection.class_lp_optimum) equal to the optimum of the full
-    information-agnostic K-path LP (speclp.lp.builders.full_lp)?
+    BV on it"; speclp.lp.class_lp.class_lp_optimum, cutting planes over P_K) equal to the
+    K-path optimum (speclp.lp.optimum: column generation, or the enumerated full LP with
+    method="full")? The duality argument of speclp.lp.colgen proves it; this check tests
+    the proof and both programs on random instances, each optimum computed independently.
 node-form:          is the node-level form (per-depth set constraints on beta only;
-    speclp.lp.selection.node_form_optimum) equal to the class optimum (or, with
-    against="full", to the full optimum)?
+    speclp.lp.node_form.node_form_optimum) equal to the class optimum (or, with
+    against="full", to the full optimum)? (It is not: counterexamples are found.)
 
-These are open questions: a failing trial is a result, saved as a counterexample, not a
-bug. What IS a theorem, and reported as a bug when violated (a failure flagged
-``bug``): class <= full <= node-form (module docstring of lp/selection.py), class >= the
-exact block efficiency of GBV when the verifier "gbv" is registered (GBV selects one path
-and runs BV on it), and class = BV at K = 1.
+A failing trial is saved as a counterexample. What is a theorem, and reported as a bug
+when violated (a failure flagged ``bug``): class <= full <= node-form, class >= the exact
+block efficiency of GBV when the verifier "gbv" is registered (GBV selects one path and
+runs BV on it), and class = BV at K = 1.
 
 Comparisons: when both optima are certified they are compared exactly (any difference
 fails; on a float instance the exact data are the binary values of its rows, the same for
@@ -26,24 +27,29 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from ..lp.builders import full_lp
+from ..lp.class_lp import class_lp_optimum
+from ..lp.engine import Optimum, optimum
 from ..lp.instance import Instance, dirichlet_instance
-from ..lp.program import LinearProgram
-from ..lp.report import optimum_record
-from ..lp.selection import class_lp_optimum, node_form_optimum
+from ..lp.node_form import node_form_optimum
 from ..verifiers.exact import exact_result
 from ..verifiers.law import verifier_names
 
 FLOAT_TOLERANCE = 1e-9
 
 
-def _value(record: dict[str, Any]) -> tuple[Fraction | None, float]:
+Record = Optimum | dict[str, Any]  # an optimum, or a verifier's exact block efficiency
+
+
+def _value(record: Record) -> tuple[Fraction | None, float]:
     """(exact value when certified, float value)."""
+    if isinstance(record, Optimum):
+        exact = record.exact_value if record.certified else None
+        return exact, float(record.value) if record.value is not None else float("nan")
     exact = record.get("exact_value") if record.get("certified") else None
     return exact, float(record["value"])
 
 
-def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+def compare(a: Record, b: Record) -> dict[str, Any]:
     """Relation between two optimum records: a - b, exactly when both are certified (exact
     optima of the same exact data: the rows of a rational instance, or the exact binary
     values of a float one), else in float64 with FLOAT_TOLERANCE.
@@ -63,7 +69,11 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     return {"relation": relation, "difference": diff_f, "exact_difference": None, "exact": False}
 
 
-def _public(record: dict[str, Any]) -> dict[str, Any]:
+def _public(record: Record) -> dict[str, Any]:
+    if isinstance(record, Optimum):
+        out = record.to_json()
+        out.pop("size", None)
+        return out
     return {k: v for k, v in record.items() if k not in ("exact_value", "size")}
 
 
@@ -76,21 +86,13 @@ def _verifier_record(instance: Instance, name: str, paths: int) -> dict[str, Any
             "total_variation": result.total_variation}
 
 
-def certified_record(lp: LinearProgram, backend: str, rational: bool) -> dict[str, Any]:
-    """optimum_record(lp) (which repairs a float basis that is slightly off in exact
-    arithmetic by iterative refinement before certifying)."""
-    return optimum_record(lp, backend, rational=rational)
-
-
-def _optima(instance: Instance, paths: int, draft_sampling: str, backend: str,
+def _optima(instance: Instance, paths: int, draft_sampling: str, method: str, backend: str,
             node_form: bool) -> dict[str, Any]:
-    full = certified_record(full_lp(instance, paths=paths, draft_sampling=draft_sampling),
-                            backend, instance.rational)
-    out = {"full": full, "class": class_lp_optimum(instance, paths, draft_sampling=draft_sampling,
-                                                    backend=backend)}
+    full = optimum(instance, paths, draft_sampling, method=method, backend=backend)
+    out: dict[str, Any] = {"full": full,
+                           "class": class_lp_optimum(instance, paths, draft_sampling=draft_sampling)}
     if node_form:
-        out["node_form"] = node_form_optimum(instance, paths, draft_sampling=draft_sampling,
-                                             backend=backend)
+        out["node_form"] = node_form_optimum(instance, paths, draft_sampling=draft_sampling)
     # GBV's skewed rows are derived for i.i.d. drafting only
     gbv = draft_sampling == "iid" and "gbv" in verifier_names()
     out["gbv"] = _verifier_record(instance, "gbv", paths) if gbv else None
@@ -114,7 +116,7 @@ def _bugs(optima: dict[str, Any]) -> list[str]:
     if optima.get("bv") is not None and compare(optima["class"], optima["bv"])["relation"] != "=":
         bugs.append("K = 1 class optimum differs from BV's block efficiency (P_1 = {q})")
     for name in ("full", "class", "node_form"):
-        if name in optima and optima[name]["value"] is None:
+        if name in optima and optima[name].value is None:
             bugs.append(f"{name} optimum not found")
     return bugs
 
@@ -128,8 +130,9 @@ def _trial_summary(instance: Instance, optima: dict[str, Any]) -> dict[str, Any]
 
 
 def _run(claim: str, left: str, right: str, trials: int, vocab: int, depth: int, paths: int,
-         seed: int, alpha: float, denominator: int | None, draft_sampling: str, backend: str,
-         save_dir: str | Path, progress: Callable[[Iterable[int]], Iterable[int]] | None,
+         seed: int, alpha: float, denominator: int | None, draft_sampling: str, method: str,
+         backend: str, save_dir: str | Path,
+         progress: Callable[[Iterable[int]], Iterable[int]] | None,
          node_form: bool) -> dict[str, Any]:
     seeds: Iterable[int] = range(seed, seed + trials)
     if progress is not None:
@@ -141,10 +144,10 @@ def _run(claim: str, left: str, right: str, trials: int, vocab: int, depth: int,
     gbv_gap_min = None
     for s in seeds:
         inst = dirichlet_instance(vocab, depth, alpha=alpha, seed=s, denominator=denominator)
-        optima = _optima(inst, paths, draft_sampling, backend, node_form)
+        optima = _optima(inst, paths, draft_sampling, method, backend, node_form)
         for name in certified:
             if name in optima:
-                certified[name] += bool(optima[name]["certified"])
+                certified[name] += bool(optima[name].certified)
         pairs = [("class", "full")] + ([("node_form", "class"), ("node_form", "full")]
                                        if node_form else [])
         if optima["gbv"] is not None:
@@ -172,13 +175,14 @@ def _run(claim: str, left: str, right: str, trials: int, vocab: int, depth: int,
                     "trials_run": s - seed + 1, "seed": s, "vocab": vocab, "depth": depth,
                     "paths": paths, "draft_sampling": draft_sampling,
                     "message": (f"{left} {claimed['relation']} {right}: "
-                                f"{optima[left]['value']:.15g} vs {optima[right]['value']:.15g} "
-                                f"(difference {difference})"),
+                                f"{_value(optima[left])[1]:.15g} vs "
+                                f"{_value(optima[right])[1]:.15g} (difference {difference})"),
                     "counterexample": trial, "saved": str(path), "instance_json": inst.to_json(),
                     "relations": relations}
     return {"claim": claim, "passed": True, "trials": trials, "vocab": vocab, "depth": depth,
             "paths": paths, "seed": seed, "alpha": alpha, "rational": bool(denominator),
-            "denominator": denominator, "draft_sampling": draft_sampling, "certified": certified,
+            "denominator": denominator, "draft_sampling": draft_sampling, "method": method,
+            "certified": certified,
             "relations": relations, "max_abs_difference": max_gap,
             "gbv_checked": gbv_checked, "min_class_minus_gbv": gbv_gap_min,
             "gbv_note": None if gbv_checked else "gbv not registered or not iid: not compared"}
@@ -187,27 +191,31 @@ def _run(claim: str, left: str, right: str, trials: int, vocab: int, depth: int,
 def check_class_equals_full(trials: int, vocab: int, depth: int, paths: int, seed: int = 0,
                             alpha: float = 1.0, progress: Callable[[Iterable[int]], Iterable[int]]
                             | None = None, denominator: int | None = None,
-                            draft_sampling: str = "iid", backend: str = "highs",
+                            draft_sampling: str = "iid", method: str = "auto",
+                            backend: str = "highs",
                             save_dir: str | Path = "counterexamples") -> dict[str, Any]:
-    """Class optimum = full LP optimum on `trials` Dirichlet(alpha) instances (seeds
+    """Class optimum = K-path optimum on `trials` Dirichlet(alpha) instances (seeds
     seed..seed+trials-1; rational with rows in multiples of 1/denominator when given).
+    method / backend: how the K-path optimum is computed (speclp.lp.optimum).
 
     Returns passed, relations (per pair: counts of <, =, >), max_abs_difference, certified
     counts, GBV comparison; on the first failing trial: kind ("counterexample" for the
     open claim, "bug" for a violated theorem), the trial's optima, saved (JSON path).
     """
     return _run("class-equals-full", "class", "full", trials, vocab, depth, paths, seed, alpha,
-                denominator, draft_sampling, backend, save_dir, progress, node_form=False)
+                denominator, draft_sampling, method, backend, save_dir, progress,
+                node_form=False)
 
 
 def check_node_form(trials: int, vocab: int, depth: int, paths: int, seed: int = 0,
                     alpha: float = 1.0, progress: Callable[[Iterable[int]], Iterable[int]]
                     | None = None, denominator: int | None = None, draft_sampling: str = "iid",
-                    backend: str = "highs", against: str = "class",
+                    method: str = "auto", backend: str = "highs", against: str = "class",
                     save_dir: str | Path = "counterexamples") -> dict[str, Any]:
     """Node-form optimum = class optimum (against="class") or = full optimum
     (against="full"); all three optima are computed and their relations recorded."""
     if against not in ("class", "full"):
         raise ValueError(f"against must be 'class' or 'full', got {against!r}")
     return _run(f"node-form-vs-{against}", "node_form", against, trials, vocab, depth, paths, seed,
-                alpha, denominator, draft_sampling, backend, save_dir, progress, node_form=True)
+                alpha, denominator, draft_sampling, method, backend, save_dir, progress,
+                node_form=True)

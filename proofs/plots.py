@@ -10,7 +10,7 @@ Sweep figures (speclp.proofs.sweep rows):
                       the diagonal; points where GBV < BV - 1e-12 highlighted and counted.
 A benchmark results directory (JSONL files, e.g. benchmarks/results/bench/) is recognised
 by is_bench_results; `speclp plot` hands it to the real-model benchmark's plot_bench
-(speclp.cli_models), since proofs does not import the command line.
+(speclp.cli.models), since proofs does not import the command line.
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ def plot_results(results: str | Path, out: str | Path | None = None) -> dict[str
     target.mkdir(parents=True, exist_ok=True)
     if is_bench_results(path):
         raise ValueError(f"{path} holds benchmark results (JSONL), not a sweep: use "
-                         "`speclp plot` (speclp.cli_models.plot_bench)")
+                         "`speclp plot` (speclp.cli.models.plot_bench)")
     frame = load_results(path)
     figures = {
         "gbv_gap_heatmap": gap_heatmap(frame, target),

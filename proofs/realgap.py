@@ -6,13 +6,15 @@ are the top-M tokens of the TARGET row at that node ("per node" selection); both
 restricted to those M tokens and RENORMALISED, which makes a float instance of vocabulary
 M and depth L (a truncation of the real pair, not the pair itself; the kept target mass is
 recorded as `covered_target_root` / `covered_target_mean`). On it:
-    optimum  = optimum_record(full_lp(instance, paths=K))   (HiGHS, exact certificate on the
-               binary values of the float rows; `certified` says whether it was certified)
+    optimum  = speclp.lp.optimum(instance, paths=K)   (column generation, exact certificate
+               on the binary values of the float rows; `certified` says whether it was)
     verifier = exact_result(model, name, paths=K).block_efficiency for every registered
                lossless verifier (exact law, float64)
     gap      = optimum - verifier  (E[tau + 1] units)
-Results are appended to a JSONL file, one record per (prompt, context, M, L, K); a rerun
-skips records already present (resumable).
+Results are appended to a JSONL file, one record per (prompt, context, M, L, K); a record
+is keyed on every setting that changes it (realgap_key: the pair, the prompt and its tokens,
+the context, M, L, K, --every, the temperatures, the seed and the model dtype), and a rerun
+skips exactly the records whose key it asks for (resumable, never stale).
 """
 
 from __future__ import annotations
@@ -25,52 +27,44 @@ from typing import Any
 
 import numpy as np
 
-from ..lp.builders import full_lp
+from ..lp.engine import optimum
 from ..lp.instance import from_rows
-from ..lp.report import optimum_record
 from ..verifiers.exact import exact_result
 from ..verifiers.law import verifier_names
 from ..verifiers.real_rows import sample_contexts, tree_rows
+from .store import append_jsonl, load_jsonl, record_key  # noqa: F401 - load_jsonl re-exported
 
 
-def load_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Records of a JSONL file (missing file: []; a torn last line from an interrupt is skipped)."""
-    if not path.exists():
-        return []
-    out = []
-    for line in path.read_text().splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return out
+def realgap_key(prompt: dict[str, Any], context: int, width: int, depth: int, paths: int,
+                every: int, temperature: float, draft_temperature: float | None, seed: int,
+                label: str, dtype: str) -> str:
+    """Key of one realgap record: every setting that changes it (store.record_key)."""
+    return record_key({"kind": "realgap", "pair": label, "prompt": prompt["id"],
+                       "prompt_tokens": prompt_digest(prompt), "context": context, "width": width,
+                       "depth": depth, "paths": paths, "every": every, "temperature": temperature,
+                       "draft_temperature": draft_temperature, "seed": seed, "dtype": dtype})
 
 
-def append_jsonl(path: Path, record: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
-        handle.write(json.dumps(record) + "\n")
-        handle.flush()
+def prompt_digest(prompt: dict[str, Any]) -> str:
+    """Short sha256 of a prompt's token ids (an edited prompt file changes the key)."""
+    import hashlib
 
-
-def realgap_key(prompt: str, context: int, width: int, depth: int, paths: int) -> str:
-    return f"{prompt}|{context}|M{width}|L{depth}|K{paths}"
+    return hashlib.sha256(json.dumps(list(map(int, prompt["tokens"]))).encode()).hexdigest()[:16]
 
 
 def gap_record(instance: Any, paths: int, verifiers: list[str]) -> dict[str, Any]:
     """LP optimum (certified) and every verifier's exact E[tau + 1] on one instance."""
     start = time.perf_counter()
-    rec = optimum_record(full_lp(instance, paths=paths), rational=False)
+    record = optimum(instance, paths)
     values = {}
     for name in verifiers:
         values[name] = float(exact_result(instance.model(), name, paths=paths).block_efficiency)
-    optimum = float(rec["exact_value"]) if rec["certified"] else rec["value"]
     return {
-        "optimum": optimum,
-        "optimum_certified": bool(rec["certified"]),
-        "certificate": rec["certificate"],
+        "optimum": record.value,
+        "optimum_certified": bool(record.certified),
+        "certificate": record.certificate,
         "verifiers": values,
-        "gaps": {n: optimum - v for n, v in values.items()},
+        "gaps": {n: record.value - v for n, v in values.items()},
         "seconds": round(time.perf_counter() - start, 3),
     }
 
@@ -81,19 +75,28 @@ def run_realgap(target: Any, draft: Any, prompts: list[dict[str, Any]], widths: 
                 seed: int = 0, label: str = "", eos: set[int] | None = None,
                 progress: Callable[[Iterable[Any]], Iterable[Any]] = lambda it: it,
                 ) -> dict[str, Any]:
-    """Compute (or resume) the realgap records; returns {"file", "computed", "reused"}.
+    """Compute (or resume) the realgap records; returns {"file", "computed", "reused", "keys"}
+    (keys: this call's records, for summaries that count only what was asked).
 
     prompts: [{"id", "tokens"}] (token ids). Contexts: prompt + k*every target-sampled tokens.
     """
     import torch
 
-    done = {r["key"] for r in load_jsonl(out_file)}
+    done = {r.get("key") for r in load_jsonl(out_file)}
     verifiers = verifier_names(draft_sampling="iid")  # contexts are drafted i.i.d.
+    dtype = str(getattr(target, "dtype", ""))
     computed = reused = 0
+    wanted: list[str] = []
+
+    def key(prompt: dict[str, Any], c: int, m: int, d: int, k: int) -> str:
+        return realgap_key(prompt, c, m, d, k, every, temperature, draft_temperature, seed, label,
+                           dtype)
+
     for prompt in progress(prompts):
         keys = [(c, m, d, k) for c in range(contexts_per_prompt) for m in widths for d in depths
                 for k in paths]
-        if all(realgap_key(prompt["id"], c, m, d, k) in done for c, m, d, k in keys):
+        wanted.extend(key(prompt, *ck) for ck in keys)
+        if all(key(prompt, *ck) in done for ck in keys):
             reused += len(keys)
             continue
         gen = torch.Generator().manual_seed(seed + _stable_hash(prompt["id"]))
@@ -102,7 +105,7 @@ def run_realgap(target: Any, draft: Any, prompts: list[dict[str, Any]], widths: 
         for c, context in enumerate(contexts):
             for m in widths:
                 for d in depths:
-                    todo = [k for k in paths if realgap_key(prompt["id"], c, m, d, k) not in done]
+                    todo = [k for k in paths if key(prompt, c, m, d, k) not in done]
                     reused += len(paths) - len(todo)
                     if not todo:
                         continue
@@ -111,7 +114,7 @@ def run_realgap(target: Any, draft: Any, prompts: list[dict[str, Any]], widths: 
                     inst = from_rows(rows.target, rows.draft, d, name=f"{prompt['id']}-c{c}")
                     for k in todo:
                         record = {
-                            "key": realgap_key(prompt["id"], c, m, d, k), "pair": label,
+                            "key": key(prompt, c, m, d, k), "pair": label,
                             "prompt": prompt["id"], "context": c, "context_tokens": len(context),
                             "width": m, "depth": d, "paths": k, "selection": "target top-M per node",
                             "renormalised": True,
@@ -119,13 +122,14 @@ def run_realgap(target: Any, draft: Any, prompts: list[dict[str, Any]], widths: 
                             "covered_target_mean": float(np.mean(rows.covered_target)),
                             "covered_draft_mean": float(np.mean(rows.covered_draft)),
                             "temperature": temperature, "draft_temperature": draft_temperature,
+                            "every": every, "seed": seed, "dtype": dtype,
                             "rows_seconds": rows.seconds,
                             **gap_record(inst, k, verifiers),
                         }
                         append_jsonl(out_file, record)
                         done.add(record["key"])
                         computed += 1
-    return {"file": str(out_file), "computed": computed, "reused": reused}
+    return {"file": str(out_file), "computed": computed, "reused": reused, "keys": wanted}
 
 
 def summarize_realgap(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -7,11 +7,15 @@ with `trials` instances per cell (seeds seed .. seed + trials - 1; the same seed
 every K, so results are paired across K). One *task* = one (instance, K); it runs
 speclp.proofs.gap.gap and yields ONE ROW PER (instance, verifier) (ROW_COLUMNS).
 
-Storage (DIR = --out):
-    DIR/sweep.json               the grid and the runs that worked on it
+Storage (DIR = --out; a results folder of speclp.proofs.store):
+    DIR/spec.json                the sweep's spec (the grid and every option that changes
+                                 a row, folder_spec) and the runs that worked on it; a run
+                                 with another spec is refused (store.SpecMismatch)
+    DIR/.lock                    held by the one run writing DIR (store.FolderBusy for a
+                                 second one: two concurrent sweeps never duplicate rows)
     DIR/parts/part-*.parquet     finished tasks (or .csv), written atomically (temporary
                                  file + os.replace) by the parent process only
-    DIR/results.parquet          all rows, written when every task is done
+    DIR/results.parquet          the spec's rows, written when every task is done
 A task is *finished* when its rows are in a part file; the done set is the set of
 instance_ids found in DIR/parts. A rerun of the same command skips every finished task,
 so interrupted work is never recomputed and nothing already written is lost or
@@ -21,7 +25,8 @@ KeyboardInterrupt / SIGTERM / an error; a SIGKILL loses at most the unflushed ta
 it and computed_at (UTC), which is how the tests prove nothing was recomputed.
 
 Execution: in-process (workers = 1), a concurrent.futures process pool (spawn; one
-torch thread per worker) or a Dask distributed cluster (Client(address), or a
+torch thread per worker; workers die with the parent, store.die_with_parent) or a Dask
+distributed cluster (Client(address), or a
 LocalCluster for "local"). The size guard refuses cells whose full LP is estimated over
 `max_variables` variables or whose exact verifier enumeration is over `max_tuples`
 ordered draft tuples (SweepTooLarge; skip them with skip_large=True).
@@ -45,19 +50,22 @@ from typing import Any
 
 import pandas as pd
 
-from ..lp.builders import DRAFT_SAMPLING, count_configurations
+from ..lp.colgen import MAX_MASTER_COLUMNS, master_size
+from ..lp.engine import METHODS
+from ..lp.full import MAX_VARIABLES, full_lp_size
 from ..lp.instance import Instance, dirichlet_instance, temperature_instance
-from ..verifiers.tree import num_nodes
+from ..verifiers.drafts import DRAFT_SAMPLING
+from ..verifiers.tree import MAX_TUPLES, ordered_tuple_count
+from .store import SpecMismatch, die_with_parent, open_folder, read_spec, spec_differences
 
 FAMILIES = ("dirichlet", "temperature")
 FORMATS = ("parquet", "csv")
-MAX_VARIABLES = 400_000  # full LP variables per cell (V=3, L=3, K=4 is about 1.07M: minutes)
-MAX_TUPLES = 1_000_000  # ordered draft tuples V^(L K) enumerated per verifier law
+MAX_TASKS = 1_000_000  # tasks one sweep may plan (cells x shapes x trials)
 ROW_COLUMNS = (
     "family", "vocab", "depth", "paths", "draft_sampling", "alpha", "temperature", "seed",
     "instance_id", "verifier", "multipath", "block_efficiency", "optimum", "optimum_certified",
-    "optimum_exact", "class_optimum", "class_optimum_certified", "gap", "ratio", "tv",
-    "claim_ok", "failures", "optimum_seconds", "class_seconds", "verifier_seconds", "seconds",
+    "optimum_exact", "optimum_method", "gap", "ratio", "tv",
+    "claim_ok", "failures", "optimum_seconds", "verifier_seconds", "seconds",
     "run_id", "computed_at", "worker",
 )
 
@@ -100,11 +108,9 @@ class Task:
 
 @dataclasses.dataclass
 class SweepSpec:
-    """The grid and the options of every task.
-
-    class_max_paths: the class optimum is computed only where V^L <= class_max_paths
-    (it is NaN elsewhere); class_method is passed to class_lp_optimum.
-    """
+    """The grid and the options of every task (method: the optimum engine, see
+    speclp.lp.engine.optimum; the selection-class optimum equals the optimum by the theorem
+    of speclp.lp.colgen and is not a column of the rows)."""
 
     vocab: list[int]
     depth: list[int]
@@ -116,8 +122,7 @@ class SweepSpec:
     draft_sampling: str = "iid"
     backend: str = "highs"
     certify: bool = True
-    class_max_paths: int = 27
-    class_method: str = "cuts"
+    method: str = "auto"
     verifiers: list[str] | None = None
     max_variables: int = MAX_VARIABLES
     max_tuples: int = MAX_TUPLES
@@ -139,11 +144,19 @@ class SweepSpec:
             raise ValueError(f"temperature: values must be > 0, got {self.temperature}")
         if self.trials < 1:
             raise ValueError(f"trials: must be >= 1, got {self.trials}")
+        count = len(self.cells()) * len(self.shapes()) * self.trials
+        if count > MAX_TASKS:
+            raise ValueError(f"trials: the grid has {count:,} tasks (cells x alpha/temperature "
+                             f"values x trials; limit {MAX_TASKS:,}); use fewer values or trials")
         if self.draft_sampling not in DRAFT_SAMPLING:
             raise ValueError(f"draft_sampling: must be one of {', '.join(DRAFT_SAMPLING)}, "
                              f"got {self.draft_sampling!r}")
         if self.backend not in ("highs", "cvxpy"):
             raise ValueError(f"backend: must be highs or cvxpy, got {self.backend!r}")
+        if self.method not in METHODS:
+            raise ValueError(f"method: must be one of {', '.join(METHODS)}, got {self.method!r}")
+        if self.backend != "highs" and self.method != "full":
+            raise ValueError("backend: cvxpy solves the enumerated LP only (method full)")
 
     def cells(self) -> list[tuple[int, int, int]]:
         return [(v, d, k) for v in self.vocab for d in self.depth for k in self.paths]
@@ -155,14 +168,11 @@ class SweepSpec:
 
 def estimate_cell(vocab: int, depth: int, paths: int, draft_sampling: str = "iid"
                   ) -> dict[str, int]:
-    """Upper bounds for one cell: full LP variables (every path drafted with q > 0) and the
-    ordered draft tuples the exact verifier laws enumerate."""
-    n_paths = vocab**depth
-    configs = (count_configurations(n_paths, paths, draft_sampling)
-               if draft_sampling == "iid" or paths <= n_paths else 0)
-    nodes = num_nodes(vocab, depth)
-    variables = configs * min(1 + paths * depth, nodes) * vocab + nodes - 1
-    return {"configurations": configs, "variables": variables, "tuples": n_paths**paths}
+    """Upper bounds for one cell (lp.full.full_lp_size: every path drafted with q > 0;
+    verifiers.tree.ordered_tuple_count: the ordered draft tuples the exact laws enumerate)."""
+    size = full_lp_size(vocab, depth, paths, draft_sampling)
+    return {"configurations": size["configurations"], "variables": size["variables"],
+            "tuples": ordered_tuple_count(vocab, depth, paths)}
 
 
 def plan(spec: SweepSpec, skip_large: bool = False) -> tuple[list[Task], list[dict[str, Any]]]:
@@ -178,7 +188,10 @@ def plan(spec: SweepSpec, skip_large: bool = False) -> tuple[list[Task], list[di
         reason = None
         if spec.draft_sampling == "without-replacement" and paths > vocab**depth:
             reason = f"cannot draft {paths} distinct paths out of {vocab**depth}"
-        elif size["variables"] > spec.max_variables:
+        elif spec.method != "full" and master_size(vocab, depth, paths, spec.draft_sampling)[
+                "columns"] > MAX_MASTER_COLUMNS:
+            reason = (f"column-generation master over {MAX_MASTER_COLUMNS:,} columns")
+        elif spec.method == "full" and size["variables"] > spec.max_variables:
             reason = (f"full LP about {size['variables']:,} variables "
                       f"({size['configurations']:,} draft configurations; limit "
                       f"{spec.max_variables:,})")
@@ -216,13 +229,11 @@ def run_task(task: Task, spec: SweepSpec, run_id: str) -> dict[str, Any]:
         instance = task.instance()
         result = gap(instance, task.paths, draft_sampling=task.draft_sampling,
                      backend=spec.backend, verifiers=spec.verifiers, certify=spec.certify,
-                     class_optimum=task.vocab**task.depth <= spec.class_max_paths,
-                     class_method=spec.class_method)
+                     method=spec.method)
     except Exception as err:  # recorded, not fatal: the task stays unfinished
         return {"instance_id": task.instance_id, "error": f"{type(err).__name__}: {err}"}
     seconds = time.perf_counter() - start
     optimum = result["optimum"]
-    klass = result["class_optimum"]
     computed_at = datetime.now(UTC).isoformat(timespec="milliseconds")
     worker = f"{socket.gethostname()}:{os.getpid()}"
     failures = result["failures"]
@@ -242,18 +253,16 @@ def run_task(task: Task, spec: SweepSpec, run_id: str) -> dict[str, Any]:
             "optimum": optimum["value"], "optimum_certified": bool(optimum["certified"]),
             "optimum_exact": (str(optimum["exact_value"]) if optimum["exact_value"] is not None
                               else None),
-            "class_optimum": (float(klass["value"]) if klass.get("value") is not None
-                              else math.nan),
-            "class_optimum_certified": bool(klass.get("certified", False)),
+            "optimum_method": optimum["method"],
             "gap": res["gap"], "ratio": res["ratio"], "tv": res["tv"],
             "claim_ok": not mine, "failures": "; ".join(mine),
-            "optimum_seconds": optimum["total_seconds"],
-            "class_seconds": float(klass.get("seconds") or 0.0),
+            "optimum_seconds": optimum["seconds"],
             "verifier_seconds": res["seconds"], "seconds": round(seconds, 6),
             "run_id": run_id, "computed_at": computed_at, "worker": worker,
         })
     return {"instance_id": task.instance_id, "rows": rows,
-            "other_failures": [f for f in failures if f.startswith("class optimum")]}
+            "other_failures": [f for f in failures
+                               if not any(f.startswith(f"{name}:") for name in result["verifiers"])]}
 
 
 # ---------------------------------------------------------------------------
@@ -318,25 +327,46 @@ def _read_table(path: Path, columns: list[str] | None = None) -> pd.DataFrame:
 def load_results(path: str | Path) -> pd.DataFrame:
     """Rows of a sweep: a sweep directory (its parts), or one .parquet / .csv file.
 
-    Raises FileNotFoundError / ValueError with a readable message.
+    A directory gives one row per (instance_id, verifier); when it records its spec
+    (spec.json) only the rows of that spec's tasks are returned, so a count never mixes in
+    rows the spec did not ask for. Raises FileNotFoundError / ValueError with a readable
+    message.
     """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file or directory")
-    if path.is_dir():
-        frame = ResultStore(path).load()
-        if frame.empty and (path / "results.parquet").exists():
-            frame = pd.read_parquet(path / "results.parquet")
-        if frame.empty:
-            raise ValueError(f"{path}: no sweep results (no parts/ files)")
-    elif path.suffix in (".parquet", ".csv"):
-        frame = _read_table(path)
-    else:
-        raise ValueError(f"{path}: expected a sweep directory or a .parquet / .csv file")
+    try:
+        if path.is_dir():
+            frame = ResultStore(path).load()
+            if frame.empty and (path / "results.parquet").exists():
+                frame = pd.read_parquet(path / "results.parquet")
+            if frame.empty:
+                raise ValueError(f"{path}: no sweep results (no parts/ files)")
+            tasks = folder_tasks(path)
+            frame = (_only_tasks(frame, tasks) if tasks is not None
+                     else frame.drop_duplicates(["instance_id", "verifier"]).reset_index(drop=True))
+        elif path.is_file() and path.suffix in (".parquet", ".csv"):
+            frame = _read_table(path)
+        else:
+            raise ValueError(f"{path}: expected a sweep directory or a .parquet / .csv file")
+    except (ValueError, FileNotFoundError):
+        raise
+    except Exception as err:  # a damaged or foreign table file (pyarrow / pandas errors)
+        raise ValueError(f"{path}: cannot read sweep results ({type(err).__name__})") from None
     missing = {"instance_id", "verifier", "block_efficiency", "optimum"} - set(frame.columns)
     if missing:
         raise ValueError(f"{path}: not sweep results (missing columns {sorted(missing)})")
     return frame
+
+
+def folder_tasks(path: str | Path) -> list[Task] | None:
+    """The tasks of the spec a sweep folder records (spec.json), or None without one."""
+    stored = read_spec(path)
+    if stored is None or stored.get("kind") != "sweep":
+        return None
+    fields = {f.name for f in dataclasses.fields(SweepSpec)}
+    spec = SweepSpec(**{k: v for k, v in stored["spec"].items() if k in fields})
+    return plan(spec, skip_large=bool(stored["spec"].get("skip_large", False)))[0]
 
 
 # ---------------------------------------------------------------------------
@@ -353,7 +383,8 @@ def _process_pool(tasks: list[Task], spec: SweepSpec, run_id: str, workers: int
     import multiprocessing
 
     executor = ProcessPoolExecutor(max_workers=workers,
-                                   mp_context=multiprocessing.get_context("spawn"))
+                                   mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=die_with_parent, initargs=(os.getpid(),))
     finished = False
     try:
         futures: list[Future] = [executor.submit(run_task, t, spec, run_id) for t in tasks]
@@ -401,23 +432,64 @@ def run_sweep(spec: SweepSpec, out: str | Path, fmt: str = "parquet", workers: i
               progress: Callable[[Iterable[dict[str, Any]], int], Iterable[dict[str, Any]]]
               | None = None,
               batch: int = 8, flush_seconds: float = 10.0,
-              on_result: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+              on_result: Callable[[dict[str, Any]], None] | None = None,
+              new_folder: bool = False) -> dict[str, Any]:
     """Run (or resume) a sweep into `out`; returns a summary.
 
     cluster: None (process pool when workers > 1), a dask Client, "local" (a LocalCluster
     of `workers` processes) or a scheduler address. on_result is called in the parent after
-    each finished task is buffered (tests use it to interrupt a sweep). Summary keys:
-    out, format, tasks, done_before, computed, errors, skipped_cells, rows, violations,
-    run_id, seconds, parts_written, complete, results_file.
+    each finished task is buffered (tests use it to interrupt a sweep). `out` must hold
+    this spec or none (store.SpecMismatch otherwise, unless new_folder: then the first free
+    sibling out-2, out-3, ... is used) and no other run may be writing it
+    (store.FolderBusy). Summary keys: out, format, tasks, done_before, computed, errors,
+    skipped_cells, rows, violations, run_id, seconds, parts_written, complete, results_file
+    (rows and results count this spec's tasks only).
     """
     if workers < 1:
         raise ValueError(f"workers: must be >= 1, got {workers}")
     tasks, skipped = plan(spec, skip_large=skip_large)
+    _refuse_legacy_mismatch(Path(out), spec, new_folder)
+    with open_folder(out, "sweep", folder_spec(spec, fmt, skip_large), new_folder) as folder:
+        return _run_in_folder(spec, folder.path, tasks, skipped, fmt, workers, cluster, progress,
+                              batch, flush_seconds, on_result)
+
+
+def folder_spec(spec: SweepSpec, fmt: str, skip_large: bool) -> dict[str, Any]:
+    """What a sweep folder's spec.json records: every field of the spec (certify as
+    no_certify, the command's flag), the format and skip_large (which decides the cells
+    planned)."""
+    fields = dataclasses.asdict(spec)
+    fields["no_certify"] = not fields.pop("certify")
+    return {**fields, "format": fmt, "skip_large": skip_large}
+
+
+def _refuse_legacy_mismatch(out: Path, spec: SweepSpec, new_folder: bool) -> None:
+    """A folder written before spec.json existed records its grid in sweep.json: refuse
+    another grid there too (SpecMismatch)."""
+    legacy = out / "sweep.json"
+    if new_folder or (out / "spec.json").exists() or not legacy.is_file():
+        return
+    try:
+        stored = json.loads(legacy.read_text()).get("spec", {})
+    except (OSError, ValueError, AttributeError):
+        return
+    mine = dataclasses.asdict(spec)
+    differences = spec_differences({k: v for k, v in stored.items() if k in mine},
+                                   {k: v for k, v in mine.items() if k in stored})
+    if differences:
+        raise SpecMismatch(f"{out} holds results of another spec ({'; '.join(differences)}; "
+                           "from its sweep.json); rerun with the same settings to resume, "
+                           "choose another folder, or pass --new-out to start a new folder "
+                           "next to it", differences)
+
+
+def _run_in_folder(spec: SweepSpec, out: Path, tasks: list[Task], skipped: list[dict[str, Any]],
+                   fmt: str, workers: int, cluster: Any, progress: Any, batch: int,
+                   flush_seconds: float, on_result: Any) -> dict[str, Any]:
     store = ResultStore(out, fmt)
     done_before = store.done()
     todo = [t for t in tasks if t.instance_id not in done_before]
     run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
-    _write_manifest(store, spec, run_id, len(tasks), skipped, fmt)
     start = time.perf_counter()
     buffer: list[dict[str, Any]] = []
     buffered_tasks = 0
@@ -474,7 +546,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, fmt: str = "parquet", workers: i
         if handler_installed:
             signal.signal(signal.SIGTERM, previous)
 
-    frame = store.load()
+    frame = _only_tasks(store.load(), tasks)
     complete = {t.instance_id for t in tasks} <= set(frame["instance_id"])
     results_file = None
     if complete and not frame.empty:
@@ -497,23 +569,11 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
     raise SweepInterrupted(f"signal {signum}")
 
 
-def _write_manifest(store: ResultStore, spec: SweepSpec, run_id: str, tasks: int,
-                    skipped: list[dict[str, Any]], fmt: str) -> None:
-    store.out.mkdir(parents=True, exist_ok=True)
-    path = store.out / "sweep.json"
-    runs: list[dict[str, Any]] = []
-    if path.exists():
-        try:
-            runs = list(json.loads(path.read_text()).get("runs", []))
-        except (json.JSONDecodeError, AttributeError):
-            runs = []
-    runs.append({"run_id": run_id, "started": datetime.now(UTC).isoformat(timespec="seconds"),
-                 "spec": dataclasses.asdict(spec)})
-    manifest = {"format": fmt, "tasks": tasks, "skipped_cells": skipped,
-                "spec": dataclasses.asdict(spec), "runs": runs}
-    tmp = store.out / ".sweep.json.tmp"
-    tmp.write_text(json.dumps(manifest, indent=1))
-    os.replace(tmp, path)
+def _only_tasks(frame: pd.DataFrame, tasks: list[Task]) -> pd.DataFrame:
+    """Rows of the given tasks only, one per (instance_id, verifier) (the first written)."""
+    ids = {t.instance_id for t in tasks}
+    frame = frame[frame["instance_id"].isin(ids)]
+    return frame.drop_duplicates(["instance_id", "verifier"]).reset_index(drop=True)
 
 
 def summarize(frame: pd.DataFrame, tolerance: float = 1e-12) -> dict[str, Any]:

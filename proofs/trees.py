@@ -7,7 +7,8 @@ Conventions (used everywhere in this module, the `trees` command and the noteboo
   walk down while the sampled token is a child in the tree; the first sampled token that
   is not a child (or the bonus token below a leaf) is the correction token. Then
       E[accepted] = sum_{n in T} p(n)        (p(n) = target path probability),
-  and this is the best any valid verifier can do (lp.tree_lp certifies it).
+  and this is the best any valid verifier can do (speclp.lp.optimum(instance, tree_nodes=T)
+  certifies it: the LP of that one tree, lp.full.tree_lp).
 - *Tokens per round* = E[accepted] + 1 (the correction / bonus token): tokens produced
   per verification pass (tree pass) of the target. Rules that need the target row at the
   current context report ``extra_target_rows = 1``: one more target pass per round unless
@@ -387,7 +388,9 @@ def run_trees(target: Any, draft: Any, prompts: list[dict[str, Any]], budgets: l
               draft_temperature: float | None = None, seed: int = 0, label: str = "",
               eos: set[int] | None = None, time_rounds: bool = True,
               progress: Any = lambda it: it) -> dict[str, Any]:
-    """Compute (or resume) the `trees` records: one JSONL record per (prompt, context).
+    """Compute (or resume) the `trees` records: one JSONL record per (prompt, context), keyed
+    on every setting that changes it; returns {"file", "computed", "reused", "keys"} (keys:
+    this call's records, for summaries that count only what was asked).
 
     prompts: [{"id", "tokens"}]. Rows: verifiers.real_rows.tree_rows(select="mix"): the
     top-M tokens of (p + q)/2 at every node to depth L. Walltime (time_rounds): measured
@@ -401,14 +404,27 @@ def run_trees(target: Any, draft: Any, prompts: list[dict[str, Any]], budgets: l
     import torch
 
     from ..verifiers.real_rows import sample_contexts, time_tree_round, tree_rows
-    from .realgap import _stable_hash, append_jsonl, load_jsonl
+    from .realgap import _stable_hash, prompt_digest
+    from .store import append_jsonl, load_jsonl, record_key
 
     out_file = Path(out_file)
-    config_tag = f"M{width}|L{depth}|N{','.join(map(str, budgets))}|R{','.join(rules)}"
-    done = {r["key"] for r in load_jsonl(out_file)}
+    done = {r.get("key") for r in load_jsonl(out_file)}
+    dtype = str(getattr(target, "dtype", ""))
     computed = reused = 0
+    wanted: list[str] = []
+
+    def key_of(prompt: dict[str, Any], c: int) -> str:
+        """Every setting that changes a record (store.record_key)."""
+        return record_key({"kind": "trees", "pair": label, "prompt": prompt["id"],
+                           "prompt_tokens": prompt_digest(prompt), "context": c, "width": width,
+                           "depth": depth, "budgets": list(budgets), "rules": list(rules),
+                           "every": every, "temperature": temperature,
+                           "draft_temperature": draft_temperature, "seed": seed,
+                           "timing": bool(time_rounds), "dtype": dtype})
+
     for prompt in progress(prompts):
-        keys = [f"{prompt['id']}|{c}|{config_tag}" for c in range(contexts_per_prompt)]
+        keys = [key_of(prompt, c) for c in range(contexts_per_prompt)]
+        wanted.extend(keys)
         if all(k in done for k in keys):
             reused += len(keys)
             continue
@@ -416,7 +432,7 @@ def run_trees(target: Any, draft: Any, prompts: list[dict[str, Any]], budgets: l
         contexts = sample_contexts(target, prompt["tokens"], contexts_per_prompt, every,
                                    temperature, eos, gen)
         for c, context in enumerate(contexts):
-            key = f"{prompt['id']}|{c}|{config_tag}"
+            key = key_of(prompt, c)
             if key in done:
                 reused += 1
                 continue
@@ -442,12 +458,13 @@ def run_trees(target: Any, draft: Any, prompts: list[dict[str, Any]], budgets: l
                       "covered_target_mean": float(np.mean(rows.covered_target)),
                       "covered_target_root": float(rows.covered_target[0]),
                       "temperature": temperature, "draft_temperature": draft_temperature,
+                      "every": every, "seed": seed, "dtype": dtype,
                       "values": values, "times": times, "walltime": walltime,
                       "rows_seconds": rows.seconds}
             append_jsonl(out_file, record)
             done.add(key)
             computed += 1
-    return {"file": str(out_file), "computed": computed, "reused": reused}
+    return {"file": str(out_file), "computed": computed, "reused": reused, "keys": wanted}
 
 
 # ---------------------------------------------------------------------------
@@ -488,18 +505,25 @@ def run_engine_reuse(pair: Any, prompts: list[dict[str, Any]], budgets: list[int
     import torch
 
     from ..verifiers.engine import EngineConfig, SpeculativeEngine
-    from .realgap import append_jsonl, load_jsonl
+    from .realgap import prompt_digest
+    from .store import append_jsonl, load_jsonl, record_key
 
     out_file = Path(out_file)
-    done = {r["key"] for r in load_jsonl(out_file)}
+    done = {r.get("key") for r in load_jsonl(out_file)}
+    dtype = str(getattr(pair.target.model, "dtype", ""))
     computed = 0
+    wanted: list[str] = []
     for n in budgets:
         if n not in ENGINE_SHAPES:
             raise ValueError(f"engine budget {n}: known shapes {sorted(ENGINE_SHAPES)}")
         paths, depth = ENGINE_SHAPES[n]
         for name in verifiers:
             for prompt in prompts:
-                key = f"{prompt['id']}|{name}|N{n}|T{temperature}|{max_new_tokens}"
+                key = record_key({"kind": "trees-engine", "pair": label, "prompt": prompt["id"],
+                                  "prompt_tokens": prompt_digest(prompt), "verifier": name,
+                                  "budget": n, "temperature": temperature,
+                                  "max_new_tokens": max_new_tokens, "seed": seed, "dtype": dtype})
+                wanted.append(key)
                 if key in done:
                     continue
                 config = EngineConfig(paths=paths, depth=depth, temperature=temperature,
@@ -518,7 +542,7 @@ def run_engine_reuse(pair: Any, prompts: list[dict[str, Any]], budgets: list[int
                 append_jsonl(out_file, record)
                 done.add(key)
                 computed += 1
-    return {"file": str(out_file), "computed": computed}
+    return {"file": str(out_file), "computed": computed, "keys": wanted}
 
 
 def summarize_engine_reuse(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -130,3 +130,19 @@ def test_toy_instance_file_roundtrip(tmp_path):
     path = bv_toy(3).save(tmp_path / "toy.json")
     out = json.loads(invoke("solve", str(path), "--json").stdout)
     assert out["lp_full"]["exact"] == "8/3" and out["instance"]["rational"]
+
+
+def test_command_map_matches_the_registered_commands():
+    """cli.COMMANDS names every command exactly once, with the module that defines it."""
+    import importlib
+
+    from speclp import cli
+
+    registered = {}
+    for command in cli.app.registered_commands:
+        registered[command.name or command.callback.__name__] = command.callback.__module__
+    for command in cli.check_app.registered_commands:
+        registered[f"check {command.name}"] = command.callback.__module__
+    assert registered == {name: f"speclp.cli.{module}" for name, module in cli.COMMANDS.items()}
+    for module in set(cli.COMMANDS.values()):
+        importlib.import_module(f"speclp.cli.{module}")

@@ -29,10 +29,11 @@ def test_single_step_anchor_k2():
     assert result["failures"] == []
     assert result["optimum"]["certified"] is True
     assert result["optimum"]["exact"] == "93/50"  # 1 + 0.86
-    assert result["class_optimum"]["value"] == pytest.approx(1.86, abs=1e-9)
+    assert result["class_optimum"]["exact"] == "93/50"  # the same solve (theorem class = full)
     assert result["verifiers"]["specinfer"]["block_efficiency"] == pytest.approx(1.76, abs=1e-12)
     assert result["verifiers"]["spectr"]["block_efficiency"] == pytest.approx(1.7914, abs=5e-5)
-    assert result["verifiers"]["nss"]["block_efficiency"] == pytest.approx(1.0, abs=1e-12)
+    # NSS: 1 + sum_t p(t) (1 - (1 - q(t))^2) = 1 + .18 + .153 + .15
+    assert result["verifiers"]["nss"]["block_efficiency"] == pytest.approx(1.483, abs=1e-12)
     rrs = result["verifiers"]["specinfer"]
     assert rrs["gap"] == pytest.approx(0.10, abs=1e-12)
     assert rrs["ratio"] == pytest.approx(1.76 / 1.86, abs=1e-12)
@@ -58,24 +59,26 @@ def test_every_verifier_below_optimum_and_lossless():
     optimum = result["optimum"]["value"]
     assert set(result["verifiers"]) | set(result["missing"]) == set(DEFAULT_VERIFIERS)
     for name, v in result["verifiers"].items():
+        assert v["gap"] == pytest.approx(optimum - v["block_efficiency"], abs=1e-15)
+        if not v["lossless_claimed"]:  # published but lossy (spectr_gbv): reported, not held
+            assert v["tv"] > 1e-3, name
+            continue
         assert v["block_efficiency"] <= optimum + 1e-9, name
         assert v["tv"] <= 1e-12, name
         assert v["gap"] == pytest.approx(optimum - v["block_efficiency"], abs=1e-15)
-    assert result["class_optimum"]["value"] <= optimum + 1e-9
-    assert result["verifiers"]["gbv"]["block_efficiency"] <= result["class_optimum"]["value"] + 1e-9
+    assert result["class_optimum"]["value"] == optimum
+    assert "theorem" in result["class_optimum"]["source"]
 
 
 def test_missing_verifiers_are_listed():
-    result = gap(bv_toy(2), 1, verifiers=["bv", "no_such_verifier"], class_optimum=False)
+    result = gap(bv_toy(2), 1, verifiers=["bv", "no_such_verifier"])
     assert list(result["verifiers"]) == ["bv"]
     assert result["missing"] == ["no_such_verifier"]
-    assert result["class_optimum"]["available"] is False
 
 
 def test_lossy_verifier_is_reported():
     """The deliberately broken BV (stops at the first failure) is caught, not dropped."""
-    result = gap(dirichlet_instance(2, 3, seed=1), 1, verifiers=["bv_first_failure"],
-                 class_optimum=False)
+    result = gap(dirichlet_instance(2, 3, seed=1), 1, verifiers=["bv_first_failure"])
     assert any(f.startswith("bv_first_failure: lossy") for f in result["failures"])
 
 
@@ -95,15 +98,17 @@ def inflate(monkeypatch, name, amount):
 def test_verifier_above_optimum_is_reported(monkeypatch):
     """GBV attains the optimum 1.86 on the anchor; 1e-6 more is over the 1e-9 tolerance."""
     inflate(monkeypatch, "gbv", 1e-6)
-    result = gap(anchor_instance(), 2, class_optimum=False)
+    result = gap(anchor_instance(), 2)
     assert len(result["failures"]) == 1
-    assert result["failures"][0].startswith("gbv: block efficiency")
-    assert "certified optimum" in result["failures"][0]
+    assert result["failures"][0].startswith("gbv: exact block efficiency")
+    assert "exceeds the certified exact optimum 93/50" in result["failures"][0]
 
 
 def test_within_tolerance_is_not_reported(monkeypatch):
+    """Float laws only (no exact enumeration): 1e-10 is within the 1e-9 tolerance."""
+    monkeypatch.setattr(gap_module, "EXACT_CONFIGURATIONS", 0)
     inflate(monkeypatch, "gbv", 1e-10)
-    assert gap(anchor_instance(), 2, class_optimum=False)["failures"] == []
+    assert gap(anchor_instance(), 2)["failures"] == []
 
 
 def test_bad_arguments():
@@ -111,6 +116,19 @@ def test_bad_arguments():
         gap(bv_toy(2), 2, draft_sampling="sometimes")
     with pytest.raises(ValueError, match="paths"):
         gap(bv_toy(2), 0)
+    with pytest.raises(ValueError, match="method"):
+        gap(bv_toy(2), 2, method="simplex")
+
+
+@pytest.mark.parametrize("draft_sampling", ["iid", "without-replacement"])
+def test_engine_and_enumerated_lp_give_the_same_gaps(draft_sampling):
+    inst = dirichlet_instance(2, 2, alpha=0.7, seed=5, denominator=12)
+    engine = gap(inst, 2, draft_sampling=draft_sampling)
+    full = gap(inst, 2, draft_sampling=draft_sampling, method="full")
+    assert engine["method"] == "colgen" and full["method"] == "full"
+    assert engine["optimum"]["exact"] == full["optimum"]["exact"] is not None
+    for name, v in engine["verifiers"].items():
+        assert v["gap"] == full["verifiers"][name]["gap"]
 
 
 # ---------------------------------------------------------------------------
@@ -131,7 +149,8 @@ def test_cli_table_labels_certification(tmp_path):
     path = anchor_instance().save(tmp_path / "anchor.json")
     result = runner.invoke(app, ["gap", str(path), "--paths", "2"])
     assert result.exit_code == 0, result.output
-    assert "full LP optimum" in result.stdout and "certified" in result.stdout
+    assert "K-path optimum (closed-form)" in result.stdout and "certified" in result.stdout
+    assert "same solve" in result.stdout
     assert "specinfer" in result.stdout
 
 
@@ -148,7 +167,7 @@ def test_cli_without_replacement_flags_iid_only_verifiers(tmp_path):
     assert out["draft_sampling"] == "without-replacement"
     assert out["verifiers"]["gbv"]["lossless_claimed"] is False
     assert out["verifiers"]["gbv"]["tv"] > 1e-3
-    for name in ("bv", "naive_tree", "nss"):
+    for name in ("bv", "rrsw", "nss"):
         assert out["verifiers"][name]["lossless_claimed"] is True
         assert out["verifiers"][name]["tv"] <= 1e-12
         assert out["verifiers"][name]["block_efficiency"] <= out["optimum"]["value"] + 1e-9
@@ -189,7 +208,8 @@ def test_cli_bad_input_exit_2(tmp_path, content, field):
 def test_cli_bad_options_exit_2(tmp_path):
     path = anchor_instance().save(tmp_path / "anchor.json")
     for args in (["--paths", "0"], ["--backend", "glpk"], ["--draft-sampling", "x"],
-                 ["--paths", "4", "--draft-sampling", "without-replacement"]):
+                 ["--paths", "4", "--draft-sampling", "without-replacement"],
+                 ["--method", "simplex"], ["--backend", "cvxpy"]):
         result = runner.invoke(app, ["gap", str(path), *args])
         assert result.exit_code == 2, (args, result.output)
         assert result.output.startswith("error: --"), result.output
@@ -202,5 +222,5 @@ def test_cli_claim_failure_exit_1(tmp_path, monkeypatch):
                                  str(tmp_path / "ce")])
     assert result.exit_code == 1
     out = json.loads(result.stdout)
-    assert any(f.startswith("gbv: block efficiency") for f in out["failures"])
+    assert any(f.startswith("gbv: exact block efficiency") for f in out["failures"])
     assert (tmp_path / "ce" / "gap-K2-anchor.json").exists()

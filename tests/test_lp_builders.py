@@ -1,4 +1,4 @@
-"""Full LP (K paths) and node LP builders: structure, anchors, and equalities with BV.
+"""Full LP (K paths, lp/full.py) and node LP (lp/node.py): structure, anchors, equalities with BV.
 
 Expected values come from THEORY.md anchors or are computed independently in the test
 (brute force over subsets / orderings, the BV exact law); none is copied from the LP code.
@@ -12,16 +12,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from speclp.lp.builders import (
-    estimate_full_lp,
-    full_lp,
-    multiset_configurations,
-    node_lp,
-    node_optimum,
-)
 from speclp.lp.certify import certify, solve_exact
+from speclp.lp.full import estimate_full_lp, full_lp
 from speclp.lp.instance import bv_toy, dirichlet_instance, from_rows
+from speclp.lp.node import node_lp, node_optimum
 from speclp.lp.solve import solve
+from speclp.verifiers.drafts import multiset_configurations
 from speclp.verifiers.exact import exact_result
 from speclp.verifiers.tree import TreeModel, num_nodes
 

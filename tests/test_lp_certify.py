@@ -5,9 +5,10 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from speclp.lp.builders import full_lp, node_lp
 from speclp.lp.certify import certify, refine_basis, solve_exact, solve_sparse_exact
+from speclp.lp.full import full_lp
 from speclp.lp.instance import bv_toy, dirichlet_instance, from_rows
+from speclp.lp.node import node_lp
 from speclp.lp.solve import BASIC, highs_model, solve
 
 

@@ -89,7 +89,7 @@ def test_builtin_catalogue_lists_the_exact_wheels() -> None:
 
 
 def test_plot_bench_writes_png_and_pdf(tmp_path: Path) -> None:
-    from speclp.cli_models import plot_bench, summarize
+    from speclp.cli.models import plot_bench, summarize
 
     records = []
     for verifier, k, be in [("bv", 1, 2.0), ("gbv", 1, 2.0), ("gbv", 3, 2.6), ("bv", 3, 2.1)]:
@@ -161,8 +161,8 @@ def test_smollm2_engine_rows_and_output(smollm2) -> None:
 @pytest.mark.models
 def test_bench_cli_is_resumable(smollm2, tmp_path: Path, monkeypatch) -> None:
     before = torch.get_num_threads()
-    from speclp import cli_models
     from speclp.cli import app
+    from speclp.cli import models as cli_models
     from typer.testing import CliRunner
 
     # reuse the loaded model: load_pair("smollm2-135m") -> same model as its own draft

@@ -41,7 +41,8 @@ def test_run_realgap_records_and_resumes(tmp_path):
     assert first["computed"] == 2
     again = run_realgap(target, draft, prompts, [2], [2], [1, 2], out, contexts_per_prompt=1,
                         every=2, draft_temperature=1.5)
-    assert again == {"file": str(out), "computed": 0, "reused": 2}
+    assert again["computed"] == 0 and again["reused"] == 2 and again["file"] == str(out)
+    assert again["keys"] == first["keys"] and len(set(first["keys"])) == 2
     records = load_jsonl(out)
     assert {r["paths"] for r in records} == {1, 2}
     for r in records:

@@ -20,9 +20,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from speclp.lp.builders import full_lp
 from speclp.lp.instance import instance_from_json
-from speclp.lp.report import optimum_record
+from speclp.lp import optimum
 from speclp.proofs.symbolic.algebra import RationalFunction, Ring, to_fraction, to_fmpq
 from speclp.proofs.symbolic.cells import Branch, Cell
 from speclp.proofs.symbolic.claims import CLAIMS
@@ -205,11 +204,11 @@ def test_token_optimal_v2_l2_fails_with_a_counterexample_checked_by_the_engine()
     assert not run.holds
     ce = run.counterexample
     inst = instance_from_json(ce["instance"])
-    optimum = optimum_record(full_lp(inst, 1))
+    record = optimum(inst, 1, method="full")
     token = Fraction(exact_result(inst.model(exact=True), "token").block_efficiency)
-    assert optimum["certified"]
-    assert optimum["exact_value"] > token  # the token-level verifier is not optimal here
-    assert Fraction(ce["difference_at_point"]) == optimum["exact_value"] - token
+    assert record.certified
+    assert record.exact_value > token  # the token-level verifier is not optimal here
+    assert Fraction(ce["difference_at_point"]) == record.exact_value - token
 
 
 def test_gbv_k1_is_bv_v2_l1():

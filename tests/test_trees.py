@@ -6,9 +6,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import torch
+from speclp.lp import optimum
+from speclp.lp.full import check_tree_nodes
 from speclp.lp.instance import dirichlet_instance, from_rows
-from speclp.lp.report import optimum_record
-from speclp.lp.tree_lp import check_tree_nodes, tree_lp
 from speclp.proofs.trees import (
     RULES,
     draft_ranked_tree,
@@ -78,10 +78,10 @@ def test_tree_lp_optimum_is_one_plus_sum_of_target_path_probabilities(seed):
     model = inst.model(exact=True)
     for budget in (1, int(rng.integers(2, num_nodes(vocab, depth)))):
         for tree in (draft_ranked_tree(model, budget), random_prefix_closed(vocab, depth, budget, rng)):
-            rec = optimum_record(tree_lp(inst, tree), rational=True)
-            assert rec["certified"], rec["certificate"]
+            rec = optimum(inst, tree_nodes=tree)
+            assert rec.certified, rec.certificate
             expected = 1 + sum(path_probability(model, node_prefix(int(n), vocab)) for n in tree)
-            assert Fraction(rec["exact"]) == expected
+            assert rec.exact_value == expected and Fraction(rec.exact) == expected
             assert walk_accepted(model, prefixes(tree, vocab)) == expected - 1
 
 
@@ -277,12 +277,28 @@ def test_engine_reuse_counts_corrections_that_are_drafted_children(tmp_path):
     result = engine.generate([[1, 2, 3]], generator=torch.Generator().manual_seed(0))
     hits, total = step_reuse(result.steps)
     assert hits == 0 and total == len(result.steps) > 0
-    # NSS ignores the drafts: its correction token is often a drafted child
-    engine = SpeculativeEngine(pair, verifier="nss",
-                               config=EngineConfig(paths=4, depth=2, max_new_tokens=12,
-                                                   record_steps=True, eos_token_ids=()))
-    result = engine.generate([[1, 2, 3]], generator=torch.Generator().manual_seed(0))
-    assert step_reuse(result.steps)[0] > 0
+    # a test-local (lossy) law whose correction token is always path 1's first token, a
+    # drafted child of the root: every row-step counts
+    from speclp.verifiers.law import REGISTRY, BlockLaw, register
+
+    def emit_drafted_child(tree):
+        stop = torch.zeros(tree.batch, tree.paths, tree.depth + 1, dtype=tree.target_rows.dtype)
+        stop[:, 0, 0] = 1
+        correction = torch.zeros_like(tree.target_rows)
+        correction[torch.arange(tree.batch), 0, 0, tree.tokens[:, 1, 0].long()] = 1
+        return BlockLaw(stop, correction)
+
+    register("test_emit_drafted_child", "test-local", multipath=True, lossless=False)(
+        emit_drafted_child)
+    try:
+        engine = SpeculativeEngine(pair, verifier="test_emit_drafted_child",
+                                   config=EngineConfig(paths=4, depth=2, max_new_tokens=12,
+                                                       record_steps=True, eos_token_ids=()))
+        result = engine.generate([[1, 2, 3]], generator=torch.Generator().manual_seed(0))
+    finally:
+        REGISTRY.pop("test_emit_drafted_child")
+    hits, total = step_reuse(result.steps)
+    assert hits == total > 0
     out = tmp_path / "engine.jsonl"
     run_engine_reuse(pair, prompts, [8], ["bv"], out, max_new_tokens=8)
     assert run_engine_reuse(pair, prompts, [8], ["bv"], out, max_new_tokens=8)["computed"] == 0

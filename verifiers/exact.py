@@ -1,10 +1,12 @@
 """Exact enumeration: every draft configuration of a small instance as one batch.
 
-A draft configuration is an ordered K-tuple of length-L paths. With i.i.d. drafting
-its probability is prod_k q(x_k); without replacement (K distinct paths drawn
-sequentially from q renormalised) it is prod_k q(x_k) / (1 - sum_{j<k} q(x_j)).
-Ordered tuples (not multisets) are enumerated because several verifiers read the
-paths in order (SpecInfer, "BV on the first path").
+A draft configuration is a K-tuple of length-L paths with its weight (speclp.verifiers
+.drafts, the one enumerator: prod_k q(x_k) for an ordered i.i.d. tuple, prod_k q(x_k) /
+(1 - sum_{j<k} q(x_j)) without replacement; a multiset carries the total weight of its
+orderings). Ordered tuples are enumerated for the verifiers that read the paths in order
+(SpecInfer, SpecTr, ...); verifiers that declare order_invariant (GBV) run on the multisets
+(45,760 instead of 262,144 at V = 4, L = 3, K = 3), and single-path verifiers (BV, token)
+at K = 1: both give the same exact law, with far fewer configurations.
 
 The output law of a verifier is aggregated by node:
     emit[u, t] = P(output node = u, Y = t)           [N, V], u of depth 0..L
@@ -15,7 +17,7 @@ in total variation) follow.
 
 from __future__ import annotations
 
-import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,51 +25,24 @@ import numpy as np
 import torch
 
 from . import ops
-from .law import BlockLaw, DraftTree, block_law
-from .tree import TreeModel, all_paths, depth_offset, node_depths, num_nodes, prefix_node_indices
+from .drafts import (
+    DRAFT_SAMPLING,
+    Configurations,
+    check_enough_paths,
+    multiset_configurations,
+    ordered_configurations,
+    positive_leaves,
+)
+from .law import BlockLaw, DraftTree, block_law, get_verifier
+from .tree import TreeModel, depth_offset, node_depths, num_nodes, prefix_node_indices
 
-DRAFT_SAMPLING = ("iid", "without-replacement")
+__all__ = ["DRAFT_SAMPLING", "Configurations", "ExactResult", "configurations", "exact_result"]
 
 
-@dataclass
-class Configurations:
-    """tokens [C, K, L] int64 and probability [C] (float64 or exact) of each ordered tuple."""
-
-    tokens: np.ndarray
-    probability: np.ndarray
-
-
-def configurations(model: TreeModel, paths: int, draft_sampling: str = "iid",
-                   drop_zero: bool = True) -> Configurations:
-    """All ordered K-tuples of draft paths with their probabilities."""
-    if draft_sampling not in DRAFT_SAMPLING:
-        raise ValueError(f"draft_sampling must be one of {DRAFT_SAMPLING}, got {draft_sampling!r}")
-    vocab, depth = model.vocab_size, model.depth
-    path_tokens = all_paths(vocab, depth)  # [P, L]
-    q = model.draft_path_probabilities()  # [P]
-    n_paths = len(q)
-    if draft_sampling == "without-replacement" and paths > n_paths:
-        raise ValueError(f"cannot draw {paths} distinct paths from {n_paths}")
-    grid = np.stack(np.meshgrid(*[np.arange(n_paths)] * paths, indexing="ij"), -1).reshape(-1, paths)
-    if draft_sampling == "iid":
-        prob = q[grid[:, 0]]
-        for k in range(1, paths):
-            prob = prob * q[grid[:, k]]
-    else:
-        distinct = np.ones(len(grid), dtype=bool)
-        for a, b in itertools.combinations(range(paths), 2):
-            distinct &= grid[:, a] != grid[:, b]
-        grid = grid[distinct]
-        prob = q[grid[:, 0]]
-        used = q[grid[:, 0]]
-        for k in range(1, paths):
-            remaining = 1 - used
-            prob = prob * ops.safe_div(q[grid[:, k]], remaining)
-            used = used + q[grid[:, k]]
-    if drop_zero:
-        keep = prob != 0
-        grid, prob = grid[keep], prob[keep]
-    return Configurations(path_tokens[grid], prob)
+def configurations(model: TreeModel, paths: int, draft_sampling: str = "iid") -> Configurations:
+    """All ordered K-tuples of drafted paths with their probabilities (tokens [C, K, L],
+    probability [C]); see speclp.verifiers.drafts.ordered_configurations."""
+    return ordered_configurations(model, paths, draft_sampling)
 
 
 def draft_tree(model: TreeModel, tokens: np.ndarray, device: str | torch.device = "cpu",
@@ -92,7 +67,8 @@ class ExactResult:
     emit: np.ndarray  # [N, V] P(output node = u, Y = t), float64 or exact
     block_efficiency: Any  # E[tau + 1]
     total_variation: float  # TV(output continued by target sampling, target law) at depth L+1
-    configurations: int
+    configurations: int  # configurations enumerated
+    enumeration: str = "ordered"  # "ordered", "multisets" or "single path"
 
 
 def aggregate(model: TreeModel, configs: Configurations, law: BlockLaw) -> np.ndarray:
@@ -143,25 +119,61 @@ def total_variation(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(diff).sum() / 2)
 
 
-def exact_result(model: TreeModel, verifier: str, paths: int = 1, draft_sampling: str = "iid",
-                 chunk: int = 1 << 16) -> ExactResult:
-    """Exact law, block efficiency and losslessness of a registered verifier on an instance.
+ENUMERATIONS = ("auto", "ordered")
 
-    Float instances run through torch in float64 on the CPU in chunks of `chunk`
-    configurations; exact instances run on numpy object arrays.
+
+def enumerated_configurations(model: TreeModel, verifier: str | Callable[[DraftTree], BlockLaw],
+                              paths: int,
+                              draft_sampling: str = "iid",
+                              enumeration: str = "auto") -> tuple[Configurations, str]:
+    """The draft configurations an exact law needs, and which ones ("ordered", "multisets"
+    or "single path").
+
+    enumeration "auto": a single-path verifier (it reads path 0, whose law is q under both
+    draft laws) at K = 1; an order-invariant one (VerifierSpec.order_invariant) on the
+    multisets with their weights; any other on the ordered K-tuples. "ordered": always the
+    ordered K-tuples (the reference the tests compare with). A law function given directly
+    (not a registered name) always gets the ordered K-tuples.
     """
-    configs = configurations(model, paths, draft_sampling)
-    if len(configs.probability) == 0:
+    if enumeration not in ENUMERATIONS:
+        raise ValueError(f"enumeration must be one of {ENUMERATIONS}, got {enumeration!r}")
+    if callable(verifier):
+        return ordered_configurations(model, paths, draft_sampling), "ordered"
+    spec = get_verifier(verifier)
+    ordered = ordered_configurations if enumeration == "ordered" else None
+    if ordered is None and not spec.multipath:
+        check_enough_paths(len(positive_leaves(model)[1]), paths, draft_sampling)
+        return ordered_configurations(model, 1, draft_sampling), "single path"
+    if ordered is None and spec.order_invariant:
+        return multiset_configurations(model, paths, draft_sampling), "multisets"
+    return ordered_configurations(model, paths, draft_sampling), "ordered"
+
+
+def exact_result(model: TreeModel, verifier: str | Callable[[DraftTree], BlockLaw],
+                 paths: int = 1, draft_sampling: str = "iid",
+                 chunk: int = 1 << 16, enumeration: str = "auto") -> ExactResult:
+    """Exact law, block efficiency and losslessness of a verifier on an instance.
+
+    verifier: a registered name, or a law function DraftTree -> BlockLaw (e.g. a rule that
+    needs the instance, like speclp.proofs.reference.mixture_law).
+
+    The configurations are those of enumerated_configurations (multisets or K = 1 where
+    that keeps the law exact). Float instances run through torch in float64 on the CPU in
+    chunks of `chunk` configurations; exact instances run on numpy object arrays.
+    """
+    configs, kind = enumerated_configurations(model, verifier, paths, draft_sampling,
+                                              enumeration)
+    if len(configs) == 0:
         raise ValueError(f"no draft configuration of {paths} path(s) ({draft_sampling}) has "
                          "positive probability")
     emit = None
-    total = len(configs.probability)
+    total = len(configs)
     for start in range(0, total, chunk):
-        part = Configurations(configs.tokens[start : start + chunk],
-                              configs.probability[start : start + chunk])
-        law = block_law(verifier, draft_tree(model, part.tokens))
+        part = configs.part(start, start + chunk)
+        tree = draft_tree(model, part.tokens)
+        law = verifier(tree) if callable(verifier) else block_law(verifier, tree)
         piece = aggregate(model, part, law)
         emit = piece if emit is None else emit + piece
     target = model.target_path_probabilities(model.depth + 1)
     tv = total_variation(continued_law(model, emit), target)
-    return ExactResult(emit, block_efficiency_from_emit(model, emit), tv, total)
+    return ExactResult(emit, block_efficiency_from_emit(model, emit), tv, total, kind)

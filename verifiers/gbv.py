@@ -166,13 +166,13 @@ def gbv_law(tree: DraftTree, clip: bool = False, first_child_wins: bool = False)
 
 
 @register("gbv", "greedy multi-path block verification, key (p/q, token id)", multipath=True,
-          draft_sampling=("iid",))
+          draft_sampling=("iid",), order_invariant=True)
 def gbv(tree: DraftTree) -> BlockLaw:
     return gbv_law(tree, clip=False)
 
 
 @register("gbv_clipped", "GBV with the key (min(1, p/q), token id) of the reference code",
-          multipath=True, draft_sampling=("iid",))
+          multipath=True, draft_sampling=("iid",), order_invariant=True)
 def gbv_clipped(tree: DraftTree) -> BlockLaw:
     return gbv_law(tree, clip=True)
 

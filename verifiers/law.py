@@ -101,6 +101,10 @@ class VerifierSpec:
     options: dict[str, Any] = field(default_factory=dict)
     # draft laws the verifier is lossless under ("iid": K i.i.d. paths; "without-replacement")
     draft_sampling: tuple[str, ...] = ("iid", "without-replacement")
+    # True: the output law (aggregated by node) depends only on the MULTISET of drafted paths,
+    # not on their order, so exact laws may enumerate multisets with their weights
+    # (verifiers.exact); tests/test_exact_enumeration.py checks every verifier that declares it
+    order_invariant: bool = False
 
 
 REGISTRY: dict[str, VerifierSpec] = {}
@@ -108,17 +112,20 @@ REGISTRY: dict[str, VerifierSpec] = {}
 
 def register(
     name: str, description: str, multipath: bool, lossless: bool = True,
-    draft_sampling: tuple[str, ...] = ("iid", "without-replacement"), **options: Any
+    draft_sampling: tuple[str, ...] = ("iid", "without-replacement"),
+    order_invariant: bool = False, **options: Any
 ) -> Callable[[Callable[..., BlockLaw]], Callable[..., BlockLaw]]:
     """Decorator adding a law function to the registry (options are bound as kwargs).
 
     draft_sampling: the draft laws under which the verifier is lossless (GBV, SpecTr and
     SpecInfer assume i.i.d. drafts and are lossy on drafts drawn without replacement).
+    order_invariant: the law aggregated by node depends only on the multiset of drafted
+    paths (declare it only when true: it lets exact laws enumerate multisets).
     """
 
     def wrap(fn: Callable[..., BlockLaw]) -> Callable[..., BlockLaw]:
         REGISTRY[name] = VerifierSpec(name, fn, description, multipath, lossless, dict(options),
-                                      tuple(draft_sampling))
+                                      tuple(draft_sampling), order_invariant)
         return fn
 
     return wrap
@@ -149,7 +156,7 @@ def _load_all() -> None:
     # Importing the modules runs their @register decorators.
     import importlib
 
-    for module in ("single_path", "multipath"):
+    for module in ("single_path", "multipath", "spectr_gbv", "nodeopt"):
         importlib.import_module(f"{__package__}.{module}")
 
 

@@ -16,14 +16,39 @@ Registered here (GBV and its variants live in `gbv.py`, imported below):
              earlier try of c was rejected: their suffixes are still i.i.d. q(.|c)). If
              every try fails, Y ~ p'. At depth L, Y ~ p(.|node) (bonus).
              Lossless for i.i.d. drafts: the tries at u are i.i.d. q(.|u) draws.
-"naive_tree" Token-level verification on the tree = recursive rejection sampling WITHOUT
-             replacement over the DISTINCT children of the node, in order of first
-             appearance (lowest path index): accept c w.p. min(1, p'(c)/q'(c)); on
-             rejection p' <- norm((p' - q')_+) and q' <- q' with c removed, renormalised.
-             If every distinct child fails, Y ~ p'. With K = 1 this is token-level
-             speculative sampling. Lossless for i.i.d. drafts: given the tries so far,
-             the next new child (if any) is distributed as q restricted to the untried
-             tokens, and whether it exists depends on draws independent of the coins.
+"rrsw"       Recursive rejection sampling WITHOUT replacement (RRSw) over the DISTINCT
+             children of the node, in order of first appearance (lowest path index):
+             accept c w.p. min(1, p'(c)/q'(c)); on rejection p' <- norm((p' - q')_+) and
+             q' <- q' with c removed, renormalised. If every distinct child fails, Y ~ p'.
+             With K = 1 this is token-level speculative sampling. Lossless for i.i.d.
+             drafts: given the tries so far, the next new child (if any) is distributed as
+             q restricted to the untried tokens, and whether it exists depends on draws
+             independent of the coins. (Registered as "naive_tree" before; renamed because
+             the GBV authors' NaiveTree is a different rule, below.)
+"naive_tree" NaiveTree, the baseline of the GBV authors (Thomas & Pal, arXiv 2602.16961;
+             THEORY.md section 4): at node u test ONLY the first drafted child c (the child
+             of the lowest path through u) w.p. min(1, p(c|u)/q(c|u)); on acceptance move
+             to c. On rejection draw Y ~ (p - q)_+ normalised; if Y is another drafted child,
+             move to it and repeat there; otherwise emit Y. Lossless for i.i.d. drafts (the
+             first child is a q-draw; the token leaving u is p-distributed; the suffixes of
+             the paths through the new node are i.i.d. q). L = 1 acceptance (derived in
+             tests/test_baselines.py):
+                 sum_t min(p, q)(t) + sum_t (p - q)_+(t) (1 - (1 - q(t))^(K-1)).
+"nss"        Naive sampling (NSS; Miao et al., SpecInfer, arXiv 2305.09781; the GBV paper's
+             NSS baseline): at the current node draw Y ~ p(.|u); if Y is a drafted child,
+             move to it and repeat; otherwise emit Y. At depth L, Y ~ p(.|leaf) (bonus).
+             L = 1 acceptance: sum_t p(t) (1 - (1 - q(t))^K).
+"khisti"     The canonical two-step rule of Khisti et al. (arXiv 2410.18234, "Multi-draft
+             speculative sampling: canonical decomposition and theoretical limits") at every
+             node, with the importance weights w = p/q: among the n paths through the node,
+             select path j with probability w(c_j) / sum_j' w(c_j') (uniformly when every
+             weight is 0), then single-draft speculative sampling of the selected child c
+             against r_n, the exact law of the selected child under n i.i.d. q-draws: accept
+             c w.p. min(1, p(c)/r_n(c)) and move to c; else emit Y ~ (p - r_n)_+ normalised.
+             L = 1 acceptance: sum_t min(p(t), r_K(t)). r_n is computed by enumerating the
+             V^(n-1) companions of a draw: small vocabularies only (KHISTI_MAX_COMPANIONS).
+             This is the fixed-weight member of the paper's IS family, not its LP-optimal
+             selection (which needs an LP per node).
 "spectr"     SpecTr K-SEQ at every node, with n = number of paths through the node:
              beta(rho) = sum_x min(q(x), p(x)/rho), rho* in [1, n] solves
              1 - (1 - beta)^n = rho beta (bisection; the upper end of the bracket is
@@ -32,7 +57,6 @@ Registered here (GBV and its variants live in `gbv.py`, imported below):
              with the paths through c; else Y ∝ (p - min(q, p/rho)(1 - (1-beta)^n)/beta)_+.
              n = 1 gives rho = 1 (token level). Exact rows: rho is chosen in float64,
              converted to a rational and checked exactly (fallback rho = n).
-"nss"        Ignore the drafts: Y ~ p(.|root); block efficiency exactly 1.
 "traversal"  Traversal verification (arXiv 2505.12398, THEORY section 4): nodes are
              tested in post-order DFS (children in order of first appearance), i.e.
              repeatedly the first leaf of the remaining tree. Weights
@@ -102,7 +126,7 @@ def _gather_tokens(rows: Array, token: Array) -> Array:
 
 
 # ---------------------------------------------------------------------------
-# walking the tree node by node (specinfer, naive_tree, spectr)
+# walking the tree node by node (specinfer, rrsw, naive_tree, nss, khisti, spectr)
 # ---------------------------------------------------------------------------
 
 # A node rule gets, at depth i, for every slot (k0, i) of the batch (non-canonical slots
@@ -161,7 +185,7 @@ def _specinfer_rule(target: Array, draft: Array, through: Array, children: Array
     return ops.stack(accepts, 2), residual
 
 
-def _naive_tree_rule(target: Array, draft: Array, through: Array, children: Array,
+def _rrsw_rule(target: Array, draft: Array, through: Array, children: Array,
                      first: Array) -> tuple[Array, Array]:
     residual, proposal = target, draft
     vocab = target.shape[-1]
@@ -179,6 +203,122 @@ def _naive_tree_rule(target: Array, draft: Array, through: Array, children: Arra
         removed = ops.where(_one_hot(children[:, j], vocab)[:, None, :], 0, proposal)
         removed = ops.safe_div(removed, ops.total(removed, -1, keepdim=True))
         proposal = ops.where(tried[..., None], removed, proposal)
+    return ops.stack(accepts, 2), residual
+
+
+def _drafted_mask(through: Array, children: Array, vocab: int) -> Array:
+    """[B, K0, V] bool: token t is the child of some path through node (k0, i)."""
+    mask = None
+    for j in range(children.shape[1]):
+        hit = through[:, :, j][..., None] & _one_hot(children[:, j], vocab)[:, None, :]
+        mask = hit if mask is None else mask | hit
+    return mask
+
+
+def _emit_outside(row: Array, drafted: Array) -> Array:
+    """row restricted to the tokens that are not drafted children, renormalised [B, K0, V]."""
+    outside = ops.where(drafted, 0, row)
+    return ops.safe_div(outside, ops.total(outside, -1, keepdim=True))
+
+
+def _nss_rule(target: Array, draft: Array, through: Array, children: Array,
+              first: Array) -> tuple[Array, Array]:
+    drafted = _drafted_mask(through, children, target.shape[-1])
+    accepts = []
+    for j in range(children.shape[1]):
+        new = through[:, :, j] & first[:, j : j + 1]  # path j brings a new distinct child
+        accepts.append(ops.where(new, _gather_tokens(target, children[:, j]), 0))
+    return ops.stack(accepts, 2), _emit_outside(target, drafted)
+
+
+def _naive_tree_rule(target: Array, draft: Array, through: Array, children: Array,
+                     first: Array) -> tuple[Array, Array]:
+    paths = children.shape[1]
+    drafted = _drafted_mask(through, children, target.shape[-1])
+    # the first drafted child of node (k0, i) is the child of its canonical path k0
+    first_child = children  # [B, K0]: the child of path k0, canonical at the node (k0, i)
+    p_first = ops.gather(target, -1, first_child[..., None])[..., 0]
+    q_first = ops.gather(draft, -1, first_child[..., None])[..., 0]
+    keep = ops.minimum(ops.safe_div(p_first, q_first), 1)  # [B, K0]
+    residual, _ = residual_rows(ops.ones(keep.shape, like=keep), target, draft)
+    accepts = []
+    for j in range(paths):
+        new = through[:, :, j] & first[:, j : j + 1]
+        is_first = children[:, j][:, None] == first_child
+        moved = (1 - keep) * _gather_tokens(residual, children[:, j])
+        accepts.append(ops.where(new, ops.where(is_first, keep, moved), 0))
+    return ops.stack(accepts, 2), _emit_outside(residual, drafted)
+
+
+# --- Khisti et al.: importance-weighted selection, then speculative sampling ------
+
+KHISTI_MAX_COMPANIONS = 1 << 16  # V^(K-1) companion tuples enumerated per node row
+
+
+def _selection_laws(target: Array, draft: Array, paths: int) -> list[Array]:
+    """[r_1, ..., r_K], r_n [..., V]: law of the child selected with probability
+    proportional to w = p/q among n i.i.d. q-draws (uniformly when all weights are 0).
+
+    r_n(y) = n q(y) E[sel(first draw | draws)], first draw = y, over the V^(n-1)
+    companion tuples (enumerated; exact on rational rows).
+    """
+    vocab = target.shape[-1]
+    if vocab ** (paths - 1) > KHISTI_MAX_COMPANIONS:
+        raise ValueError(f"khisti: V^(K-1) = {vocab}^{paths - 1} companion tuples per node exceed "
+                         f"{KHISTI_MAX_COMPANIONS}; use a smaller vocabulary or fewer paths")
+    weight = ops.safe_div(target, draft)  # [..., V]; tokens with q = 0 are never drafted
+    laws = [draft * 1]  # n = 1: the draw itself
+    for n in range(2, paths + 1):
+        companions = np.stack(np.meshgrid(*[np.arange(vocab)] * (n - 1), indexing="ij"), -1)
+        companions = companions.reshape(-1, n - 1)  # [T, n-1]
+        index = ops.index_like(target, companions)
+        prob = None
+        total_w = None
+        for m in range(n - 1):
+            q_m = draft[..., index[:, m]]  # [..., T]
+            w_m = weight[..., index[:, m]]
+            prob = q_m if prob is None else prob * q_m
+            total_w = w_m if total_w is None else total_w + w_m
+        columns = []
+        for y in range(vocab):
+            w_y = weight[..., y : y + 1]  # [..., 1]
+            denominator = w_y + total_w  # [..., T]
+            share = ops.safe_div(w_y + total_w * 0, denominator)
+            unit = ops.ones(total_w.shape, like=target)  # exact 1 (not int) on rational rows
+            uniform = ops.safe_div(unit, unit * n)  # all weights 0: uniform over the n draws
+            share = ops.where(denominator == 0, uniform, share)
+            columns.append(ops.total(prob * share, -1))
+        laws.append(draft * n * ops.stack(columns, -1))
+    return laws
+
+
+def _khisti_rule(target: Array, draft: Array, through: Array, children: Array,
+                 first: Array) -> tuple[Array, Array]:
+    paths = children.shape[1]
+    count = ops.total(ops.where(through, 1, 0), -1)  # [B, K0] paths through the node
+    laws = _selection_laws(target, draft, paths)
+    selected_law = laws[0]
+    for n in range(2, paths + 1):
+        selected_law = ops.where((count == n)[..., None], laws[n - 1], selected_law)
+    weight = ops.safe_div(target, draft)
+    child_weight = [ops.where(through[:, :, j], _gather_tokens(weight, children[:, j]), 0)
+                    for j in range(paths)]
+    total_weight = child_weight[0]
+    for w in child_weight[1:]:
+        total_weight = total_weight + w
+    accepts = []
+    for j in range(paths):
+        new = through[:, :, j] & first[:, j : j + 1]
+        same = [through[:, :, m] & (children[:, m] == children[:, j])[:, None] for m in range(paths)]
+        multiplicity = ops.total(ops.stack([ops.where(s, 1, 0) for s in same], -1), -1)
+        chosen = ops.safe_div(multiplicity * _gather_tokens(weight, children[:, j]), total_weight)
+        unit = ops.ones(count.shape, like=target)  # exact 1 (not int) on rational rows
+        chosen = ops.where(total_weight == 0, ops.safe_div(unit * multiplicity, unit * count),
+                           chosen)
+        p_c = _gather_tokens(target, children[:, j])
+        r_c = _gather_tokens(selected_law, children[:, j])
+        accepts.append(ops.where(new, chosen * ops.minimum(ops.safe_div(p_c, r_c), 1), 0))
+    residual, _ = residual_rows(ops.ones(count.shape, like=target), target, selected_law)
     return ops.stack(accepts, 2), residual
 
 
@@ -298,8 +438,15 @@ def specinfer_law(tree: DraftTree) -> BlockLaw:
     return walk_tree(tree, _specinfer_rule)
 
 
-@register("naive_tree", "token-level on the tree: rejection sampling without replacement "
-          "over the distinct children", multipath=True)
+@register("rrsw", "recursive rejection sampling without replacement over the distinct "
+          "children (RRSw)", multipath=True)
+def rrsw_law(tree: DraftTree) -> BlockLaw:
+    return walk_tree(tree, _rrsw_rule)
+
+
+@register("naive_tree", "NaiveTree of the GBV authors: test the first drafted child, on "
+          "rejection follow the residual sample if it is another drafted child", multipath=True,
+          draft_sampling=("iid",))
 def naive_tree_law(tree: DraftTree) -> BlockLaw:
     return walk_tree(tree, _naive_tree_rule)
 
@@ -310,14 +457,17 @@ def spectr_law(tree: DraftTree) -> BlockLaw:
     return walk_tree(tree, _spectr_rule)
 
 
-@register("nss", "no speculation: Y ~ p(.|root), block efficiency 1", multipath=True)
+@register("nss", "naive sampling: Y ~ p at the node, move down while Y is a drafted child",
+          multipath=True)
 def nss_law(tree: DraftTree) -> BlockLaw:
-    batch, paths, depth, vocab = tree.batch, tree.paths, tree.depth, tree.vocab_size
-    stop = ops.zeros((batch, paths, depth + 1), like=tree.target_rows)
-    correction = ops.zeros((batch, paths, depth + 1, vocab), like=tree.target_rows)
-    stop[:, 0, 0] = 1
-    correction[:, 0, 0] = tree.target_rows[:, 0, 0]
-    return BlockLaw(stop, correction)
+    return walk_tree(tree, _nss_rule)
+
+
+@register("khisti", "Khisti et al. two-step: importance-weighted (p/q) selection of a drafted "
+          "child, then speculative sampling against its law, at every node", multipath=True,
+          draft_sampling=("iid",))
+def khisti_law(tree: DraftTree) -> BlockLaw:
+    return walk_tree(tree, _khisti_rule)
 
 
 # ---------------------------------------------------------------------------

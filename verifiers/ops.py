@@ -224,6 +224,13 @@ def arange(n: int, like: Array) -> Array:
     return np.arange(n)
 
 
+def argmin(a: Array, dim: int) -> Array:
+    """Index of the FIRST minimum along `dim`."""
+    if is_torch(a):
+        return torch.argmin(a, dim=dim)
+    return np.argmin(a, axis=dim)
+
+
 def argmax(a: Array, dim: int) -> Array:
     """Index of the FIRST maximum along `dim` (ints or bools; torch and numpy agree)."""
     if is_torch(a):
@@ -231,3 +238,89 @@ def argmax(a: Array, dim: int) -> Array:
             a = a.to(torch.int8)
         return torch.argmax(a, dim=dim)
     return np.argmax(a, axis=dim)
+
+
+# --- additions for the single-step optimum (running extrema, scatter sums, rank search) ---
+
+
+def cummax(a: Array, dim: int) -> Array:
+    """Running maximum along one axis (ints, floats or exact rationals)."""
+    if is_torch(a):
+        return torch.cummax(a, dim=dim).values
+    return np.maximum.accumulate(a, axis=dim)
+
+
+def cummin(a: Array, dim: int) -> Array:
+    """Running minimum along one axis."""
+    if is_torch(a):
+        return torch.cummin(a, dim=dim).values
+    return np.minimum.accumulate(a, axis=dim)
+
+
+def amin(a: Array, dim: int) -> Array:
+    """Minimum along one axis (values only)."""
+    if is_torch(a):
+        return a.amin(dim=dim)
+    return a.min(axis=dim)
+
+
+def amax(a: Array, dim: int) -> Array:
+    """Maximum along one axis (values only)."""
+    if is_torch(a):
+        return a.amax(dim=dim)
+    return a.max(axis=dim)
+
+
+def take_rows(values: Array, index: Array) -> Array:
+    """values [R, N], index [R, ...] -> [R, ...] with out[r, ...] = values[r, index[r, ...]]."""
+    rows = values.shape[0]
+    flat = index.reshape(rows, -1)
+    return gather(values, -1, flat).reshape(index.shape)
+
+
+def scatter_sum(values: Array, index: Array, size: int) -> Array:
+    """values [R, N], index [R, N] in 0..size-1 -> [R, size] sums of the values per index."""
+    out = zeros((values.shape[0], size), like=values)
+    if is_torch(values):
+        return out.scatter_add_(-1, index, values)
+    rows = np.broadcast_to(np.arange(values.shape[0])[:, None], index.shape)
+    np.add.at(out, (rows, np.asarray(index)), values)
+    return out
+
+
+def count_above(sorted_descending: Array, values: Array) -> Array:
+    """[R, N] number of entries of each row of sorted_descending [R, M] that are >= values [R, N]."""
+    if is_torch(values):
+        ascending = torch.flip(sorted_descending, dims=(-1,)).contiguous()
+        below = torch.searchsorted(ascending, values.contiguous(), right=False)
+        return ascending.shape[-1] - below
+    return (sorted_descending[:, None, :] >= values[:, :, None]).sum(axis=-1)
+
+
+def distinct_rows(x: Array) -> tuple[Array, Array]:
+    """(distinct rows [U, N], inverse [R]) with x = distinct[inverse] for x [R, N] (bitwise
+    equality for floats).
+
+    torch on the CPU and numpy numbers: numpy's unique over the rows viewed as raw bytes
+    (torch.unique(dim=0) is about 10x slower there); torch elsewhere: torch.unique(dim=0);
+    exact rationals: a dictionary, rows in first-occurrence order."""
+    if is_torch(x) and x.device.type != "cpu":
+        unique, inverse = torch.unique(x, dim=0, return_inverse=True)
+        return unique, inverse
+    if is_torch(x) or not is_exact(x):
+        values = np.ascontiguousarray(x.numpy() if is_torch(x) else x)
+        raw = values.view(np.dtype((np.void, values.dtype.itemsize * values.shape[1])))[:, 0]
+        _, firsts, inverse = np.unique(raw, return_index=True, return_inverse=True)
+        if is_torch(x):
+            return x[torch.from_numpy(firsts)], torch.from_numpy(inverse.reshape(-1))
+        return x[firsts], inverse.reshape(-1)
+    seen: dict[tuple, int] = {}
+    inverse = np.empty(x.shape[0], dtype=np.int64)
+    firsts_list = []
+    for r, row in enumerate(map(tuple, x)):
+        index = seen.get(row)
+        if index is None:
+            index = seen[row] = len(firsts_list)
+            firsts_list.append(r)
+        inverse[r] = index
+    return x[np.asarray(firsts_list, dtype=np.int64)], inverse

@@ -11,12 +11,59 @@ give the bonus token.
 
 from __future__ import annotations
 
+import math
+import sys
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
-import torch
+
+SIZE_CAP = 2**63  # sizes above this are reported as "more than 9.2e18" (never computed)
+
+
+def capped_power(base: int, exponent: int, cap: int = SIZE_CAP) -> int:
+    """min(base ** exponent, cap) for base >= 1, exponent >= 0, without computing a huge power.
+
+    Size estimates call this before anything is allocated, so that absurd inputs (depth
+    20000, vocabulary 10^6) are refused at once instead of computing numbers with millions
+    of digits.
+    """
+    if base <= 1 or exponent <= 0:
+        return 1 if exponent <= 0 or base == 1 else 0
+    if exponent * math.log2(base) > math.log2(cap) + 1:
+        return cap
+    return min(base**exponent, cap)
+
+
+def capped_comb(n: int, k: int, cap: int = SIZE_CAP) -> int:
+    """min(comb(n, k), cap), estimating the logarithm first (math.lgamma) so that a huge
+    binomial coefficient is never computed."""
+    if k < 0 or k > n:
+        return 0
+    k = min(k, n - k)
+    if k == 0:
+        return 1
+    log2_comb = (math.lgamma(n + 1) - math.lgamma(k + 1) - math.lgamma(n - k + 1)) / math.log(2)
+    if log2_comb > math.log2(cap) + 1:
+        return cap
+    return min(math.comb(n, k), cap)
+
+
+MAX_TUPLES = 1_000_000  # default limit on the ordered draft tuples one exact law enumerates
+
+
+def ordered_tuple_count(vocab: int, depth: int, paths: int) -> int:
+    """Ordered K-tuples of length-L paths that verifiers.exact.configurations enumerates,
+    (V^L)^K, capped at SIZE_CAP (safe on any shape; kept here, free of torch, so that a size
+    check runs before torch is imported)."""
+    return capped_power(capped_power(vocab, depth), paths)
+
+
+def capped_num_nodes(vocab_size: int, depth: int, cap: int = SIZE_CAP) -> int:
+    """min(num_nodes(vocab_size, depth), cap), safe for any size (see capped_power)."""
+    top = capped_power(vocab_size, depth + 1, cap)
+    return cap if top >= cap else num_nodes(vocab_size, depth)
 
 
 def depth_offset(vocab_size: int, depth: int) -> int:
@@ -78,9 +125,12 @@ def all_paths(vocab_size: int, depth: int) -> np.ndarray:
 def prefix_node_indices(tokens: Any, vocab_size: int) -> Any:
     """[..., L] token ids -> [..., L+1] node index of every prefix (length 0..L).
 
-    Works on numpy int arrays and torch long tensors.
+    Works on numpy int arrays and torch long tensors (this module does not import torch:
+    a tensor can only come from code that already did).
     """
-    if isinstance(tokens, torch.Tensor):
+    torch = sys.modules.get("torch")
+    is_tensor = torch is not None and isinstance(tokens, torch.Tensor)
+    if is_tensor:
         codes = [torch.zeros(tokens.shape[:-1], dtype=torch.long, device=tokens.device)]
     else:
         tokens = np.asarray(tokens, dtype=np.int64)
@@ -88,7 +138,7 @@ def prefix_node_indices(tokens: Any, vocab_size: int) -> Any:
     for i in range(tokens.shape[-1]):
         codes.append(codes[-1] * vocab_size + tokens[..., i])
     out = [depth_offset(vocab_size, d) + c for d, c in enumerate(codes)]
-    if isinstance(tokens, torch.Tensor):
+    if is_tensor:
         return torch.stack(out, dim=-1)
     return np.stack(out, axis=-1)
 

@@ -2,7 +2,7 @@
 
 Each claim is a function cell -> CellResult, run with the cell active on the shape's
 symbolic rows. Verifier laws come from the registry (speclp.verifiers: the same law
-functions as everywhere), LPs from speclp.lp.builders, certificates from speclp.lp.certify.
+functions as everywhere), LPs from speclp.lp.full, certificates from speclp.lp.certify.
 
 bv-optimal (V, L)       BV's law is an optimal point of the K = 1 full LP: the law is
                         lossless (its output continued by target sampling is the target
@@ -28,12 +28,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...lp.builders import full_structure, lp_from_structure
 from ...verifiers.exact import aggregate, block_efficiency_from_emit, configurations, continued_law
 from ...verifiers.exact import draft_tree as make_draft_tree
 from ...verifiers.law import block_law
 from .cells import Cell, active_cell
 from .lp_side import (
+    full_program,
     objective_values,
     point_checks,
     single_path_law_point,
@@ -114,8 +114,7 @@ def single_path_optimal(cell: Cell, verifier: str) -> CellResult:
     model, configs, law, emit, efficiency = _law(cell, verifier)
     result.values[f"{verifier} block efficiency"] = efficiency
     _lossless(result, model, emit, verifier)
-    structure = full_structure(model, 1, "iid", exact=True)
-    lp = lp_from_structure(structure)
+    lp, structure = full_program(model, 1, "iid")
     optimum = symbolic_optimum(lp, cell, need_primal=False)
     _, dual = without_bonus_rows(structure, lp, None, optimum.dual, cell)
     optimum.dual = dual
@@ -156,7 +155,7 @@ def l1_optimum(cell: Cell, paths: int, draft_sampling: str) -> CellResult:
     result = CellResult()
     model = cell.model()
     try:
-        structure = full_structure(model, paths, draft_sampling, exact=True)
+        lp, structure = full_program(model, paths, draft_sampling)
     except ValueError as err:  # fewer than K paths of positive draft probability
         result.excluded = str(err)
         return result
@@ -187,7 +186,6 @@ def l1_optimum(cell: Cell, paths: int, draft_sampling: str) -> CellResult:
                                             for row in structure.configs.paths]})
     result.values["threshold set H*"] = best
     result.values["1 + p(H*) + 1 - Q(H*)"] = 1 + values[best]
-    lp = lp_from_structure(structure)
     optimum = symbolic_optimum(lp, cell, need_primal=False)
     primal, dual = without_bonus_rows(structure, lp, optimum.primal, optimum.dual, cell)
     primal_value, dual_value = objective_values(lp, primal, dual)

@@ -1,6 +1,6 @@
 """The LP of a cell: the project's builders and certificate code run on CellExpr data.
 
-On a cell, speclp.lp.builders builds the information-agnostic LP with CellExpr
+On a cell, speclp.lp.full.full_lp builds the information-agnostic LP with CellExpr
 coefficients (ONE builder for numbers and functions; its float table is the witness
 instance, see cells.CellExpr.__float__). The optimal basis is found at the cell's witness
 point (speclp.lp.certify.solve_exact on the witness LP, certified in rationals), and the
@@ -20,11 +20,53 @@ from typing import Any
 import numpy as np
 
 from ...lp.certify import _basis_point, _evaluate, _exact_data, solve_exact
+from ...lp.full import full_lp
 from ...lp.program import LinearProgram
 from ...verifiers.law import BlockLaw
 from ...verifiers.tree import node_parents
 from .algebra import RationalFunction, to_fraction
 from .cells import Cell, Unsupported, cell_expr
+
+
+@dataclasses.dataclass
+class FullLayout:
+    """Where things are in a full LP (speclp.lp.full.full_lp): configurations, slots
+    (slot_config, slot_node, slot_depth [M]: the distinct nodes of every configuration's
+    tree; pi column id = slot * V + y), matching-row keys u * V + t [R] (sorted)."""
+
+    model: Any
+    paths: int
+    draft_sampling: str
+    configs: Any
+    slot_config: np.ndarray
+    slot_node: np.ndarray
+    slot_depth: np.ndarray
+    match_keys: np.ndarray
+
+    @property
+    def vocab(self) -> int:
+        return self.model.vocab_size
+
+    @property
+    def num_pi(self) -> int:
+        return int(len(self.slot_node)) * self.vocab
+
+    @property
+    def num_marginal_rows(self) -> int:
+        return len(self.configs) - 1
+
+    def match_rows(self, keys: np.ndarray) -> np.ndarray:
+        """Row index (within the LP) of matching-row keys u * V + t."""
+        return self.num_marginal_rows + np.searchsorted(self.match_keys, keys)
+
+
+def full_program(model: Any, paths: int, draft_sampling: str) -> tuple[LinearProgram, FullLayout]:
+    """The project's full K-path LP of the (symbolic) model and its layout."""
+    lp = full_lp(model, paths, draft_sampling, exact=True)
+    slot_config, slot_node, slot_depth = lp.meta["slots"]
+    layout = FullLayout(model, paths, draft_sampling, lp.meta["configurations_set"], slot_config,
+                        slot_node, slot_depth, lp.meta["match_keys"])
+    return lp, layout
 
 
 def witness_table(table: np.ndarray, point: list[Any]) -> np.ndarray:

@@ -95,6 +95,16 @@ class ProofRun:
                 "complete": self.complete, "cells": self.counts, "seconds": round(self.seconds, 1)}
 
 
+def proof_stem(claim: str, vocab: int, depth: int, paths: int, draft_sampling: str) -> str:
+    """File stem of a proof: CLAIM-V{V}-L{L}[-K{K}][-without-replacement]."""
+    stem = f"{claim}-V{vocab}-L{depth}"
+    if claim in ("l1-optimum", "gbv-l1-closed-form"):
+        stem += f"-K{paths}"
+    if draft_sampling != "iid":
+        stem += "-" + draft_sampling
+    return stem
+
+
 def command_line(claim: str, vocab: int, depth: int, paths: int, draft_sampling: str) -> str:
     out = f"speclp prove {claim} --vocab {vocab} --depth {depth}"
     if paths != 1 or claim == "l1-optimum":
@@ -180,9 +190,8 @@ def _nice_point(cell: Cell, value: RationalFunction) -> list[Any] | None:
 
 def _counterexample(claim: str, paths: int, draft_sampling: str, node: Any) -> dict:
     """A concrete rational instance in the failing cell, checked with the numeric engine."""
-    from ...lp.builders import full_lp
+    from ...lp.engine import optimum
     from ...lp.instance import instance_from_json
-    from ...lp.report import optimum_record
     from ...verifiers.exact import exact_result
 
     cell = node.cell
@@ -204,11 +213,11 @@ def _counterexample(claim: str, paths: int, draft_sampling: str, node: Any) -> d
     instance = instance_from_json(instance_json, name="counterexample")
     if claim in ("bv-optimal", "token-optimal"):
         verifier = "bv" if claim == "bv-optimal" else "token"
-        record = optimum_record(full_lp(instance, 1))
+        record = optimum(instance, 1, method="full").to_json()
         law = exact_result(instance.model(exact=True), verifier)
         out["engine"] = {"lp_optimum": record["exact"], "lp_certified": record["certified"],
                          f"{verifier}_block_efficiency": str(Fraction(law.block_efficiency))}
     elif claim == "l1-optimum":
-        record = optimum_record(full_lp(instance, paths, draft_sampling))
+        record = optimum(instance, paths, draft_sampling, method="full").to_json()
         out["engine"] = {"lp_optimum": record["exact"], "lp_certified": record["certified"]}
     return out

@@ -7,21 +7,33 @@ from typing import Any
 
 import typer
 
-from .cli import BadInput, ClaimFailed, app, check_app, progress, require_choice, require_min, run, table
+from . import BadInput, ClaimFailed, app, check_app, progress, run, table
+from . import validate as check
 
 BACKENDS = ("highs", "cvxpy")
 
 
 def _load(instance: str | None, builtin: str | None, depth: int | None) -> Any:
-    from .lp.instance import builtin_instance, load_instance
+    """The instance to solve, after refusing (exit 2) one whose single-path LP or exact laws
+    are over the size limits (before anything is built)."""
+    from ..lp.full import MAX_VARIABLES, full_lp_size
+    from ..lp.instance import BUILTINS, builtin_instance
 
     if instance and builtin:
-        raise BadInput("give either INSTANCE.json or --builtin, not both")
+        raise BadInput("INSTANCE: give either INSTANCE.json or --builtin, not both")
     if instance:
         if depth is not None:
             raise BadInput("--depth: only applies to --builtin instances (a file fixes its depth)")
-        return load_instance(instance)
-    return builtin_instance(builtin or "bv-toy", depth if depth is not None else 2)
+        return check.instance_file(instance)
+    name = check.choice("--builtin", builtin or "bv-toy", BUILTINS)
+    depth = check.integer("--depth", 2 if depth is None else depth, 1)
+    fits = check.largest(lambda d: full_lp_size(2, d, 1)["variables"] <= MAX_VARIABLES, min(depth, 64))
+    suggestion = f"use --depth {fits} or less"
+    check.instance_shape("--depth", 2, depth)
+    check.full_lp("--depth", 2, depth, 1, suggestion=suggestion)
+    check.enumeration("--depth", 2, depth, 1, suggestion=suggestion)
+    return builtin_instance(name, depth)
+
 
 
 @app.command()
@@ -34,40 +46,43 @@ def solve(
 ) -> None:
     """Solve the single-path information-agnostic LPs and compare BV and token-level.
 
-    Full LP (variables pi(x, i, y)) and node-budget LP, both certified in exact
-    rationals; exact block efficiencies E[tau + 1] of BV and token-level verification.
+    The optimum by the engine (column generation), the enumerated full LP (variables
+    pi(x, i, y)) and the node-budget LP, each certified in exact rationals; exact block
+    efficiencies E[tau + 1] of BV and token-level verification.
     """
 
     def body() -> dict[str, Any]:
-        require_choice("--backend", backend, BACKENDS)
+        check.choice("--backend", backend, BACKENDS)
+        inst = _load(instance, builtin, depth)
         from fractions import Fraction
 
-        from .lp.builders import full_lp, node_lp
-        from .lp.report import optimum_record
-        from .verifiers.exact import exact_result
+        from ..lp.engine import optimum, program_optimum
+        from ..lp.node import node_lp
+        from ..verifiers.exact import exact_result
 
-        inst = _load(instance, builtin, depth)
-        records = {}
-        for key, build in (("lp_full", full_lp), ("lp_node", node_lp)):
-            start = time.perf_counter()
-            lp = build(inst)
-            build_seconds = time.perf_counter() - start
-            rec = optimum_record(lp, backend, rational=inst.rational)
-            rec["build_seconds"] = round(build_seconds, 6)
-            records[key] = rec
+        records: dict[str, Any] = {}
         verifiers, verifiers_exact = {}, {}
         model = inst.model(exact=inst.rational)
-        for name in ("bv", "token"):
-            res = exact_result(model, name)
-            verifiers[name] = float(res.block_efficiency)
-            verifiers_exact[name] = str(Fraction(res.block_efficiency)) if inst.rational else None
-        optimum = records["lp_full"]["exact_value"]
-        if optimum is not None and inst.rational:
-            gaps = {n: str(optimum - Fraction(verifiers_exact[n])) for n in verifiers}
+        stages = ["optimum", "lp_full", "lp_node", "bv", "token"]
+        for key in progress(stages, len(stages), f"solve {inst.name}"):
+            if key == "optimum":  # the engine (column generation, certified)
+                records[key] = optimum(inst, 1).to_json()
+            elif key == "lp_full":  # the enumerated LP: the independent oracle
+                full = optimum(inst, 1, method="full", backend=backend)
+                records[key] = full.to_json()
+            elif key == "lp_node":
+                start = time.perf_counter()
+                node = program_optimum(node_lp(inst), backend, rational=inst.rational)
+                node.seconds = time.perf_counter() - start  # build included
+                records[key] = node.to_json()
+            else:  # an exact verifier law
+                res = exact_result(model, key)
+                verifiers[key] = float(res.block_efficiency)
+                verifiers_exact[key] = str(Fraction(res.block_efficiency)) if inst.rational else None
+        if full.exact_value is not None and inst.rational:
+            gaps = {n: str(full.exact_value - Fraction(verifiers_exact[n])) for n in verifiers}
         else:
-            gaps = {n: records["lp_full"]["value"] - v for n, v in verifiers.items()}
-        for rec in records.values():
-            rec.pop("exact_value")
+            gaps = {n: full.value - v for n, v in verifiers.items()}
         return {
             "instance": {"name": inst.name, "vocab_size": inst.vocab_size, "depth": inst.depth,
                          "rational": inst.rational, "notes": inst.notes},
@@ -80,12 +95,13 @@ def solve(
     def render(r: dict[str, Any]) -> None:
         inst = r["instance"]
         rows = []
-        for key, label in (("lp_full", "full LP optimum"), ("lp_node", "node LP optimum")):
+        for key, label in (("optimum", "optimum (engine: column generation)"),
+                           ("lp_full", "full LP optimum"), ("lp_node", "node LP optimum")):
             rec = r[key]
             rows.append([label, rec["exact"] or f"{rec['value']:.12g}", f"{rec['value']:.12g}",
                          "certified" if rec["certified"] else f"NOT certified: {rec['certificate']}",
-                         f"build {rec['build_seconds']:.3f}s solve {rec['seconds']:.3f}s "
-                         f"cert {rec['certify_seconds'] or 0:.3f}s"])
+                         f"total {rec['seconds']:.3f}s (solve {rec['solve_seconds'] or 0:.3f}s, "
+                         f"certificate {rec['certify_seconds'] or 0:.3f}s)"])
         for name in ("bv", "token"):
             exact = r["verifiers_exact"][name]
             rows.append([f"{name} block efficiency", exact or f"{r['verifiers'][name]:.12g}",
@@ -114,14 +130,20 @@ def check_bv_optimal_cmd(
     """Full LP optimum = node LP optimum = exact BV block efficiency, BV lossless."""
 
     def body() -> dict[str, Any]:
-        from .proofs.bv_optimal import check_bv_optimal
-        from .verifiers.law import get_verifier
+        check.integer("--trials", trials, 1)
+        check.integer("--vocab", vocab, 2)
+        check.integer("--depth", depth, 1)
+        check.seed("--seed", seed)
+        check.number("--alpha", alpha, 0, low_open=True)
+        check.integer("--denominator", denominator, 0, 2**31)
+        check.choice("--backend", backend, BACKENDS)
+        check.output_dir("--save-dir", save_dir)
+        check.instance_shape("--vocab/--depth", vocab, depth)
+        check.full_lp("--vocab/--depth", vocab, depth, 1)
+        check.enumeration("--vocab/--depth", vocab, depth, 1)
+        from ..proofs.bv_optimal import check_bv_optimal
+        from ..verifiers.law import get_verifier
 
-        require_min("--trials", trials, 1)
-        require_min("--vocab", vocab, 2)
-        require_min("--depth", depth, 1)
-        require_min("--alpha", alpha, 0, strict=True)
-        require_choice("--backend", backend, BACKENDS)
         try:
             get_verifier(verifier)
         except KeyError as err:

@@ -1,5 +1,7 @@
-"""Selection-class LP (lp/selection.py), its claims (proofs/class_claims.py) and CLI."""
+"""Selection-class LP (lp/class_lp.py), node form (lp/node_form.py), their claims
+(proofs/class_claims.py) and CLI."""
 
+import dataclasses
 import itertools
 import json
 import random
@@ -9,15 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from speclp.cli import app
-from speclp.lp.builders import full_lp
+from speclp.lp import optimum
+from speclp.lp.class_lp import class_lp_optimum, greedy_vertex
+from speclp.lp.hitting import HittingFunction, hitting_function
 from speclp.lp.instance import bv_toy, dirichlet_instance, from_rows, ties_instance
-from speclp.lp.report import optimum_record
-from speclp.lp.selection import (
-    class_lp_optimum,
-    greedy_vertex,
-    hitting_function,
-    node_form_optimum,
-)
+from speclp.lp.node_form import node_form_optimum
 from speclp.proofs import class_claims
 from speclp.verifiers.exact import configurations, exact_result
 from typer.testing import CliRunner
@@ -74,8 +72,6 @@ def test_separation_lemma_matches_brute_force(seed):
 
 
 def hitting_function_from(q, paths):
-    from speclp.lp.selection import HittingFunction
-
     q_exact = np.array(q, dtype=object)
     return HittingFunction("iid", len(q), paths, q_exact, np.array([float(x) for x in q]))
 
@@ -140,25 +136,25 @@ def test_enumeration_and_cutting_planes_agree(vocab, depth, paths, seed):
     for solve in (class_lp_optimum, node_form_optimum):
         enumerated = solve(inst, paths, method="enumerate")
         cuts = solve(inst, paths, method="cuts")
-        assert enumerated["certified"] and cuts["certified"], (enumerated, cuts)
-        assert enumerated["exact_value"] == cuts["exact_value"]
-        assert cuts["cuts"] < enumerated["cuts"]
-        assert enumerated["min_subset_slack"] >= 0 and cuts["min_subset_slack"] >= 0
+        assert enumerated.certified and cuts.certified, (enumerated, cuts)
+        assert enumerated.exact_value == cuts.exact_value
+        assert cuts.details["cuts"] < enumerated.details["cuts"]
+        assert enumerated.details["min_subset_slack"] >= 0 <= cuts.details["min_subset_slack"]
 
 
 def test_cutting_planes_beyond_enumeration_limit():
     inst = rational(2, 5, seed=0)  # 32 paths: 2^32 subsets are never enumerated
     result = class_lp_optimum(inst, 2)
-    assert result["method"] == "cuts" and result["certified"]
-    assert result["min_subset_slack"] >= 0
+    assert result.method == "cuts" and result.certified
+    assert result.details["min_subset_slack"] >= 0
     node = node_form_optimum(inst, 2)
-    assert node["certified"] and node["exact_value"] >= result["exact_value"]
+    assert node.certified and node.exact_value >= result.exact_value
 
 
 def test_optimal_skewed_law_is_in_p_k():
     inst = rational(3, 2, seed=7)
     result = class_lp_optimum(inst, 3)
-    r = [Fraction(v) for v in result["r_exact"]]
+    r = list(result.details["leaf_law"])
     assert sum(r) == 1 and min(r) >= 0
     hit = hitting_function(inst.model(exact=True), 3)
     assert hit.minimum(np.array(r, dtype=object), exact=True)[0] == 0
@@ -169,12 +165,12 @@ def test_one_path_class_is_block_verification(seed):
     inst = rational(3, 2, seed) if seed % 2 else ties_instance(2, 3, seed=seed)
     result = class_lp_optimum(inst, 1)
     bv = exact_result(inst.model(exact=True), "bv").block_efficiency
-    assert result["certified"] and result["exact_value"] == Fraction(bv)
+    assert result.certified and result.exact_value == Fraction(bv)
 
 
 def test_one_path_anchor_bv_toy():
     # THEORY section 2: BV accepts 11/9 tokens on the toy at L = 2, so E[tau + 1] = 20/9
-    assert class_lp_optimum(bv_toy(2), 1)["exact"] == "20/9"
+    assert class_lp_optimum(bv_toy(2), 1).exact == "20/9"
 
 
 def test_single_step_anchor():
@@ -185,19 +181,20 @@ def test_single_step_anchor():
     target = np.array([p] * 4, dtype=object)
     draft = np.array([q] * 4, dtype=object)
     inst = from_rows(target, draft, depth=1)
-    assert class_lp_optimum(inst, 2)["exact"] == "93/50"
-    assert optimum_record(full_lp(inst, paths=2))["exact"] == "93/50"
+    assert class_lp_optimum(inst, 2).exact == "93/50"
+    assert optimum(inst, 2, method="full").exact == "93/50"
 
 
 @pytest.mark.parametrize("draft_sampling", ["iid", "without-replacement"])
 @pytest.mark.parametrize("vocab,depth,paths,seed", [(2, 2, 2, 11), (3, 2, 2, 12), (2, 3, 3, 13)])
 def test_class_below_full_below_node_form(vocab, depth, paths, seed, draft_sampling):
     inst = rational(vocab, depth, seed)
-    full = optimum_record(full_lp(inst, paths=paths, draft_sampling=draft_sampling))
+    full = optimum(inst, paths, draft_sampling, method="full")
     cls = class_lp_optimum(inst, paths, draft_sampling=draft_sampling)
     node = node_form_optimum(inst, paths, draft_sampling=draft_sampling)
-    assert full["certified"] and cls["certified"] and node["certified"]
-    assert cls["exact_value"] <= full["exact_value"] <= node["exact_value"]
+    assert full.certified and cls.certified and node.certified
+    # theorem (lp/colgen.py): class = full; the node form is a relaxation
+    assert cls.exact_value == full.exact_value <= node.exact_value
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -207,7 +204,7 @@ def test_class_at_least_gbv(seed):
         gbv = exact_result(inst.model(exact=True), "gbv", paths=paths)
         cls = class_lp_optimum(inst, paths)
         assert gbv.total_variation == 0
-        assert cls["certified"] and cls["exact_value"] >= Fraction(gbv.block_efficiency)
+        assert cls.certified and cls.exact_value >= Fraction(gbv.block_efficiency)
 
 
 # ---------------------------------------------------------------------------
@@ -217,11 +214,8 @@ def test_class_at_least_gbv(seed):
 def shifted(real, shift):
     def wrapper(*args, **kwargs):
         out = real(*args, **kwargs)
-        out = dict(out)
-        out["value"] += float(shift)
-        out["exact_value"] = out["exact_value"] + shift
-        out["exact"] = str(out["exact_value"])
-        return out
+        return dataclasses.replace(out, value=out.value + float(shift),
+                                   exact_value=out.exact_value + shift)
     return wrapper
 
 
@@ -277,25 +271,23 @@ def test_cli_exit_codes(tmp_path, monkeypatch):
     assert table.exit_code == 1 and "counterexample" in table.output
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_gbv_skewed_law_reproduces_gbv(seed):
-    from speclp.lp.selection import bv_value_of_law, gbv_skewed_law
-
-    for inst in (rational(2, 3, seed), ties_instance(3, 2, seed=seed)):
-        model = inst.model(exact=True)
-        hit = hitting_function(model, 3)
-        r = gbv_skewed_law(model, 3)
-        assert sum(r) == 1 and hit.minimum(r, exact=True)[0] == 0  # a point of P_K
-        gbv = exact_result(model, "gbv", paths=3).block_efficiency
-        assert bv_value_of_law(model, r) == Fraction(gbv)
-
-
 def test_exact_separation_catches_what_float_missed():
     # tiny probabilities (alpha = 0.3): the float64 separation misses a cut violated by
     # about 1e-13 and the float basis is off in exact arithmetic; the exact stage repairs both
     inst = dirichlet_instance(2, 2, alpha=0.3, seed=18)
     cuts = class_lp_optimum(inst, 2, method="cuts")
     enumerated = class_lp_optimum(inst, 2, method="enumerate")
-    assert cuts["certified"] and enumerated["certified"]
-    assert cuts["exact_value"] == enumerated["exact_value"]
-    assert cuts["min_subset_slack"] >= 0
+    assert cuts.certified and enumerated.certified
+    assert cuts.exact_value == enumerated.exact_value
+    assert cuts.details["min_subset_slack"] >= 0
+
+
+def test_cutting_planes_that_do_not_converge_give_a_labelled_uncertified_result():
+    inst = rational(2, 3, seed=4)
+    converged = class_lp_optimum(inst, 3, method="cuts")
+    stopped = class_lp_optimum(inst, 3, method="cuts", max_rounds=1)
+    assert converged.certified and converged.details["rounds"] > 1
+    assert not stopped.certified and stopped.exact_value is None and stopped.exact is None
+    assert "did not converge in 1 rounds" in stopped.certificate
+    assert "upper bound" in stopped.certificate
+    assert stopped.value >= converged.value - 1e-12  # a relaxation: never below the optimum

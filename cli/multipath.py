@@ -7,9 +7,11 @@ from typing import Any
 
 import typer
 
-from .cli import BadInput, ClaimFailed, app, progress, require_choice, require_min, run, stderr, table
+from . import BadInput, ClaimFailed, app, progress, run, stderr, table, working
+from . import validate as check
 
 BACKENDS = ("highs", "cvxpy")
+METHODS = ("auto", "colgen", "full")
 DRAFT_SAMPLING = ("iid", "without-replacement")
 
 
@@ -26,8 +28,11 @@ def gap(
     paths: int = typer.Option(2, "--paths", help="Number K of draft paths."),
     draft_sampling: str = typer.Option("iid", "--draft-sampling",
                                        help="iid or without-replacement."),
-    backend: str = typer.Option("highs", "--backend", help="LP backend: highs or cvxpy."),
-    no_class: bool = typer.Option(False, "--no-class", help="Skip the selection-class optimum."),
+    method: str = typer.Option("auto", "--method",
+                               help="Optimum engine: auto (= colgen), colgen or full (the "
+                                    "enumerated LP, small instances only)."),
+    backend: str = typer.Option("highs", "--backend",
+                                help="LP backend of --method full: highs or cvxpy."),
     save_dir: str = typer.Option("counterexamples", "--save-dir",
                                  help="Where a failing instance is saved."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
@@ -39,20 +44,24 @@ def gap(
     """
 
     def body() -> dict[str, Any]:
-        from .lp.instance import load_instance
-        from .proofs.gap import gap as compute_gap
+        check.integer("--paths", paths, 1)
+        check.choice("--draft-sampling", draft_sampling, DRAFT_SAMPLING)
+        check.choice("--backend", backend, BACKENDS)
+        check.choice("--method", method, METHODS)
+        if backend != "highs" and method != "full":
+            raise BadInput("--backend: cvxpy solves the enumerated LP only; add --method full")
+        check.output_dir("--save-dir", save_dir)
+        inst = check.instance_file(instance, paths, draft_sampling, size_flag="--paths",
+                                   method=method)
+        from ..proofs.gap import gap as compute_gap
 
-        require_min("--paths", paths, 1)
-        require_choice("--draft-sampling", draft_sampling, DRAFT_SAMPLING)
-        require_choice("--backend", backend, BACKENDS)
-        inst = load_instance(instance)
-        try:
-            result = compute_gap(inst, paths, draft_sampling=draft_sampling, backend=backend,
-                                 class_optimum=not no_class)
-        except ValueError as err:
-            raise BadInput(f"--paths: {err}") from None
-        for key in ("optimum", "class_optimum"):
-            result[key].pop("exact_value", None)
+        with working(f"gap {inst.name} K={paths}"):
+            try:
+                result = compute_gap(inst, paths, draft_sampling=draft_sampling, backend=backend,
+                                     method=method)
+            except ValueError as err:
+                raise BadInput(f"--paths: {err}") from None
+        result["optimum"].pop("exact_value", None)
         if result["failures"]:
             saved = inst.save(Path(save_dir) / f"gap-K{paths}-{inst.name}.json")
             result["saved"] = str(saved)
@@ -61,18 +70,13 @@ def gap(
         return result
 
     def render(r: dict[str, Any]) -> None:
-        inst, opt, klass = r["instance"], r["optimum"], r["class_optimum"]
-        rows = [["full LP optimum", f"{opt['value']:.12g}", opt["exact"] or "", "", "",
-                 _label(opt)]]
-        if klass.get("available"):
-            rows.append(["class optimum (select + BV)", f"{klass['value']:.12g}",
-                         klass.get("exact") or "", f"{opt['value'] - klass['value']:.3g}",
-                         f"{klass['value'] / opt['value']:.6f}", _label(klass)])
-        else:
-            rows.append(["class optimum (select + BV)", "", "", "", "",
-                         f"not computed: {klass.get('reason')}"])
+        inst, opt, class_row = r["instance"], r["optimum"], r["class_optimum"]
+        rows = [[f"K-path optimum ({opt['method']})", f"{opt['value']:.12g}", opt["exact"] or "",
+                 "", "", _label(opt)],
+                ["class optimum (select + BV)", f"{class_row['value']:.12g}", class_row["exact"] or "",
+                 "0", "1", "= K-path optimum (theorem; same solve)"]]
         for name, v in r["verifiers"].items():
-            rows.append([name, f"{v['block_efficiency']:.12g}", "", f"{v['gap']:.3g}",
+            rows.append([name, f"{v['block_efficiency']:.12g}", v.get("exact") or "", f"{v['gap']:.3g}",
                          f"{v['ratio']:.6f}", f"TV {v['tv']:.2g}"])
         title = (f"{inst['name']}  V={inst['vocab_size']} L={inst['depth']} K={r['paths']} "
                  f"({r['draft_sampling']})  E[tau + 1]")
@@ -81,22 +85,6 @@ def gap(
             stderr.print(f"verifiers not registered: {', '.join(r['missing'])}", markup=False)
 
     run(body, as_json, render)
-
-
-def _ints(text: str, flag: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise BadInput(f"{flag}: expected comma-separated integers, got {text!r}") from None
-
-
-def _floats(text: str | None, flag: str) -> list[float]:
-    if not text:
-        return []
-    try:
-        return [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise BadInput(f"{flag}: expected comma-separated numbers, got {text!r}") from None
 
 
 @app.command()
@@ -116,13 +104,15 @@ def sweep(
     backend: str = typer.Option("highs", "--backend", help="LP backend: highs or cvxpy."),
     no_certify: bool = typer.Option(False, "--no-certify",
                                     help="Skip exact certificates (optima labelled so)."),
-    class_max_paths: int = typer.Option(27, "--class-max-paths",
-                                        help="Class optimum only where V^L <= this (0: never)."),
     max_variables: int = typer.Option(400_000, "--max-variables",
                                       help="Size guard: full LP variables per cell."),
     skip_large: bool = typer.Option(False, "--skip-large",
                                     help="Leave out cells over the size guard (else exit 2)."),
-    out: str = typer.Option("sweep-results", "--out", help="Results directory (resumable)."),
+    out: str = typer.Option(None, "--out",
+                            help="Results folder (resumable; default ./speclp-results/sweep)."),
+    new_out: bool = typer.Option(False, "--new-out",
+                                 help="If --out holds another sweep, use a new folder next to it "
+                                      "(OUT-2, ...) instead of refusing."),
     fmt: str = typer.Option("parquet", "--format", help="parquet or csv."),
     workers: int = typer.Option(1, "--workers", help="Worker processes."),
     cluster: str = typer.Option(None, "--cluster",
@@ -136,7 +126,8 @@ def sweep(
     """
 
     def body() -> dict[str, Any]:
-        from .proofs.sweep import (
+        from ..proofs.store import ResultsFolderError, default_out
+        from ..proofs.sweep import (
             FORMATS,
             ResultStore,
             SweepSpec,
@@ -144,29 +135,36 @@ def sweep(
             load_results,
             run_sweep,
         )
-        from .proofs.sweep import summarize as summarise_rows
+        from ..proofs.sweep import summarize as summarise_rows
 
-        if fmt not in FORMATS:
-            raise BadInput(f"--format: must be one of {', '.join(FORMATS)}, got {fmt!r}")
-        if workers < 1:
-            raise BadInput(f"--workers: must be >= 1, got {workers}")
-        out_path = Path(out)
-        if out_path.exists() and not out_path.is_dir():
-            raise BadInput(f"--out: {out} exists and is not a directory")
-        alphas = _floats(alpha, "--alpha")
+        check.choice("--format", fmt, FORMATS)
+        check.integer("--workers", workers, 1, check.MAX_WORKERS)
+        check.integer("--trials", trials, 1)
+        check.seed("--seed", seed)
+        check.integer("--max-variables", max_variables, 1)
+        out_path = check.output_dir("--out", out or default_out("sweep"))
+        alphas = (check.float_list("--alpha", alpha, 0, low_open=True) if alpha is not None
+                  else [])
+        temperatures = (check.float_list("--temperature", temperature, 0, low_open=True)
+                        if temperature is not None else [])
         if alpha is None and temperature is None:
             alphas = [1.0]  # default family: Dirichlet(1)
-        spec = SweepSpec(vocab=_ints(vocab, "--vocab"), depth=_ints(depth, "--depth"),
-                         paths=_ints(paths, "--paths"), alpha=alphas,
-                         temperature=_floats(temperature, "--temperature"), trials=trials,
-                         seed=seed, draft_sampling=draft_sampling, backend=backend,
-                         certify=not no_certify, class_max_paths=class_max_paths,
+        spec = SweepSpec(vocab=check.int_list("--vocab", vocab, 2), depth=check.int_list("--depth", depth, 1),
+                         paths=check.int_list("--paths", paths, 1), alpha=alphas,
+                         temperature=temperatures, trials=trials,
+                         seed=seed, draft_sampling=check.choice("--draft-sampling", draft_sampling,
+                                                                DRAFT_SAMPLING),
+                         backend=check.choice("--backend", backend, BACKENDS),
+                         certify=not no_certify,
                          max_variables=max_variables)
+        address = check.cluster("--cluster", cluster)
         try:
             summary = run_sweep(
-                spec, out_path, fmt=fmt, workers=workers, cluster=cluster,
-                skip_large=skip_large,
-                progress=lambda it, total: progress(it, total, f"sweep -> {out}"))
+                spec, out_path, fmt=fmt, workers=workers, cluster=address,
+                skip_large=skip_large, new_folder=new_out,
+                progress=lambda it, total: progress(it, total, f"sweep -> {out_path}"))
+        except ResultsFolderError as err:
+            raise BadInput(f"--out: {err}") from None
         except SweepTooLarge as err:
             raise BadInput(f"--max-variables: {err}") from None
         except ValueError as err:
@@ -175,11 +173,18 @@ def sweep(
                            ) from None
         except KeyboardInterrupt:
             done = len(ResultStore(out_path, fmt).done())
-            stderr.print(f"interrupted: {done} finished instances are saved in {out}; rerun the "
-                         "same command to resume", markup=False)
+            stderr.print(f"interrupted: {done} finished instances are saved in {out_path}; rerun "
+                         "the same command to resume", markup=False)
             raise typer.Exit(130) from None
-        frame = load_results(out_path)
-        summary["summary"] = summarise_rows(frame)
+        out_path = Path(summary["out"])
+        if summary["rows"]:
+            summary["summary"] = summarise_rows(load_results(out_path))
+        else:  # every cell skipped (--skip-large): nothing to summarise
+            import pandas as pd
+
+            from ..proofs.sweep import ROW_COLUMNS
+
+            summary["summary"] = summarise_rows(pd.DataFrame(columns=list(ROW_COLUMNS)))
         if summary["violations"]:
             raise ClaimFailed(f"{len(summary['violations'])} claim violations, first: "
                               f"{summary['violations'][0]} (rows saved in {out})", summary)
@@ -212,26 +217,33 @@ def sweep(
 @app.command()
 def plot(
     results: str = typer.Argument(..., help="Sweep directory / results file, or bench results."),
-    out: str = typer.Option(None, "--out", help="Figure directory (default RESULTS_figures)."),
+    out: str = typer.Option(None, "--out",
+                            help="Figure folder (default ./speclp-results/NAME_figures)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Optimality-gap figures (PNG and PDF) from a sweep, or benchmark figures."""
 
     def body() -> dict[str, Any]:
-        from .proofs.plots import is_bench_results, plot_results
+        from ..proofs.store import RESULTS_ROOT
 
-        path = Path(results)
-        if path.exists() and is_bench_results(path):
-            from . import cli_models
+        path = check.input_path("RESULTS", results, allow_dir=True)
+        target = check.output_dir("--out", out or RESULTS_ROOT / f"{path.resolve().name}_figures")
+        from ..proofs.plots import is_bench_results, plot_results
 
-            target = Path(out) if out else path.with_name(path.stem + "_figures")
+        if is_bench_results(path):
+            from . import models as cli_models
+
             target.mkdir(parents=True, exist_ok=True)
-            files = cli_models.plot_bench(path, target / "bench")
+            try:
+                files = cli_models.plot_bench(path, target / "bench")
+            except (KeyError, TypeError, ValueError) as err:
+                raise BadInput(f"RESULTS: {path}: not readable bench records ({type(err).__name__}: "
+                               f"{err})") from None
             return {"out": str(target), "kind": "bench",
                     "figures": {"bench": {"files": [str(f) for f in files],
                                           "note": "block efficiency and throughput against K"}}}
         try:
-            return plot_results(results, out)
+            return plot_results(path, target)
         except (FileNotFoundError, ValueError) as err:
             raise BadInput(f"RESULTS: {err}") from None
 

@@ -2,7 +2,10 @@
 
 Both work at contexts reached by target sampling on real prompts, with rows of the real
 pair on a small complete prefix tree (verifiers.real_rows); results are JSONL (resumable:
-finished contexts are skipped) plus figures, in --out.
+records are keyed on every setting that changes them, finished ones are skipped) plus
+figures, in --out (default ./speclp-results/trees, ./speclp-results/realgap). `trees`
+folders record their spec and take one writer at a time (proofs.store). Every flag is
+checked (cli/validate.py) before a model is loaded.
 """
 
 from __future__ import annotations
@@ -13,20 +16,33 @@ from typing import Any
 
 import typer
 
-from .cli import BadInput, app, progress, run, table
+from . import BadInput, app, progress, run, table
+from . import validate as check
 
-TREES_OUT = Path("benchmarks/results/trees")
-REALGAP_OUT = Path("benchmarks/results/realgap")
+TREES_OUT = Path("speclp-results/trees")
+REALGAP_OUT = Path("speclp-results/realgap")
+MAX_TREE_NODES = 2000  # candidate tree nodes (rows of V probabilities per model, per context)
+MAX_TREE_LEVEL = 1024  # nodes of the widest level (one batched forward)
 
 
-def _int_list(text: str, option: str, minimum: int = 1) -> list[int]:
-    try:
-        values = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise BadInput(f"{option}: expected a comma list of integers, got {text!r}") from None
-    if not values or any(v < minimum for v in values):
-        raise BadInput(f"{option}: every value must be >= {minimum}, got {text!r}")
-    return values
+def _int_list(text: str, option: str, minimum: int = 1, maximum: int | None = None) -> list[int]:
+    return check.int_list(option, text, minimum, maximum)
+
+
+def _common(out: Path, prompts: str, every: int, contexts_per_prompt: int, temperature: float,
+            draft_temperature: float | None, seed: int, threads: int | None) -> None:
+    """The flags trees and realgap share (cheap checks; the pair is checked last, by the
+    caller, since naming the built-in models imports torch)."""
+    check.integer("--contexts-per-prompt", contexts_per_prompt, 1, 10_000)
+    check.integer("--every", every, 1, 100_000)
+    check.number("--temperature", temperature, 0)
+    if draft_temperature is not None:
+        check.number("--draft-temperature", draft_temperature, 0)
+    check.seed("--seed", seed)
+    if threads is not None:
+        check.integer("--threads", threads, 1, 1024)
+    check.output_dir("--out", out)
+    check.prompts("--prompts", prompts)
 
 
 def _slug(text: str) -> str:
@@ -38,8 +54,8 @@ def _load(pair_name: str, prompt_spec: str, draft_temperature: float | None,
     """Prompts (checked first: cheap), then the pair on the CPU/GPU default device."""
     import torch
 
-    from .cli_models import parse_prompts
-    from .verifiers.models import ModelUnavailable, VocabularyMismatch, load_pair
+    from ..verifiers.models import ModelUnavailable, VocabularyMismatch, load_pair
+    from .models import parse_prompts
 
     prompts = parse_prompts(prompt_spec)
     if threads:
@@ -79,7 +95,12 @@ def trees(
     engine_tokens: int = typer.Option(48, "--engine-tokens", help="Tokens generated per engine run."),
     skip_trees: bool = typer.Option(False, "--skip-trees",
                                     help="Only the engine runs (with --engine-budgets)."),
-    out: Path = typer.Option(TREES_OUT, "--out", help="Folder of the JSONL results and figures."),
+    out: Path = typer.Option(TREES_OUT, "--out",
+                             help="Folder of the JSONL results and figures (default "
+                                  "./speclp-results/trees)."),
+    new_out: bool = typer.Option(False, "--new-out",
+                                 help="If --out holds another spec, use a new folder next to it "
+                                      "(OUT-2, ...) instead of refusing."),
     seed: int = typer.Option(0, "--seed"),
     threads: int = typer.Option(None, "--threads", help="torch CPU threads."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
@@ -93,11 +114,58 @@ def trees(
     """
 
     def body() -> dict[str, Any]:
-        from .proofs.realgap import load_jsonl
-        from .proofs.trees import (
-            ENGINE_SHAPES,
-            RULES,
-            node_count,
+        _common(out, prompts, every, contexts_per_prompt, temperature, draft_temperature, seed,
+                threads)
+        check.integer("--engine-tokens", engine_tokens, 1, 100_000)
+        from ..proofs.store import ResultsFolderError, open_folder
+        from ..proofs.trees import ENGINE_SHAPES, RULES, node_count
+        from ..verifiers.law import verifier_names
+
+        budget_list = _int_list(budgets, "--budgets")
+        rule_list = tuple(dict.fromkeys(r.strip() for r in rules.split(",") if r.strip()))
+        bad = [r for r in rule_list if r not in RULES]
+        if bad or not rule_list:
+            raise BadInput(f"--rules: unknown rule {bad[0] if bad else rules!r}; known: {', '.join(RULES)}")
+        check.integer("--top", width, 2, 64)
+        check.integer("--depth", depth, 2, 16)
+        nodes = node_count(width, depth)
+        if nodes > MAX_TREE_NODES or width**depth > MAX_TREE_LEVEL:
+            raise BadInput(f"--top/--depth: the M={width}, L={depth} candidate tree has {nodes:,} "
+                           f"nodes (limits {MAX_TREE_NODES:,} nodes, {MAX_TREE_LEVEL:,} at the "
+                           "deepest level); use a smaller --top or --depth")
+        if max(budget_list) > nodes:
+            raise BadInput(f"--budgets: {max(budget_list)} exceeds the {nodes} nodes of "
+                           f"the M={width}, L={depth} candidate tree; raise --top or --depth")
+        engine_list = _int_list(engine_budgets, "--engine-budgets") if engine_budgets else []
+        bad_engine = [n for n in engine_list if n not in ENGINE_SHAPES]
+        if bad_engine:
+            raise BadInput(f"--engine-budgets: {bad_engine[0]} has no K x L shape; known: "
+                           f"{', '.join(map(str, ENGINE_SHAPES))}")
+        engine_names = list(dict.fromkeys(v.strip() for v in engine_verifiers.split(",") if v.strip()))
+        known = verifier_names(include_broken=True)
+        if engine_list and (not engine_names or any(v not in known for v in engine_names)):
+            unknown = next((v for v in engine_names if v not in known), engine_verifiers)
+            raise BadInput(f"--engine-verifiers: unknown verifier {unknown!r}; known: {', '.join(known)}")
+        if skip_trees and not engine_list:
+            raise BadInput("--skip-trees: needs --engine-budgets (otherwise nothing is computed)")
+        check.model_pair("--pair", pair)
+        spec = {"pair": pair, "prompts": prompts, "budgets": budget_list, "rules": list(rule_list),
+                "top": width, "depth": depth, "contexts_per_prompt": contexts_per_prompt,
+                "every": every, "temperature": temperature, "draft_temperature": draft_temperature,
+                "no_timing": no_timing, "engine_budgets": engine_list,
+                "engine_verifiers": engine_names if engine_list else [],
+                "engine_tokens": engine_tokens if engine_list else None,
+                "skip_trees": skip_trees, "seed": seed}
+        try:
+            folder = open_folder(out, "trees", spec, new_folder=new_out)
+        except ResultsFolderError as err:
+            raise BadInput(f"--out: {err}") from None
+        with folder:
+            return compute(folder.path, spec)
+
+    def compute(out: Path, spec: dict[str, Any]) -> dict[str, Any]:
+        from ..proofs.store import load_jsonl, select_records
+        from ..proofs.trees import (
             plot_trees,
             run_engine_reuse,
             run_trees,
@@ -105,23 +173,7 @@ def trees(
             summarize_trees,
         )
 
-        budget_list = _int_list(budgets, "--budgets")
-        rule_list = tuple(r.strip() for r in rules.split(",") if r.strip())
-        bad = [r for r in rule_list if r not in RULES]
-        if bad or not rule_list:
-            raise BadInput(f"--rules: unknown rule {bad[0] if bad else rules!r}; known: {', '.join(RULES)}")
-        if width < 2 or depth < 2:
-            raise BadInput(f"--top/--depth: need M >= 2 and L >= 2, got {width}, {depth}")
-        if max(budget_list) > node_count(width, depth):
-            raise BadInput(f"--budgets: {max(budget_list)} exceeds the {node_count(width, depth)} nodes of "
-                           f"the M={width}, L={depth} candidate tree; raise --top or --depth")
-        if contexts_per_prompt < 1 or every < 1:
-            raise BadInput("--contexts-per-prompt/--every: must be >= 1")
-        engine_list = _int_list(engine_budgets, "--engine-budgets") if engine_budgets else []
-        bad_engine = [n for n in engine_list if n not in ENGINE_SHAPES]
-        if bad_engine:
-            raise BadInput(f"--engine-budgets: {bad_engine[0]} has no K x L shape; known: "
-                           f"{', '.join(map(str, ENGINE_SHAPES))}")
+        budget_list, rule_list, engine_list = spec["budgets"], tuple(spec["rules"]), spec["engine_budgets"]
         loaded, prompt_list, draft_t, label = _load(pair, prompts, draft_temperature, threads)
         out_file = out / f"{_slug(pair)}.jsonl"
         engine: dict[str, Any] = {}
@@ -129,10 +181,10 @@ def trees(
             engine_file = out / f"{_slug(pair)}_engine.jsonl"
             if loaded.same_model:
                 loaded.draft_temperature = draft_t
-            engine = run_engine_reuse(loaded, prompt_list, engine_list,
-                                      [v.strip() for v in engine_verifiers.split(",") if v.strip()],
+            engine = run_engine_reuse(loaded, prompt_list, engine_list, spec["engine_verifiers"],
                                       engine_file, engine_tokens, temperature, seed, label)
-            engine["summary"] = summarize_engine_reuse(load_jsonl(engine_file))
+            engine["summary"] = summarize_engine_reuse(select_records(load_jsonl(engine_file),
+                                                                      engine.pop("keys")))
         if skip_trees:
             return {"pair": label, "engine": engine, "summary": [], "contexts": 0, "figures": [],
                     "file": None, "computed": 0, "reused": 0, "convention": "", "rows": ""}
@@ -140,9 +192,11 @@ def trees(
                            out_file, width, depth, contexts_per_prompt, every, temperature, draft_t,
                            seed, label, set(loaded.target.eos_token_ids), not no_timing,
                            progress=lambda it: progress(it, len(prompt_list), "trees"))
-        records = [r for r in load_jsonl(out_file) if r["width"] == width and r["depth"] == depth]
+        # only this invocation's records (keys) are counted and plotted
+        records = select_records(load_jsonl(out_file), status.pop("keys"))
         figures = plot_trees(records, out, title=f"{label}: {len(records)} contexts, M={width}, L={depth}")
-        return {"pair": label, **status, "contexts": len(records), "figures": [str(f) for f in figures],
+        return {"pair": label, **status, "out": str(out), "contexts": len(records),
+                "figures": [str(f) for f in figures],
                 "convention": "tokens per round = E[accepted] + 1; rerank/target-first rules need one "
                               "extra target pass per round (reuse probability 0 for target-sampling "
                               "verification of a deterministic tree)",
@@ -187,7 +241,9 @@ def realgap(
     every: int = typer.Option(8, "--every", help="Target-sampled tokens between contexts."),
     temperature: float = typer.Option(1.0, "--temperature"),
     draft_temperature: float = typer.Option(None, "--draft-temperature"),
-    out: Path = typer.Option(REALGAP_OUT, "--out"),
+    out: Path = typer.Option(REALGAP_OUT, "--out",
+                             help="Folder of the JSONL results and figures (default "
+                                  "./speclp-results/realgap)."),
     seed: int = typer.Option(0, "--seed"),
     threads: int = typer.Option(None, "--threads"),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
@@ -199,22 +255,23 @@ def realgap(
     """
 
     def body() -> dict[str, Any]:
-        from .proofs.realgap import load_jsonl, plot_realgap, run_realgap, summarize_realgap
+        widths = _int_list(top, "--top", 2, 5)
+        depths = _int_list(depth, "--depth", 1, 3)
+        ks = _int_list(paths, "--paths", 1, 3)  # supported sizes: M <= 5, L <= 3, K <= 3 (LP size)
+        _common(out, prompts, every, contexts_per_prompt, temperature, draft_temperature, seed,
+                threads)
+        check.model_pair("--pair", pair)
+        from ..proofs.realgap import plot_realgap, run_realgap, summarize_realgap
+        from ..proofs.store import load_jsonl, select_records
 
-        widths = _int_list(top, "--top", 2)
-        depths = _int_list(depth, "--depth", 1)
-        ks = _int_list(paths, "--paths", 1)
-        if max(widths) > 5 or max(depths) > 3 or max(ks) > 3:
-            raise BadInput("--top/--depth/--paths: supported sizes are M <= 5, L <= 3, K <= 3 (LP size)")
-        if contexts_per_prompt < 1 or every < 1:
-            raise BadInput("--contexts-per-prompt/--every: must be >= 1")
         loaded, prompt_list, draft_t, label = _load(pair, prompts, draft_temperature, threads)
         out_file = out / f"{_slug(pair)}.jsonl"
         status = run_realgap(loaded.target.model, loaded.draft.model, prompt_list, widths, depths, ks,
                              out_file, contexts_per_prompt, every, temperature, draft_t, seed, label,
                              set(loaded.target.eos_token_ids),
                              progress=lambda it: progress(it, len(prompt_list), "realgap"))
-        records = load_jsonl(out_file)
+        # only this invocation's records (keys) are summarised and plotted
+        records = select_records(load_jsonl(out_file), status.pop("keys"))
         figures = plot_realgap(records, out)
         return {"pair": label, **status, "records": len(records), "figures": [str(f) for f in figures],
                 "instances": "top-M of the TARGET row per node, rows renormalised over the M tokens",

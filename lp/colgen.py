@@ -1,0 +1,541 @@
+"""Column generation for the K-path LP: the selection master, its pricing and its certificate.
+
+This is the optimum engine of the project (speclp.lp.engine.optimum, method "colgen"): the
+optimum of the full K-path LP (speclp.lp.full) without enumerating draft configurations,
+certified in exact rationals.
+
+Priorities and their laws
+-------------------------
+A priority is a strict order on the P = V^L leaves (complete paths), best first. The rule
+"select the highest-priority drafted path" gives the selected path a law r_k on the
+leaves (priority_law): for i.i.d. drafting r(x) = (q(x) + Q_below(x))^K - Q_below(x)^K,
+Q_below(x) the q-mass of the leaves ranked below x (the law of the best of K draws);
+without replacement it is summed over the enumerated configurations. These laws are the
+vertices of the polytope P_K of reachable skewed laws (speclp.lp.class_lp).
+
+The master (master_lp)
+----------------------
+Variables: rho(x, d, y) >= 0 for every leaf x, depth d in 0..L and token y (column
+(x (L+1) + d) V + y; output node x[:d], token y, objective d + 1), then A(z) for
+z = 1..N-1, then lambda_k >= 0 per priority. Rows: P path rows
+sum_{d,y} rho(x, d, y) - sum_k lambda_k r_k(x) = 0; then the N V target-matching rows
+(speclp.lp.rows) with C(u, t) = sum of rho(x, |u|, t) over the leaves x extending u. The
+convexity row sum_k lambda_k = 1 is implied (all rows together) and dropped; it is kept in
+meta["dropped_eq"] and checked by the certificate.
+
+Why it is the full LP. Dual feasibility for rho makes theta(x) >= H(x) = max over prefixes
+n of x and tokens y of (|n| + 1) - v(n, y), and pricing the priorities gives
+max_k r_k . theta = E[max_k theta(X_k)] (the greedy vertex selects the best drafted path),
+so y_c = max_k theta(x_k) is a feasible dual of the full LP with the same objective;
+conversely pi(c, n, y) = sum_k lambda_k w(c) [sel_k(c) = x] rho(x, |n|, y) / r(x),
+r = sum_k lambda_k r_k, is feasible for the full LP with the same objective. The argument
+holds for any draft law (i.i.d. or without replacement).
+
+The optimal selection mixture
+-----------------------------
+At the optimum, the priorities with lambda_k > 0, their weights lambda_k and the skewed
+law r = sum_k lambda_k r_k describe an optimal verifier: draw a priority k with probability
+lambda_k, select the highest-priority drafted path, and run BV on it with r in place of q
+(for a fixed r the master's rho part is the single-path LP with budgets r, whose optimum
+is BV's closed form, speclp.lp.node.node_optimum). The certificate checks that value
+exactly (mixture_value_matches).
+
+Pricing and certificate
+-----------------------
+solve_colgen sorts the leaves by their float dual theta and adds the greedy priority while
+its reduced cost r . theta exceeds a tolerance (HiGHS re-solves warm). With certify=True
+(certify_master) the master restricted to its basic priorities is rebuilt with exact data
+and certified from its basis (speclp.lp.certify.refine_basis); its exact duals give
+theta(x) >= H(x) for every leaf (all rho columns are in the master, so the certificate
+checked those reduced costs exactly), and the exact greedy priority must have
+r . theta <= 0 (all_configurations_priced): then no column of the full LP has positive
+reduced cost. A priority the float pricing missed is added and the loop resumes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+from flint import fmpq
+
+from ..verifiers.drafts import (
+    Configurations,
+    check_draft_sampling,
+    count_configurations,
+    multiset_configurations,
+)
+from ..verifiers.tree import (
+    SIZE_CAP,
+    TreeModel,
+    all_paths,
+    capped_num_nodes,
+    capped_power,
+    num_nodes,
+    prefix_node_indices,
+)
+from .certify import BASIC, Certificate, fmpq_to_fraction, refine_basis, to_fmpq
+from .full import as_model, label_node
+from .instance import Instance
+from .program import Block, LinearProgram, ValueTable
+from .rows import depth_values, matching_a_entries, target_refs
+from .solve import LPSolution, highs_model, highs_solution, solve, status_name
+
+MAX_ENUMERATED_CONFIGURATIONS = 20_000_000  # without replacement: priority laws by enumeration
+
+
+@dataclass
+class MasterData:
+    """Data of the selection master.
+
+    path_tokens [P, L] token ids of the leaves; q [P] draft probability of every leaf
+    (float64) and q_exact (exact, or None); configurations: the sets of K distinct paths
+    with their weights (drafting without replacement only, where priority laws are summed
+    over them; None for iid).
+    """
+
+    model: TreeModel
+    paths: int
+    draft_sampling: str
+    path_tokens: np.ndarray
+    q: np.ndarray
+    q_exact: np.ndarray | None
+    configurations: Configurations | None
+    exact: bool
+
+    @property
+    def num_leaves(self) -> int:
+        return int(len(self.q))
+
+    def count_configurations(self) -> int:
+        """Number of draft configurations of the full LP the master stands for."""
+        return count_configurations(int((self.q > 0).sum()), self.paths, self.draft_sampling)
+
+    def leaf_label(self, x: int) -> str:
+        return str(tuple(int(t) for t in self.path_tokens[x]))
+
+
+MAX_MASTER_COLUMNS = 2_000_000  # single-path output columns rho(x, d, y) of the master
+
+
+def master_size(vocab: int, depth: int, paths: int, draft_sampling: str = "iid") -> dict[str, int]:
+    """Size of the selection master from the shape alone (nothing is built; capped at
+    verifiers.tree.SIZE_CAP): leaves P = V^L, columns P (L+1) V + N - 1 (+ one per
+    generated priority), rows P + N V, and the configurations enumerated without
+    replacement (0 for iid, where priority laws have a closed form)."""
+    leaves = capped_power(vocab, depth)
+    nodes = capped_num_nodes(vocab, depth)
+    columns = min(leaves * (depth + 1) * vocab + nodes - 1, SIZE_CAP)
+    rows = min(leaves + nodes * vocab, SIZE_CAP)
+    enumerated = (count_configurations(leaves, paths, draft_sampling)
+                  if draft_sampling == "without-replacement" else 0)
+    return {"leaves": leaves, "columns": columns, "rows": rows, "configurations": enumerated}
+
+
+def master_data(model_or_instance: TreeModel | Instance, paths: int = 2,
+                draft_sampling: str = "iid", exact: bool = True,
+                max_configurations: int = MAX_ENUMERATED_CONFIGURATIONS) -> MasterData:
+    check_draft_sampling(draft_sampling)
+    if paths < 1:
+        raise ValueError(f"paths must be >= 1, got {paths}")
+    model = as_model(model_or_instance, exact)
+    q = model.draft_path_probabilities()
+    q_float = np.array([float(v) for v in q]) if q.dtype == object else q.astype(np.float64)
+    q_exact = None
+    if exact:
+        q_exact = q if q.dtype == object else np.array([Fraction(float(v)) for v in q],
+                                                       dtype=object)
+    configs = None
+    if draft_sampling == "without-replacement":
+        count = count_configurations(int((q_float > 0).sum()), paths, draft_sampling)
+        if count > max_configurations:
+            raise ValueError(f"paths: the selection master without replacement enumerates "
+                             f"{count:,} configurations (limit {max_configurations:,}); "
+                             "use iid drafting or fewer paths")
+        configs = multiset_configurations(model, paths, draft_sampling)
+    return MasterData(model, paths, draft_sampling, all_paths(model.vocab_size, model.depth),
+                      q_float, q_exact, configs, exact)
+
+
+def priority_law(master: MasterData, priority: np.ndarray, exact: bool = False) -> np.ndarray:
+    """[P] law of the selected path when the highest-priority drafted path is selected.
+
+    priority [P]: a permutation of the leaves; priority[0] is the best. iid:
+    r(x) = (q(x) + Q_below(x))^K - Q_below(x)^K with Q_below(x) = q-mass of the leaves
+    ranked below x. Without replacement: summed over the enumerated configurations.
+    Float64, or exact (object array) when exact=True.
+    """
+    priority = np.asarray(priority, dtype=np.int64)
+    count = master.num_leaves
+    q = master.q_exact if exact else master.q
+    if master.draft_sampling == "iid":
+        ranked = q[priority]  # best first
+        if exact:
+            below = np.empty(count, dtype=object)
+            acc = Fraction(0)
+            for i in range(count - 1, -1, -1):
+                below[i] = acc
+                acc += ranked[i]
+        else:
+            below = np.concatenate([np.cumsum(ranked[::-1])[::-1][1:], [0.0]])
+        law_ranked = (ranked + below) ** master.paths - below ** master.paths
+        law = np.empty(count, dtype=object if exact else np.float64)
+        law[priority] = law_ranked
+        return law
+    rank = np.empty(count, dtype=np.int64)
+    rank[priority] = np.arange(count)
+    configs = master.configurations
+    chosen = configs.paths[np.arange(len(configs)), rank[configs.paths].argmin(axis=1)]
+    weight = configs.weight
+    if not exact:
+        weight = np.array([float(v) for v in weight]) if weight.dtype == object else weight
+        return np.bincount(chosen, weights=weight, minlength=count)
+    law = np.empty(count, dtype=object)
+    law[:] = [Fraction(0)] * count
+    if weight.dtype != object:
+        weight = np.array([Fraction(float(v)) for v in weight], dtype=object)
+    np.add.at(law, chosen, weight)
+    return law
+
+
+def master_lp(master: MasterData, priorities: list[np.ndarray], exact: bool = False
+              ) -> LinearProgram:
+    """The selection master with one lambda column per priority (module docstring)."""
+    model = master.model
+    vocab, depth = model.vocab_size, model.depth
+    count = master.num_leaves
+    n_nodes = num_nodes(vocab, depth)
+    n_rho = count * (depth + 1) * vocab
+    n_a = n_nodes - 1
+    n_lambda = len(priorities)
+    n_vars = n_rho + n_a + n_lambda
+    table = ValueTable(exact)
+    depth_refs = table.add(depth_values(model))
+    neg_target, root_target = target_refs(model, table)
+    laws = [priority_law(master, priority, exact) for priority in priorities]
+    law_refs = [table.add(-law) for law in laws]
+    # rho columns: path row x and matching row (x[:d], y)
+    leaf_nodes = prefix_node_indices(master.path_tokens, vocab)  # [P, L+1]
+    x_idx, d_idx, y_idx = (a.reshape(-1) for a in np.meshgrid(
+        np.arange(count), np.arange(depth + 1), np.arange(vocab), indexing="ij"))
+    rho_cols = np.arange(n_rho, dtype=np.int64)
+    objective_refs = np.full(n_vars, table.zero, dtype=np.int64)
+    objective_refs[:n_rho] = depth_refs[d_idx]
+    match0 = count  # first matching row; matching row of key u * V + t is match0 + key
+    a_keys, a_cols, a_refs = matching_a_entries(model, n_rho, neg_target, table.one)
+    rows = [x_idx, match0 + leaf_nodes[x_idx, d_idx] * vocab + y_idx, match0 + a_keys]
+    cols = [rho_cols, rho_cols, a_cols]
+    refs = [np.full(n_rho, table.one, dtype=np.int64)] * 2 + [a_refs]
+    for k, law in enumerate(laws):
+        nz = np.nonzero(np.array([v != 0 for v in law]) if exact else law != 0)[0]
+        rows.append(nz)
+        cols.append(np.full(len(nz), n_rho + n_a + k, dtype=np.int64))
+        refs.append(law_refs[k][nz])
+    rows_all, cols_all, refs_all = np.concatenate(rows), np.concatenate(cols), np.concatenate(refs)
+    rhs = np.full(count + n_nodes * vocab, table.zero, dtype=np.int64)
+    rhs[match0: match0 + vocab] = root_target
+    order = np.lexsort((cols_all, rows_all))
+    eq = Block(rows_all[order], cols_all[order], refs_all[order], rhs)
+    dropped = Block(np.zeros(n_lambda, dtype=np.int64), n_rho + n_a + np.arange(n_lambda),
+                    np.full(n_lambda, table.one, dtype=np.int64),
+                    np.array([table.one], dtype=np.int64))
+    values, exact_values = table.tables()
+
+    def variable_label(j: int) -> str:
+        j = int(j)
+        if j < n_rho:
+            x, rest = divmod(j, (depth + 1) * vocab)
+            d, y = divmod(rest, vocab)
+            return f"rho[x={master.leaf_label(x)}, d={d}, y={y}]"
+        if j < n_rho + n_a:
+            return f"A[{label_node(j - n_rho + 1, vocab)}]"
+        return f"lambda[{j - n_rho - n_a}]"
+
+    def eq_label(i: int) -> str:
+        i = int(i)
+        if i < count:
+            return f"path[{master.leaf_label(i)}]"
+        u, t = divmod(i - count, vocab)
+        return f"match[u={label_node(u, vocab)}, t={t}]"
+
+    lp = LinearProgram(
+        name=f"selection-master-V{vocab}-L{depth}-K{master.paths}-{master.draft_sampling}-"
+             f"{n_lambda}",
+        num_vars=n_vars, objective_refs=objective_refs, constant_ref=table.zero, eq=eq,
+        ub=Block.empty(), table=values, exact_table=exact_values,
+        variable_label=variable_label, eq_label=eq_label)
+    lp.notes.append("convexity row sum lambda = 1 dropped (implied by the other rows); kept in "
+                    "meta['dropped_eq'] and checked by the certificate")
+    lp.meta.update({"kind": "selection-master", "priorities": list(priorities),
+                    "dropped_eq": dropped, "num_rho": n_rho, "num_a": n_a, "num_leaves": count,
+                    "vocab_size": vocab, "depth": depth, "paths": master.paths,
+                    "draft_sampling": master.draft_sampling})
+    return lp
+
+
+def price(master: MasterData, duals: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """Best priority against float master duals.
+
+    duals [m]: the first P are theta(x) of the path rows. The lambda column of a priority
+    has reduced cost r . theta (r its law), maximised by ranking the leaves by theta (the
+    selected path is then the drafted path of largest theta). Returns (priority [P],
+    law [P], reduced cost).
+    """
+    theta = duals[: master.num_leaves]
+    priority = np.argsort(-theta, kind="stable")
+    law = priority_law(master, priority)
+    return priority, law, float(law @ theta)
+
+
+# ---------------------------------------------------------------------------
+# exact certificate
+# ---------------------------------------------------------------------------
+
+def _float(v: Any) -> float:
+    return float(fmpq_to_fraction(v)) if isinstance(v, fmpq) else float(v)
+
+
+def basic_priorities(master: MasterData, priorities: list[np.ndarray],
+                     solution: LPSolution) -> list[np.ndarray]:
+    """The priorities whose lambda column is basic or positive in a float master solution
+    (all of them when the solution carries no basis)."""
+    first_lambda = master.num_leaves * (master.model.depth + 1) * master.model.vocab_size + (
+        num_nodes(master.model.vocab_size, master.model.depth) - 1)
+    if solution.basis is None:
+        return list(priorities)
+    col_status = solution.basis[0]
+    keep = [p for k, p in enumerate(priorities) if col_status[first_lambda + k] == BASIC
+            or solution.x[first_lambda + k] > 0]
+    return keep or list(priorities)
+
+
+def certify_master(master: MasterData, priorities: list[np.ndarray], max_rounds: int = 6
+                   ) -> tuple[LinearProgram, LPSolution, Certificate, np.ndarray | None]:
+    """Exact certificate of the full K-path LP from the master on `priorities`.
+
+    1. The master is built with exact data, solved and certified exactly (refine_basis);
+       the dropped convexity row is checked.
+    2. The exact greedy priority of its exact duals theta must have r . theta <= 0
+       (all_configurations_priced).
+    Returns (exact master LP, its solution, certificate, improving priority or None): when
+    the exact pricing finds a priority with positive reduced cost, the caller adds it to
+    `priorities` and certifies again (solve_colgen).
+    """
+    start = time.perf_counter()
+    lp = master_lp(master, priorities, exact=True)
+    master_solution = solve(lp)
+    if not master_solution.optimal:
+        cert = Certificate(False, None, f"selection master: solver status "
+                           f"{master_solution.status}", time.perf_counter() - start)
+        return lp, master_solution, cert, None
+    master_solution, cert = refine_basis(lp, master_solution, max_rounds)
+    if not cert.certified:
+        cert.reason = "selection master: " + cert.reason
+        cert.seconds = time.perf_counter() - start
+        return lp, master_solution, cert, None
+    count = master.num_leaves
+    theta = cert.dual[:count]
+    greedy = np.array(sorted(range(count), key=lambda x: (-theta[x], x)), dtype=np.int64)
+    law = to_fmpq(priority_law(master, greedy, exact=True))
+    excess = sum((law[x] * theta[x] for x in range(count)), fmpq(0))
+    cert.checks["all_configurations_priced"] = excess <= 0
+    if excess > 0:
+        cert.certified = False
+        cert.value = None
+        cert.reason = (f"failed: all_configurations_priced (the greedy priority has reduced "
+                       f"cost {_float(excess):.3g} > 0)")
+        cert.seconds = time.perf_counter() - start
+        return lp, master_solution, cert, greedy
+    cert.reason = (f"optimal for the full LP: selection master ({len(priorities)} priorities) "
+                   f"certified exactly; every column of the full LP priced exactly (greedy "
+                   f"priority reduced cost {_float(excess):.3g} <= 0)")
+    cert.seconds = time.perf_counter() - start
+    return lp, master_solution, cert, None
+
+
+# ---------------------------------------------------------------------------
+# the loop
+# ---------------------------------------------------------------------------
+
+@dataclass
+class ColgenResult:
+    """Column generation outcome.
+
+    value: optimum of the full K-path LP (float; certificate.value is exact when certified).
+    lp: the final master (exact data when certified); solution: its solution (basis
+    included; x exact-valued floats of the certified point when certified); master: the
+    MasterData; certificate: from certify_master (certify=True), else None. history: one
+    dict per float master solve (columns, value, max reduced cost, seconds). seconds: the
+    float phase; certify_seconds: the exact phase (exact_rounds exact master solves).
+    """
+
+    status: str
+    value: float
+    lp: LinearProgram
+    solution: LPSolution
+    master: MasterData
+    iterations: int
+    seconds: float
+    history: list[dict[str, Any]] = field(default_factory=list)
+    certificate: Certificate | None = None
+    certify_seconds: float | None = None
+    notes: list[str] = field(default_factory=list)
+    exact_rounds: int = 0
+
+
+def solve_colgen(model_or_instance: TreeModel | Instance, paths: int = 2,
+                 draft_sampling: str = "iid", exact: bool = True, tolerance: float = 1e-9,
+                 max_iterations: int = 5_000, time_limit: float | None = None,
+                 certify: bool = True, max_exact_rounds: int = 50) -> ColgenResult:
+    """Column generation for the K-path full LP (module docstring).
+
+    The master starts from the priority "leaves by q, descending" and holds every rho and
+    A column; each round prices the float duals (price) and adds the greedy priority while
+    its reduced cost exceeds `tolerance` (float phase: at most max_iterations master solves,
+    time_limit seconds). With certify=True (and exact=True) the exact phase certifies the
+    master on the basic priorities of the float solution (certify_master); an improving
+    priority found by the exact pricing joins them and the exact master is certified again
+    (at most max_exact_rounds times). A float phase stopped by max_iterations is priced
+    exactly once (certified if no priority improves); one stopped by time_limit is not
+    certified.
+    """
+    start = time.perf_counter()
+    master = master_data(model_or_instance, paths, draft_sampling, exact)
+    priorities = [np.argsort(-master.q, kind="stable")]
+    lp = master_lp(master, priorities)
+    notes = [f"{master.count_configurations():,} draft configurations; master {lp.num_vars} "
+             f"columns x {lp.num_eq} rows"]
+    h = highs_model(lp, presolve=False, method="simplex")
+    history: list[dict[str, Any]] = []
+    iterations = 0
+    status = "unknown"
+    certificate = None
+    certify_seconds = 0.0
+    value = float("nan")
+
+    def add_priority(priority: np.ndarray, law: np.ndarray) -> None:
+        nz = np.nonzero(law)[0]
+        h.addCols(1, np.zeros(1), np.zeros(1), np.full(1, np.inf), len(nz),
+                  np.zeros(1, dtype=np.int32), nz.astype(np.int32), -law[nz])
+        priorities.append(priority)
+
+    while iterations < max_iterations:
+        if time_limit is not None:
+            left = time_limit - (time.perf_counter() - start)
+            if left <= 0:
+                status = "time_limit"
+                break
+            # HiGHS compares time_limit with its run clock, which accumulates over runs
+            h.setOptionValue("time_limit", float(h.getRunTime() + left))
+        t0 = time.perf_counter()
+        h.run()
+        iterations += 1
+        status = status_name(h, h.getModelStatus())
+        if status == "not_set":  # warm start failed: solve cold
+            notes.append(f"iteration {iterations}: warm start failed, solved cold")
+            h.clearSolver()
+            h.run()
+            status = status_name(h, h.getModelStatus())
+        if status != "optimal":
+            break
+        value = float(h.getInfo().objective_function_value)
+        duals = np.asarray(h.getSolution().row_dual, dtype=np.float64)
+        priority, law, reduced = price(master, duals)
+        history.append({"iteration": iterations, "columns": len(priorities), "value": value,
+                        "max_reduced_cost": reduced, "seconds": time.perf_counter() - t0})
+        if reduced <= tolerance:
+            break
+        add_priority(priority, law)
+    if status == "optimal" and history and history[-1]["max_reduced_cost"] > tolerance:
+        status = "iteration_limit"  # stopped by max_iterations with an improving priority
+    lp = master_lp(master, priorities)
+    solution = highs_solution(h, lp, status, time.perf_counter() - start, list(notes))
+    seconds = time.perf_counter() - start
+    exact_rounds = 0
+    if status in ("optimal", "iteration_limit") and certify and master.exact \
+            and solution.basis is not None:
+        # exact phase: certify the master on the float solution's basic priorities; an
+        # improving priority found by the exact pricing joins that set and the exact master
+        # is solved again (the float duals of a degenerate master need not be the exact ones)
+        t0 = time.perf_counter()
+        chosen = basic_priorities(master, priorities, solution)
+        while True:
+            exact_rounds += 1
+            lp_exact, solution_exact, certificate, missed = certify_master(master, chosen)
+            if (certificate.certified or missed is None or exact_rounds >= max_exact_rounds
+                    or status != "optimal"):  # a stopped float phase is priced once
+                break
+            if any(np.array_equal(missed, p) for p in chosen):
+                certificate.reason += " (the improving priority is already in the master)"
+                break
+            chosen.append(missed)
+        if exact_rounds > 1:
+            notes.append(f"exact pricing added {exact_rounds - 1} priorities the float pricing "
+                         "did not need")
+        if certificate.certified or status == "optimal":
+            lp, solution = lp_exact, solution_exact
+        certify_seconds = time.perf_counter() - t0
+        if certificate.certified:
+            status = "optimal"
+            value = float(certificate.value)
+    return ColgenResult(status, value, lp, solution, master, iterations, seconds, history,
+                        certificate, certify_seconds if certify else None, notes, exact_rounds)
+
+
+# ---------------------------------------------------------------------------
+# the optimal selection mixture
+# ---------------------------------------------------------------------------
+
+@dataclass
+class SelectionMixture:
+    """An optimal selection verifier read off the master's solution (module docstring).
+
+    priorities [k][P]: the priorities with lambda_k > 0 (leaf indices, best first);
+    weights [k]: lambda_k (Fractions when exact, else float); leaf_law [P]: the optimal
+    skewed law r = sum_k lambda_k r_k on the leaves (Fractions when exact, else float64);
+    path_tokens [P, L]: token ids of the leaves; exact: True when read from the certified
+    exact point (then node_optimum with leaf_law reproduces the certified optimum exactly).
+    """
+
+    priorities: list[np.ndarray]
+    weights: list[Any]
+    leaf_law: np.ndarray
+    path_tokens: np.ndarray
+    exact: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form: priorities as lists of leaf indices, exact numbers as fraction strings."""
+        text = (lambda v: str(v)) if self.exact else float  # noqa: E731
+        return {"priorities": [p.tolist() for p in self.priorities],
+                "weights": [text(w) for w in self.weights],
+                "leaf_law": [text(v) for v in self.leaf_law],
+                "path_tokens": self.path_tokens.tolist(), "exact": self.exact}
+
+
+def selection_mixture(result: ColgenResult) -> SelectionMixture:
+    """The priorities with positive weight, their weights and the skewed law r of a column
+    generation result: exact from the certificate's primal point when certified, else
+    float64 from the HiGHS solution."""
+    lp, master = result.lp, result.master
+    priorities = lp.meta["priorities"]
+    first_lambda = lp.meta["num_rho"] + lp.meta["num_a"]
+    certificate = result.certificate
+    exact = certificate is not None and certificate.certified and certificate.primal is not None
+    if exact:
+        weights_all = [fmpq_to_fraction(certificate.primal[first_lambda + k])
+                       for k in range(len(priorities))]
+    else:
+        weights_all = [float(result.solution.x[first_lambda + k]) for k in range(len(priorities))]
+    chosen = [k for k, w in enumerate(weights_all) if w > 0]
+    laws = [priority_law(master, priorities[k], exact=exact) for k in chosen]
+    if exact:
+        leaf_law = np.array([Fraction(0)] * master.num_leaves, dtype=object)
+    else:
+        leaf_law = np.zeros(master.num_leaves)
+    for k, law in zip(chosen, laws, strict=True):
+        leaf_law = leaf_law + weights_all[k] * law
+    return SelectionMixture([np.asarray(priorities[k]) for k in chosen],
+                            [weights_all[k] for k in chosen], leaf_law, master.path_tokens, exact)

@@ -1,0 +1,277 @@
+"""THE optimum entry point: the certified K-path optimum of an instance, as one record.
+
+    optimum(instance, paths=K, draft_sampling="iid", method="auto") -> Optimum
+
+Every command asks this function for the K-path optimum (K = 1 included); none builds its
+own LP. Methods:
+    "colgen"  column generation over the selection master (speclp.lp.colgen), certified by
+              exact pricing; also returns the optimal selection mixture (record.mixture).
+              The engine.
+    "full"    the enumerated full LP (speclp.lp.full.full_lp) solved by HiGHS (or cvxpy) and
+              certified from its basis (speclp.lp.certify). The test oracle: exponentially
+              many configurations, small instances only.
+    "closed-form"  depth L = 1 with i.i.d. drafts: alpha* = min over the V + 1 threshold
+              sets H of p(H) + 1 - Q(H) (speclp.lp.closed_form), evaluated in exact
+              rationals; O(V log V) at any vocabulary. The optimal H is in
+              details["threshold_set"].
+    "auto"    "closed-form" where it applies (L = 1, i.i.d.), else "colgen": the default
+              for every K and every caller.
+With tree_nodes (a fixed, deterministic draft tree) the optimum is that of the tree's LP
+(speclp.lp.full.tree_lp; method "tree").
+
+program_optimum(lp) solves and certifies ONE LinearProgram (node LP, class LP, node form,
+tree LP) and returns the same record.
+
+The record (Optimum)
+--------------------
+    value            float: the optimum E[tau + 1] (tokens per target call); the exact
+                     optimum converted to float when certified, else the solver's value
+    exact_value      Fraction or None: the exact optimum of the exact data when certified
+                     (for a float instance: of its binary values renormalised exactly)
+    exact            fraction string of exact_value when certified AND the instance is
+                     rational (given in exact numbers), else None
+    certified        bool: exact primal and dual certificate checked (else the value is
+                     labelled NOT certified wherever it is shown)
+    certificate      text: what was checked, or why it failed
+    status           solver status ("optimal", "time_limit", ...)
+    method           "colgen" | "full" | "closed-form" | "tree" | "lp" | a cutting-plane
+                     label
+    seconds          wall time of the whole computation (solve + certificate)
+    solve_seconds    the solver part;  certify_seconds: the certificate part (None: none)
+    size             dict: what was solved (variables, rows, configurations, ...)
+    notes            list of strings: every retry, refinement, restriction worth knowing
+    mixture          colgen only, else None (the closed form gives details["threshold_set"]
+                     instead): the optimal selection mixture
+                     (speclp.lp.colgen.SelectionMixture): the priorities with positive
+                     weight, their weights lambda and the optimal skewed law r on the
+                     leaves, exact Fractions when certified. "Draw a priority with
+                     probability lambda, select the highest-priority drafted path, run BV
+                     on it with r in place of q" attains the optimum.
+    details          dict of method-specific numbers (iterations, cuts, rounds, ...)
+to_json() gives the JSON object the CLI prints (exact numbers as fraction strings).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from ..verifiers.drafts import check_draft_sampling
+from ..verifiers.tree import TreeModel
+from .certify import refine_basis
+from .closed_form import one_step_optimum
+from .colgen import SelectionMixture, selection_mixture, solve_colgen
+from .full import full_lp, tree_lp
+from .instance import Instance
+from .node import node_optimum
+from .program import LinearProgram
+from .solve import solve
+
+METHODS = ("auto", "colgen", "full", "closed-form")
+BACKENDS = ("highs", "cvxpy")
+
+
+@dataclass
+class Optimum:
+    """The optimum record (module docstring)."""
+
+    value: float | None
+    exact_value: Fraction | None
+    certified: bool
+    certificate: str
+    status: str
+    method: str
+    rational: bool
+    seconds: float
+    solve_seconds: float | None = None
+    certify_seconds: float | None = None
+    size: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    mixture: SelectionMixture | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def exact(self) -> str | None:
+        """Fraction string of the certified optimum of a rational instance, else None."""
+        if self.certified and self.rational and self.exact_value is not None:
+            return str(self.exact_value)
+        return None
+
+    @property
+    def label(self) -> str:
+        """'certified' or 'NOT certified: reason'."""
+        return "certified" if self.certified else f"NOT certified: {self.certificate}"
+
+    def to_json(self, mixture: bool = False) -> dict[str, Any]:
+        """JSON object (the mixture only when asked: it has P entries per priority)."""
+        out = {"value": self.value, "exact": self.exact, "certified": self.certified,
+               "certificate": self.certificate, "status": self.status, "method": self.method,
+               "seconds": round(self.seconds, 6),
+               "solve_seconds": _round(self.solve_seconds),
+               "certify_seconds": _round(self.certify_seconds),
+               "size": self.size, "notes": list(self.notes), **self.details}
+        if mixture and self.mixture is not None:
+            out["mixture"] = self.mixture.to_json()
+        return out
+
+
+def _round(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 6)
+
+
+# ---------------------------------------------------------------------------
+# one LinearProgram
+# ---------------------------------------------------------------------------
+
+def program_optimum(lp: LinearProgram, backend: str = "highs", certify: bool = True,
+                    rational: bool = True, method: str = "lp") -> Optimum:
+    """Solve `lp` and certify its optimum in exact arithmetic (when certify and lp carries
+    exact data). A float basis that is optimal only within tolerances is repaired by
+    iterative refinement first (speclp.lp.certify.refine_basis); cvxpy returns no basis, so
+    its optimum is certified through a HiGHS basis of the same LP and the distance of
+    cvxpy's value from the exact optimum is recorded (details["backend_error"])."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    start = time.perf_counter()
+    solution = solve(lp, backend=backend)
+    record = Optimum(
+        value=float(solution.value) if solution.optimal else None, exact_value=None,
+        certified=False, certificate="not requested", status=solution.status, method=method,
+        rational=rational, seconds=0.0, solve_seconds=solution.seconds,
+        size=lp.describe(), notes=list(lp.notes) + list(solution.notes),
+        details={"backend": backend})
+    if certify and lp.exact_table is not None and solution.optimal:
+        basis_source = solution if solution.basis is not None else solve(lp, backend="highs")
+        refined, cert = refine_basis(lp, basis_source)
+        record.certify_seconds = cert.seconds
+        record.certified = bool(cert.certified)
+        record.certificate = cert.reason
+        record.notes += [n for n in refined.notes if n.startswith("refinement")]
+        if solution.basis is None:
+            record.certificate += " (basis from HiGHS; the backend returns none)"
+        if cert.certified and cert.value is not None:
+            record.exact_value = Fraction(cert.value)
+            record.details["backend_error"] = abs(float(solution.value) - float(cert.value))
+            record.value = float(record.exact_value)
+    elif certify and not solution.optimal:
+        record.certificate = f"solver status {solution.status}"
+    record.seconds = time.perf_counter() - start
+    return record
+
+
+# ---------------------------------------------------------------------------
+# the K-path optimum
+# ---------------------------------------------------------------------------
+
+def _model_and_rational(instance: Instance | TreeModel, exact: bool) -> tuple[TreeModel, bool]:
+    if isinstance(instance, Instance):
+        return instance.model(exact=exact), instance.rational
+    if not isinstance(instance, TreeModel):
+        raise TypeError(f"expected an Instance or TreeModel, got {type(instance).__name__}")
+    rational = instance.exact
+    if exact or not instance.exact:
+        return instance, rational
+    return instance.to_float(), rational
+
+
+def optimum(instance: Instance | TreeModel, paths: int = 1, draft_sampling: str = "iid",
+            method: str = "auto", certify: bool = True, backend: str = "highs",
+            time_limit: float | None = None, tree_nodes: np.ndarray | None = None) -> Optimum:
+    """The optimum of the information-agnostic LP over K = paths drafted paths (module
+    docstring): the best block efficiency E[tau + 1] of any lossless prefix-matching
+    verifier that sees the K drafts.
+
+    instance: an Instance (a rational one is certified in its own numbers; a float one in
+    the exact binary values of its rows) or a TreeModel (exact rows: rational). certify:
+    False skips the exact certificate (the record says "not requested"). backend: "highs"
+    or "cvxpy" (method "full" only). time_limit: seconds (method "colgen"). tree_nodes:
+    [T] node indices of a fixed draft tree (then paths must be 1 and draft_sampling is
+    ignored). Raises ValueError on bad arguments or an LP over the size limits.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if paths < 1:
+        raise ValueError(f"paths must be >= 1, got {paths}")
+    model, rational = _model_and_rational(instance, certify)
+    if tree_nodes is not None:
+        if paths != 1:
+            raise ValueError("tree_nodes: a fixed draft tree has no K (paths must be 1)")
+        return program_optimum(tree_lp(model, tree_nodes, exact=certify), backend, certify,
+                               rational, method="tree")
+    check_draft_sampling(draft_sampling)
+    if method == "full":
+        lp = full_lp(model, paths=paths, draft_sampling=draft_sampling, exact=certify)
+        return program_optimum(lp, backend, certify, rational, method="full")
+    one_step = model.depth == 1 and draft_sampling == "iid"
+    if method == "closed-form" or (method == "auto" and one_step):
+        if not one_step:
+            raise ValueError("method: the closed form applies at depth 1 with iid drafts only")
+        return _closed_form_optimum(model, paths, certify, rational)
+    if backend != "highs":
+        raise ValueError("backend: column generation runs on HiGHS only; use method 'full' "
+                         "for cvxpy")
+    return _colgen_optimum(model, paths, draft_sampling, certify, rational, time_limit)
+
+
+def _closed_form_optimum(model: TreeModel, paths: int, exact: bool,
+                         rational: bool) -> Optimum:
+    start = time.perf_counter()
+    result = one_step_optimum(model.target[0], model.draft[0], paths)
+    members = sorted(int(t) for t in result.threshold_set(0))
+    value = result.value[0]
+    record = Optimum(
+        value=float(value), exact_value=Fraction(value) if exact else None, certified=exact,
+        certificate=(
+            f"exact closed form (L = 1, iid): min over the {model.vocab_size + 1} threshold sets "
+            f"of p(H) + 1 - Q(H), attained at H of {len(members)} tokens; the bound holds for "
+            "every H (weak duality), the minimum is attained (max-flow/min-cut, Hu et al. 2025; "
+            "checked against the certified LP in tests/test_closed_form.py)")
+        if exact else "not requested",
+        status="optimal", method="closed-form", rational=rational, seconds=0.0,
+        solve_seconds=None, size={"vocabulary": model.vocab_size, "threshold_sets":
+                                  model.vocab_size + 1},
+        details={"threshold_set": members})
+    record.seconds = time.perf_counter() - start
+    return record
+
+
+def _colgen_optimum(model: TreeModel, paths: int, draft_sampling: str, certify: bool,
+                    rational: bool, time_limit: float | None) -> Optimum:
+    start = time.perf_counter()
+    result = solve_colgen(model, paths=paths, draft_sampling=draft_sampling, exact=certify,
+                          certify=certify, time_limit=time_limit)
+    cert = result.certificate
+    certified = bool(cert is not None and cert.certified)
+    mixture = selection_mixture(result) if result.status == "optimal" else None
+    record = Optimum(
+        value=float(result.value) if result.status == "optimal" else None, exact_value=None,
+        certified=certified,
+        certificate=cert.reason if cert is not None else (
+            "not requested" if not certify else f"solver status {result.status}"),
+        status=result.status, method="colgen", rational=rational, seconds=0.0,
+        solve_seconds=result.seconds, certify_seconds=result.certify_seconds,
+        size={"configurations": result.master.count_configurations(),
+              "master_columns": result.lp.num_vars, "master_rows": result.lp.num_eq,
+              "priorities": len(result.lp.meta["priorities"])},
+        notes=list(result.notes), mixture=mixture,
+        details={"iterations": result.iterations})
+    if certified:
+        record.exact_value = Fraction(cert.value)
+        record.value = float(record.exact_value)
+        # the mixture read off the exact point must realise the optimum: BV with r
+        _, bv_value = node_optimum(model, exact=True, leaf_law=mixture.leaf_law)
+        record.details["mixture_value_matches"] = bool(bv_value == record.exact_value)
+        if bv_value != record.exact_value:
+            record.certified = False
+            record.exact_value = None
+            record.certificate = (f"failed: mixture_value_matches (BV with the optimal skewed "
+                                  f"law gives {float(bv_value):.17g}, the master "
+                                  f"{float(record.exact_value):.17g})")
+    record.seconds = time.perf_counter() - start
+    return record

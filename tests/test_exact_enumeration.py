@@ -1,0 +1,95 @@
+"""Exact verifier laws on fewer configurations (verifiers/exact.py) keep them exact.
+
+References: the same law enumerated over ALL ordered K-tuples (enumeration="ordered"), and
+a brute-force permutation of the drafted paths for the order_invariant declarations.
+"""
+
+import itertools
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from speclp.lp.instance import dirichlet_instance, ties_instance
+from speclp.verifiers.drafts import multiset_configurations, ordered_configurations
+from speclp.verifiers.exact import draft_tree, exact_result
+from speclp.verifiers.law import block_law, get_verifier, verifier_names
+from speclp.verifiers.tree import num_nodes, prefix_node_indices
+
+
+@pytest.mark.parametrize("draft_sampling", ["iid", "without-replacement"])
+@pytest.mark.parametrize("vocab,depth,paths,seed", [(2, 2, 3, 0), (3, 2, 2, 1), (2, 3, 2, 2)])
+def test_auto_enumeration_equals_ordered_tuples_exactly(vocab, depth, paths, seed,
+                                                       draft_sampling):
+    model = dirichlet_instance(vocab, depth, alpha=0.7, seed=seed, denominator=12).model(
+        exact=True)
+    for name in verifier_names(include_broken=True):
+        fast = exact_result(model, name, paths, draft_sampling)
+        reference = exact_result(model, name, paths, draft_sampling, enumeration="ordered")
+        assert (fast.emit == reference.emit).all(), name  # exact rationals
+        assert fast.block_efficiency == reference.block_efficiency
+        spec = get_verifier(name)
+        expected = ("single path" if not spec.multipath else
+                    "multisets" if spec.order_invariant else "ordered")
+        assert fast.enumeration == expected
+        if expected != "ordered":
+            assert fast.configurations < reference.configurations
+
+
+def test_multiset_counts():
+    model = dirichlet_instance(4, 3, seed=0).model()  # Dirichlet rows: every path has q > 0
+    assert len(multiset_configurations(model, 3)) == math.comb(64 + 2, 3) == 45_760
+    assert len(ordered_configurations(model, 3)) == 64**3
+    ordered = ordered_configurations(model, 2, "without-replacement")
+    assert len(ordered) == 64 * 63
+    assert abs(ordered.weight.sum() - 1) < 1e-12
+
+
+def per_configuration_law(model, configs, name):
+    """[C, N, V] P(output node, token | configuration), exact, aggregated by node."""
+    law = block_law(name, draft_tree(model, configs.tokens))
+    joint = law.joint()  # [C, K, L+1, V]
+    nodes = prefix_node_indices(configs.tokens, model.vocab_size)  # [C, K, L+1]
+    out = np.empty((len(configs), num_nodes(model.vocab_size, model.depth), model.vocab_size),
+                   dtype=object)
+    out[...] = Fraction(0)
+    rows = np.broadcast_to(np.arange(len(configs))[:, None, None], nodes.shape)
+    np.add.at(out, (rows.reshape(-1), nodes.reshape(-1)), joint.reshape(-1, model.vocab_size))
+    return out
+
+
+@pytest.mark.parametrize("name", [n for n in verifier_names(include_broken=True)
+                                  if get_verifier(n).order_invariant])
+def test_declared_order_invariance_holds(name):
+    """Permuting the drafted paths of every ordered tuple leaves the node-aggregated law of a
+    verifier that declares order_invariant unchanged, configuration by configuration."""
+    for inst in (dirichlet_instance(2, 2, alpha=0.7, seed=3, denominator=10),
+                 ties_instance(3, 2, seed=1)):
+        model = inst.model(exact=True)
+        configs = ordered_configurations(model, 3)
+        base = per_configuration_law(model, configs, name)
+        for perm in itertools.permutations(range(3)):
+            moved = configs.part(0, len(configs))
+            moved.paths = configs.paths[:, list(perm)]
+            assert (per_configuration_law(model, moved, name) == base).all(), (name, perm)
+
+
+def test_an_order_dependent_verifier_is_caught():
+    """The check above can fail: SpecInfer tries the drafted children in order."""
+    model = dirichlet_instance(2, 2, alpha=0.7, seed=3, denominator=10).model(exact=True)
+    configs = ordered_configurations(model, 2)
+    moved = configs.part(0, len(configs))
+    moved.paths = configs.paths[:, [1, 0]]
+    assert not (per_configuration_law(model, moved, "specinfer")
+                == per_configuration_law(model, configs, "specinfer")).all()
+
+
+def test_single_path_verifiers_refuse_too_many_distinct_paths():
+    model = dirichlet_instance(2, 1, seed=0, denominator=4).model(exact=True)
+    with pytest.raises(ValueError, match="distinct"):
+        exact_result(model, "bv", paths=3, draft_sampling="without-replacement")
+    assert exact_result(model, "bv", paths=3).block_efficiency == \
+        exact_result(model, "bv", paths=1).block_efficiency
+    assert isinstance(exact_result(model, "bv", paths=3).block_efficiency, Fraction)
+    assert np.isfinite(float(exact_result(model, "bv", paths=2,
+                                          draft_sampling="without-replacement").total_variation))

@@ -1,0 +1,323 @@
+"""Issue 9: every bad input found by the outside tester exits 2 within 5 s (a cluster address
+within 30 s) with ONE line on stderr naming the flag or the path; no traceback, no model
+loaded, no network. Plus the defaults/help fixes and the exit statuses of the contract."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+
+import pytest
+from speclp.cli import app
+from speclp.cli import validate as cli_validate
+from speclp.lp.instance import InstanceError, dirichlet_instance, load_instance
+from typer.testing import CliRunner
+
+runner = CliRunner()
+LIMIT_S = 5.0
+
+
+class TooSlow(BaseException):
+    """Raised by the alarm: a case did not answer within its limit."""
+
+
+@contextmanager
+def deadline(seconds: float):
+    def alarm(signum, frame):
+        raise TooSlow(f"no answer within {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def warm_imports():
+    """Import what the commands import lazily (torch, the verifiers), so that the time limits
+    measure the answer and not the first import of torch in this process."""
+    import speclp.proofs.sweep  # noqa: F401
+    import speclp.proofs.trees  # noqa: F401
+    import speclp.verifiers.models  # noqa: F401
+    import torch  # noqa: F401
+
+
+def refused(args, field, seconds=LIMIT_S):
+    """Run the command in-process under a deadline; exit 2, one stderr line naming `field`."""
+    start = time.monotonic()
+    with deadline(seconds):
+        result = runner.invoke(app, [str(a) for a in args])
+    elapsed = time.monotonic() - start
+    assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"error: {field}"), lines[0]
+    assert "Traceback" not in result.output
+    assert elapsed < seconds
+    return lines[0]
+
+
+@pytest.fixture
+def instance_file(tmp_path):
+    return dirichlet_instance(2, 2, seed=0).save(tmp_path / "inst.json")
+
+
+# --- sizes refused before any work ----------------------------------------------------------
+
+@pytest.mark.parametrize("depth", [16, 22, 30, 64, 100])
+def test_solve_depth_refused_with_size_limit_and_suggestion(depth):
+    line = refused(["solve", "--depth", depth], "--depth")
+    assert "limit" in line and ("--depth 13 or less" in line or "smaller" in line)
+
+
+def test_solve_depth_16_names_the_lp_size():
+    line = refused(["solve", "--depth", 16], "--depth")
+    # V=2, L=16, K=1: 2^16 paths x (1 + 16) nodes x 2 tokens + (2^17 - 2) A(z) variables
+    assert f"{2**16 * 17 * 2 + 2**17 - 2:,} variables" in line and "limit 400,000" in line
+
+
+@pytest.mark.parametrize("command", ["solve", "gap"])
+def test_instance_of_depth_20000_refused(tmp_path, command):
+    path = tmp_path / "deep.json"
+    path.write_text(json.dumps({"vocab_size": 2, "depth": 20000, "target": [], "draft": []}))
+    line = refused([command, path], str(path))
+    assert "depth" in line and "more than 9.2e+18 rows" in line
+
+
+def test_check_bv_optimal_huge_vocabulary_refused():
+    refused(["check", "bv-optimal", "--vocab", 1_000_000, "--depth", 5], "--vocab/--depth")
+
+
+@pytest.mark.parametrize("paths", [50, 1000])
+def test_gap_too_many_paths_refused(instance_file, paths):
+    line = refused(["gap", instance_file, "--paths", paths], "--paths")
+    assert "limit" in line
+
+
+# --- unreadable input -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
+def test_endless_device_refused(device):
+    line = refused(["solve", device], device)
+    assert "not a regular file" in line
+
+
+def test_named_pipe_refused_without_opening_it(tmp_path):
+    fifo = tmp_path / "pipe.json"
+    os.mkfifo(fifo)
+    line = refused(["solve", fifo], str(fifo))
+    assert "named pipe" in line
+
+
+def test_json_nested_100000_deep_refused(tmp_path):
+    path = tmp_path / "nested.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    assert "nested too deeply" in refused(["solve", path], str(path))
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"vocab_size": ' + "9" * 5000 + ', "depth": 1, "target": [], "draft": []}', "5,000 digits"),
+    (json.dumps({"vocab_size": 2, "depth": 1, "target": [["1e-999999999", "1"]] * 3,
+                 "draft": [["1/2", "1/2"]] * 3}), "exponent"),
+    (json.dumps({"vocab_size": 2, "depth": 1, "target": [["1/" + "3" * 5000, "1"]] * 3,
+                 "draft": [["1/2", "1/2"]] * 3}), "characters"),
+])
+def test_huge_integers_and_fractions_refused(tmp_path, text, message):
+    path = tmp_path / "huge.json"
+    path.write_text(text)
+    assert message in refused(["solve", path], str(path))
+
+
+def test_reading_limits_in_the_library(tmp_path):
+    """lp.instance refuses the same inputs (InstanceError naming the path or the field)."""
+    big = tmp_path / "big.json"
+    with open(big, "wb") as handle:
+        handle.truncate(300 * 2**20)  # sparse: larger than MAX_FILE_BYTES, no disk used
+    with pytest.raises(InstanceError, match="over the limit"):
+        load_instance(big)
+    with pytest.raises(InstanceError, match="not a regular file"):
+        load_instance("/dev/zero")
+
+
+@pytest.mark.parametrize("kind", ["binary", "malformed", "directory", "empty", "no-prompt"])
+def test_bench_bad_prompt_files_refused(tmp_path, kind):
+    path = tmp_path / "prompts"
+    if kind == "binary":
+        path.write_bytes(bytes(range(256)) * 4)
+    elif kind == "malformed":
+        path.write_text('{"prompt": "a"}\n{"prompt": \n')
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "empty":
+        path.write_text("\n\n")
+    else:
+        path.write_text('{"text": "no prompt field"}\n')
+    refused(["bench", "--prompts", f"file:{path}", "--out", tmp_path / "o"], "--prompts")
+
+
+# --- output paths ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("command", ["plot", "bench", "realgap", "trees", "sweep"])
+def test_out_naming_an_existing_file_refused(tmp_path, instance_file, command):
+    taken = tmp_path / "taken"
+    taken.write_text("x")
+    args = [command] + ([instance_file] if command == "plot" else []) + ["--out", taken]
+    assert "exists and is not a folder" in refused(args, "--out")
+
+
+def test_out_below_a_file_refused(tmp_path):
+    (tmp_path / "f").write_text("x")
+    refused(["check", "bv-optimal", "--save-dir", tmp_path / "f" / "sub"], "--save-dir")
+
+
+# --- numbers --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args, field", [
+    (["bench", "--temperature", "nan"], "--temperature"),
+    (["bench", "--temperature", "1,inf"], "--temperature"),
+    (["realgap", "--temperature", "-1"], "--temperature"),
+    (["trees", "--temperature", "-1"], "--temperature"),
+    (["trees", "--temperature", "nan"], "--temperature"),
+    (["check", "bv-optimal", "--denominator", "-1"], "--denominator"),
+    (["check", "bv-optimal", "--alpha", "nan"], "--alpha"),
+    (["check", "class-equals-full", "--alpha", "inf"], "--alpha"),
+    (["audit", "--verifier", "bv", "--seed", "-1"], "--seed"),
+    (["sweep", "--alpha", "nan"], "--alpha"),
+    (["sweep", "--workers", "100000"], "--workers"),
+    (["sweep", "--trials", "1000000000"], "--trials"),
+])
+def test_numbers_refused(tmp_path, args, field):
+    writes = args[0] in ("bench", "realgap", "trees", "sweep")
+    refused(args + (["--out", tmp_path / "o"] if writes else []), field)
+
+
+# --- devices and services -------------------------------------------------------------------
+
+def test_unknown_device_refused(tmp_path):
+    refused(["bench", "--device", "tpu", "--out", tmp_path / "o"], "--device")
+
+
+def test_cuda_without_cuda_refused(tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert "no CUDA" in refused(["bench", "--device", "cuda", "--out", tmp_path / "o"], "--device")
+
+
+def test_unreachable_cluster_refused_within_30_s(tmp_path):
+    pytest.importorskip("distributed", reason="--cluster needs dask[distributed] (test extra)")
+    line = refused(["sweep", "--cluster", "tcp://127.0.0.1:1", "--out", tmp_path / "o"],
+                   "--cluster", seconds=30)
+    assert "cannot reach" in line
+
+
+@pytest.mark.parametrize("command", ["bench", "realgap", "trees"])
+def test_unknown_pair_fails_fast_without_network(tmp_path, monkeypatch, command):
+    def no_network(*args, **kwargs):
+        raise AssertionError("the validation tried the network")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    line = refused([command, "--pair", "no-such-org/no-such-model", "--out", tmp_path / "o"],
+                   "--pair")
+    assert "no download is attempted" in line
+
+
+def test_model_validation_happens_before_loading(tmp_path, monkeypatch):
+    """A bad flag listed after --pair is still refused before any model is loaded."""
+    from speclp.verifiers import models
+
+    def loader(*args, **kwargs):
+        raise AssertionError("a model was loaded before validation finished")
+
+    monkeypatch.setattr(models, "load_pair", loader)
+    monkeypatch.setattr(models, "load_model", loader)
+    refused(["realgap", "--pair", "smollm2-135m", "--every", "0", "--out", tmp_path / "o"], "--every")
+    refused(["trees", "--pair", "smollm2-135m", "--engine-budgets", "8", "--engine-verifiers", "nope",
+             "--out", tmp_path / "o"], "--engine-verifiers")
+
+
+# --- parser errors, internal errors ---------------------------------------------------------
+
+@pytest.mark.parametrize("args, field", [
+    (["solve", "--depth", "abc"], "Invalid value for '--depth'"),
+    (["solve", "--bogus"], "No such option: --bogus"),
+    (["audit"], "--verifier: give exactly one of --verifier and --sampler"),
+    (["check", "nothing"], "No such command 'nothing'"),
+])
+def test_parser_errors_are_one_line(args, field):
+    refused(args, field)
+
+
+def test_internal_error_is_one_line_exit_3(monkeypatch):
+    from speclp.lp import instance
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("simulated bug\nsecond line")
+
+    monkeypatch.setattr(instance, "builtin_instance", broken)
+    result = runner.invoke(app, ["solve", "--json"])
+    assert result.exit_code == 3
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("internal error: RuntimeError: simulated bug")
+    assert "please report" in lines[0] and result.stdout == ""
+
+
+# --- defaults and help ----------------------------------------------------------------------
+
+def test_audit_help_names_no_missing_option():
+    result = runner.invoke(app, ["audit", "--help"])
+    assert result.exit_code == 0 and "--list" not in result.output
+
+
+def test_auto_dtype_is_float32_on_cpu():
+    import torch
+    from speclp.verifiers.models import default_dtype
+
+    assert default_dtype(torch.device("cpu")) is torch.float32
+    assert default_dtype(torch.device("cuda")) is torch.bfloat16
+
+
+def test_tables_are_not_cut_off_a_terminal(tmp_path):
+    """stdout to a pipe (no COLUMNS): the table keeps its natural width."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    result = subprocess.run([sys.executable, "-m", "speclp", "solve"], capture_output=True,
+                            text=True, env=env, timeout=300, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    widths = [len(line) for line in result.stdout.splitlines()]
+    assert max(widths) > 80
+    assert "total " in result.stdout and "certificate " in result.stdout  # the times column is whole
+    assert "…" not in result.stdout
+
+
+def test_class_equals_full_title_has_no_raw_dict(tmp_path):
+    result = runner.invoke(app, ["check", "class-equals-full", "--trials", "1", "--vocab", "2",
+                                 "--depth", "1", "--paths", "2", "--save-dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    title = result.stdout.splitlines()[0]
+    assert "{" not in result.stdout and "certified: full 1/1" in title
+
+
+def test_validation_helpers_name_the_flag():
+    with pytest.raises(cli_validate.BadInput, match=r"^--x: must be a finite number, got nan$"):
+        cli_validate.number("--x", float("nan"))
+    with pytest.raises(cli_validate.BadInput, match=r"^--k: must be >= 1, got 0$"):
+        cli_validate.int_list("--k", "1,0", 1)
+    assert cli_validate.int_list("--k", "2, 3,2", 1) == [2, 3]
+    with pytest.raises(cli_validate.BadInput, match=r"^--o: .* exists and is not a folder$"):
+        cli_validate.output_dir("--o", __file__)
+
+
+def test_cluster_address_forms():
+    pytest.importorskip("distributed", reason="--cluster needs dask[distributed] (test extra)")
+    assert cli_validate.cluster("--c", "local") == "local"
+    for bad in ("tcp://host:notaport", "udp://127.0.0.1:1", "nonsense"):
+        with pytest.raises(cli_validate.BadInput, match="^--c: expected local or"):
+            cli_validate.cluster("--c", bad)

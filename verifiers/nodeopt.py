@@ -1,0 +1,156 @@
+"""Node-optimal selection, then block verification ("nodeopt"), law first.
+
+A member of the "select one path, then BV" class (THEORY.md section 4) whose selection uses,
+at every node of the drafted tree, the single-step-optimal rule of verifiers.single_step.
+
+Selection (lexicographic). From the root, at the current node u with n drafted paths
+through it, run the nested-partition rule for n i.i.d. draws with target a = p(.|u) and draft
+q(.|u) on the n child tokens of those paths; move to the returned child; repeat down to a
+leaf y* = y*_1..y*_L. For i.i.d. drafting the n children at u are i.i.d. q(.|u), so the rule
+returns child x with the law r_n(x|u) of the rule. At L = 1 this is the single-step optimum:
+its acceptance is alpha* = min_H [p(H) + 1 - q(H)^K] (single_step.single_step_optimum).
+
+Skewed rows. BV needs r(x|u) = P(y*_{i+1} = x | y*_1..i = u), the law of the selected path;
+the rule used at u depends on the number N_u of paths through u, which is random given
+that u was selected. Its law pi_u(n) = P(N_u = n | u selected) is tracked along the path:
+    pi_root = [N = K],   r(.|u) = sum_n pi_u(n) r_n(.|u),
+    pi_{u x}(m) = sum_n pi_u(n) rho_n[m, x|u] / r(x|u),
+with rho_n[m, x|u] = P(the rule on n draws returns x and m of them equal x)
+(NestedPartitions.count_law). Then BV runs on y* with r in place of q
+(single_path.bv_path_law): lossless for any selection rule whose path law is r.
+
+Law. Path k of the tree is selected with probability prod_i P(the rule at path k's depth-i
+node returns path k's child | the children drafted there) divided by the number of paths
+equal to path k; its output mass is P(select k) times BV's law on path k, put on path k.
+
+Options: support (verifiers.single_step): vocabularies larger than support pool the tail
+tokens of each node into ratio runs (still lossless; exactly the single-step optimum when
+V <= support). Lossless for i.i.d. drafting only (the rule's law assumes i.i.d. children).
+
+Cost per depth: for each of the K path slots and each n = 1..K, one nested-partition rule
+(one sort of the node row, O(C^3) on its C cells); the BV step as in single_path.
+
+Shapes: tokens [B, K, L], target rows [B, K, L+1, V], draft rows [B, K, L, V];
+law.stop [B, K, L+1], law.correction [B, K, L+1, V].
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import ops
+from .law import BlockLaw, DraftTree, register
+from .single_path import bv_path_law
+from .single_step import nested_partitions, ratio_cells
+
+Array = Any
+
+DEFAULT_SUPPORT = 64
+
+
+def _needed(mask: Array) -> bool:
+    """True when any entry of a bool array is set (host sync on torch)."""
+    return bool(mask.any())
+
+
+MIN_DEDUPLICATED = 16  # below this many rows every row is kept (comparing costs more)
+MAX_DEDUPLICATED_VOCAB = 4096  # wider node rows are not compared (as costly as the rules)
+
+
+def _distinct(*parts: Array) -> tuple[Array, Array]:
+    """(distinct rows, inverse) of the rows concat(parts, -1), as ops.distinct_rows; with
+    fewer than MIN_DEDUPLICATED rows every row is kept (inverse = identity)."""
+    count = parts[0].shape[0]
+    if count < MIN_DEDUPLICATED:
+        rows = parts[0] if len(parts) == 1 else ops.concat(list(parts), -1)
+        return rows, ops.arange(count, parts[0])
+    return ops.distinct_rows(ops.concat(list(parts), -1) if len(parts) > 1 else parts[0])
+
+
+def nodeopt_selection(tree: DraftTree, support: int | None = DEFAULT_SUPPORT
+                      ) -> tuple[Array, Array]:
+    """(P(select path k) [B, K], skewed rows r [B, K, L, V] along every path).
+
+    Path k's rows are the law of the selected path given that its prefix is path k's
+    prefix; identical paths share the selection probability equally. The rules are built
+    once per distinct node row of the whole tree and per n (one batched call each);
+    count laws and selections once per distinct query."""
+    target, draft = tree.target_rows, tree.draft_rows
+    tokens = ops.index_like(target, tree.tokens)  # [B, K, L]
+    batch, paths, depth, vocab = tree.batch, tree.paths, tree.depth, tree.vocab_size
+    rows = batch * paths
+    # every node row of the tree (row (b, k, i) = path k's depth-i node), deduplicated
+    node_target = target[:, :, :depth].reshape(rows * depth, vocab)
+    node_draft = draft.reshape(rows * depth, vocab)
+    if rows * depth < MIN_DEDUPLICATED or vocab > MAX_DEDUPLICATED_VOCAB:
+        a_distinct, q_distinct, inverse = node_target, node_draft, ops.arange(rows * depth, tokens)
+    else:
+        distinct, inverse = _distinct(node_target, node_draft)
+        a_distinct, q_distinct = distinct[:, :vocab], distinct[:, vocab:]
+    inverse = inverse.reshape(batch, paths, depth)
+    cells = ratio_cells(a_distinct, q_distinct, support)
+    rules = [nested_partitions(a_distinct, q_distinct, n, cells=cells)
+             for n in range(1, paths + 1)]
+    same = tokens[:, :, None, :] == tokens[:, None, :, :]  # [B, K, K, L]
+    through = same[..., 0] | True  # [B, K, K]: path j passes through path k's depth-i node
+    count_shape = (batch, paths, paths + 1)
+    counts = ops.zeros(count_shape, like=target)  # law of N at path k's node
+    counts[:, :, paths] = 1
+    selected = ops.ones((batch, paths), like=target)
+    skewed = []
+    for i in range(depth):
+        q = draft[:, :, i].reshape(rows, vocab)
+        node = inverse[:, :, i].reshape(rows)  # rule row of path k's depth-i node
+        own = tokens[:, :, i].reshape(rows)  # path k's child there
+        children = ops.ones((batch, paths, paths), like=tokens[:, :, 0]) * tokens[:, None, :, i]
+        drafted = ops.where(through, children, -1).reshape(rows, paths)  # -1: not through
+        weights = counts.reshape(rows, paths + 1)
+        rate = ops.zeros((rows, cells.count), like=q)  # the mixed law per unit q of each cell
+        count_law = ops.zeros((rows, paths + 1), like=q)
+        choose = ops.zeros((rows,), like=q)
+        # count laws need (node, own child); selections (node, own child, drafted children)
+        count_keys, count_inverse = _distinct(node[:, None], own[:, None])
+        select_keys, select_inverse = _distinct(node[:, None], own[:, None], drafted)
+        select_drafts = select_keys[:, 2:]
+        select_present = select_drafts >= 0
+        select_observed = ops.total(ops.where(select_present, 1, 0), -1)
+        for n, rule in enumerate(rules, 1):
+            weight = weights[:, n]
+            used = select_observed == n
+            if not (_needed(weight != 0) or _needed(used)):
+                continue
+            rate = rate + weight[:, None] * rule.rate[node]
+            rho = rule.count_law(count_keys[:, 1], rows=count_keys[:, 0])  # [U, n+1]
+            count_law[:, : n + 1] = count_law[:, : n + 1] + weight[:, None] * rho[count_inverse]
+            if _needed(used):
+                draw = rule.select(ops.maximum(select_drafts, 0), select_present & used[:, None],
+                                   rows=select_keys[:, 0])
+                mine = ops.total(ops.where(select_drafts == select_keys[:, 1:2], draw, 0), -1)
+                choose = ops.where(used[select_inverse], mine[select_inverse], choose)
+        law = q * ops.take_rows(rate, cells.cell_of[node])  # r(.|u) [R, V]
+        skewed.append(law.reshape(batch, paths, vocab))
+        law_own = ops.take_rows(law, own[:, None])  # [R, 1] r(y|u)
+        counts = ops.safe_div(count_law, law_own).reshape(count_shape)
+        selected = selected * choose.reshape(batch, paths)
+        through = through & same[..., i]
+    multiplicity = ops.total(ops.where(through, 1, 0), -1)  # identical full paths
+    return ops.safe_div(selected, multiplicity * (selected[:, :1] * 0 + 1)), ops.stack(skewed, 2)
+
+
+@register("nodeopt", "node-optimal selection (the single-step optimum at every node, "
+          "lexicographic), then BV on the selected path", multipath=True,
+          draft_sampling=("iid",), support=DEFAULT_SUPPORT)
+def nodeopt_law(tree: DraftTree, support: int | None = DEFAULT_SUPPORT) -> BlockLaw:
+    """Exact law (module docstring); BV runs once per distinct drafted path."""
+    chosen, skewed = nodeopt_selection(tree, support)
+    batch, paths, depth, vocab = tree.batch, tree.paths, tree.depth, tree.vocab_size
+    tokens = ops.index_like(tree.target_rows, tree.tokens).reshape(batch * paths, depth)
+    owner = ops.arange(batch * paths, tokens) // paths  # batch row of every path
+    keys, inverse = _distinct(owner[:, None], tokens)
+    first = ops.zeros((keys.shape[0],), like=inverse)
+    first[inverse] = ops.arange(batch * paths, tokens)  # one path per distinct key
+    stop, correction = bv_path_law(tokens[first],
+                                   tree.target_rows.reshape(batch * paths, depth + 1, vocab)[first],
+                                   skewed.reshape(batch * paths, depth, vocab)[first])
+    stop = stop[inverse].reshape(batch, paths, depth + 1) * chosen[:, :, None]
+    return BlockLaw(stop, correction[inverse].reshape(batch, paths, depth + 1, vocab))

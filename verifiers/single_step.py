@@ -1,0 +1,394 @@
+"""The single-step (L = 1) optimum of K i.i.d. drafts, and a selection rule that attains it.
+
+Setting (one node, batched over rows). n draws X_1..X_n i.i.d. from a draft row q [R, V];
+a target row a [R, V] (the target p, or any non-negative row of mass <= 1). A selection rule
+returns one of the draws; the law r of the returned token lies in
+    P_n = { r : r(S) <= g(q(S)) for every token set S },   g(s) = 1 - (1 - s)^n,
+and "select, then accept/correct against r" accepts with probability sum_x min(a(x), r(x)).
+
+The optimum (Hu et al. 2025, THEORY.md section 4; single_step_optimum)
+    alpha* = max_{r in P_n} sum_x min(a(x), r(x)) = min_H [a(H) + 1 - q(H)^n]
+with H ranging over the prefixes of the tokens sorted by ratio a/q ASCENDING (<= is the
+weak duality a(H) + r(H^c) <= a(H) + g(q(H^c)); the rule below attains it).
+
+The rule: nested partitions of the ratio order (NestedPartitions)
+-----------------------------------------------------------------
+Sort the tokens by ratio a/q DESCENDING (tokens with q = 0 first: they are never drafted).
+Boundary b = 0..V sits after the first b tokens, at the point
+    x_b = q(first b tokens),  A_b = a(first b tokens),  G_b = g(x_b).
+A is concave in x (ratios decrease) and g is strictly concave (n >= 2). For U in [0, 1] let
+E_U = A - U G. Define for every inner boundary (clamped to [0, 1])
+    theta_b = min over boundaries i < b < k with x_i < x_b < x_k of
+              [A_b (x_k - x_i) - A_i (x_k - x_b) - A_k (x_b - x_i)]
+            / [G_b (x_k - x_i) - G_i (x_k - x_b) - G_k (x_b - x_i)],
+(theta_0 = theta_V = 1): b is a vertex of the concave majorant of E_U exactly for U < theta_b
+(each triple condition E_U(b) > chord_ik(b) is linear in U), so the vertex sets are nested.
+    Draw U ~ Uniform(0, 1); cut the sorted tokens at the boundaries with theta_b > U;
+    return a uniformly random DRAW of the first group that holds a draw.
+Tokens of equal ratio are never separated (theta = 0 between them), so no tie rule is needed.
+
+Law. A group [lo, hi) is the first group holding a draw with probability G_hi - G_lo, and
+then returns each of its tokens in proportion to q (the draws in it are i.i.d. q restricted
+to it), so at level U the law is r_U(x) = q(x) (G_hi - G_lo) / (x_hi - x_lo), a vertex-like
+point of P_n; r = integral of r_U dU over the finitely many levels between the sorted theta
+(law). Everything is rational in the rows: exact on rationals, no roots.
+
+Why it is optimal. Let S_mu(b) = A_b - integral_0^mu R_U(b) dU (R_U the cumulative of r_U).
+S_0 = A, and both S_mu and the concave majorant LCM(E_mu) equal E_mu at the vertices of
+LCM(E_mu) and are linear between them with derivative -R_U in mu, so S_mu = LCM(E_mu): the
+cumulative law is R = A - LCM(A - G). The majorant of E_1 = A - G rises up to its maximum at
+the boundary b* (the best split: A_b* - G_b* is maximal, i.e. H* = the tokens after b*) and
+falls after it; where it rises r = a - (slope) <= a, where it falls r >= a, and
+R_b* = G_b* = g(q(first b* tokens)). Hence sum_x min(a, r) = g(q(G)) + a(H*) = alpha*.
+
+Coarse cells (support). The rule only needs the tokens in ratio order. With support M and
+V > M, the M tokens of largest max(a, q) keep their own cells and the other tokens are
+pooled, in ratio order, into the runs between consecutive support tokens (a run is one
+"super-token": its tokens share a group at every level and are returned in proportion to q).
+The rule stays lossless (its law is computed exactly); it is optimal among rules that pool
+those runs, and exactly optimal when V <= M. Cells: [R, C], C = V (no pooling) or 2 M + 2
+(a cell of all q = 0 tokens, then run, support token, run, ...).
+
+Counts (count_law). For the lexicographic multi-path rule (verifiers.nodeopt) the number of
+draws equal to the returned token matters: rho[m, y] = P(return y and exactly m of the n
+draws are y) = integral over U of
+    C(n, m) m q_y^m  int_0^1 t^(m-1) (t (q_G - q_y) + 1 - x_hi)^(n-m) dt
+for y's group G = [lo, hi) at level U (m/(m + i) = m int t^(m+i-1) dt); sum_m rho[m, y] = r(y).
+
+Shapes: rows [R, V] (torch, any float dtype and device, or numpy object arrays of exact
+rationals); cells [R, C]; boundaries [R, C+1]; levels [R, T] with T = C; draws [R, J].
+Cost per row: one sort O(V log V) (or O(V log M) to place the pooled tokens), O(C^3) for
+theta, O(C^2) for the levels.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from . import ops
+
+Array = Any
+
+
+def capacity(mass: Array, paths: int) -> Array:
+    """g(s) = 1 - (1 - s)^n elementwise (integer power: exact on rationals)."""
+    return 1 - (1 - mass) ** paths
+
+
+def _descending_ratio_order(target: Array, draft: Array) -> Array:
+    """[R, V] token ids: q = 0 tokens first, then ratio a/q descending (stable)."""
+    ratio = ops.safe_div(target, draft)
+    by_ratio = ops.argsort(-ratio, -1)
+    never = ops.where(draft == 0, 0, 1)
+    second = ops.argsort(ops.gather(never, -1, by_ratio), -1)  # stable: keeps the ratio order
+    return ops.gather(by_ratio, -1, second)
+
+
+# ---------------------------------------------------------------------------
+# the optimum (closed form)
+# ---------------------------------------------------------------------------
+
+def single_step_optimum(target: Array, draft: Array, paths: int) -> tuple[Array, Array]:
+    """alpha* = min_H [a(H) + 1 - q(H)^n] and the optimal low-ratio set H*.
+
+    target, draft [R, V] (rows of mass 1 for q; a may be a sub-probability). H ranges over the
+    prefixes of the tokens by ratio a/q ascending (q = 0 tokens last); the first minimiser is
+    returned. Returns (alpha* [R], low [R, V] bool: token in H*). Cost O(V log V).
+    """
+    order = ops.flip(_descending_ratio_order(target, draft), -1)  # ascending ratio, q = 0 last
+    a_sorted, q_sorted = ops.gather(target, -1, order), ops.gather(draft, -1, order)
+    zero = a_sorted[..., :1] * 0
+    below_a = ops.concat([zero, ops.cumsum(a_sorted, -1)], -1)  # [R, V+1]
+    below_q = ops.concat([zero, ops.cumsum(q_sorted, -1)], -1)
+    values = below_a + 1 - below_q ** paths
+    value = ops.amin(values, -1)
+    first = ops.argmax(values == value[:, None], -1)  # [R] size of H*
+    rank = ops.inverse_permutation(order, -1)
+    return value, rank < first[:, None]
+
+
+# ---------------------------------------------------------------------------
+# cells in ratio order
+# ---------------------------------------------------------------------------
+
+@dataclass
+class Cells:
+    """Tokens grouped into cells listed in descending ratio order.
+
+    cell_of [R, V] int: the cell of every token; width [R, C] q-mass and height [R, C]
+    a-mass of every cell. Tokens of one cell are always returned together (in proportion
+    to q)."""
+
+    cell_of: Array
+    width: Array
+    height: Array
+
+    @property
+    def count(self) -> int:
+        return int(self.width.shape[-1])
+
+
+SINGLETONS = 8  # pooled layout: the tokens of largest max(a, q) that keep their own cell
+OCTAVES = 6  # pooled layout: other ratios bucketed over about [2^-6, 2^6), one bucket each side
+BUCKETS_PER_OCTAVE = 2  # fixed by the float32 bit pattern used (ratio_bucket)
+
+
+def ratio_bucket(target: Array, draft: Array, buckets: int) -> Array:
+    """[R, V] int: the half-octave bucket of every ratio a/q, descending ratio = ascending
+    bucket, clamped to 0..buckets-1 (ratio 0 last; q = 0 tokens get 0, they are set apart).
+
+    The bucket is read off the float32 bit pattern of the ratio: bits >> 22 = 2 (exponent +
+    127) + (leading mantissa bit), i.e. half octaves [2^e, 1.5 2^e), [1.5 2^e, 2^(e+1)); the
+    same integer on torch (any dtype, any device) and on numpy (exact rationals are rounded to
+    float32 first), with no logarithm. Bucket = OCTAVES * 2 + 1 + 254 - (bits >> 22)."""
+    import numpy as np
+
+    offset = 2 * OCTAVES + 1 + 254
+    if ops.is_torch(target):
+        ratio = (target.float() / draft.float()).nan_to_num(nan=0.0)
+        half_octave = ratio.view(torch.int32) >> 22
+        return (offset - half_octave).clamp(0, buckets - 1).long()
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        ratio = np.nan_to_num(ops.as_float64(target) / ops.as_float64(draft), nan=0.0)
+        half_octave = ratio.astype(np.float32).view(np.int32) >> 22
+    return np.clip(offset - half_octave.astype(np.int64), 0, buckets - 1)
+
+
+def ratio_cells(target: Array, draft: Array, support: int | None = None,
+                singletons: int = SINGLETONS) -> Cells:
+    """One cell per token (support None or V <= support), else singletons and ratio buckets.
+
+    Pooled layout (V > support): the `singletons` tokens of largest max(a, q) keep their own
+    cells; every other token with q > 0 goes to the half-octave bucket of its ratio
+    (ratio_bucket: 2 buckets per octave on about [2^-6, 2^6), one bucket above and one below;
+    ratio 0 in the last); the tokens with q = 0 share cell 0. The cells are then
+    ordered by their own ratio (a-mass / q-mass, descending; empty cells last), so the rule
+    runs on a concave A at the cell level: C = singletons + 2 OCTAVES BUCKETS_PER_OCTAVE + 3
+    = 35 cells by default. Cost O(V) (a top-k, elementwise bucketing, two scatter sums) plus a sort of
+    the C cells. Which of several tied scores becomes a singleton is the backend's choice
+    (torch.topk; numpy: lowest token id); any choice gives a lossless rule."""
+    rows, vocab = target.shape
+    if support is None or vocab <= support:
+        order = _descending_ratio_order(target, draft)
+        return Cells(ops.inverse_permutation(order, -1), ops.gather(draft, -1, order),
+                     ops.gather(target, -1, order))
+    import numpy as np
+
+    singles = min(singletons, vocab)
+    score = ops.maximum(target, draft)
+    if ops.is_torch(score):
+        chosen = torch.topk(score, singles, dim=-1).indices  # [R, M]
+    else:
+        chosen = ops.argsort(-score, -1)[:, :singles]
+    buckets = 2 * OCTAVES * BUCKETS_PER_OCTAVE + 2
+    bucket = ratio_bucket(target, draft, buckets)
+    raw = 1 + singles + bucket  # [R, V] cell before ordering: 0 never, 1..M singletons, buckets
+    ids = ops.arange(singles, chosen)[None, :] + 1 + chosen * 0
+    if ops.is_torch(raw):
+        raw = raw.scatter(-1, chosen, ids)
+    else:
+        np.put_along_axis(raw, chosen, ids, axis=-1)
+    raw = ops.where(draft == 0, 0, raw)
+    count = 1 + singles + buckets
+    width = ops.scatter_sum(draft, raw, count)
+    height = ops.scatter_sum(target, raw, count)
+    # cell order: never-drafted first, then by cell ratio descending, empty cells last
+    cell_ratio = ops.safe_div(height, width)
+    top = ops.amax(cell_ratio, -1)[:, None] + 1
+    key = ops.where(width == 0, -1 + top * 0, cell_ratio)
+    key = ops.concat([top + 1, key[:, 1:]], -1)  # cell 0 before all
+    order = ops.argsort(-key, -1)
+    rank = ops.inverse_permutation(order, -1)
+    return Cells(ops.take_rows(rank, raw), ops.gather(width, -1, order),
+                 ops.gather(height, -1, order))
+
+
+# ---------------------------------------------------------------------------
+# the rule
+# ---------------------------------------------------------------------------
+
+def _bend(mass: Array, values: Array, left: Array, right: Array) -> Array:
+    """values_b (x_k - x_i) - values_i (x_k - x_b) - values_k (x_b - x_i) for i = left[b],
+    k = right[b] ([R, P] each): (x_k - x_i) times the height of point b above the chord."""
+    x_i, x_k = ops.take_rows(mass, left), ops.take_rows(mass, right)
+    return (values * (x_k - x_i) - ops.take_rows(values, left) * (x_k - mass)
+            - ops.take_rows(values, right) * (mass - x_i))
+
+
+def boundary_times(mass: Array, target: Array, capacity_: Array) -> Array:
+    """theta [R, C+1] (module docstring): when each boundary leaves the concave majorant of
+    E_U = A - U G. mass x, target A, capacity_ G: [R, C+1] at the boundaries.
+
+    Kinetic: the majorant's vertices only disappear as U grows (module docstring), and a
+    vertex disappears exactly when it falls onto the chord of its two neighbouring vertices,
+    at U = bend(A)/bend(G) for that triple. Starting from every point (at U = 0 the points
+    are on the concave curve A; points on a straight piece leave at U = 0), repeatedly remove
+    the vertex with the earliest such time, until every remaining time is >= 1: C rounds of
+    O(C) each, batched over the rows. This equals the closed form min over all triples
+    i < b < k (tested). Boundaries at x = 0 (before every drafted token) and at the end get 1;
+    boundaries of zero-width cells share the time of the point they coincide with."""
+    rows, points = mass.shape
+    ids = ops.arange(points, mass)[None, :]
+    last = mass[:, 1:] != mass[:, :-1]
+    last = ops.concat([last, last[:, :1] | True], -1)  # last boundary of its x
+    alive = last | False
+    zero = mass * 0
+    theta = zero + 1
+    late = zero + 2  # "no event before U = 1"
+    now = zero[:, 0]
+    row_ids = ops.arange(rows, ids)
+    for _ in range(points):
+        before = ops.cummax(ops.where(alive, ids, -1), -1)
+        after = ops.flip(ops.cummin(ops.flip(ops.where(alive, ids, points), -1), -1), -1)
+        prev = ops.concat([before[:, :1] * 0 - 1, before[:, :-1]], -1)
+        succ = ops.concat([after[:, 1:], after[:, :1] * 0 + points], -1)
+        inner = alive & (prev >= 0) & (succ < points)
+        left, right = ops.maximum(prev, 0), ops.minimum(succ, points - 1)
+        numerator = _bend(mass, target, left, right)
+        denominator = _bend(mass, capacity_, left, right)
+        valid = inner & (denominator > 0)
+        event = ops.where(valid, numerator / ops.where(valid, denominator, late), late)
+        event = ops.where(valid, ops.maximum(event, now[:, None]), late)
+        first = ops.argmin(event, -1)
+        time = ops.take_rows(event, first[:, None])[:, 0]
+        active = time < 1
+        if not bool(active.any()):
+            break
+        theta[row_ids, first] = ops.where(active, time, theta[row_ids, first])
+        alive[row_ids, first] = alive[row_ids, first] & ~active
+        now = ops.where(active, time, now)
+    owner = ops.flip(ops.cummin(ops.flip(ops.where(last, ids, points - 1), -1), -1), -1)
+    theta = ops.take_rows(theta, owner)  # zero-width boundaries: the time of their point
+    theta = ops.minimum(ops.maximum(theta, zero), zero + 1)
+    return ops.where((mass == 0) | (ids == points - 1), zero + 1, theta)
+
+
+@dataclass
+class NestedPartitions:
+    """The nested-partition rule for n draws at a batch of nodes (module docstring).
+
+    draft [R, V]; cells; mass, target, capacity, theta [R, C+1] at the boundaries;
+    lengths [R, T] the lengths of the U-levels (T = C); low, high [R, T, C] the boundaries
+    of the group of every cell at every level; rate [R, C] the law of a cell per unit q
+    (r(x) = q(x) rate[cell(x)])."""
+
+    paths: int
+    draft: Array
+    cells: Cells
+    mass: Array
+    target: Array
+    capacity: Array
+    theta: Array
+    lengths: Array
+    low: Array
+    high: Array
+    rate: Array
+
+    def law(self) -> Array:
+        """r [R, V]: the law of the returned token."""
+        return self.draft * ops.take_rows(self.rate, self.cells.cell_of)
+
+    def _token_cells(self, rows: Array | None, tokens: Array) -> tuple[Array, Array]:
+        """(cell [Q, J], q [Q, J]) of tokens [Q, J] read in rule rows `rows` [Q] (None: Q = R)."""
+        if rows is None:
+            return ops.take_rows(self.cells.cell_of, tokens), ops.take_rows(self.draft, tokens)
+        return self.cells.cell_of[rows[:, None], tokens], self.draft[rows[:, None], tokens]
+
+    def count_law(self, token: Array, rows: Array | None = None) -> Array:
+        """rho [Q, n+1]: rho[:, m] = P(return token and exactly m draws equal it), m = 1..n
+        (rho[:, 0] = 0), for the tokens [Q] read in rule rows `rows` [Q] (None: row q)."""
+        n = self.paths
+        cell, q_y = self._token_cells(rows, token[:, None])  # [Q, 1]
+        low_all, high_all = ((self.low, self.high) if rows is None
+                             else (self.low[rows], self.high[rows]))  # [Q, T, C]
+        mass = self.mass if rows is None else self.mass[rows]
+        lengths = self.lengths if rows is None else self.lengths[rows]
+        levels = lengths.shape[-1]
+        index = cell[:, None, :]
+        if ops.is_torch(index):
+            index = index.expand(-1, levels, 1)
+        else:
+            import numpy as np
+
+            index = np.broadcast_to(index, (index.shape[0], levels, 1))
+        low = ops.gather(low_all, -1, index)[..., 0]  # [Q, T]
+        high = ops.gather(high_all, -1, index)[..., 0]
+        group = ops.take_rows(mass, high) - ops.take_rows(mass, low)
+        after = 1 - ops.take_rows(mass, high)
+        others = group - q_y
+        out = [ops.zeros(token.shape, like=self.draft)]
+        for m in range(1, n + 1):
+            inner = others * 0
+            for i in range(n - m + 1):
+                inner = inner + (math.comb(n - m, i) * others ** i * after ** (n - m - i)) / (m + i)
+            per_level = math.comb(n, m) * m * q_y ** m * inner
+            out.append(ops.total(lengths * per_level, -1))
+        return ops.stack(out, -1)
+
+    def select(self, tokens: Array, present: Array, rows: Array | None = None) -> Array:
+        """[Q, J] P(the rule returns draw j) given the drafted tokens [Q, J] read in rule rows
+        `rows` [Q] (None: row q); draw j is present where present [Q, J] is True (the number
+        of present draws must equal paths).
+
+        Draw j shares the first group (the group of the lowest drafted cell) from the level
+        joins_j = max theta over the boundaries between the two cells on; at a level U the
+        rule returns each of the draws of that group with equal probability."""
+        count = self.cells.count
+        theta = self.theta if rows is None else self.theta[rows]
+        cell, _ = self._token_cells(rows, tokens)
+        cell = ops.where(present, cell, count)  # [Q, J]
+        first = ops.amin(cell, -1)[:, None, None]
+        ids = ops.arange(count + 1, cell)[None, None, :]
+        between = (ids > first) & (ids <= cell[:, :, None])  # [Q, J, C+1]
+        zero = theta[:, :1] * 0  # [Q, 1] in the rows' number type
+        joins = ops.amax(ops.where(between, theta[:, None, :], 0), -1) + zero  # [Q, J]
+        one = zero + 1
+        joins = ops.where(present, joins, one)
+        level = ops.gather(joins, -1, ops.argsort(joins, -1))  # [Q, J] sorted
+        width = ops.concat([level[:, 1:], one], -1) - level  # [Q, J] level lengths
+        member = (joins[:, None, :] <= level[:, :, None]) & present[:, None, :]  # [Q, t, j]
+        size = ops.total(ops.where(member, 1, 0), -1)  # [Q, t] >= 1 (the first draw)
+        share = ops.safe_div(width, size * one)
+        return ops.total(ops.where(member, share[:, :, None], 0), 1)
+
+
+def nested_partitions(target: Array, draft: Array, paths: int, support: int | None = None,
+                      cells: Cells | None = None) -> NestedPartitions:
+    """Build the rule for n = paths draws at every row (module docstring). target, draft [R, V];
+    cells: ratio_cells(target, draft, support) when already computed (they do not depend on n)."""
+    if paths < 1:
+        raise ValueError(f"paths must be >= 1, got {paths}")
+    if cells is None:
+        cells = ratio_cells(target, draft, support)
+    zero = cells.width[:, :1] * 0
+    mass = ops.concat([zero, ops.cumsum(cells.width, -1)], -1)  # [R, C+1]
+    height = ops.concat([zero, ops.cumsum(cells.height, -1)], -1)
+    cap = capacity(mass, paths)
+    count = cells.count
+    if paths == 1:
+        theta = mass * 0 + 1  # g is linear: every grouping gives r = q
+    else:
+        theta = boundary_times(mass, height, cap)
+    # levels: [edge_t, edge_t+1) between the sorted inner theta values (and 0, 1)
+    inner = theta[:, 1:count]
+    edges = ops.concat([zero, ops.gather(inner, -1, ops.argsort(inner, -1)), zero + 1], -1)
+    lengths = edges[:, 1:] - edges[:, :-1]  # [R, T = C]
+    cut = theta[:, None, :] > edges[:, :-1, None]  # [R, T, C+1]
+    ids = ops.arange(count + 1, cut)
+    low_all = ops.cummax(ops.where(cut, ids[None, None, :], 0), -1)  # last cut at or before b
+    high_all = ops.flip(ops.cummin(ops.flip(ops.where(cut, ids[None, None, :], count), -1), -1),
+                        -1)  # first cut at or after b
+    low, high = low_all[..., :count], high_all[..., 1:]  # cell c: [low, high) around it
+    levels = lengths.shape[-1]
+    g_low = ops.take_rows(cap, low.reshape(-1, levels * count)).reshape(low.shape)
+    g_high = ops.take_rows(cap, high.reshape(-1, levels * count)).reshape(high.shape)
+    x_low = ops.take_rows(mass, low.reshape(-1, levels * count)).reshape(low.shape)
+    x_high = ops.take_rows(mass, high.reshape(-1, levels * count)).reshape(high.shape)
+    slope = ops.safe_div(g_high - g_low, x_high - x_low)  # [R, T, C]
+    rate = ops.total(lengths[:, :, None] * slope, 1)  # [R, C]
+    return NestedPartitions(paths, draft, cells, mass, height, cap, theta, lengths, low, high,
+                            rate)
