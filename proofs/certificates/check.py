@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Standalone checker of speclp symbolic proofs (depends on sympy only).
 
-    python check.py PROOF.json [PROOF.json ...]     exit 0 when every proof checks
+    python check.py PROOF.json[.gz] [...]     exit 0 when every proof checks
 
 A proof (written by `speclp prove`) is a decision tree of cells of the instances of one
 shape (V, L): every cell is a set of sign conditions on polynomials in the row symbols.
@@ -40,6 +40,7 @@ Claim statements checked on a kept cell (the "result.kind" of the proof):
 
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 from itertools import permutations
@@ -76,24 +77,24 @@ class Frac:
     def __init__(self, n, d) -> None:
         self.n, self.d = n, d
 
-    def __add__(self, o: "Frac") -> "Frac":
+    def __add__(self, o: Frac) -> Frac:
         if self.d == o.d:
             return Frac(self.n + o.n, self.d)
         return Frac(self.n * o.d + o.n * self.d, self.d * o.d)
 
-    def __neg__(self) -> "Frac":
+    def __neg__(self) -> Frac:
         return Frac(-self.n, self.d)
 
-    def __sub__(self, o: "Frac") -> "Frac":
+    def __sub__(self, o: Frac) -> Frac:
         return self + (-o)
 
-    def __mul__(self, o: "Frac") -> "Frac":
+    def __mul__(self, o: Frac) -> Frac:
         return Frac(self.n * o.n, self.d * o.d)
 
     def zero(self) -> bool:
         return not self.n
 
-    def equals(self, o: "Frac") -> bool:
+    def equals(self, o: Frac) -> bool:
         return not (self.n * o.d - o.n * self.d)
 
 
@@ -615,7 +616,8 @@ class Checker:
 
 
 def check_file(path: str) -> dict:
-    with open(path) as handle:
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as handle:
         doc = json.load(handle)
     require(doc.get("format") == "speclp-symbolic-proof/1", f"{path}: unknown format")
     counts = Checker(doc).check()

@@ -491,7 +491,7 @@ class Cell:
             return OPS[op](0)
         constant_sign, factors = self.factor_signs(value)
         possible = frozenset({constant_sign})
-        for g, e, s, in_den in factors:
+        for _g, e, s, in_den in factors:
             if in_den:
                 s = s - {0}
             possible = product_signs(possible, power_signs(s, e))
@@ -533,7 +533,7 @@ class Cell:
             return 0
         constant_sign, factors = self.factor_signs(value)
         strict = frozenset({constant_sign})
-        for g, e, s, _ in factors:
+        for _g, e, s, _ in factors:
             strict = product_signs(strict, power_signs(s - {0} or frozenset({1}), e))
         if strict <= {-1}:
             return -1

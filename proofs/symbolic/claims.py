@@ -31,7 +31,7 @@ from typing import Any
 from ...verifiers.exact import aggregate, block_efficiency_from_emit, configurations, continued_law
 from ...verifiers.exact import draft_tree as make_draft_tree
 from ...verifiers.law import block_law
-from .cells import Cell, active_cell
+from .cells import Cell, Unsupported, active_cell
 from .lp_side import (
     full_program,
     objective_values,
@@ -123,15 +123,39 @@ def single_path_optimal(cell: Cell, verifier: str) -> CellResult:
     result.values["LP dual objective b^T y"] = dual_value
     result.require_zero(f"{verifier} objective c^T x - {verifier} block efficiency",
                         primal_value - efficiency)
-    if not result.require_zero(f"b^T y - {verifier} block efficiency", dual_value - efficiency):
-        result.lp = {"program": lp, "primal": x, "dual": optimum.dual,
-                     "witness_optimum": optimum.witness_value}
-        return result
+    gap = dual_value - efficiency
+    if not (gap.is_zero() if hasattr(gap, "is_zero") else gap == 0):
+        return _single_path_refutation(result, cell, lp, structure, efficiency, verifier)
+    result.require_zero(f"b^T y - {verifier} block efficiency", gap)
     checks = point_checks(lp, x, optimum.dual)
     if not all(checks["checks"].values()):
         raise AssertionError(f"law point / dual checks failed on the cell: {checks['checks']}")
     result.lp = {"program": lp, "primal": x, "dual": optimum.dual,
                  "reduced": checks["reduced"], "witness_optimum": optimum.witness_value}
+    return result
+
+
+def _single_path_refutation(result: CellResult, cell: Cell, lp: Any, structure: Any,
+                            efficiency: Any, verifier: str) -> CellResult:
+    """b^T y (the witness basis's dual) differs from the law's objective on the cell. That
+    refutes nothing by itself (the dual may be infeasible on part of the cell), so the LP
+    optimum is PROVED on the cell first: the witness basis's primal and dual (bonus rows
+    frozen), every certificate check decided on the cell (a Branch splits it). Only then is
+    "LP optimum - block efficiency", a nonzero rational function, a failure of the claim on
+    the cell; a check decided false leaves the cell unresolved (Unsupported)."""
+    optimum = symbolic_optimum(lp, cell, need_primal=False)
+    primal, dual = without_bonus_rows(structure, lp, optimum.primal, optimum.dual, cell)
+    checks = point_checks(lp, primal, dual)
+    if not all(checks["checks"].values()):
+        raise Unsupported(f"cell {cell.ident}: the witness basis is not optimal on the cell "
+                          f"({checks['checks']}); no refutation")
+    primal_value, dual_value = objective_values(lp, primal, dual)
+    if not result.require_zero("LP optimum c^T x - b^T y", primal_value - dual_value):
+        raise Unsupported(f"cell {cell.ident}: primal and dual objectives differ on the cell")
+    result.values["LP optimum (basis proved optimal on the cell)"] = primal_value
+    result.lp = {"program": lp, "primal": primal, "dual": dual, "reduced": checks["reduced"],
+                 "witness_optimum": optimum.witness_value}
+    result.require_zero(f"LP optimum - {verifier} block efficiency", primal_value - efficiency)
     return result
 
 

@@ -215,8 +215,12 @@ def _counterexample(claim: str, paths: int, draft_sampling: str, node: Any) -> d
         verifier = "bv" if claim == "bv-optimal" else "token"
         record = optimum(instance, 1, method="full").to_json()
         law = exact_result(instance.model(exact=True), verifier)
+        efficiency = Fraction(law.block_efficiency)
         out["engine"] = {"lp_optimum": record["exact"], "lp_certified": record["certified"],
-                         f"{verifier}_block_efficiency": str(Fraction(law.block_efficiency))}
+                         f"{verifier}_block_efficiency": str(efficiency),
+                         "confirms": bool(record["certified"] and record["exact"] is not None
+                                          and Fraction(record["exact"]) - efficiency
+                                          == Fraction(out["difference_at_point"]))}
     elif claim == "l1-optimum":
         record = optimum(instance, paths, draft_sampling, method="full").to_json()
         out["engine"] = {"lp_optimum": record["exact"], "lp_certified": record["certified"]}

@@ -111,7 +111,7 @@ def make_shape(vocab: int, depth: int) -> Shape:
         raise ValueError(f"shape needs vocab >= 2 and depth >= 1, got ({vocab}, {depth})")
     n = num_nodes(vocab, depth)
     names: list[str] = []
-    for which, letter in (("target", "p"), ("draft", "q")):
+    for _which, letter in (("target", "p"), ("draft", "q")):
         for u in range(n):
             for t in range(vocab - 1):
                 names.append(symbol_name(letter, u, t, vocab))
