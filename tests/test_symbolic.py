@@ -206,7 +206,7 @@ def test_token_optimal_v2_l2_is_refuted_by_a_counterexample_the_engine_confirms(
     efficiency by the difference the proof found on the cell."""
     path = CERTIFICATES / "refuted" / "token-optimal-V2-L2.json"
     refutation = json.loads(path.read_text())
-    assert refutation["summary"]["failing"] >= 1 and not refutation["summary"]["proved"]
+    assert refutation["summary"]["cells"]["failing"] >= 1 and not refutation["summary"]["proved"]
     ce = refutation["counterexample"]
     inst = instance_from_json(ce["instance"])
     record = optimum(inst, 1, method="full")
@@ -249,8 +249,18 @@ def test_proofs_are_shipped():
     assert not missing, f"missing shipped proofs: {missing}"
 
 
+# The suite's time budget (whole suite well under 10 minutes on 2 cores) leaves room for the
+# proofs of a few hundred cells; larger shipped proofs (bv-optimal V = 3, L = 1: 8575 cells,
+# over 10 minutes of checker time) are re-checked with the same checker from the command
+# line (proofs/certificates/README.md), and the test says so when it runs.
+SUITE_BUDGET_BYTES = 200_000  # gzipped proof size re-checked inside the suite
+
+
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.name.removesuffix(".json.gz") for p in SHIPPED])
 def test_shipped_proof_rechecks(path):
+    if path.stat().st_size > SUITE_BUDGET_BYTES:
+        pytest.skip(f"{path.name}: {path.stat().st_size} bytes gzipped, over the suite's time budget; "
+                    f"re-check with `python proofs/certificates/check.py {path.relative_to(ROOT)}`")
     checker = load_checker()
     report = checker.check_file(str(path))
     with gzip.open(path, "rt") as handle:
