@@ -8,7 +8,8 @@ says which). Every verifier's exact block efficiency E[tau + 1] and its total va
 the target are computed here (verifiers.exact, float64) — the sweep itself is not rerun.
 
     python benchmarks/nodeopt_sweep.py [--verifiers nodeopt,gbv,bv,spectr,traversal]
-        [--sweep benchmarks/results/sweep] [--out benchmarks/results/nodeopt_sweep]
+        [--sweep benchmarks/results/sweep] [--out speclp-results/nodeopt_sweep]
+    python benchmarks/nodeopt_sweep.py --out benchmarks/results/beyond/sweep   # the record
 
 Writes OUT/rows.jsonl (one line per task, appended as tasks finish: an interrupted run
 resumes where it stopped), OUT/summary.json, OUT/README.md and OUT/nodeopt_sweep.png/.pdf.
@@ -171,7 +172,8 @@ def write_readme(summary: dict[str, Any], verifiers: list[str], path: Path,
             f"{entry[name]:.4f}" for name in verifiers) + f" | {entry.get('nodeopt_over_gbv', '')} |")
     lines += ["", "Targets:",
               f"- nodeopt below BV (E_nodeopt < E_bv - 1e-12): {summary.get('nodeopt_below_bv')} "
-              f"of {summary['tasks']} tasks.",
+              f"of {summary['tasks']} tasks; below GBV: {summary.get('nodeopt_below_gbv')} tasks "
+              f"(worst by {summary.get('nodeopt_below_gbv_worst')}).",
               f"- mean gap at most half of GBV's at every K >= 2: "
               f"{summary.get('half_of_gbv_at_every_K')}.",
               f"- L = 1: largest |optimum - nodeopt| = {summary.get('depth_1_max_abs_gap'):.2e} "
@@ -185,7 +187,8 @@ def write_readme(summary: dict[str, Any], verifiers: list[str], path: Path,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweep", type=Path, default=ROOT / "sweep")
-    parser.add_argument("--out", type=Path, default=ROOT / "nodeopt_sweep")
+    parser.add_argument("--out", type=Path, default=Path("speclp-results") / "nodeopt_sweep",
+                        help="results folder (the repository's record only when given)")
     parser.add_argument("--verifiers", default=",".join(VERIFIERS))
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--limit", type=int, default=None, help="run at most this many tasks")
@@ -196,7 +199,7 @@ def main() -> None:
     summary = summarise(df, verifiers)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     figure(df, verifiers, args.out / "nodeopt_sweep")
-    command = "python benchmarks/nodeopt_sweep.py" + (
+    command = f"python benchmarks/nodeopt_sweep.py --out {args.out}" + (
         f" --verifiers {args.verifiers}" if args.verifiers != ",".join(VERIFIERS) else "")
     write_readme(summary, verifiers, args.out / "README.md", command)
     print(json.dumps(summary, indent=1))

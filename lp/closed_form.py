@@ -23,7 +23,9 @@ and the modular function T -> p(T) - b q(T) is minimised by T_b = {t : p(t) < b 
 so F(T_b) <= F(H*): T_b is a minimiser. T_b holds exactly the tokens with q > 0 and
 p/q < b (whole tie classes), i.e. it is a prefix of the order. QED. So alpha* costs one
 sort and two cumulative sums: O(V log V), batched over rows [B, V] in float64, or exact
-in rationals.
+in rationals. ONE implementation: speclp.verifiers.single_step.threshold_optimum (written
+against verifiers/ops.py, so the verifiers' single-step rule runs the same code on torch
+rows); this module calls it on numpy rows (torch is not imported).
 
 Drafts without replacement: Q(H) = sum over the ordered K-tuples of distinct tokens of H
 of prod_k q(x_k) / (1 - sum_{j<k} q(x_j)) is NOT a function of q(H), and H -> p(H) -
@@ -51,6 +53,7 @@ from typing import Any
 
 import numpy as np
 
+from ..verifiers import single_step
 from .hitting import MAX_ENUMERATED_GROUND, HittingFunction, threshold_scores
 from .program import exact_fraction
 
@@ -133,15 +136,9 @@ def _iid(p: np.ndarray, q: np.ndarray, paths: int,
     """alpha* = 1 + min_B [g(q(B)) - p(B)] over the prefixes B of the separation order
     (B = the complement of H: the tokens of LARGEST p/q first), g(s) = 1 - (1 - s)^K."""
     batch, vocab = p.shape
-    order, scores = threshold_scores(p, q, paths, order)  # scores [B, V+1], prefix k = |B|
-    exact = scores.dtype == object
-    if exact:  # the largest minimising B (smallest H)
-        largest = [max(range(vocab + 1), key=lambda k, b=b: (-scores[b, k], k))
-                   for b in range(batch)]
-        best = np.array(largest, dtype=np.int64)
-    else:
-        best = vocab - np.argmin(scores[:, ::-1], axis=1)
-    acceptance = 1 + scores[np.arange(batch), best]
+    # the one implementation of the threshold structure (the largest minimising B)
+    acceptance, best, order = single_step.threshold_optimum(p, q, paths, order)
+    best, exact = np.asarray(best, dtype=np.int64), p.dtype == object
     h_first = order[:, ::-1].copy()  # H = the last V - k of the separation order
     return ThresholdOptimum(acceptance, acceptance + 1, (vocab - best).astype(np.int64), h_first,
                             paths, "iid", exact)

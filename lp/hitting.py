@@ -61,6 +61,7 @@ from typing import Any
 
 import numpy as np
 
+from ..verifiers import single_step
 from ..verifiers.drafts import (
     check_draft_sampling,
     multiset_configurations,
@@ -225,50 +226,17 @@ def threshold_scores(values: np.ndarray, q: np.ndarray, paths: int,
     order[b] is the separation order of row b (q = 0 < v first, then q > 0 by v/q
     descending with ties by index, then the rest); scores[b, k] = g(q(T_k)) - v(T_k) for
     the prefix T_k of its first k elements, g(s) = 1 - (1 - s)^K. By the lemma, min_k
-    scores[b, k] = min over ALL subsets S of g(q(S)) - v(S). Float64: g is computed as
-    -expm1(K log(1 - s)) with 1 - s taken from the tail sums when s >= 1/2 (no
-    cancellation at either end). O(B n log n); pass the order of a previous call to reuse
-    the sort (another K, same rows).
+    scores[b, k] = min over ALL subsets S of g(q(S)) - v(S). O(B n log n); pass the order of
+    a previous call to reuse the sort (another K, same rows). One implementation:
+    speclp.verifiers.single_step.threshold_scores (torch-free on numpy rows), which the
+    verifiers' single-step rule uses as well.
     """
-    batch, n = q.shape
+    values, q = np.asarray(values), np.asarray(q)
     if q.dtype == object or values.dtype == object:
-        if order is None:
-            order = np.empty((batch, n), dtype=np.int64)
-            for b in range(batch):
-                v, w = values[b], q[b]
-                head = [e for e in range(n) if w[e] == 0 and v[e] > 0]
-                middle = sorted((e for e in range(n) if w[e] > 0),
-                                key=lambda e, v=v, w=w: (-(v[e] / w[e]), e))
-                tail = [e for e in range(n) if w[e] == 0 and not v[e] > 0]
-                order[b] = head + middle + tail
-        scores = np.empty((batch, n + 1), dtype=object)
-        for b in range(batch):
-            v, w = values[b], q[b]
-            cum_q, cum_v = Fraction(0), Fraction(0)
-            scores[b, 0] = Fraction(0)
-            for k, e in enumerate(order[b], start=1):
-                cum_q += w[e]
-                cum_v += v[e]
-                scores[b, k] = g_exact(cum_q, paths) - cum_v
-        return order, scores
-    values = values.astype(np.float64)
-    q = q.astype(np.float64)
-    if order is None:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            ratio = np.where(q > 0, values / np.where(q > 0, q, 1.0),
-                             np.where(values > 0, np.inf, -np.inf))
-        order = np.argsort(-ratio, axis=1, kind="stable")
-    q_sorted = np.take_along_axis(q, order, axis=1)
-    v_sorted = np.take_along_axis(values, order, axis=1)
-    zero = np.zeros((batch, 1))
-    inside = np.concatenate([zero, np.cumsum(q_sorted, axis=1)], axis=1)  # [B, n+1] q(T_k)
-    outside = np.concatenate([np.cumsum(q_sorted[:, ::-1], axis=1)[:, ::-1], zero], axis=1)
-    with np.errstate(divide="ignore"):
-        log_miss = np.where(inside < 0.5, np.log1p(-np.clip(inside, 0.0, 1.0)),
-                            np.log(np.clip(outside, 0.0, 1.0)))  # log(1 - q(T_k))
-    g = -np.expm1(paths * log_miss)
-    scores = g - np.concatenate([zero, np.cumsum(v_sorted, axis=1)], axis=1)
-    return order, scores
+        values, q = values.astype(object), q.astype(object)
+    else:
+        values, q = values.astype(np.float64), q.astype(np.float64)
+    return single_step.threshold_scores(values, q, paths, order)
 
 
 def mask_of(members: Sequence[int]) -> int:

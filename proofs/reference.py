@@ -11,8 +11,9 @@ of the selected leaf. The reference verifier is that mixture, run:
 
 Its exact law on a drafted tree (mixture_law): path j is selected with probability
     sum_k lambda_k [leaf(j) is the best drafted leaf under pi_k] / #(paths equal to path j)
-and its output is BV's law on path j with the rows r(.|prefix). For i.i.d. drafting the
-leaf selected under pi_k has law r_k, so the selected path has law r and BV with r is
+and its output is BV's law on path j with the rows r(.|prefix). For i.i.d. drafting (and
+without replacement, with that scheme's greedy laws) the leaf selected under pi_k has law
+r_k, so the selected path has law r and BV with r is
 lossless; its block efficiency is BV's closed form with r, which the optimum certificate
 already checked equals the optimum (mixture_value_matches). The law here is computed
 independently of that certificate, configuration by configuration (verifiers.exact), so
@@ -36,7 +37,7 @@ from ..lp.engine import Optimum, optimum
 from ..lp.instance import Instance
 from ..verifiers import ops
 from ..verifiers.exact import exact_result
-from ..verifiers.law import BlockLaw, DraftTree
+from ..verifiers.law import BlockLaw, DraftTree, get_verifier
 from ..verifiers.single_path import bv_path_law
 from ..verifiers.tree import TreeModel, node_parents, num_nodes, prefix_node_indices
 
@@ -112,22 +113,28 @@ def mixture_law(mixture: SelectionMixture, vocab: int, depth: int) -> LawFunctio
 
 
 def reference_check(instance: Instance | TreeModel, paths: int,
-                    verifiers: tuple[str, ...] = ("nodeopt", "gbv", "bv")) -> dict[str, Any]:
+                    verifiers: tuple[str, ...] = ("nodeopt", "gbv", "bv"),
+                    draft_sampling: str = "iid") -> dict[str, Any]:
     """Certified optimum, the reference verifier's exact law, and the practical rules.
 
     Returns {"optimum": Optimum.to_json(), "certified", "priorities" (mixture size),
     "reference": {"block_efficiency", "total_variation", "equals_optimum"},
     "verifiers": {name: {"block_efficiency", "gap"}}, "passed": reference lossless (TV = 0
     in exact arithmetic, <= 1e-12 in floats) and equal to the optimum (exactly when
-    certified, within 1e-9 otherwise)}. i.i.d. drafting only."""
-    record: Optimum = optimum(instance, paths=paths)
+    certified, within 1e-9 otherwise)}. draft_sampling "iid" or "without-replacement": the
+    master's priorities select the best drafted leaf under either scheme and r is the law of
+    that selection for the scheme; the practical verifiers are scored only under the schemes
+    their registry entries allow. The optimum comes from column generation (method "colgen")
+    at every depth, L = 1 included: the closed form has no mixture."""
+    record: Optimum = optimum(instance, paths=paths, draft_sampling=draft_sampling,
+                               method="colgen")  # the mixture: colgen only
     if record.mixture is None:
         raise ValueError(f"no optimal mixture: optimum status {record.status}")
     exact_rows = record.certified and record.mixture.exact  # exact on the rows' own values
     model = instance.model(exact=exact_rows) if isinstance(instance, Instance) else instance
     law = mixture_law(record.mixture, model.vocab_size, model.depth)
     exact = model.exact and record.mixture.exact
-    result = exact_result(model, law, paths=paths)
+    result = exact_result(model, law, paths=paths, draft_sampling=draft_sampling)
     value = result.block_efficiency
     if exact:
         equals = value == record.exact_value
@@ -137,7 +144,9 @@ def reference_check(instance: Instance | TreeModel, paths: int,
         lossless = result.total_variation <= 1e-12
     others = {}
     for name in verifiers:
-        other = exact_result(model, name, paths=paths)
+        if draft_sampling not in get_verifier(name).draft_sampling:
+            continue
+        other = exact_result(model, name, paths=paths, draft_sampling=draft_sampling)
         others[name] = {"block_efficiency": _number(other.block_efficiency),
                         "gap": float(record.value) - float(other.block_efficiency)}
     return {"optimum": record.to_json(), "certified": record.certified,

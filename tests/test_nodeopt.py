@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from speclp.lp import optimum
 from speclp.lp.instance import dirichlet_instance, from_rows, ties_instance
+from speclp.proofs.audit import audit, audit_sampler
 from speclp.verifiers.exact import exact_result
 from speclp.verifiers.single_step import (
     capacity,
@@ -365,3 +366,114 @@ def test_nodeopt_runs_on_large_vocabularies_in_float32():
     mass = law.joint().double().sum((1, 2, 3))
     assert torch.allclose(mass, torch.ones(batch, dtype=torch.float64), atol=1e-5)
     assert (law.stop >= -1e-7).all()
+
+
+# ---------------------------------------------------------------------------
+# L = 1: the optimum as a verifier (issue 12, part 1): random rational instances, audit
+# ---------------------------------------------------------------------------
+
+@settings(max_examples=25, deadline=None)
+@given(node_rows(max_vocab=4, max_paths=3))
+def test_depth_one_verifier_is_the_certified_optimum_on_random_rational_rows(rows):
+    """nodeopt at L = 1 on random rational rows (zeros, equal rows, permuted ratios, any K):
+    exact TV 0 and exact block efficiency = the certified enumerated LP (independent of the
+    threshold code). i.i.d. drafting only: the nested-partition law assumes i.i.d. children
+    (without replacement the hitting function is not a function of q(S); the reference
+    verifier of proofs/reference.py covers that scheme, tests/test_reference.py)."""
+    a, q, paths = rows
+    total = sum(a, F(0))
+    target = [x / total for x in a]  # a probability row
+    vocab = len(q)
+    uniform = [F(1, vocab)] * vocab  # rows below the leaves (unused at L = 1)
+    model = from_rows(np.array([target] + [uniform] * vocab, dtype=object),
+                      np.array([q] + [uniform] * vocab, dtype=object), 1).model(exact=True)
+    result = exact_result(model, "nodeopt", paths=paths)
+    assert result.total_variation == 0
+    record = optimum(model, paths=paths, method="full")
+    assert record.certified, record.certificate
+    assert result.block_efficiency == record.exact_value
+
+
+@pytest.mark.parametrize("ties", [False, True])
+@pytest.mark.parametrize("vocab,paths", [(3, 3), (5, 2), (6, 3)])
+def test_depth_one_verifier_passes_the_exact_audit(vocab, paths, ties):
+    report = audit("nodeopt", paths=paths, vocab=vocab, depth=1, trials=4, ties=ties, seed=3,
+                   exact=True)
+    assert report["max_tv"] == 0 and report["passed"], report["worst_instance"]
+
+
+def test_depth_one_verifier_passes_the_sampler_audit():
+    """Sampling draws from the law: the statistical audit of the sampled verifier (chi-square
+    against the target, block efficiency interval against the certified optimum)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+    import law_samplers
+
+    report = audit_sampler(law_samplers.sampler_for("nodeopt"), paths=3, vocab=4, depth=1,
+                           trials=1, runs=20_000, seed=2, name="nodeopt")
+    assert report["passed"], report["failures"]
+    (inst,) = report["instances"]
+    assert inst["optimum_certified"] and not inst["above_optimum"]
+    assert inst["malformed"] == 0 and inst["impossible_outcomes"] == 0
+
+
+def test_depth_one_cli_audit_exits_zero():
+    import json
+
+    from speclp.cli import app
+    from typer.testing import CliRunner
+
+    result = CliRunner().invoke(app, ["audit", "--verifier", "nodeopt", "--paths", "3", "--vocab",
+                                      "4", "--depth", "1", "--trials", "5", "--exact", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["passed"] and out["max_tv"] == 0
+
+
+def test_nodeopt_drives_the_engine_and_its_time_is_in_the_split():
+    """Real decoding (tiny random LMs, V = 64): nodeopt is picked up from the registry, the
+    verifier's time is its own column of the draft / target / verifier / other split, and the
+    split adds up to the decoding time (losslessness in the engine: tests/test_engine.py runs
+    every registered verifier, nodeopt included)."""
+    from speclp.verifiers.engine import EngineConfig, SpeculativeEngine
+    from test_engine import tiny_model
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        target, draft = tiny_model(20, vocab=64), tiny_model(21, vocab=64, family="llama")
+        config = EngineConfig(paths=3, depth=3, max_new_tokens=6, eos_token_ids=())
+        out = SpeculativeEngine(target, draft, "nodeopt", config).generate(
+            [[1, 2, 3]] * 2, generator=torch.Generator().manual_seed(0))
+    finally:
+        torch.set_num_threads(threads)
+    m = out.metrics
+    assert all(len(t) == 6 for t in out.tokens)
+    assert m["verifier_s"] > 0 and m["draft_s"] > 0 and m["target_s"] > 0
+    split = m["draft_s"] + m["target_s"] + m["verifier_s"] + m["other_s"]
+    assert abs(split - m["decode_s"]) <= 0.05 * m["decode_s"] + 1e-3, (split, m["decode_s"])
+    assert 1 <= m["block_efficiency"] <= config.depth + 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(node_rows(max_vocab=6, max_paths=4))
+def test_one_threshold_implementation_on_every_backend(rows):
+    """threshold_optimum is the L = 1 closed form of speclp.lp (one implementation): exact
+    rows give lp.closed_form's value and set; torch float64 and numpy float64 rows agree with
+    the exact value to 1e-12."""
+    from speclp.lp.closed_form import one_step_optimum
+    from speclp.verifiers.single_step import threshold_optimum
+
+    a, q, n = rows
+    total = sum(a, F(0))
+    p = [x / total for x in a]
+    exact_value, high, order = threshold_optimum(*as_rows(p, q), n)
+    lp = one_step_optimum(np.array(p, dtype=object), np.array(q, dtype=object), n)
+    assert lp.acceptance[0] == exact_value[0] == optimum_over_all_sets(p, q, n)
+    assert sorted(lp.threshold_set(0).tolist()) == sorted(order[0, high[0]:].tolist())
+    rows_float = [np.array([[float(x) for x in r]]) for r in (p, q)]
+    for backend in (lambda r: r, torch.from_numpy):
+        value, _, _ = threshold_optimum(*(backend(r) for r in rows_float), n)
+        assert abs(float(value[0]) - float(exact_value[0])) <= 1e-12

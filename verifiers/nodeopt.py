@@ -147,10 +147,14 @@ def nodeopt_law(tree: DraftTree, support: int | None = DEFAULT_SUPPORT) -> Block
     tokens = ops.index_like(tree.target_rows, tree.tokens).reshape(batch * paths, depth)
     owner = ops.arange(batch * paths, tokens) // paths  # batch row of every path
     keys, inverse = _distinct(owner[:, None], tokens)
+    target = tree.target_rows.reshape(batch * paths, depth + 1, vocab)
+    skewed = skewed.reshape(batch * paths, depth, vocab)
+    if keys.shape[0] == batch * paths:  # every path distinct: no copies of the rows
+        stop, correction = bv_path_law(tokens, target, skewed)
+        stop = stop.reshape(batch, paths, depth + 1) * chosen[:, :, None]
+        return BlockLaw(stop, correction.reshape(batch, paths, depth + 1, vocab))
     first = ops.zeros((keys.shape[0],), like=inverse)
     first[inverse] = ops.arange(batch * paths, tokens)  # one path per distinct key
-    stop, correction = bv_path_law(tokens[first],
-                                   tree.target_rows.reshape(batch * paths, depth + 1, vocab)[first],
-                                   skewed.reshape(batch * paths, depth, vocab)[first])
+    stop, correction = bv_path_law(tokens[first], target[first], skewed[first])
     stop = stop[inverse].reshape(batch, paths, depth + 1) * chosen[:, :, None]
     return BlockLaw(stop, correction[inverse].reshape(batch, paths, depth + 1, vocab))

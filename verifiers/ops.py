@@ -16,16 +16,41 @@ Only what the laws need is here; nothing loops over the batch or the vocabulary.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
-import torch
 
 Array = Any  # torch.Tensor or numpy.ndarray (dtype float64 or object)
 
 
+class _LazyTorch:
+    """torch, imported on first use: importing this module does not import torch, so the
+    torch-free callers (speclp.lp, through verifiers.single_step's threshold optimum) stay
+    torch-free. Every torch call here sits behind is_torch(), which is False for every
+    array while torch has not been imported (no tensor can exist then)."""
+
+    def __getattr__(self, name: str) -> Any:
+        import torch as module
+
+        globals()["torch"] = module  # from now on this module calls torch directly
+        return getattr(module, name)
+
+
+torch = _LazyTorch()
+
+
+_tensor_type: type | None = None  # torch.Tensor once torch has been imported
+
+
 def is_torch(a: Array) -> bool:
-    return isinstance(a, torch.Tensor)
+    global _tensor_type
+    if _tensor_type is None:
+        module = sys.modules.get("torch")
+        if module is None:
+            return False  # no tensor can exist before torch is imported
+        _tensor_type = module.Tensor
+    return isinstance(a, _tensor_type)
 
 
 def is_exact(a: Array) -> bool:

@@ -9,7 +9,10 @@ and "select, then accept/correct against r" accepts with probability sum_x min(a
 The optimum (Hu et al. 2025, THEORY.md section 4; single_step_optimum)
     alpha* = max_{r in P_n} sum_x min(a(x), r(x)) = min_H [a(H) + 1 - q(H)^n]
 with H ranging over the prefixes of the tokens sorted by ratio a/q ASCENDING (<= is the
-weak duality a(H) + r(H^c) <= a(H) + g(q(H^c)); the rule below attains it).
+weak duality a(H) + r(H^c) <= a(H) + g(q(H^c)); the rule below attains it). The threshold
+structure is computed ONCE, here (separation_order, threshold_scores, threshold_optimum);
+speclp.lp.hitting (separation of the LP) and speclp.lp.closed_form (the L = 1 optimum)
+call these functions on numpy rows. Importing this module does not import torch.
 
 The rule: nested partitions of the ratio order (NestedPartitions)
 -----------------------------------------------------------------
@@ -67,9 +70,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import torch
+import numpy as np
 
 from . import ops
+from .ops import torch  # imported on first use (ops._LazyTorch)
 
 Array = Any
 
@@ -79,36 +83,88 @@ def capacity(mass: Array, paths: int) -> Array:
     return 1 - (1 - mass) ** paths
 
 
-def _descending_ratio_order(target: Array, draft: Array) -> Array:
-    """[R, V] token ids: q = 0 tokens first, then ratio a/q descending (stable)."""
-    ratio = ops.safe_div(target, draft)
-    by_ratio = ops.argsort(-ratio, -1)
-    never = ops.where(draft == 0, 0, 1)
-    second = ops.argsort(ops.gather(never, -1, by_ratio), -1)  # stable: keeps the ratio order
+def separation_order(values: Array, draft: Array) -> Array:
+    """[R, V] token ids in the separation order: q = 0 < v first, then q > 0 by ratio v/q
+    DEscending (ties by token id), then the rest (q = 0 and v <= 0).
+
+    values, draft [R, V] (torch, numpy float64, or numpy object arrays of rationals). The
+    one order of the threshold structure: the optimal sets below are its prefixes (the
+    separation lemma, speclp.lp.hitting), and the nested-partition rule cuts it."""
+    ratio = ops.safe_div(values, draft)
+    by_ratio = ops.argsort(-ratio, -1)  # stable: ties by id
+    kind = ops.where(draft == 0, ops.where(values > 0, 0, 2), 1)
+    second = ops.argsort(ops.gather(kind, -1, by_ratio), -1)  # stable: keeps the ratio order
     return ops.gather(by_ratio, -1, second)
+
+
+def _descending_ratio_order(target: Array, draft: Array) -> Array:
+    """[R, V] token ids for the rule's cells: the separation order with EVERY q = 0 token
+    moved first (stable), so that the never-drafted tokens sit at x = 0, before every cut."""
+    order = separation_order(target, draft)
+    never = ops.where(draft == 0, 0, 1)
+    return ops.gather(order, -1, ops.argsort(ops.gather(never, -1, order), -1))
+
+
+def threshold_scores(values: Array, draft: Array, paths: int, order: Array | None = None
+                     ) -> tuple[Array, Array]:
+    """The separation lemma, batched: (order [R, V], scores [R, V+1]).
+
+    order = separation_order(values, draft) (or the order of a previous call on the same
+    rows, another n); scores[:, k] = g(q(T_k)) - v(T_k) for the prefix T_k of the first k
+    tokens of the order, g(s) = 1 - (1 - s)^n. min_k scores = min over ALL token sets S of
+    g(q(S)) - v(S) (speclp.lp.hitting states and proves the lemma; this is its one
+    implementation, used by the LP's separation and closed form and by the rule here).
+    Exact on rationals; floats: g = -expm1(n log(1 - s)) with 1 - s from the tail sums when
+    s >= 1/2. O(V log V) per row."""
+    if order is None:
+        order = separation_order(values, draft)
+    q_sorted, v_sorted = ops.gather(draft, -1, order), ops.gather(values, -1, order)
+    zero = q_sorted[..., :1] * 0
+    inside = ops.concat([zero, ops.cumsum(q_sorted, -1)], -1)  # [R, V+1] q(T_k)
+    outside = ops.concat([ops.flip(ops.cumsum(ops.flip(q_sorted, -1), -1), -1), zero], -1)
+    if ops.is_exact(inside):
+        g = 1 - (1 - inside) ** paths
+    elif ops.is_torch(inside):
+        log_miss = ops.torch.where(inside < 0.5, ops.torch.log1p(-inside.clamp(0.0, 1.0)),
+                                   ops.torch.log(outside.clamp(0.0, 1.0)))
+        g = -ops.torch.expm1(paths * log_miss)
+    else:
+        with np.errstate(divide="ignore"):
+            log_miss = np.where(inside < 0.5, np.log1p(-np.clip(inside, 0.0, 1.0)),
+                                np.log(np.clip(outside, 0.0, 1.0)))
+        g = -np.expm1(paths * log_miss)
+    return order, g - ops.concat([zero, ops.cumsum(v_sorted, -1)], -1)
 
 
 # ---------------------------------------------------------------------------
 # the optimum (closed form)
 # ---------------------------------------------------------------------------
 
+def threshold_optimum(target: Array, draft: Array, paths: int, order: Array | None = None
+                      ) -> tuple[Array, Array, Array]:
+    """(alpha* [R], high [R] int, order [R, V]): the L = 1 optimum as a threshold set.
+
+    alpha* = a(all) + min_k scores[:, k] = min_H [a(H) + 1 - q(H)^n] (threshold_scores with
+    values a; H = the complement of the prefix B = order[:, :high], the LARGEST minimising
+    prefix, i.e. the smallest optimal H). The one implementation of the L = 1 threshold
+    structure: speclp.lp.closed_form.one_step_optimum calls it (numpy rows)."""
+    order, scores = threshold_scores(target, draft, paths, order)
+    best = ops.amin(scores, -1)
+    points = scores.shape[-1]
+    last = points - 1 - ops.argmax(ops.flip(scores, -1) == best[:, None], -1)
+    return ops.total(target, -1) + best, last, order
+
+
 def single_step_optimum(target: Array, draft: Array, paths: int) -> tuple[Array, Array]:
     """alpha* = min_H [a(H) + 1 - q(H)^n] and the optimal low-ratio set H*.
 
     target, draft [R, V] (rows of mass 1 for q; a may be a sub-probability). H ranges over the
-    prefixes of the tokens by ratio a/q ascending (q = 0 tokens last); the first minimiser is
-    returned. Returns (alpha* [R], low [R, V] bool: token in H*). Cost O(V log V).
-    """
-    order = ops.flip(_descending_ratio_order(target, draft), -1)  # ascending ratio, q = 0 last
-    a_sorted, q_sorted = ops.gather(target, -1, order), ops.gather(draft, -1, order)
-    zero = a_sorted[..., :1] * 0
-    below_a = ops.concat([zero, ops.cumsum(a_sorted, -1)], -1)  # [R, V+1]
-    below_q = ops.concat([zero, ops.cumsum(q_sorted, -1)], -1)
-    values = below_a + 1 - below_q ** paths
-    value = ops.amin(values, -1)
-    first = ops.argmax(values == value[:, None], -1)  # [R] size of H*
+    prefixes of the tokens sorted by ratio a/q ascending (the reversed separation order);
+    the smallest minimiser is returned (threshold_optimum). Returns (alpha* [R], low [R, V]
+    bool: token in H*). Cost O(V log V)."""
+    value, high, order = threshold_optimum(target, draft, paths)
     rank = ops.inverse_permutation(order, -1)
-    return value, rank < first[:, None]
+    return value, rank >= high[:, None]
 
 
 # ---------------------------------------------------------------------------
@@ -145,8 +201,6 @@ def ratio_bucket(target: Array, draft: Array, buckets: int) -> Array:
     127) + (leading mantissa bit), i.e. half octaves [2^e, 1.5 2^e), [1.5 2^e, 2^(e+1)); the
     same integer on torch (any dtype, any device) and on numpy (exact rationals are rounded to
     float32 first), with no logarithm. Bucket = OCTAVES * 2 + 1 + 254 - (bits >> 22)."""
-    import numpy as np
-
     offset = 2 * OCTAVES + 1 + 254
     if ops.is_torch(target):
         ratio = (target.float() / draft.float()).nan_to_num(nan=0.0)
@@ -176,8 +230,6 @@ def ratio_cells(target: Array, draft: Array, support: int | None = None,
         order = _descending_ratio_order(target, draft)
         return Cells(ops.inverse_permutation(order, -1), ops.gather(draft, -1, order),
                      ops.gather(target, -1, order))
-    import numpy as np
-
     singles = min(singletons, vocab)
     score = ops.maximum(target, draft)
     if ops.is_torch(score):
@@ -312,8 +364,6 @@ class NestedPartitions:
         if ops.is_torch(index):
             index = index.expand(-1, levels, 1)
         else:
-            import numpy as np
-
             index = np.broadcast_to(index, (index.shape[0], levels, 1))
         low = ops.gather(low_all, -1, index)[..., 0]  # [Q, T]
         high = ops.gather(high_all, -1, index)[..., 0]
