@@ -284,7 +284,11 @@ class Checker:
             return Frac(num, value.d**top)
 
         num, den = poly(f.n), poly(f.d)
-        return Frac(num.n * den.d, num.d * den.n)
+        # lowest terms: the same function wherever both denominators are nonzero (on a cell
+        # every denominator has a known nonzero sign), so conditions compare as the
+        # producer writes them (e.g. q1 (q1 - p1) / q1 -> q1 - p1)
+        n, d = (num.n * den.d).cancel(num.d * den.n)
+        return Frac(n, d)
 
     def eliminated_conditions(self, parent: dict, parent_facts: list, elim: dict
                               ) -> tuple[set[tuple], bool]:
