@@ -156,6 +156,11 @@ def node_document(ex: Exporter, tree: Tree, k: int, result_export: Any) -> dict:
     result_doc = None
     if node.status == "split":
         extra |= set(node.split_facts)
+        for child in node.children:  # the sign facts of every elimination coefficient factor
+            kid = tree.nodes[child].cell
+            if len(kid.eliminations) > len(cell.eliminations):
+                for f in kid.eliminations[-1].coefficient_facts:
+                    extra |= set(f["facts"])
     if node.status == "empty" and node.certificate:
         cert = node.certificate
         if cert["by"] == "combination":
