@@ -79,6 +79,11 @@ def solve(
                 res = exact_result(model, key)
                 verifiers[key] = float(res.block_efficiency)
                 verifiers_exact[key] = str(Fraction(res.block_efficiency)) if inst.rational else None
+        for key in ("optimum", "lp_full", "lp_node"):  # not found: one line, exit 1
+            if records[key]["value"] is None:
+                message = (f"{key}: optimum not found: {records[key]['status']} "
+                           f"({records[key]['certificate']})")
+                raise ClaimFailed(message, {"error": message, key: records[key]})
         if full.exact_value is not None and inst.rational:
             gaps = {n: str(full.exact_value - Fraction(verifiers_exact[n])) for n in verifiers}
         else:
@@ -93,6 +98,8 @@ def solve(
         }
 
     def render(r: dict[str, Any]) -> None:
+        if "verifiers" not in r:  # an optimum was not found: the one line says why
+            return
         inst = r["instance"]
         rows = []
         for key, label in (("optimum", "optimum (engine: column generation)"),

@@ -13,6 +13,7 @@ from . import validate as check
 BACKENDS = ("highs", "cvxpy")
 METHODS = ("auto", "colgen", "full")
 DRAFT_SAMPLING = ("iid", "without-replacement")
+MAX_GAP_PATHS = 32  # `speclp gap --paths`: verifier laws hold [configurations, K, L+1, V] rows
 
 
 def _label(record: dict[str, Any]) -> str:
@@ -35,32 +36,56 @@ def gap(
                                 help="LP backend of --method full: highs or cvxpy."),
     save_dir: str = typer.Option("counterexamples", "--save-dir",
                                  help="Where a failing instance is saved."),
+    time_limit: float = typer.Option(600.0, "--time-limit",
+                                     help="Seconds for the optimum (colgen or full LP); when hit: "
+                                          "one line, exit 1."),
+    max_enumerated: int = typer.Option(1_000_000, "--max-enumerated",
+                                       help="Configurations one verifier's exact law may "
+                                            "enumerate; above it the block efficiency is "
+                                            "estimated from --samples sampled configurations."),
+    samples: int = typer.Option(4096, "--samples",
+                                help="Sampled draft configurations per estimated verifier."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the sampled configurations."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Every verifier's exact block efficiency E[tau + 1] against the K-path LP optimum.
 
     Exit 1 when a verifier exceeds the optimum (tolerance 1e-9 certified, 1e-7 not) or is
-    lossy (TV > 1e-12): the numbers are printed and the instance saved.
+    lossy (TV > 1e-12): the numbers are printed and the instance saved; also exit 1, with one
+    line, when the optimum is not found within --time-limit. A verifier whose exact law would
+    enumerate more than --max-enumerated configurations gets an ESTIMATE (mean over sampled
+    configurations, 95% confidence interval), labelled so.
     """
 
     def body() -> dict[str, Any]:
         check.integer("--paths", paths, 1)
+        if paths > MAX_GAP_PATHS:
+            raise BadInput(f"--paths: K = {paths} is over the limit of {MAX_GAP_PATHS} paths (every "
+                           "verifier's law holds K paths per draft configuration); use fewer paths")
         check.choice("--draft-sampling", draft_sampling, DRAFT_SAMPLING)
         check.choice("--backend", backend, BACKENDS)
         check.choice("--method", method, METHODS)
         if backend != "highs" and method != "full":
             raise BadInput("--backend: cvxpy solves the enumerated LP only; add --method full")
         check.output_dir("--save-dir", save_dir)
+        check.number("--time-limit", time_limit, 0, low_open=True)
+        check.integer("--max-enumerated", max_enumerated, 1)
+        check.integer("--samples", samples, 2, check.MAX_SAMPLES)
+        check.seed("--seed", seed)
         inst = check.instance_file(instance, paths, draft_sampling, size_flag="--paths",
-                                   method=method)
+                                   method=method, exact_laws=False)
+        from ..proofs.gap import OptimumNotFound
         from ..proofs.gap import gap as compute_gap
 
         with working(f"gap {inst.name} K={paths}"):
             try:
                 result = compute_gap(inst, paths, draft_sampling=draft_sampling, backend=backend,
-                                     method=method)
+                                     method=method, time_limit=time_limit,
+                                     max_enumerated=max_enumerated, samples=samples, seed=seed)
             except ValueError as err:
                 raise BadInput(f"--paths: {err}") from None
+            except OptimumNotFound as err:
+                raise ClaimFailed(str(err), {"error": str(err), "optimum": err.record}) from None
         result["optimum"].pop("exact_value", None)
         if result["failures"]:
             saved = inst.save(Path(save_dir) / f"gap-K{paths}-{inst.name}.json")
@@ -70,14 +95,22 @@ def gap(
         return result
 
     def render(r: dict[str, Any]) -> None:
+        if "verifiers" not in r:  # the optimum was not found: the one line says why
+            return
         inst, opt, class_row = r["instance"], r["optimum"], r["class_optimum"]
         rows = [[f"K-path optimum ({opt['method']})", f"{opt['value']:.12g}", opt["exact"] or "",
                  "", "", _label(opt)],
                 ["class optimum (select + BV)", f"{class_row['value']:.12g}", class_row["exact"] or "",
                  "0", "1", "= K-path optimum (theorem; same solve)"]]
         for name, v in r["verifiers"].items():
+            estimate = v.get("estimate")
+            if estimate is not None:
+                status = (f"ESTIMATE: 95% CI [{estimate['ci_low']:.6g}, {estimate['ci_high']:.6g}] "
+                          f"from {estimate['samples']} sampled configurations; TV not checked")
+            else:
+                status = f"TV {v['tv']:.2g}"
             rows.append([name, f"{v['block_efficiency']:.12g}", v.get("exact") or "", f"{v['gap']:.3g}",
-                         f"{v['ratio']:.6f}", f"TV {v['tv']:.2g}"])
+                         f"{v['ratio']:.6f}", status])
         title = (f"{inst['name']}  V={inst['vocab_size']} L={inst['depth']} K={r['paths']} "
                  f"({r['draft_sampling']})  E[tau + 1]")
         table(title, ["quantity", "value", "exact", "gap to optimum", "ratio", "status"], rows)
@@ -104,8 +137,21 @@ def sweep(
     backend: str = typer.Option("highs", "--backend", help="LP backend: highs or cvxpy."),
     no_certify: bool = typer.Option(False, "--no-certify",
                                     help="Skip exact certificates (optima labelled so)."),
+    method: str = typer.Option("auto", "--method",
+                               help="Optimum engine: auto (closed form at L = 1, else colgen), "
+                                    "colgen or full (the enumerated LP)."),
     max_variables: int = typer.Option(400_000, "--max-variables",
-                                      help="Size guard: full LP variables per cell."),
+                                      help="Size guard of --method full: full LP variables per "
+                                           "cell."),
+    max_enumerated: int = typer.Option(1_000_000, "--max-enumerated",
+                                       help="Configurations one verifier's exact law may "
+                                            "enumerate; above it the block efficiency is "
+                                            "ESTIMATED from --samples sampled configurations "
+                                            "(rows say estimate, with a 95% CI)."),
+    samples: int = typer.Option(4096, "--samples",
+                                help="Sampled draft configurations per estimated verifier."),
+    verifiers: str = typer.Option(None, "--verifiers",
+                                  help="Verifiers, comma-separated (default: gap's default list)."),
     skip_large: bool = typer.Option(False, "--skip-large",
                                     help="Leave out cells over the size guard (else exit 2)."),
     out: str = typer.Option(None, "--out",
@@ -142,6 +188,19 @@ def sweep(
         check.integer("--trials", trials, 1)
         check.seed("--seed", seed)
         check.integer("--max-variables", max_variables, 1)
+        check.integer("--max-enumerated", max_enumerated, 1)
+        check.integer("--samples", samples, 2, check.MAX_SAMPLES)
+        chosen = None
+        if verifiers is not None:
+            from ..verifiers.law import verifier_names
+
+            chosen = [v.strip() for v in verifiers.split(",") if v.strip()]
+            known = verifier_names(include_broken=True)
+            unknown = [v for v in chosen if v not in known]
+            if not chosen or unknown:
+                raise BadInput(f"--verifiers: unknown verifier {unknown[0]!r}; known: "
+                               f"{', '.join(sorted(known))}" if unknown
+                               else "--verifiers: give at least one name")
         out_path = check.output_dir("--out", out or default_out("sweep"))
         alphas = (check.float_list("--alpha", alpha, 0, low_open=True) if alpha is not None
                   else [])
@@ -156,7 +215,9 @@ def sweep(
                                                                 DRAFT_SAMPLING),
                          backend=check.choice("--backend", backend, BACKENDS),
                          certify=not no_certify,
-                         max_variables=max_variables)
+                         method=check.choice("--method", method, METHODS),
+                         max_variables=max_variables, max_enumerated=max_enumerated,
+                         samples=samples, verifiers=chosen)
         address = check.cluster("--cluster", cluster)
         try:
             summary = run_sweep(
@@ -203,7 +264,11 @@ def sweep(
                 rows.append([f"  K={k}", f"{v:.6g}"])
         if "gbv_below_bv" in s:
             b = s["gbv_below_bv"]
-            rows.append(["GBV < BV (tol 1e-12)", f"{b['count']}/{b['of']} ({b['fraction']:.3f})"])
+            rows.append(["GBV < BV (tol 1e-12, exact rows)",
+                         f"{b['count']}/{b['of']} ({b['fraction']:.3f})"])
+        if s.get("estimated_rows"):
+            rows.append(["ESTIMATED rows (sampled configurations, 95% CI)",
+                         f"{s['estimated_rows']} in cells {', '.join(s['estimated_cells'])}"])
         for cell in r["skipped_cells"]:
             rows.append([f"skipped V={cell['vocab']} L={cell['depth']} K={cell['paths']}",
                          cell["reason"]])

@@ -28,6 +28,7 @@ class BadInput(Exception):
 
 SEED_MAX = 2**32 - 1
 MAX_WORKERS = 256
+MAX_SAMPLES = 10_000_000  # sampled draft configurations per estimated verifier
 MAX_TEXT_BYTES = 64 * 2**20  # a prompts file
 CLUSTER_TIMEOUT_S = 5.0  # a scheduler that does not accept a TCP connection by then is refused
 

@@ -467,7 +467,7 @@ def _refinement_step(lp: LinearProgram, data: _ExactData, basis: tuple[np.ndarra
         _clip(-sp_ * np.concatenate([x_float, s_float])), np.full(n + m_ub, np.inf), rhs, rhs,
         matrix.indptr.astype(np.int32), matrix.indices.astype(np.int32),
         np.ascontiguousarray(matrix.data, dtype=np.float64), np.zeros(n + m_ub, dtype=np.int32))
-    if status != highspy.HighsStatus.kOk:
+    if status == highspy.HighsStatus.kError:  # a warning (e.g. tiny entries dropped) is fine
         return None
     col_status, row_status = basis
     warm = highspy.HighsBasis()
@@ -482,7 +482,12 @@ def _refinement_step(lp: LinearProgram, data: _ExactData, basis: tuple[np.ndarra
     h.setBasis(warm)
     h.run()
     if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-        return None
+        # the warm basis can be singular or badly conditioned for HiGHS on the rescaled
+        # residual LP (tiny path probabilities): solve it cold once before giving up
+        h.clearSolver()
+        h.run()
+        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            return None
     new = h.getBasis()
     new_cols = np.array([s.value for s in new.col_status], dtype=np.int8)
     new_rows = np.array([s.value for s in new.row_status], dtype=np.int8)
@@ -492,9 +497,10 @@ def _refinement_step(lp: LinearProgram, data: _ExactData, basis: tuple[np.ndarra
     return new_cols[:n], out_rows
 
 
-def refine_basis(lp: LinearProgram, solution: LPSolution, max_rounds: int = 6
-                 ) -> tuple[LPSolution, Certificate]:
-    """Iterative refinement of solution's basis until it certifies (or max_rounds).
+def refine_basis(lp: LinearProgram, solution: LPSolution, max_rounds: int = 6,
+                 time_limit: float | None = None) -> tuple[LPSolution, Certificate]:
+    """Iterative refinement of solution's basis until it certifies (or max_rounds, or
+    time_limit seconds: no new round starts after it; a round under way finishes).
 
     Returns (solution with the last basis and notes, its certificate).
     """
@@ -507,7 +513,13 @@ def refine_basis(lp: LinearProgram, solution: LPSolution, max_rounds: int = 6
     data = _exact_data(lp)
     basis = solution.basis
     notes = list(solution.notes)
+    round_ = 0
     for round_ in range(1, max_rounds + 1):
+        if time_limit is not None and time.perf_counter() - start > time_limit:
+            notes.append(f"refinement stopped by the time limit ({time_limit:g} s) before "
+                         f"round {round_}")
+            cert.reason += f" (refinement stopped by the time limit {time_limit:g} s)"
+            break
         x, y = cert.primal, cert.dual
         evaluation = _evaluate(data, lp, x, y)
         new_basis = _refinement_step(lp, data, basis, x, y, evaluation)

@@ -312,7 +312,8 @@ def basic_priorities(master: MasterData, priorities: list[np.ndarray],
     return keep or list(priorities)
 
 
-def certify_master(master: MasterData, priorities: list[np.ndarray], max_rounds: int = 6
+def certify_master(master: MasterData, priorities: list[np.ndarray], max_rounds: int = 6,
+                   time_limit: float | None = None
                    ) -> tuple[LinearProgram, LPSolution, Certificate, np.ndarray | None]:
     """Exact certificate of the full K-path LP from the master on `priorities`.
 
@@ -322,16 +323,18 @@ def certify_master(master: MasterData, priorities: list[np.ndarray], max_rounds:
        (all_configurations_priced).
     Returns (exact master LP, its solution, certificate, improving priority or None): when
     the exact pricing finds a priority with positive reduced cost, the caller adds it to
-    `priorities` and certifies again (solve_colgen).
+    `priorities` and certifies again (solve_colgen). time_limit: seconds for the HiGHS solve
+    of the exact master (the exact certificate itself is not interruptible).
     """
     start = time.perf_counter()
     lp = master_lp(master, priorities, exact=True)
-    master_solution = solve(lp)
+    master_solution = solve(lp, time_limit=time_limit)
     if not master_solution.optimal:
         cert = Certificate(False, None, f"selection master: solver status "
                            f"{master_solution.status}", time.perf_counter() - start)
         return lp, master_solution, cert, None
-    master_solution, cert = refine_basis(lp, master_solution, max_rounds)
+    left = None if time_limit is None else time_limit - (time.perf_counter() - start)
+    master_solution, cert = refine_basis(lp, master_solution, max_rounds, time_limit=left)
     if not cert.certified:
         cert.reason = "selection master: " + cert.reason
         cert.seconds = time.perf_counter() - start
@@ -399,10 +402,21 @@ def solve_colgen(model_or_instance: TreeModel | Instance, paths: int = 2,
     master on the basic priorities of the float solution (certify_master); an improving
     priority found by the exact pricing joins them and the exact master is certified again
     (at most max_exact_rounds times). A float phase stopped by max_iterations is priced
-    exactly once (certified if no priority improves); one stopped by time_limit is not
-    certified.
+    exactly once (certified if no priority improves).
+
+    time_limit (seconds, None: none) bounds the whole run, float and exact phases; it never
+    raises. Hit in the float phase: status "time_limit", certificate None and value = the
+    last float master value, a LOWER bound on the optimum (the master on a subset of the
+    priorities is a restriction of the full LP). Hit in the exact phase: the float optimum
+    stands (status "optimal") with a certificate that is NOT certified and says so. The
+    one overrun: an exact basis solve already under way finishes (no new refinement round
+    or exact round starts after the limit).
     """
     start = time.perf_counter()
+
+    def time_left() -> float | None:
+        return None if time_limit is None else time_limit - (time.perf_counter() - start)
+
     master = master_data(model_or_instance, paths, draft_sampling, exact)
     priorities = [np.argsort(-master.q, kind="stable")]
     lp = master_lp(master, priorities)
@@ -422,9 +436,10 @@ def solve_colgen(model_or_instance: TreeModel | Instance, paths: int = 2,
                   np.zeros(1, dtype=np.int32), nz.astype(np.int32), -law[nz])
         priorities.append(priority)
 
+    lower_bound = float("nan")
     while iterations < max_iterations:
-        if time_limit is not None:
-            left = time_limit - (time.perf_counter() - start)
+        left = time_left()
+        if left is not None:
             if left <= 0:
                 status = "time_limit"
                 break
@@ -441,7 +456,7 @@ def solve_colgen(model_or_instance: TreeModel | Instance, paths: int = 2,
             status = status_name(h, h.getModelStatus())
         if status != "optimal":
             break
-        value = float(h.getInfo().objective_function_value)
+        value = lower_bound = float(h.getInfo().objective_function_value)
         duals = np.asarray(h.getSolution().row_dual, dtype=np.float64)
         priority, law, reduced = price(master, duals)
         history.append({"iteration": iterations, "columns": len(priorities), "value": value,
@@ -462,9 +477,20 @@ def solve_colgen(model_or_instance: TreeModel | Instance, paths: int = 2,
         # is solved again (the float duals of a degenerate master need not be the exact ones)
         t0 = time.perf_counter()
         chosen = basic_priorities(master, priorities, solution)
+        timed_out = False
         while True:
+            left = time_left()
+            if left is not None and left <= 0:
+                timed_out = True
+                break
             exact_rounds += 1
-            lp_exact, solution_exact, certificate, missed = certify_master(master, chosen)
+            lp_round, solution_round, round_certificate, missed = certify_master(
+                master, chosen, time_limit=left)
+            if solution_round.status == "time_limit":
+                exact_rounds -= 1  # the exact master of this round was not solved
+                timed_out = True
+                break
+            lp_exact, solution_exact, certificate = lp_round, solution_round, round_certificate
             if (certificate.certified or missed is None or exact_rounds >= max_exact_rounds
                     or status != "optimal"):  # a stopped float phase is priced once
                 break
@@ -475,12 +501,27 @@ def solve_colgen(model_or_instance: TreeModel | Instance, paths: int = 2,
         if exact_rounds > 1:
             notes.append(f"exact pricing added {exact_rounds - 1} priorities the float pricing "
                          "did not need")
-        if certificate.certified or status == "optimal":
+        if timed_out:
+            # the float optimum stands, labelled: the exact phase did not finish in time
+            reason = (f"time limit {time_limit:g} s hit in the exact phase after "
+                      f"{exact_rounds} exact rounds; the float optimum is NOT certified")
+            if certificate is not None:
+                reason += f" (last exact round: {certificate.reason})"
+            certificate = Certificate(False, None, reason, time.perf_counter() - t0)
+            notes.append(reason)
+        elif status == "optimal" or certificate.certified:
             lp, solution = lp_exact, solution_exact
         certify_seconds = time.perf_counter() - t0
         if certificate.certified:
             status = "optimal"
             value = float(certificate.value)
+    if status == "time_limit":
+        value = lower_bound
+        notes.append(f"time limit {time_limit:g} s hit after {iterations} master solves and "
+                     f"{exact_rounds} exact rounds; " + (
+                         f"the last master value {lower_bound:.12g} is a lower bound on the "
+                         "optimum, not the optimum" if lower_bound == lower_bound
+                         else "no master was solved"))
     return ColgenResult(status, value, lp, solution, master, iterations, seconds, history,
                         certificate, certify_seconds if certify else None, notes, exact_rounds)
 

@@ -72,6 +72,7 @@ from .program import LinearProgram
 from .solve import solve
 
 METHODS = ("auto", "colgen", "full", "closed-form")
+DEFAULT_TIME_LIMIT = 600.0  # seconds: column generation and the full LP never run on unbounded
 BACKENDS = ("highs", "cvxpy")
 
 
@@ -128,16 +129,19 @@ def _round(seconds: float | None) -> float | None:
 # ---------------------------------------------------------------------------
 
 def program_optimum(lp: LinearProgram, backend: str = "highs", certify: bool = True,
-                    rational: bool = True, method: str = "lp") -> Optimum:
+                    rational: bool = True, method: str = "lp",
+                    time_limit: float | None = None) -> Optimum:
     """Solve `lp` and certify its optimum in exact arithmetic (when certify and lp carries
     exact data). A float basis that is optimal only within tolerances is repaired by
     iterative refinement first (speclp.lp.certify.refine_basis); cvxpy returns no basis, so
     its optimum is certified through a HiGHS basis of the same LP and the distance of
-    cvxpy's value from the exact optimum is recorded (details["backend_error"])."""
+    cvxpy's value from the exact optimum is recorded (details["backend_error"]).
+    time_limit: seconds for the solver (None: none); a solve stopped by it gives a record
+    with value None, status "time_limit", NOT certified."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     start = time.perf_counter()
-    solution = solve(lp, backend=backend)
+    solution = solve(lp, backend=backend, time_limit=time_limit)
     record = Optimum(
         value=float(solution.value) if solution.optimal else None, exact_value=None,
         certified=False, certificate="not requested", status=solution.status, method=method,
@@ -157,8 +161,10 @@ def program_optimum(lp: LinearProgram, backend: str = "highs", certify: bool = T
             record.exact_value = Fraction(cert.value)
             record.details["backend_error"] = abs(float(solution.value) - float(cert.value))
             record.value = float(record.exact_value)
-    elif certify and not solution.optimal:
-        record.certificate = f"solver status {solution.status}"
+    elif not solution.optimal:
+        record.certificate = (f"time limit {time_limit:g} s hit by the solver"
+                              if solution.status == "time_limit"
+                              else f"solver status {solution.status}")
     record.seconds = time.perf_counter() - start
     return record
 
@@ -180,7 +186,8 @@ def _model_and_rational(instance: Instance | TreeModel, exact: bool) -> tuple[Tr
 
 def optimum(instance: Instance | TreeModel, paths: int = 1, draft_sampling: str = "iid",
             method: str = "auto", certify: bool = True, backend: str = "highs",
-            time_limit: float | None = None, tree_nodes: np.ndarray | None = None) -> Optimum:
+            time_limit: float | None = DEFAULT_TIME_LIMIT,
+            tree_nodes: np.ndarray | None = None) -> Optimum:
     """The optimum of the information-agnostic LP over K = paths drafted paths (module
     docstring): the best block efficiency E[tau + 1] of any lossless prefix-matching
     verifier that sees the K drafts.
@@ -188,7 +195,10 @@ def optimum(instance: Instance | TreeModel, paths: int = 1, draft_sampling: str 
     instance: an Instance (a rational one is certified in its own numbers; a float one in
     the exact binary values of its rows) or a TreeModel (exact rows: rational). certify:
     False skips the exact certificate (the record says "not requested"). backend: "highs"
-    or "cvxpy" (method "full" only). time_limit: seconds (method "colgen"). tree_nodes:
+    or "cvxpy" (method "full" only). time_limit: seconds (methods "colgen" and "full"; None:
+    none): when it is hit the record has value None, certified False, status "time_limit",
+    a certificate text saying so and (colgen) details["lower_bound"], a lower bound on the
+    optimum; it never raises for it. tree_nodes:
     [T] node indices of a fixed draft tree (then paths must be 1 and draft_sampling is
     ignored). Raises ValueError on bad arguments or an LP over the size limits.
     """
@@ -207,7 +217,8 @@ def optimum(instance: Instance | TreeModel, paths: int = 1, draft_sampling: str 
     check_draft_sampling(draft_sampling)
     if method == "full":
         lp = full_lp(model, paths=paths, draft_sampling=draft_sampling, exact=certify)
-        return program_optimum(lp, backend, certify, rational, method="full")
+        return program_optimum(lp, backend, certify, rational, method="full",
+                               time_limit=time_limit)
     one_step = model.depth == 1 and draft_sampling == "iid"
     if method == "closed-form" or (method == "auto" and one_step):
         if not one_step:
@@ -260,7 +271,13 @@ def _colgen_optimum(model: TreeModel, paths: int, draft_sampling: str, certify: 
               "master_columns": result.lp.num_vars, "master_rows": result.lp.num_eq,
               "priorities": len(result.lp.meta["priorities"])},
         notes=list(result.notes), mixture=mixture,
-        details={"iterations": result.iterations})
+        details={"iterations": result.iterations, "exact_rounds": result.exact_rounds})
+    if result.status == "time_limit":
+        record.details["lower_bound"] = (None if result.value != result.value
+                                         else float(result.value))
+        if cert is None or "time limit" not in cert.reason:
+            record.certificate = (f"time limit {time_limit:g} s hit after {result.iterations} "
+                                  "master solves (float phase)")
     if certified:
         record.exact_value = Fraction(cert.value)
         record.value = float(record.exact_value)
@@ -268,10 +285,10 @@ def _colgen_optimum(model: TreeModel, paths: int, draft_sampling: str, certify: 
         _, bv_value = node_optimum(model, exact=True, leaf_law=mixture.leaf_law)
         record.details["mixture_value_matches"] = bool(bv_value == record.exact_value)
         if bv_value != record.exact_value:
-            record.certified = False
-            record.exact_value = None
             record.certificate = (f"failed: mixture_value_matches (BV with the optimal skewed "
                                   f"law gives {float(bv_value):.17g}, the master "
                                   f"{float(record.exact_value):.17g})")
+            record.certified = False
+            record.exact_value = None
     record.seconds = time.perf_counter() - start
     return record

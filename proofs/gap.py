@@ -30,11 +30,12 @@ import time
 from fractions import Fraction
 from typing import Any
 
-from ..lp.engine import METHODS, optimum
+from ..lp.engine import DEFAULT_TIME_LIMIT, METHODS, optimum
 from ..lp.instance import Instance
 from ..verifiers.drafts import DRAFT_SAMPLING
-from ..verifiers.exact import exact_result
+from ..verifiers.exact import enumeration_size, exact_result, sampled_result
 from ..verifiers.law import get_verifier, verifier_names
+from ..verifiers.tree import ESTIMATE_SAMPLES, MAX_TUPLES
 
 DEFAULT_VERIFIERS: tuple[str, ...] = (
     "token", "bv", "gbv", "gbv_clipped", "specinfer", "rrsw", "naive_tree", "khisti", "spectr",
@@ -46,6 +47,19 @@ UNCERTIFIED_TOLERANCE = 1e-7
 TV_TOLERANCE = 1e-12
 EXACT_CONFIGURATIONS = 5_000  # rational instances up to this many ordered draft tuples also
 # get every verifier's block efficiency in exact rationals ("exact")
+MAX_ENUMERATED = MAX_TUPLES  # configurations one verifier's exact law may enumerate; above
+# it the block efficiency is ESTIMATED from sampled configurations (labelled "estimate")
+SAMPLES = ESTIMATE_SAMPLES  # sampled draft configurations per estimated verifier
+ESTIMATE_CLAIM_Z = 5.0  # an estimate fails "BE <= optimum" only when mean - 5 SE > optimum + tol
+
+
+class OptimumNotFound(RuntimeError):
+    """The K-path optimum was not found (time limit, solver failure): gap cannot check its
+    claims. The message is one line; the record is in .record."""
+
+    def __init__(self, message: str, record: dict[str, Any]):
+        super().__init__(message)
+        self.record = record
 
 
 def available_verifiers(requested: tuple[str, ...] | list[str] | None = None
@@ -66,7 +80,9 @@ CLASS_SOURCE = ("equal to the K-path optimum by the theorem class LP = full LP =
 
 def gap(instance: Instance, paths: int, draft_sampling: str = "iid", backend: str = "highs",
         verifiers: list[str] | tuple[str, ...] | None = None, certify: bool = True,
-        method: str = "auto") -> dict[str, Any]:
+        method: str = "auto", time_limit: float | None = DEFAULT_TIME_LIMIT,
+        max_enumerated: int = MAX_ENUMERATED, samples: int = SAMPLES, seed: int = 0
+        ) -> dict[str, Any]:
     """Optimum and every verifier's exact block efficiency on one instance.
 
     Returns a dict with keys
@@ -78,13 +94,21 @@ def gap(instance: Instance, paths: int, draft_sampling: str = "iid", backend: st
         class_optimum  {value, exact, certified, source}: the same number (CLASS_SOURCE)
         verifiers      {name: {block_efficiency, exact (fraction string on rational instances
                        of at most EXACT_CONFIGURATIONS ordered draft tuples, else None), gap,
-                       ratio, tv, lossless_claimed, seconds}}
+                       ratio, tv, lossless_claimed, estimate, seconds}}; estimate is None for
+                       an exact law, else {samples, seed, standard_error, ci_low, ci_high}:
+                       the verifier's law would enumerate more than max_enumerated
+                       configurations, so block_efficiency is the mean over `samples`
+                       sampled draft configurations of the exact conditional law
+                       (speclp.verifiers.exact.sampled_result), with its 95% confidence
+                       interval; tv is None (not checked) and the claim BE <= optimum fails
+                       only when mean - ESTIMATE_CLAIM_Z standard errors > optimum + tolerance
         missing        requested verifiers that are not registered
         tolerance      the tolerance used for BE <= optimum
         failures       list of violated claims (empty when every claim holds)
         seconds        wall time of the whole computation
     Raises ValueError for bad arguments (unknown draft sampling or method, K too large for
-    drafting without replacement, an enumerated LP over the builder's size limit).
+    drafting without replacement, an enumerated LP over the builder's size limit), and
+    OptimumNotFound (one line) when the optimum is not found, e.g. time_limit (seconds) hit.
     """
     if draft_sampling not in DRAFT_SAMPLING:
         raise ValueError(f"draft_sampling must be one of {', '.join(DRAFT_SAMPLING)}, "
@@ -98,10 +122,13 @@ def gap(instance: Instance, paths: int, draft_sampling: str = "iid", backend: st
     start = time.perf_counter()
     names, missing = available_verifiers(verifiers)
     record = optimum(instance, paths, draft_sampling, method=method, certify=certify,
-                     backend=backend)
+                     backend=backend, time_limit=time_limit)
     if record.value is None:
-        raise RuntimeError(f"K-path optimum of {instance.name} (K={paths}) not found: "
-                           f"{record.status} ({record.certificate})")
+        bound = record.details.get("lower_bound")
+        raise OptimumNotFound(
+            f"K-path optimum of {instance.name} (K={paths}) not found: {record.status} "
+            f"({record.certificate})" + (f"; lower bound {bound:.12g}" if bound is not None
+                                          else ""), record.to_json())
     value = record.value
     tolerance = CERTIFIED_TOLERANCE if record.certified else UNCERTIFIED_TOLERANCE
     model = instance.model(exact=False)
@@ -110,6 +137,28 @@ def gap(instance: Instance, paths: int, draft_sampling: str = "iid", backend: st
     for name in names:
         t0 = time.perf_counter()
         spec = get_verifier(name)
+        if enumeration_size(model, name, paths, draft_sampling) > max_enumerated:
+            estimate = sampled_result(model, name, paths=paths, draft_sampling=draft_sampling,
+                                      samples=samples, seed=seed)
+            block_efficiency = estimate.block_efficiency
+            claimed = draft_sampling in spec.draft_sampling
+            results[name] = {
+                "block_efficiency": block_efficiency, "exact": None,
+                "gap": value - block_efficiency, "exact_gap": None,
+                "ratio": block_efficiency / value, "tv": None, "lossless_claimed": claimed,
+                "estimate": {"samples": estimate.samples, "seed": estimate.seed,
+                             "standard_error": estimate.standard_error,
+                             "ci_low": estimate.ci_low, "ci_high": estimate.ci_high},
+                "seconds": round(time.perf_counter() - t0, 6),
+            }
+            margin = ESTIMATE_CLAIM_Z * estimate.standard_error
+            if claimed and block_efficiency - margin > value + tolerance:
+                failures.append(
+                    f"{name}: ESTIMATED block efficiency {block_efficiency:.15g} (standard error "
+                    f"{estimate.standard_error:.3g}, {samples} sampled configurations) exceeds "
+                    f"the {'certified' if record.certified else 'NOT certified'} optimum "
+                    f"{value:.15g} by more than {ESTIMATE_CLAIM_Z:g} standard errors")
+            continue
         law = exact_result(model, name, paths=paths, draft_sampling=draft_sampling)
         block_efficiency = float(law.block_efficiency)
         # a verifier designed for i.i.d. drafts is reported, not held to the claims, under
@@ -130,6 +179,7 @@ def gap(instance: Instance, paths: int, draft_sampling: str = "iid", backend: st
             "ratio": block_efficiency / value,
             "tv": float(law.total_variation),
             "lossless_claimed": claimed,
+            "estimate": None,
             "seconds": round(time.perf_counter() - t0, 6),
         }
         if not claimed:

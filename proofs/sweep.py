@@ -28,8 +28,12 @@ Execution: in-process (workers = 1), a concurrent.futures process pool (spawn; o
 torch thread per worker; workers die with the parent, store.die_with_parent) or a Dask
 distributed cluster (Client(address), or a
 LocalCluster for "local"). The size guard refuses cells whose full LP is estimated over
-`max_variables` variables or whose exact verifier enumeration is over `max_tuples`
-ordered draft tuples (SweepTooLarge; skip them with skip_large=True).
+`max_variables` variables (method full) or whose column-generation master is over
+lp.colgen.MAX_MASTER_COLUMNS columns (SweepTooLarge; skip them with skip_large=True).
+A verifier whose exact law would enumerate more than `max_enumerated` configurations gets
+its block efficiency ESTIMATED from `samples` sampled draft configurations (exact law per
+sampled configuration, averaged; speclp.proofs.gap): its rows say estimate=True and carry
+standard_error and the 95% interval [ci_low, ci_high]; tv is NaN (not checked).
 """
 
 from __future__ import annotations
@@ -55,7 +59,7 @@ from ..lp.engine import METHODS
 from ..lp.full import MAX_VARIABLES, full_lp_size
 from ..lp.instance import Instance, dirichlet_instance, temperature_instance
 from ..verifiers.drafts import DRAFT_SAMPLING
-from ..verifiers.tree import MAX_TUPLES, ordered_tuple_count
+from ..verifiers.tree import ESTIMATE_SAMPLES, MAX_TUPLES, ordered_tuple_count
 from .store import SpecMismatch, die_with_parent, open_folder, read_spec, spec_differences
 
 FAMILIES = ("dirichlet", "temperature")
@@ -65,6 +69,7 @@ ROW_COLUMNS = (
     "family", "vocab", "depth", "paths", "draft_sampling", "alpha", "temperature", "seed",
     "instance_id", "verifier", "multipath", "block_efficiency", "optimum", "optimum_certified",
     "optimum_exact", "optimum_method", "gap", "ratio", "tv",
+    "estimate", "standard_error", "ci_low", "ci_high", "samples",
     "claim_ok", "failures", "optimum_seconds", "verifier_seconds", "seconds",
     "run_id", "computed_at", "worker",
 )
@@ -125,7 +130,8 @@ class SweepSpec:
     method: str = "auto"
     verifiers: list[str] | None = None
     max_variables: int = MAX_VARIABLES
-    max_tuples: int = MAX_TUPLES
+    max_enumerated: int = MAX_TUPLES
+    samples: int = ESTIMATE_SAMPLES
 
     def validate(self) -> None:
         """Raise ValueError naming the offending field."""
@@ -157,6 +163,10 @@ class SweepSpec:
             raise ValueError(f"method: must be one of {', '.join(METHODS)}, got {self.method!r}")
         if self.backend != "highs" and self.method != "full":
             raise ValueError("backend: cvxpy solves the enumerated LP only (method full)")
+        if self.max_enumerated < 1:
+            raise ValueError(f"max_enumerated: must be >= 1, got {self.max_enumerated}")
+        if self.samples < 2:
+            raise ValueError(f"samples: must be >= 2, got {self.samples}")
 
     def cells(self) -> list[tuple[int, int, int]]:
         return [(v, d, k) for v in self.vocab for d in self.depth for k in self.paths]
@@ -195,9 +205,6 @@ def plan(spec: SweepSpec, skip_large: bool = False) -> tuple[list[Task], list[di
             reason = (f"full LP about {size['variables']:,} variables "
                       f"({size['configurations']:,} draft configurations; limit "
                       f"{spec.max_variables:,})")
-        elif size["tuples"] > spec.max_tuples:
-            reason = (f"exact verifier laws enumerate {size['tuples']:,} ordered draft tuples "
-                      f"(limit {spec.max_tuples:,})")
         if reason is not None:
             if not skip_large:
                 raise SweepTooLarge(
@@ -229,7 +236,8 @@ def run_task(task: Task, spec: SweepSpec, run_id: str) -> dict[str, Any]:
         instance = task.instance()
         result = gap(instance, task.paths, draft_sampling=task.draft_sampling,
                      backend=spec.backend, verifiers=spec.verifiers, certify=spec.certify,
-                     method=spec.method)
+                     method=spec.method, max_enumerated=spec.max_enumerated,
+                     samples=spec.samples, seed=task.seed)
     except Exception as err:  # recorded, not fatal: the task stays unfinished
         return {"instance_id": task.instance_id, "error": f"{type(err).__name__}: {err}"}
     seconds = time.perf_counter() - start
@@ -254,7 +262,16 @@ def run_task(task: Task, spec: SweepSpec, run_id: str) -> dict[str, Any]:
             "optimum_exact": (str(optimum["exact_value"]) if optimum["exact_value"] is not None
                               else None),
             "optimum_method": optimum["method"],
-            "gap": res["gap"], "ratio": res["ratio"], "tv": res["tv"],
+            "gap": res["gap"], "ratio": res["ratio"],
+            "tv": res["tv"] if res["tv"] is not None else math.nan,
+            "estimate": res["estimate"] is not None,
+            "standard_error": (res["estimate"]["standard_error"] if res["estimate"] is not None
+                               else 0.0),
+            "ci_low": (res["estimate"]["ci_low"] if res["estimate"] is not None
+                       else res["block_efficiency"]),
+            "ci_high": (res["estimate"]["ci_high"] if res["estimate"] is not None
+                        else res["block_efficiency"]),
+            "samples": res["estimate"]["samples"] if res["estimate"] is not None else 0,
             "claim_ok": not mine, "failures": "; ".join(mine),
             "optimum_seconds": optimum["seconds"],
             "verifier_seconds": res["seconds"], "seconds": round(seconds, 6),
@@ -578,11 +595,24 @@ def _only_tasks(frame: pd.DataFrame, tasks: list[Task]) -> pd.DataFrame:
 
 def summarize(frame: pd.DataFrame, tolerance: float = 1e-12) -> dict[str, Any]:
     """Headline numbers of a sweep: GBV's mean gap to the optimum (overall and per K) and how
-    often GBV < BV (block efficiency lower by more than `tolerance`) on the same task."""
+    often GBV < BV (block efficiency lower by more than `tolerance`) on the same task.
+
+    Rows whose block efficiency is an ESTIMATE (column estimate; sampled configurations) are
+    counted in estimated_rows / estimated_cells; the means include them (unbiased
+    estimates), the GBV < BV count compares exact rows only (a 1e-12 tolerance means nothing
+    for an estimate)."""
+    if "estimate" not in frame.columns:  # rows recorded before estimates existed
+        frame = frame.assign(estimate=False)
+    frame = frame.assign(estimate=frame["estimate"].fillna(False).astype(bool))
     out: dict[str, Any] = {"instances": int(frame["instance_id"].nunique()),
                            "rows": int(len(frame)),
                            "optimum_certified": int(frame.drop_duplicates("instance_id")
                                                     ["optimum_certified"].sum())}
+    estimated = frame[frame["estimate"]]
+    out["estimated_rows"] = int(len(estimated))
+    out["estimated_cells"] = sorted(
+        {f"V{int(v)}-L{int(d)}-K{int(k)}" for v, d, k in
+         estimated[["vocab", "depth", "paths"]].itertuples(index=False)}) if len(estimated) else []
     gbv = frame[frame["verifier"] == "gbv"].set_index("instance_id")
     if not gbv.empty:
         out["gbv_mean_gap"] = float(gbv["gap"].mean())
@@ -590,6 +620,7 @@ def summarize(frame: pd.DataFrame, tolerance: float = 1e-12) -> dict[str, Any]:
                                      for k, v in gbv.groupby("paths")["gap"].mean().items()}
         out["gbv_mean_ratio"] = float(gbv["ratio"].mean())
     bv = frame[frame["verifier"] == "bv"].set_index("instance_id")
+    gbv, bv = gbv[~gbv["estimate"]], bv[~bv["estimate"]]
     if not gbv.empty and not bv.empty:
         both = gbv[["block_efficiency", "paths"]].merge(
             bv[["block_efficiency"]], left_index=True, right_index=True, suffixes=("", "_bv"))

@@ -146,3 +146,21 @@ def test_command_map_matches_the_registered_commands():
     assert registered == {name: f"speclp.cli.{module}" for name, module in cli.COMMANDS.items()}
     for module in set(cli.COMMANDS.values()):
         importlib.import_module(f"speclp.cli.{module}")
+
+
+def test_solve_optimum_not_found_is_one_line_exit_1(monkeypatch):
+    import speclp.lp.engine as engine
+
+    real = engine.optimum
+
+    def stopped(instance, paths=1, *args, **kwargs):
+        if kwargs.get("method", "auto") == "auto":
+            return real(instance, paths, *args, **{**kwargs, "time_limit": 0.0,
+                                                   "method": "colgen"})
+        return real(instance, paths, *args, **kwargs)
+
+    monkeypatch.setattr(engine, "optimum", stopped)
+    result = CliRunner().invoke(app, ["solve", "--builtin", "bv-toy"])
+    assert result.exit_code == 1, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "optimum: optimum not found: time_limit" in lines[0], result.output

@@ -93,3 +93,27 @@ def test_single_path_verifiers_refuse_too_many_distinct_paths():
     assert isinstance(exact_result(model, "bv", paths=3).block_efficiency, Fraction)
     assert np.isfinite(float(exact_result(model, "bv", paths=2,
                                           draft_sampling="without-replacement").total_variation))
+
+
+@pytest.mark.parametrize("draft_sampling", ["iid", "without-replacement"])
+def test_sampled_configurations_follow_the_draft_law(draft_sampling):
+    # frequencies of the sampled ordered tuples against the enumerated probabilities
+    # (verifiers.drafts.ordered_configurations, the independent reference): every tuple
+    # within 5 binomial standard deviations, fixed seed
+    from speclp.verifiers.exact import sample_configurations
+
+    model = dirichlet_instance(2, 2, alpha=0.8, seed=5).model()
+    samples = 40_000
+    tokens = sample_configurations(model, 2, draft_sampling, samples, np.random.default_rng(7))
+    configs = ordered_configurations(model, 2, draft_sampling)
+    counts: dict[bytes, int] = {}
+    for row in tokens:
+        counts[row.tobytes()] = counts.get(row.tobytes(), 0) + 1
+    probability = np.asarray(configs.probability, dtype=np.float64)
+    assert probability.sum() == pytest.approx(1.0, abs=1e-12)
+    seen = 0
+    for toks, p in zip(np.asarray(configs.tokens), probability, strict=True):
+        observed = counts.get(np.ascontiguousarray(toks, dtype=tokens.dtype).tobytes(), 0)
+        seen += observed
+        assert abs(observed - samples * p) <= 5 * np.sqrt(samples * p * (1 - p)) + 1
+    assert seen == samples  # no tuple outside the support (without replacement: distinct)

@@ -224,3 +224,62 @@ def test_cli_claim_failure_exit_1(tmp_path, monkeypatch):
     out = json.loads(result.stdout)
     assert any(f.startswith("gbv: exact block efficiency") for f in out["failures"])
     assert (tmp_path / "ce" / "gap-K2-anchor.json").exists()
+
+
+def test_optimum_time_limit_is_one_line_and_exit_1(tmp_path):
+    # the colgen float phase checks its clock before every master solve: a limit of a
+    # microsecond is hit before the optimum is found (a labelled failure, never a traceback)
+    path = dirichlet_instance(3, 2, alpha=0.7, seed=1).save(tmp_path / "i.json")
+    result = runner.invoke(app, ["gap", str(path), "--paths", "3", "--time-limit", "1e-6"])
+    assert result.exit_code == 1, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("CLAIM FAILED: K-path optimum"), result.output
+    assert "time limit" in lines[0] and "Traceback" not in result.output
+    result = runner.invoke(app, ["gap", str(path), "--paths", "3", "--time-limit", "1e-6",
+                                 "--json"])
+    assert result.exit_code == 1
+    out = json.loads(result.stdout)
+    assert out["optimum"]["status"] == "time_limit" and out["optimum"]["certified"] is False
+    assert out["optimum"]["value"] is None
+    for bad in (["--time-limit", "0"], ["--samples", "1"], ["--max-enumerated", "0"]):
+        result = runner.invoke(app, ["gap", str(path), "--paths", "2", *bad])
+        assert result.exit_code == 2 and result.output.startswith(f"error: {bad[0]}"), result.output
+
+
+def test_gap_raises_optimum_not_found_with_the_record():
+    inst = dirichlet_instance(3, 2, alpha=0.7, seed=1)
+    with pytest.raises(gap_module.OptimumNotFound) as info:
+        gap(inst, 3, time_limit=1e-6)
+    assert info.value.record["status"] == "time_limit"
+    assert "\n" not in str(info.value)
+
+
+def test_estimated_verifiers_are_labelled_and_close_to_the_exact_laws():
+    # V=2, L=3, K=3: 512 ordered tuples. With max_enumerated below that, multi-path verifiers
+    # are estimated from sampled configurations; the exact laws (max_enumerated above) are the
+    # independent reference: every estimate within 5 standard errors of its exact value
+    inst = dirichlet_instance(2, 3, alpha=0.7, seed=3)
+    exact = gap(inst, 3)
+    estimated = gap(inst, 3, max_enumerated=100, samples=4000, seed=11)
+    assert estimated["failures"] == [] and exact["failures"] == []
+    labelled = 0
+    for name, row in estimated["verifiers"].items():
+        reference = exact["verifiers"][name]
+        assert reference["estimate"] is None
+        if row["estimate"] is None:  # single-path verifiers enumerate 8 paths: exact
+            assert row["block_efficiency"] == reference["block_efficiency"]
+            continue
+        labelled += 1
+        est = row["estimate"]
+        assert row["tv"] is None and est["samples"] == 4000
+        assert est["ci_low"] < row["block_efficiency"] < est["ci_high"]
+        assert abs(row["block_efficiency"] - reference["block_efficiency"]) <= 5 * est["standard_error"]
+    assert labelled >= 8
+
+
+def test_cli_table_labels_estimates(tmp_path):
+    path = dirichlet_instance(2, 3, alpha=0.7, seed=3).save(tmp_path / "i.json")
+    result = runner.invoke(app, ["gap", str(path), "--paths", "3", "--max-enumerated", "100",
+                                 "--samples", "500"])
+    assert result.exit_code == 0, result.output
+    assert "ESTIMATE: 95% CI" in result.stdout

@@ -138,3 +138,57 @@ def test_exact_pricing_adds_what_the_degenerate_float_master_did_not_need():
     assert record.certified, record.certificate
     assert record.exact_value == optimum(inst, 2, "without-replacement", method="full").exact_value
     assert any("exact pricing added" in note for note in record.notes)
+
+
+@pytest.mark.parametrize("method", ["colgen", "full"])
+def test_time_limit_gives_a_labelled_uncertified_record(method):
+    inst = dirichlet_instance(3, 2, alpha=0.7, seed=1)
+    record = optimum(inst, 3, method=method, time_limit=1e-6)
+    assert record.status == "time_limit" and not record.certified and record.value is None
+    assert "time limit" in record.certificate and record.label.startswith("NOT certified")
+    json.dumps(record.to_json())  # a JSON-ready record, no exception
+
+
+def test_colgen_time_limit_keeps_a_lower_bound(monkeypatch):
+    import types
+
+    from speclp.lp import colgen
+
+    inst = dirichlet_instance(2, 6, alpha=0.7, seed=4)  # 132 float master solves
+    full = colgen.solve_colgen(inst.model(exact=True), paths=3)
+    assert full.status == "optimal" and full.certificate.certified
+    # a deterministic clock: every reading is one second later, so a 12 s limit stops the
+    # float phase after a few master solves whatever the machine's load
+    clock = iter(range(10**6))
+    monkeypatch.setattr(colgen, "time", types.SimpleNamespace(perf_counter=lambda: float(next(clock))))
+    stopped = colgen.solve_colgen(inst.model(exact=True), paths=3, time_limit=12.0)
+    assert stopped.status == "time_limit" and stopped.certificate is None
+    assert 1 <= stopped.iterations < full.iterations
+    assert stopped.value <= full.value + 1e-12  # a restriction of the master: a lower bound
+    assert any("lower bound" in note for note in stopped.notes)
+
+
+def test_time_limit_in_the_exact_phase_keeps_the_float_optimum_labelled(monkeypatch):
+    import types
+
+    from speclp.lp import colgen
+    from speclp.lp.certify import Certificate
+
+    inst = dirichlet_instance(3, 2, alpha=0.7, seed=1)
+    reference = optimum(inst, 3)
+    assert reference.certified
+    clock = types.SimpleNamespace(now=0.0)
+    monkeypatch.setattr(colgen, "time", types.SimpleNamespace(perf_counter=lambda: clock.now))
+    real = colgen.certify_master
+
+    def slow_round(master, chosen, max_rounds=6, time_limit=None):
+        lp, solution, _, _ = real(master, chosen, max_rounds, time_limit)
+        clock.now += 1000.0  # this exact round "took" 1000 s, past the limit
+        other = np.arange(master.num_leaves)[::-1].copy()
+        return lp, solution, Certificate(False, None, "forced: not certified", 0.0), other
+
+    monkeypatch.setattr(colgen, "certify_master", slow_round)
+    record = optimum(inst, 3, method="colgen", time_limit=10.0)
+    assert record.status == "optimal" and not record.certified
+    assert "exact phase" in record.certificate and record.label.startswith("NOT certified")
+    assert record.value == pytest.approx(reference.value, abs=1e-9)  # float optimum, labelled

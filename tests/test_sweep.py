@@ -180,6 +180,10 @@ def test_csv_format_and_cli_json(tmp_path):
     (["--format", "xml"], "--format"),
     (["--trials", "0"], "--trials"),
     (["--alpha", "-1"], "--alpha"),
+    (["--method", "simplex"], "--method"),
+    (["--samples", "1"], "--samples"),
+    (["--max-enumerated", "0"], "--max-enumerated"),
+    (["--verifiers", "bv,nope"], "--verifiers"),
 ])
 def test_cli_sweep_bad_input_exit_2(tmp_path, args, field):
     base = ["sweep", "--vocab", "2", "--depth", "1", "--paths", "1", "--alpha", "1",
@@ -272,3 +276,27 @@ def test_bench_results_are_dispatched(tmp_path, monkeypatch):
     assert out["kind"] == "bench" and len(out["figures"]["bench"]["files"]) == 2
     with pytest.raises(ValueError, match="benchmark results"):
         plot_results(bench, tmp_path / "g")
+
+
+def test_cli_method_and_estimated_rows(tmp_path):
+    # V=2, L=2, K=3: 64 ordered tuples; --max-enumerated 10 makes the multi-path verifiers
+    # estimates (labelled in the rows and the summary), the single-path BV stays exact
+    out = tmp_path / "est"
+    result = runner.invoke(app, ["sweep", "--vocab", "2", "--depth", "2", "--paths", "3",
+                                 "--alpha", "1", "--trials", "1", "--method", "full",
+                                 "--max-enumerated", "10", "--samples", "300",
+                                 "--verifiers", "bv,gbv,specinfer", "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["summary"]["estimated_rows"] == 2
+    assert summary["summary"]["estimated_cells"] == ["V2-L2-K3"]
+    frame = load_results(out)
+    assert set(frame["optimum_method"]) == {"full"} and frame["optimum_certified"].all()
+    estimated = frame[frame["estimate"]]
+    assert set(estimated["verifier"]) == {"gbv", "specinfer"}
+    assert (estimated["samples"] == 300).all() and estimated["tv"].isna().all()
+    assert ((estimated["ci_low"] < estimated["block_efficiency"])
+            & (estimated["block_efficiency"] < estimated["ci_high"])).all()
+    exact = frame[~frame["estimate"]]
+    assert list(exact["verifier"]) == ["bv"] and (exact["samples"] == 0).all()
+    assert json.loads((out / "spec.json").read_text())["spec"]["method"] == "full"

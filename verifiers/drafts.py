@@ -173,14 +173,15 @@ def unordered_configurations(q: np.ndarray, paths: int, draft_sampling: str = "i
     columns = [q[combos[:, k]] for k in range(paths)]
     if not strict:
         # multinomial coefficient K! / prod(multiplicity!) from run lengths of the sorted tuple
+        # (Python integers: K! and the products of factorials overflow int64 beyond K = 20)
         run = np.ones(len(combos), dtype=np.int64)
-        denominator = np.ones(len(combos), dtype=np.int64)
+        denominator = np.ones(len(combos), dtype=object)
         for k in range(1, paths):
             run = np.where(combos[:, k] == combos[:, k - 1], run + 1, 1)
-            denominator *= run
-        coefficient = math.factorial(paths) // denominator
+            denominator = denominator * run.astype(object)
+        coefficient = math.factorial(paths) // denominator  # object array of Python ints
         weight = ordered_probability(columns, "iid") * (
-            coefficient.astype(object) if q.dtype == object else coefficient)
+            coefficient if q.dtype == object else coefficient.astype(np.float64))
     else:
         weight = None
         for order in itertools.permutations(range(paths)):

@@ -34,9 +34,10 @@ from .drafts import (
     positive_leaves,
 )
 from .law import BlockLaw, DraftTree, block_law, get_verifier
-from .tree import TreeModel, depth_offset, node_depths, num_nodes, prefix_node_indices
+from .tree import TreeModel, all_paths, depth_offset, node_depths, num_nodes, prefix_node_indices
 
-__all__ = ["DRAFT_SAMPLING", "Configurations", "ExactResult", "configurations", "exact_result"]
+__all__ = ["DRAFT_SAMPLING", "Configurations", "ExactResult", "SampledResult", "configurations",
+           "exact_result", "sampled_result"]
 
 
 def configurations(model: TreeModel, paths: int, draft_sampling: str = "iid") -> Configurations:
@@ -177,3 +178,90 @@ def exact_result(model: TreeModel, verifier: str | Callable[[DraftTree], BlockLa
     target = model.target_path_probabilities(model.depth + 1)
     tv = total_variation(continued_law(model, emit), target)
     return ExactResult(emit, block_efficiency_from_emit(model, emit), tv, total, kind)
+
+
+# ---------------------------------------------------------------------------
+# estimates from sampled draft configurations (where the exact law cannot be enumerated)
+# ---------------------------------------------------------------------------
+
+CONFIDENCE_Z = 1.959963984540054  # two-sided 95% normal quantile
+
+
+def enumeration_size(model: TreeModel, verifier: str, paths: int,
+                     draft_sampling: str = "iid") -> int:
+    """Number of configurations exact_result(model, verifier, ...) enumerates (the same
+    choice as enumerated_configurations: K = 1 for a single-path verifier, multisets for an
+    order-invariant one, else ordered K-tuples), computed without enumerating (capped at
+    verifiers.tree.SIZE_CAP)."""
+    from .drafts import count_configurations
+
+    spec = get_verifier(verifier)
+    leaves = len(positive_leaves(model)[1])
+    if not spec.multipath:
+        return leaves
+    return count_configurations(leaves, paths, draft_sampling, ordered=not spec.order_invariant)
+
+
+def sample_configurations(model: TreeModel, paths: int, draft_sampling: str, samples: int,
+                          rng: np.random.Generator) -> np.ndarray:
+    """[S, K, L] token ids of `samples` ordered draft tuples drawn from the draft law.
+
+    iid: K independent leaves with probability q(x) each. Without replacement: the K
+    distinct leaves in their drafting order, by the Gumbel-top-K trick (the K largest
+    log q(x) + Gumbel keys, in decreasing order, have exactly the law of drawing K times
+    without replacement with probability proportional to q)."""
+    q_all, positive = positive_leaves(model)
+    check_enough_paths(len(positive), paths, draft_sampling)
+    q = np.array([float(q_all[x]) for x in positive], dtype=np.float64)
+    q = q / q.sum()
+    if draft_sampling == "iid":
+        picks = rng.choice(len(positive), size=(samples, paths), p=q)
+    else:
+        keys = np.log(q)[None, :] + rng.gumbel(size=(samples, len(positive)))
+        picks = np.argsort(-keys, axis=1, kind="stable")[:, :paths]
+    leaves = positive[picks]
+    return all_paths(model.vocab_size, model.depth)[leaves]
+
+
+@dataclass
+class SampledResult:
+    """Block efficiency of a verifier ESTIMATED from sampled draft configurations.
+
+    For each of `samples` ordered draft tuples drawn from the draft law, the verifier's exact
+    conditional law given the drafts (its law function) gives E[tau + 1 | drafts]; their mean
+    is an unbiased estimate of E[tau + 1] (tokens per target call). standard_error: sample
+    standard deviation / sqrt(samples); ci_low, ci_high: the 95% normal confidence interval
+    mean -+ 1.96 standard errors. Losslessness is not checked (total_variation is NaN): the
+    sampled law is not the exact one.
+    """
+
+    block_efficiency: float
+    standard_error: float
+    ci_low: float
+    ci_high: float
+    samples: int
+    seed: int
+    total_variation: float = float("nan")
+    enumeration: str = "sampled"
+
+
+def sampled_result(model: TreeModel, verifier: str | Callable[[DraftTree], BlockLaw],
+                   paths: int = 1, draft_sampling: str = "iid", samples: int = 4096,
+                   seed: int = 0, chunk: int = 1 << 12) -> SampledResult:
+    """Estimate of a verifier's block efficiency from `samples` sampled draft
+    configurations (SampledResult), in float64 on the CPU, chunks of `chunk`."""
+    if samples < 2:
+        raise ValueError(f"samples must be >= 2, got {samples}")
+    float_model = model.to_float() if model.exact else model
+    rng = np.random.default_rng(seed)
+    tokens = sample_configurations(float_model, paths, draft_sampling, samples, rng)
+    values = []
+    for start in range(0, samples, chunk):
+        tree = draft_tree(float_model, tokens[start: start + chunk])
+        law = verifier(tree) if callable(verifier) else block_law(verifier, tree)
+        values.append(np.asarray(torch.as_tensor(law.block_efficiency()).to(torch.float64).cpu()))
+    per_configuration = np.concatenate(values)
+    mean = float(per_configuration.mean())
+    error = float(per_configuration.std(ddof=1) / np.sqrt(samples))
+    return SampledResult(mean, error, mean - CONFIDENCE_Z * error, mean + CONFIDENCE_Z * error,
+                         samples, seed)

@@ -51,6 +51,8 @@ def capped_comb(n: int, k: int, cap: int = SIZE_CAP) -> int:
 
 
 MAX_TUPLES = 1_000_000  # default limit on the ordered draft tuples one exact law enumerates
+# (speclp gap / sweep: above it a verifier's block efficiency is estimated, not enumerated)
+ESTIMATE_SAMPLES = 4096  # default sampled draft configurations of one estimated law
 
 
 def ordered_tuple_count(vocab: int, depth: int, paths: int) -> int:
