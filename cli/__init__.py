@@ -234,6 +234,7 @@ COMMANDS: dict[str, str] = {
     "bench": "models",
     "trees": "trees",
     "realgap": "trees",
+    "prove": "prove",
 }
 """Every command (as typed after `speclp`) -> the module of this package that defines it."""
 

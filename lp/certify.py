@@ -30,6 +30,7 @@ numbers are python-flint fmpq throughout.
 
 from __future__ import annotations
 
+import numbers
 import time
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -40,7 +41,7 @@ import numpy as np
 import scipy.sparse as sparse
 from flint import fmpq, fmpq_mat
 
-from .program import Block, LinearProgram
+from .program import Block, LinearProgram, is_zero_value
 from .solve import BASIC, LPSolution, new_highs, solve
 
 MAX_DENSE_CORE = 3000
@@ -70,15 +71,18 @@ class Certificate:
 
 
 def to_fmpq(values: np.ndarray) -> list:
-    """Object array of Fractions / ints / fmpq -> list of fmpq."""
+    """Object array of Fractions / ints / fmpq -> list of fmpq. Other exact number types
+    (the symbolic rational functions of speclp.proofs.symbolic) are kept as they are."""
     out = []
     for v in values:
         if isinstance(v, fmpq):
             out.append(v)
         elif isinstance(v, Fraction):
             out.append(fmpq(v.numerator, v.denominator))
-        else:
+        elif isinstance(v, numbers.Number):
             out.append(fmpq(Fraction(v).numerator, Fraction(v).denominator))
+        else:
+            out.append(v)
     return out
 
 
@@ -106,7 +110,7 @@ def solve_sparse_exact(n: int, rows: np.ndarray, cols: np.ndarray, vals: list,
         row[c] = v
         col_adj[c][r] = v
     for r in range(n):  # drop entries that cancelled to zero
-        for c in [c for c, v in row_adj[r].items() if v == 0]:
+        for c in [c for c, v in row_adj[r].items() if is_zero_value(v)]:
             del row_adj[r][c]
             del col_adj[c][r]
     zero = fmpq(0)
@@ -168,18 +172,25 @@ def solve_sparse_exact(n: int, rows: np.ndarray, cols: np.ndarray, vals: list,
         if k > MAX_DENSE_CORE:
             raise SingularBasis(f"dense core of size {k} exceeds {MAX_DENSE_CORE}; not certified")
         position = {c: idx for idx, c in enumerate(core_cols)}
+        if not all(isinstance(v, fmpq) for r in core_rows for v in row_adj[r].values()):
+            solution = _solve_dense_generic([{position[c]: v for c, v in row_adj[r].items()}
+                                             for r in core_rows], [work[r] for r in core_rows])
+            for idx, c in enumerate(core_cols):
+                x[c] = solution[idx]
+            core_rows = []
         dense = fmpq_mat(k, k)
         vector = fmpq_mat(k, 1)
         for ri, r in enumerate(core_rows):
             for c, v in row_adj[r].items():
                 dense[ri, position[c]] = v
             vector[ri, 0] = work[r]
-        try:
-            solution = dense.solve(vector)
-        except ZeroDivisionError:
-            raise SingularBasis(f"basis core ({k} x {k}) is singular") from None
-        for idx, c in enumerate(core_cols):
-            x[c] = solution[idx, 0]
+        if core_rows:
+            try:
+                solution = dense.solve(vector)
+            except ZeroDivisionError:
+                raise SingularBasis(f"basis core ({k} x {k}) is singular") from None
+            for idx, c in enumerate(core_cols):
+                x[c] = solution[idx, 0]
     for i, j, a, others, rhs_i in reversed(deferred):
         total = rhs_i
         for c, v in others.items():
@@ -187,6 +198,52 @@ def solve_sparse_exact(n: int, rows: np.ndarray, cols: np.ndarray, vals: list,
         x[j] = total / a
         del i
     return [zero if v is None else v for v in x], k
+
+
+def _known_nonzero(value: Any) -> bool:
+    test = getattr(value, "known_nonzero", None)
+    return bool(test()) if callable(test) else value != 0
+
+
+def _solve_dense_generic(rows: list[dict[int, Any]], rhs: list) -> list:
+    """Gaussian elimination for exact number types other than fmpq (rows: column -> value).
+
+    The pivot of a column is the first remaining row whose entry is != 0 (for the symbolic
+    rational functions of speclp.proofs.symbolic that test is decided by their cell; rows
+    whose entry is already known to be nonzero there, ``known_nonzero()``, come first).
+    """
+    k = len(rows)
+    rows = [dict(r) for r in rows]
+    rhs = list(rhs)
+    order: list[int] = []
+    remaining = list(range(k))
+    for col in range(k):
+        candidates = [r for r in remaining if col in rows[r]]
+        candidates.sort(key=lambda r: not _known_nonzero(rows[r][col]))
+        pivot = next((r for r in candidates if rows[r][col] != 0), None)
+        if pivot is None:
+            raise SingularBasis(f"basis core ({k} x {k}) is singular")
+        remaining.remove(pivot)
+        order.append(pivot)
+        a = rows[pivot][col]
+        for r in remaining:
+            factor = rows[r].pop(col, None)
+            if factor is None:
+                continue
+            ratio = factor / a
+            for c, v in rows[pivot].items():
+                if c != col:
+                    rows[r][c] = rows[r].get(c, 0) - ratio * v
+            rhs[r] = rhs[r] - ratio * rhs[pivot]
+    solution: list[Any] = [None] * k
+    for col in range(k - 1, -1, -1):
+        pivot = order[col]
+        total = rhs[pivot]
+        for c, v in rows[pivot].items():
+            if c > col:
+                total = total - v * solution[c]
+        solution[col] = total / rows[pivot][col]
+    return solution
 
 
 # ---------------------------------------------------------------------------
@@ -269,9 +326,9 @@ def _evaluate(data: _ExactData, lp: LinearProgram, x: list, y: list) -> _Evaluat
     reduced = list(data.objective)
     for r, c, ref in zip(data.rows.tolist(), data.cols.tolist(), data.refs.tolist(), strict=True):
         a = table[ref]
-        if x[c]:
+        if not is_zero_value(x[c]):
             activity[r] += a * x[c]
-        if y[r]:
+        if not is_zero_value(y[r]):
             reduced[c] -= a * y[r]
     checks["equality_rows"] = all(activity[i] == data.rhs[i] for i in range(m_eq))
     dropped: Block | None = lp.meta.get("dropped_eq")
@@ -285,8 +342,10 @@ def _evaluate(data: _ExactData, lp: LinearProgram, x: list, y: list) -> _Evaluat
     checks["inequality_rows"] = all(activity[i] <= data.rhs[i] for i in range(m_eq, m))
     checks["dual_sign"] = all(y[i] >= 0 for i in range(m_eq, m))
     checks["reduced_costs"] = all(d <= 0 for d in reduced)
-    primal_value = data.constant + sum((data.objective[j] * x[j] for j in range(n) if x[j]), zero)
-    dual_value = data.constant + sum((data.rhs[i] * y[i] for i in range(m) if y[i]), zero)
+    primal_value = data.constant + sum((data.objective[j] * x[j] for j in range(n)
+                                        if not is_zero_value(x[j])), zero)
+    dual_value = data.constant + sum((data.rhs[i] * y[i] for i in range(m)
+                                      if not is_zero_value(y[i])), zero)
     checks["objective_match"] = primal_value == dual_value
     return _Evaluation(checks, activity, reduced, primal_value, dual_value)
 
@@ -343,8 +402,9 @@ def certify(lp: LinearProgram, solution: LPSolution | None = None,
                           "<=-row duals")
         text = "failed: " + ", ".join(failing) + (f" ({'; '.join(detail)})" if detail else "")
         return done(False, text, primal=x, dual=y)
+    value = evaluation.primal_value
     return done(True, "optimal: exact primal and dual feasible with equal objective",
-                fmpq_to_fraction(evaluation.primal_value), primal=x, dual=y)
+                fmpq_to_fraction(value) if isinstance(value, fmpq) else value, primal=x, dual=y)
 
 
 # ---------------------------------------------------------------------------

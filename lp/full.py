@@ -256,7 +256,8 @@ def full_lp(model_or_instance: TreeModel | Instance, paths: int = 1, draft_sampl
     lp = outputs_lp(model, configs.weight, configs.label, slot_config, nodes[first], slot_depth,
                     f"full-V{vocab}-L{depth}-K{paths}-{draft_sampling}")
     lp.meta.update({"kind": "full", "paths": paths, "draft_sampling": draft_sampling,
-                    "estimate": size})
+                    "estimate": size, "configurations_set": configs,
+                    "slots": (slot_config, nodes[first], slot_depth)})
     return lp
 
 

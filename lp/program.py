@@ -22,6 +22,17 @@ import numpy as np
 import scipy.sparse as sp
 
 
+def is_zero_value(value: Any) -> bool:
+    """True when an exact coefficient is zero. Numbers: value == 0. Symbolic rational
+    functions (speclp.proofs.symbolic) have is_zero(): zero as a FUNCTION, so that a
+    coefficient vanishing on part of a cell is kept (an explicit 0 entry changes no LP)
+    instead of splitting the cell. Used only where zeros are dropped for sparsity."""
+    test = getattr(value, "is_zero", None)
+    if callable(test) and not isinstance(value, np.generic):
+        return bool(test())
+    return value == 0
+
+
 @dataclass
 class Block:
     """One block of rows: COO entries (row, col, ref) and right-hand sides (ref per row)."""

@@ -2,9 +2,14 @@
 
 Every verifier law is written once against these functions. They run on
   * torch tensors (float64 on CPU for exact-float enumeration, float32/bf16 on CUDA
-    in the engine), and
+    in the engine),
   * numpy object arrays of exact rationals (``fractions.Fraction`` or ``flint.fmpq``),
-    which gives the *exact* law of a rational instance from the same code.
+    which gives the *exact* law of a rational instance from the same code, and
+  * numpy object arrays of symbolic rational functions of the rows
+    (speclp.proofs.symbolic.cells.CellExpr), which gives the law on a whole cell of
+    instances: their comparisons are decided by the cell, and min / max / (.)_+ call the
+    values' own ``minimum`` / ``maximum`` (the two choices agree where a = b, so a cell
+    is split only where they differ).
 
 Only what the laws need is here; nothing loops over the batch or the vocabulary.
 """
@@ -59,15 +64,36 @@ def _like(value: Any, ref: Array) -> Array:
     return value
 
 
+def _pick(x: Any, y: Any, method: str, fallback: bool) -> Any:
+    """min (method "minimum") or max of two exact scalars. Values that define the method
+    themselves (the symbolic rational functions of speclp.proofs.symbolic, whose order is
+    decided by a cell of instances) choose; otherwise x if (x <= y) == fallback else y."""
+    own = getattr(x, method, None)
+    if callable(own):
+        return own(y)
+    other = getattr(y, method, None)
+    if callable(other):
+        return other(x)
+    return x if (x <= y) == fallback else y
+
+
+_EXACT_MIN = np.frompyfunc(lambda x, y: _pick(x, y, "minimum", True), 2, 1)
+_EXACT_MAX = np.frompyfunc(lambda x, y: _pick(x, y, "maximum", False), 2, 1)
+
+
 def minimum(a: Array, b: Array | float) -> Array:
     if is_torch(a):
         return torch.minimum(a, _like(b, a))
+    if is_exact(a):
+        return _EXACT_MIN(a, b)
     return np.minimum(a, b)
 
 
 def maximum(a: Array, b: Array | float) -> Array:
     if is_torch(a):
         return torch.maximum(a, _like(b, a))
+    if is_exact(a):
+        return _EXACT_MAX(a, b)
     return np.maximum(a, b)
 
 
@@ -75,7 +101,7 @@ def positive_part(a: Array) -> Array:
     """(a)_+ elementwise."""
     if is_torch(a):
         return torch.clamp_min(a, 0)
-    return np.maximum(a, 0)
+    return maximum(a, 0)
 
 
 def total(a: Array, dim: int, keepdim: bool = False) -> Array:

@@ -1,0 +1,207 @@
+"""The decision tree: run a computation on the root cell, split where it branches.
+
+    tree = explore(shape, compute)
+
+compute(cell) runs with the cell active (the verifier laws, the LP code, the claim's
+checks, all on CellExpr values). When a comparison is undetermined it raises Branch; the
+cell is then split by the outcomes (each child = the cell plus one sign condition, an
+equality eliminating a symbol) and compute is re-run on every child. A child is kept when
+a rational point of it is found (its witness), dropped with a certificate when it is
+empty, and kept as `unresolved` (the proof is then incomplete) when neither is found.
+
+Outcomes at a split are exhaustive: the relations listed cover every sign the polynomial
+can take on the parent (a sign excluded by a fact of the parent is not listed; the fact is
+exported with the split). So the leaves cover the parent, and the root is the whole
+domain: the kept leaves, with the dropped (empty) ones, cover every instance of the shape.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .cells import Branch, Cell, Unsupported
+from .shapes import Shape
+
+MAX_NODES = 200_000
+
+
+@dataclass
+class Node:
+    """status: "leaf" (result set), "split", "empty" (certificate), "unresolved" (reason)."""
+
+    cell: Cell
+    parent: int | None
+    status: str = "open"
+    split: Branch | None = None
+    split_facts: list[int] = field(default_factory=list)
+    children: list[int] = field(default_factory=list)
+    result: Any = None
+    certificate: dict | None = None
+    reason: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class Tree:
+    shape: Shape
+    nodes: list[Node]
+    seconds: float
+
+    def leaves(self) -> list[Node]:
+        return [n for n in self.nodes if n.status == "leaf"]
+
+    def count(self, status: str) -> int:
+        return sum(1 for n in self.nodes if n.status == status)
+
+
+def _split(node: Node, branch: Branch, nodes: list[Node], index: int) -> list[int]:
+    """Children of node for branch (re-splitting on a coefficient when an equality cannot
+    be eliminated yet). Returns the new node indices."""
+    cell = node.cell
+    for _ in range(8):
+        try:
+            children = []
+            for number, rel in enumerate(branch.outcomes):
+                if rel == "=":
+                    children.append(cell.eliminate(branch.poly, number))
+                else:
+                    children.append(cell.child(branch.poly, rel, number))
+            break
+        except Branch as inner:
+            branch = inner
+    else:
+        raise Unsupported(f"cell {cell.ident}: could not split on {branch.poly}")
+    node.split = branch
+    key = str(branch.poly)
+    node.split_facts = sorted(set(cell.sign_cache.get(key, ((), ()))[1])
+                              | set(cell.by_key.get(key, [])))
+    out = []
+    for child in children:
+        nodes.append(Node(child, index))
+        out.append(len(nodes) - 1)
+    node.children = out
+    return out
+
+
+def _settle(node: Node) -> bool:
+    """Witness or emptiness of a fresh child. True when it must be explored."""
+    cell = node.cell
+    if cell.empty_reason:
+        node.status, node.certificate = "empty", cell.contradiction()
+        return False
+    if cell.ensure_samples(8):
+        return True
+    certificate = cell.contradiction()
+    if certificate is not None:
+        node.status, node.certificate = "empty", certificate
+        return False
+    cell.optimize_witness()
+    return True  # without a witness an implied equality is looked for before computing
+
+
+def _suspect_equality(cell: Cell) -> bool:
+    """A weak condition that vanishes at every sample (or two opposite facts)."""
+    for fids in cell.by_key.values():
+        if len(fids) > 1 and cell.fact_signs(cell.facts[fids[0]].poly) == frozenset({0}):
+            return True
+    for fid in cell.conditions():
+        fact = cell.facts[fid]
+        if fact.rel in (">=", "<=") and not (cell.sample_signs(fact.poly) - {0}):
+            return True
+    return False
+
+
+def _implied_split(node: Node, nodes: list[Node], index: int) -> list[int] | None:
+    """For a cell without a witness: split on an implied equality g = 0 (the only outcome;
+    the facts on g exclude the others). Returns the child indices or None."""
+    found = node.cell.implied_equality()
+    if found is None:
+        return None
+    g, _ = found
+    node.status = "split"
+    return _split(node, Branch(g, ["="], "implied equality"), nodes, index)
+
+
+def explore(shape: Shape, compute: Callable[[Cell], Any], seed: int = 0,
+            progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
+            max_nodes: int = MAX_NODES, stop: Callable[[Any], bool] | None = None) -> Tree:
+    """The decision tree of compute over the shape (see the module docstring). stop(result)
+    True ends the exploration early (the remaining nodes stay "open")."""
+    start = time.perf_counter()
+    root = Cell.root(shape, seed)
+    nodes = [Node(root, None)]
+    stack = [0]
+    ticker = _Ticker(progress)
+    while stack:
+        index = stack.pop()
+        node = nodes[index]
+        cell = node.cell
+        cell.used = set()
+        t0 = time.perf_counter()
+        if not cell.samples or _suspect_equality(cell):
+            try:
+                kids = _implied_split(node, nodes, index)
+            except (Branch, Unsupported):
+                kids = None
+            if kids is not None:
+                for k in reversed(kids):
+                    if _settle(nodes[k]):
+                        stack.append(k)
+                    else:
+                        ticker.tick()
+                continue
+        try:
+            with cell.active():
+                node.result = compute(cell)
+            node.status = "leaf"
+            if not cell.samples:
+                node.status, node.reason = "unresolved", "no witness point found"
+            ticker.tick()
+            if stop is not None and stop(node.result):
+                break
+        except Branch as branch:
+            node.status = "split"
+            try:
+                kids = _split(node, branch, nodes, index)
+            except Unsupported as err:
+                node.status, node.reason = "unresolved", str(err)
+                kids = []
+            for k in reversed(kids):
+                if _settle(nodes[k]):
+                    stack.append(k)
+                else:
+                    ticker.tick()
+        except Unsupported as err:
+            node.status, node.reason = "unresolved", str(err)
+        node.seconds = time.perf_counter() - t0
+        if len(nodes) > max_nodes:
+            raise RuntimeError(f"decision tree over {max_nodes} nodes")
+    ticker.close()
+    return Tree(shape, nodes, time.perf_counter() - start)
+
+
+class _Ticker:
+    def __init__(self, progress: Callable[[Iterable[int]], Iterable[int]] | None) -> None:
+        self._it = None
+        if progress is not None:
+            self._it = iter(progress(_forever()))
+
+    def tick(self) -> None:
+        if self._it is not None:
+            next(self._it)
+
+    def close(self) -> None:
+        if self._it is not None:
+            close = getattr(self._it, "close", None)
+            if close:
+                close()
+
+
+def _forever() -> Iterable[int]:
+    i = 0
+    while True:
+        yield i
+        i += 1

@@ -1,0 +1,227 @@
+"""`prove(claim, vocab, depth, paths, draft_sampling)`: a claim proved on every instance of
+a shape, as a decision tree of cells (explore) with a claim computation on every cell
+(claims), exported as JSON and Markdown (export, markdown).
+
+A claim holds on the shape when every leaf of the tree is a kept cell on which it holds,
+a dropped (empty) cell or a cell outside the claim's domain. A kept cell where an identity
+of the claim is not the zero function is a counterexample region: the proof fails, and a
+concrete rational point of the cell where the two sides differ is reported, re-checked
+with the numeric engine (certified LP optimum and exact law on that instance).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from .algebra import RationalFunction, to_fraction
+from .cells import Cell
+from .claims import CLAIMS, claim_function
+from .explore import Tree, explore
+from .export import FORMAT, Exporter, node_document, result_document
+from .shapes import make_shape
+
+STATEMENTS = {
+    "bv-optimal": "Block verification's block efficiency equals the optimum of the "
+                  "single-path information-agnostic LP (BV's law is an optimal point of the "
+                  "full LP, K = 1), and BV is lossless, for every instance of the shape.",
+    "token-optimal": "Token-level verification's block efficiency equals the optimum of the "
+                     "single-path LP (its law is an optimal point), for every instance.",
+    "l1-optimum": "At L = 1 the K-path optimum (full LP) equals 1 + min over threshold sets H "
+                  "of [p(H) + 1 - Q(H)], Q(H) = P(all K drafts in H), H = {x : p(x)/q(x) <= "
+                  "theta}, for every instance.",
+    "gbv-k1-is-bv": "GBV with one drafted path has exactly BV's output law (joint law of "
+                    "the output node and token), configuration by configuration, for every "
+                    "instance.",
+    "gbv-l1-closed-form": "At L = 1 with K i.i.d. drafts, GBV accepts with probability "
+                          "sum_x min(p(x), F(x)^K - F(x-)^K), F the draft CDF in the key "
+                          "order (p/q, x) (ratio 0 where q = 0), and GBV is lossless; as K -> "
+                          "infinity the closed form tends to p(x*), x* the highest-key token "
+                          "with q(x*) > 0.",
+}
+
+
+class ClaimInputError(ValueError):
+    """A claim / shape combination that is not defined (message names the option)."""
+
+
+def validate(claim: str, vocab: int, depth: int, paths: int, draft_sampling: str) -> None:
+    if claim not in CLAIMS:
+        raise ClaimInputError(f"CLAIM: must be one of {', '.join(CLAIMS)}, got {claim!r}")
+    if vocab < 2:
+        raise ClaimInputError(f"--vocab: must be >= 2, got {vocab}")
+    if depth < 1:
+        raise ClaimInputError(f"--depth: must be >= 1, got {depth}")
+    if paths < 1:
+        raise ClaimInputError(f"--paths: must be >= 1, got {paths}")
+    if draft_sampling not in ("iid", "without-replacement"):
+        raise ClaimInputError(f"--draft-sampling: must be iid or without-replacement, got "
+                              f"{draft_sampling!r}")
+    if claim in ("l1-optimum", "gbv-l1-closed-form") and depth != 1:
+        raise ClaimInputError(f"--depth: {claim} is a statement about L = 1, got {depth}")
+    if claim in ("bv-optimal", "token-optimal", "gbv-k1-is-bv") and paths != 1:
+        raise ClaimInputError(f"--paths: {claim} is a single-path statement (K = 1), got {paths}")
+    if claim == "gbv-l1-closed-form" and draft_sampling != "iid":
+        raise ClaimInputError("--draft-sampling: GBV is defined for i.i.d. drafts")
+    if draft_sampling == "without-replacement" and paths > vocab**depth:
+        raise ClaimInputError(f"--paths: cannot draw {paths} distinct paths from {vocab**depth}")
+    if vocab**depth > 9 or vocab > 3:
+        raise ClaimInputError(f"--vocab/--depth: ({vocab}, {depth}) is too large for a symbolic "
+                              "proof here (at most 9 paths, V <= 3)")
+
+
+@dataclass
+class ProofRun:
+    claim: str
+    vocab: int
+    depth: int
+    paths: int
+    draft_sampling: str
+    tree: Tree
+    holds: bool
+    complete: bool
+    counts: dict[str, int]
+    seconds: float
+    counterexample: dict | None
+    document: dict
+
+    def summary(self) -> dict[str, Any]:
+        return {"claim": self.claim, "vocab": self.vocab, "depth": self.depth,
+                "paths": self.paths, "draft_sampling": self.draft_sampling,
+                "proved": self.holds and self.complete, "holds_on_every_kept_cell": self.holds,
+                "complete": self.complete, "cells": self.counts, "seconds": round(self.seconds, 1)}
+
+
+def proof_stem(claim: str, vocab: int, depth: int, paths: int, draft_sampling: str) -> str:
+    """File stem of a proof: CLAIM-V{V}-L{L}[-K{K}][-without-replacement]."""
+    stem = f"{claim}-V{vocab}-L{depth}"
+    if claim in ("l1-optimum", "gbv-l1-closed-form"):
+        stem += f"-K{paths}"
+    if draft_sampling != "iid":
+        stem += "-" + draft_sampling
+    return stem
+
+
+def command_line(claim: str, vocab: int, depth: int, paths: int, draft_sampling: str) -> str:
+    out = f"speclp prove {claim} --vocab {vocab} --depth {depth}"
+    if paths != 1 or claim == "l1-optimum":
+        out += f" --paths {paths}"
+    if draft_sampling != "iid":
+        out += f" --draft-sampling {draft_sampling}"
+    return out
+
+
+def prove(claim: str, vocab: int, depth: int, paths: int = 1, draft_sampling: str = "iid",
+          seed: int = 0, progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
+          stop_at_first_failure: bool = False) -> ProofRun:
+    """Run the claim on every cell. stop_at_first_failure: stop exploring at the first
+    cell where the claim fails (a refutation; the tree is then partial)."""
+    validate(claim, vocab, depth, paths, draft_sampling)
+    start = time.perf_counter()
+    shape = make_shape(vocab, depth)
+
+    def stop(result: Any) -> bool:
+        return stop_at_first_failure and bool(getattr(result, "failures", None))
+
+    tree = explore(shape, claim_function(claim, paths, draft_sampling), seed=seed,
+                   progress=progress, stop=stop)
+    for node in tree.nodes:
+        if node.status == "leaf" and node.result is not None and node.result.excluded:
+            node.status = "excluded"
+    failing = [n for n in tree.nodes if n.status == "leaf" and n.result.failures]
+    counts = {"kept": tree.count("leaf") - len(failing), "failing": len(failing),
+              "empty": tree.count("empty"), "excluded": tree.count("excluded"),
+              "unresolved": tree.count("unresolved"), "splits": tree.count("split"),
+              "unexplored": tree.count("open")}
+    failing.sort(key=lambda n: (len(n.cell.eliminations), len(n.cell.conditions())))
+    counterexample = _counterexample(claim, paths, draft_sampling, failing[0]) if failing else None
+    seconds = time.perf_counter() - start
+    document = _document(claim, vocab, depth, paths, draft_sampling, tree, counts, seconds,
+                         counterexample)
+    return ProofRun(claim, vocab, depth, paths, draft_sampling, tree, not failing,
+                    counts["unresolved"] == 0 and counts["unexplored"] == 0, counts, seconds,
+                    counterexample, document)
+
+
+def _document(claim: str, vocab: int, depth: int, paths: int, draft_sampling: str, tree: Tree,
+              counts: dict[str, int], seconds: float, counterexample: dict | None) -> dict:
+    shape = tree.shape
+    ex = Exporter(shape.ring)
+    programs: dict[str, dict] = {}
+
+    def result_export(exporter: Exporter, cell: Cell, result: Any) -> tuple[dict, list]:
+        return result_document(exporter, programs, cell, result, claim)
+
+    nodes = [node_document(ex, tree, k, result_export) for k in range(len(tree.nodes))]
+    return {
+        "format": FORMAT, "claim": claim, "statement": STATEMENTS[claim],
+        "shape": {"vocab": vocab, "depth": depth, "paths": paths,
+                  "draft_sampling": draft_sampling},
+        "generated_by": command_line(claim, vocab, depth, paths, draft_sampling),
+        "symbols": list(shape.ring.names),
+        "rows": {which: [[ex.value(e) for e in row] for row in shape.rows[which]]
+                 for which in ("target", "draft")},
+        "summary": {**counts, "seconds": round(seconds, 1),
+                    "holds": counts["failing"] == 0,
+                    "complete": counts["unresolved"] == 0 and counts["unexplored"] == 0},
+        "counterexample": counterexample,
+        "programs": programs,
+        "nodes": nodes,
+    }
+
+
+def _nice_point(cell: Cell, value: RationalFunction) -> list[Any] | None:
+    """A point of the cell with small denominators where value != 0."""
+    best, best_size = None, None
+    for x in cell.samples + cell.find_samples(64, tries=6000):
+        try:
+            if value.evaluate(x) == 0:
+                continue
+        except ZeroDivisionError:
+            continue
+        size = max(int(v.q) for v in x)
+        if best is None or size < best_size:
+            best, best_size = x, size
+    return best
+
+
+def _counterexample(claim: str, paths: int, draft_sampling: str, node: Any) -> dict:
+    """A concrete rational instance in the failing cell, checked with the numeric engine."""
+    from ...lp.engine import optimum
+    from ...lp.instance import instance_from_json
+    from ...verifiers.exact import exact_result
+
+    cell = node.cell
+    name, value = node.result.failures[0]
+    point = _nice_point(cell, value) or cell.witness
+    shape = cell.shape
+    instance_json = shape.instance_json(point)
+    out: dict[str, Any] = {
+        "cell": cell.ident, "identity": name,
+        "difference_on_cell": str(value),
+        "difference_at_point": str(to_fraction(value.evaluate(point))),
+        "conditions": [f"{cell.facts[i].poly} {cell.facts[i].rel} 0" for i in cell.conditions()
+                       if cell.facts[i].kind == "condition"],
+        "eliminated": {shape.ring.names[e.var]: str(cell.values[e.var])
+                       for e in cell.eliminations},
+        "point": {n: str(to_fraction(v)) for n, v in zip(shape.ring.names, point, strict=True)},
+        "instance": instance_json,
+    }
+    instance = instance_from_json(instance_json, name="counterexample")
+    if claim in ("bv-optimal", "token-optimal"):
+        verifier = "bv" if claim == "bv-optimal" else "token"
+        record = optimum(instance, 1, method="full").to_json()
+        law = exact_result(instance.model(exact=True), verifier)
+        efficiency = Fraction(law.block_efficiency)
+        out["engine"] = {"lp_optimum": record["exact"], "lp_certified": record["certified"],
+                         f"{verifier}_block_efficiency": str(efficiency),
+                         "confirms": bool(record["certified"] and record["exact"] is not None
+                                          and Fraction(record["exact"]) - efficiency
+                                          == Fraction(out["difference_at_point"]))}
+    elif claim == "l1-optimum":
+        record = optimum(instance, paths, draft_sampling, method="full").to_json()
+        out["engine"] = {"lp_optimum": record["exact"], "lp_certified": record["certified"]}
+    return out
