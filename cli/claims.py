@@ -101,7 +101,7 @@ def _check(claim: str, trials: int, vocab: int, depth: int, paths: int, seed: in
             result = class_claims.check_node_form(trials, vocab, depth, paths, against=against,
                                                   **common)
         if not result["passed"]:
-            what = "BUG (a theorem failed)" if result["kind"] == "bug" else "counterexample"
+            what = "BUG (a theorem failed)" if result["kind"] == "bug" else result["kind"]
             instance = result["counterexample"]["instance"]
             raise ClaimFailed(f"{result['claim']}: {what} on {instance}: "
                               f"{result['message']}"

@@ -22,6 +22,7 @@ relation observed on every trial (<, =, >) is recorded either way.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from fractions import Fraction
 from pathlib import Path
@@ -46,7 +47,8 @@ def _value(record: Record) -> tuple[Fraction | None, float]:
         exact = record.exact_value if record.certified else None
         return exact, float(record.value) if record.value is not None else float("nan")
     exact = record.get("exact_value") if record.get("certified") else None
-    return exact, float(record["value"])
+    value = record.get("value")
+    return exact, float(value) if value is not None else float("nan")
 
 
 def compare(a: Record, b: Record) -> dict[str, Any]:
@@ -54,8 +56,9 @@ def compare(a: Record, b: Record) -> dict[str, Any]:
     optima of the same exact data: the rows of a rational instance, or the exact binary
     values of a float one), else in float64 with FLOAT_TOLERANCE.
 
-    Returns relation ("<", "=", ">"), difference (float a - b), exact_difference
-    (fraction string or None), exact (bool: the comparison was exact).
+    Returns relation ("<", "=", ">", or "?" when either optimum was not found, e.g. a
+    time limit), difference (float a - b), exact_difference (fraction string or None),
+    exact (bool: the comparison was exact).
     """
     ea, fa = _value(a)
     eb, fb = _value(b)
@@ -65,6 +68,8 @@ def compare(a: Record, b: Record) -> dict[str, Any]:
         return {"relation": relation, "difference": float(diff), "exact_difference": str(diff),
                 "exact": True}
     diff_f = fa - fb
+    if math.isnan(diff_f):
+        return {"relation": "?", "difference": diff_f, "exact_difference": None, "exact": False}
     relation = "=" if abs(diff_f) <= FLOAT_TOLERANCE else ("<" if diff_f < 0 else ">")
     return {"relation": relation, "difference": diff_f, "exact_difference": None, "exact": False}
 
@@ -157,7 +162,7 @@ def _run(claim: str, left: str, right: str, trials: int, vocab: int, depth: int,
             key = f"{a} vs {b}"
             comp = compare(optima[a], optima[b])
             comparisons[key] = comp
-            relations.setdefault(key, {"<": 0, "=": 0, ">": 0})[comp["relation"]] += 1
+            relations.setdefault(key, {"<": 0, "=": 0, ">": 0, "?": 0})[comp["relation"]] += 1
             max_gap[key] = max(max_gap.get(key, 0.0), abs(comp["difference"]))
         if optima["gbv"] is not None:
             gbv_checked += 1
@@ -167,7 +172,8 @@ def _run(claim: str, left: str, right: str, trials: int, vocab: int, depth: int,
         claimed = comparisons[f"{left} vs {right}"]
         difference = f"{claimed['difference']:.6g}" + (" exactly" if claimed["exact"] else "")
         if bugs or claimed["relation"] != "=":
-            kind = "bug" if bugs else "counterexample"
+            kind = ("bug" if bugs else "undecided: an optimum was not found"
+                    if claimed["relation"] == "?" else "counterexample")
             path = inst.save(Path(save_dir) / f"{claim}-{inst.name}-K{paths}-{draft_sampling}.json")
             trial = _trial_summary(inst, optima)
             trial["comparisons"] = comparisons

@@ -291,3 +291,14 @@ def test_cutting_planes_that_do_not_converge_give_a_labelled_uncertified_result(
     assert "did not converge in 1 rounds" in stopped.certificate
     assert "upper bound" in stopped.certificate
     assert stopped.value >= converged.value - 1e-12  # a relaxation: never below the optimum
+
+
+def test_compare_with_an_optimum_not_found_is_undecided():
+    """A time-limited solve without a value is '?' (undecided), never a crash or a relation."""
+    from speclp.proofs.class_claims import compare
+
+    missing = {"value": None, "certified": False}
+    found = {"value": 1.5, "certified": False}
+    assert compare(missing, found)["relation"] == "?"
+    assert compare(found, missing)["relation"] == "?"
+    assert compare(found, {"value": 1.5, "certified": False})["relation"] == "="
