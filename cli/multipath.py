@@ -208,8 +208,12 @@ def sweep(
                         if temperature is not None else [])
         if alpha is None and temperature is None:
             alphas = [1.0]  # default family: Dirichlet(1)
+        path_counts = check.int_list("--paths", paths, 1)
+        if max(path_counts) > MAX_GAP_PATHS:
+            raise BadInput(f"--paths: K = {max(path_counts)} is over the limit of {MAX_GAP_PATHS} paths "
+                           "(every verifier's law holds K paths per draft configuration); use fewer paths")
         spec = SweepSpec(vocab=check.int_list("--vocab", vocab, 2), depth=check.int_list("--depth", depth, 1),
-                         paths=check.int_list("--paths", paths, 1), alpha=alphas,
+                         paths=path_counts, alpha=alphas,
                          temperature=temperatures, trials=trials,
                          seed=seed, draft_sampling=check.choice("--draft-sampling", draft_sampling,
                                                                 DRAFT_SAMPLING),

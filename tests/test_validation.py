@@ -321,3 +321,15 @@ def test_cluster_address_forms():
     for bad in ("tcp://host:notaport", "udp://127.0.0.1:1", "nonsense"):
         with pytest.raises(cli_validate.BadInput, match="^--c: expected local or"):
             cli_validate.cluster("--c", bad)
+
+
+@pytest.mark.parametrize("args, field", [
+    (["sweep", "--vocab", "2", "--depth", "1", "--paths", "100000"], "--paths"),
+    (["prove", "l1-optimum", "--vocab", "3", "--paths", "99"], "--paths"),
+])
+def test_huge_path_counts_refused_before_any_work(tmp_path, args, field):
+    started = time.perf_counter()
+    result = runner.invoke(app, args + ["--out", str(tmp_path / "o")])
+    assert result.exit_code == 2, result.output
+    assert field in result.stderr and "Traceback" not in result.output
+    assert time.perf_counter() - started < 5

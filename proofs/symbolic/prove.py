@@ -48,6 +48,9 @@ class ClaimInputError(ValueError):
     """A claim / shape combination that is not defined (message names the option)."""
 
 
+MAX_SYMBOLIC_PATHS = 4  # the shapes of the issue need K <= 3; K = 4 is already slow
+
+
 def validate(claim: str, vocab: int, depth: int, paths: int, draft_sampling: str) -> None:
     if claim not in CLAIMS:
         raise ClaimInputError(f"CLAIM: must be one of {', '.join(CLAIMS)}, got {claim!r}")
@@ -68,6 +71,9 @@ def validate(claim: str, vocab: int, depth: int, paths: int, draft_sampling: str
         raise ClaimInputError("--draft-sampling: GBV is defined for i.i.d. drafts")
     if draft_sampling == "without-replacement" and paths > vocab**depth:
         raise ClaimInputError(f"--paths: cannot draw {paths} distinct paths from {vocab**depth}")
+    if paths > MAX_SYMBOLIC_PATHS:
+        raise ClaimInputError(f"--paths: at most {MAX_SYMBOLIC_PATHS} drafted paths in a symbolic proof "
+                              f"(the laws' polynomial degree grows with K), got {paths}")
     if vocab**depth > 9 or vocab > 3:
         raise ClaimInputError(f"--vocab/--depth: ({vocab}, {depth}) is too large for a symbolic "
                               "proof here (at most 9 paths, V <= 3)")
