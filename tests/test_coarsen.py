@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from speclp.lp import optimum
+from speclp.lp.coarsen import coarsen_instance, coarsened_rows
 from speclp.lp.instance import dirichlet_instance
-from speclp.proofs.coarsen import coarsen_instance, coarsened_rows
 from speclp.verifiers.tree import all_paths
 
 

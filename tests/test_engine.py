@@ -16,15 +16,15 @@ transformers = pytest.importorskip(
     "transformers", reason="needs the models extra: pip install 'speclp[models]'"
 )
 
-from speclp.verifiers.engine import (  # noqa: E402
+from speclp.decode.engine import (  # noqa: E402
     EngineConfig,
     SpeculativeEngine,
     build_tree,
     generate_autoregressive,
     probability_rows,
 )
+from speclp.decode.models import LoadedModel, VocabularyMismatch, wrap_model  # noqa: E402
 from speclp.verifiers.law import REGISTRY, BlockLaw, DraftTree, register, verifier_names  # noqa: E402
-from speclp.verifiers.models import LoadedModel, VocabularyMismatch, wrap_model  # noqa: E402
 
 
 @pytest.fixture(autouse=True, scope="module")

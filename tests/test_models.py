@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from speclp.verifiers import models
-from speclp.verifiers.models import BuiltinModel, ModelUnavailable, gguf_path, parse_dtype
+from speclp.decode.models import BuiltinModel, ModelUnavailable, gguf_path, parse_dtype
+from speclp.decode import models
 
 # ---------------------------------------------------------------------------------------
 # split GGUF assembly on fake wheels (no real model needed)
@@ -90,7 +90,7 @@ def test_builtin_catalogue_lists_the_exact_wheels() -> None:
 
 def paired_record(prompt: str, k: int, steps: int, scores: dict[str, float], batch_id: str,
                   **extra: object) -> dict:
-    """A paired bench record as proofs.bench.run_bench writes it (sums over the steps)."""
+    """A paired bench record as experiments.bench.run_bench writes it (sums over the steps)."""
     return {
         "pair": "p", "drive": "gbv", "paths": k, "depth": 8, "temperature": 1.0, "top_p": 1.0,
         "draft_temperature": None, "max_new_tokens": 8, "dtype": "auto", "device": "auto",
@@ -105,7 +105,8 @@ def paired_record(prompt: str, k: int, steps: int, scores: dict[str, float], bat
 
 
 def test_summarize_bench_paired_intervals_and_plot(tmp_path: Path) -> None:
-    from speclp.proofs.bench import plot_bench, summarize_bench
+    from speclp.experiments.bench import summarize_bench
+    from speclp.experiments.plots import plot_bench
 
     records = []
     # K = 3: gbv is exactly 10% above bv on every prompt (sums per prompt), so the paired
@@ -148,7 +149,7 @@ def smollm2():
 
 @pytest.mark.models
 def test_smollm2_engine_rows_and_output(smollm2) -> None:
-    from speclp.verifiers.engine import EngineConfig, SpeculativeEngine, probability_rows
+    from speclp.decode.engine import EngineConfig, SpeculativeEngine, probability_rows
 
     assert smollm2.vocab_size == 49152 and smollm2.eos_token_ids
     prompt = smollm2.tokenizer.encode("def fibonacci(n):\n    ")
@@ -183,7 +184,7 @@ def test_smollm2_engine_rows_and_output(smollm2) -> None:
 def test_bench_cli_is_paired_and_resumable(smollm2, tmp_path: Path, monkeypatch) -> None:
     before = torch.get_num_threads()
     from speclp.cli import app
-    from speclp.proofs.bench import load_records
+    from speclp.experiments.bench import load_records
     from typer.testing import CliRunner
 
     # reuse the loaded model: load_pair("smollm2-135m") -> same model as its own draft

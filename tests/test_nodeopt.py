@@ -437,7 +437,7 @@ def test_nodeopt_drives_the_engine_and_its_time_is_in_the_split():
     verifier's time is its own column of the draft / target / verifier / other split, and the
     split adds up to the decoding time (losslessness in the engine: tests/test_engine.py runs
     every registered verifier, nodeopt included)."""
-    from speclp.verifiers.engine import EngineConfig, SpeculativeEngine
+    from speclp.decode.engine import EngineConfig, SpeculativeEngine
     from test_engine import tiny_model
 
     threads = torch.get_num_threads()

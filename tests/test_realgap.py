@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 import torch
 from speclp.cli import app
-from speclp.lp.closed_form import one_step_optimum
-from speclp.lp.instance import dirichlet_instance, from_rows
-from speclp.proofs.intervals import (
+from speclp.decode.engine import probability_rows, score_tree
+from speclp.decode.tree_rows import next_token_rows, prefill, sample_trees, tree_rows
+from speclp.experiments.intervals import (
     betting_interval,
     bootstrap_ratio,
     bootstrap_relative,
     t_interval,
 )
-from speclp.proofs.realgap import (
+from speclp.experiments.realgap import (
     load_jsonl,
     renormalised_gap_record,
     run_realgap,
@@ -27,9 +27,9 @@ from speclp.proofs.realgap import (
     summarize_realgap,
     summarize_renormalised,
 )
-from speclp.verifiers.engine import probability_rows, score_tree
+from speclp.lp.closed_form import one_step_optimum
+from speclp.lp.instance import dirichlet_instance, from_rows
 from speclp.verifiers.exact import exact_result
-from speclp.verifiers.real_rows import next_token_rows, prefill, sample_trees, tree_rows
 from typer.testing import CliRunner
 
 VOCAB = 40
@@ -194,7 +194,8 @@ def test_root_rows_and_closed_form_agree_with_bv_at_one_path(tiny_pair):
 
 def test_khisti_is_refused_where_its_companion_tuples_exceed_the_limit():
     from speclp.cli import BadInput
-    from speclp.cli.trees import _verifier_list, check_vocabulary_limits
+    from speclp.cli.trees import _verifier_list
+    from speclp.cli.validate import vocabulary_limits as check_vocabulary_limits
     from speclp.verifiers.multipath import KHISTI_MAX_COMPANIONS
 
     assert "khisti" not in _verifier_list("")  # default list on real vocabularies

@@ -1,5 +1,5 @@
 """Issue 9, results integrity: no result is ever stale, duplicated or written where the user
-did not ask (speclp.proofs.store, applied to sweep, trees, realgap, bench)."""
+did not ask (speclp.experiments.store, applied to sweep, trees, realgap, bench)."""
 
 import json
 import os
@@ -12,9 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from speclp.cli import app
-from speclp.proofs import store
+from speclp.experiments.sweep import ROW_COLUMNS, SweepSpec, load_results, plan, run_sweep
+from speclp.experiments import store
 from speclp.proofs.gap import DEFAULT_VERIFIERS
-from speclp.proofs.sweep import ROW_COLUMNS, SweepSpec, load_results, plan, run_sweep
 from typer.testing import CliRunner
 
 runner = CliRunner()
@@ -60,7 +60,7 @@ def test_second_writer_is_refused_until_the_first_closes(tmp_path):
 
 
 def test_lock_is_released_when_the_writer_is_killed(tmp_path):
-    code = ("import sys, time; from speclp.proofs import store; "
+    code = ("import sys, time; from speclp.experiments import store; "
             f"held = store.open_folder({str(tmp_path / 'r')!r}, 'sweep', {SPEC!r}); "
             "print('locked', flush=True); time.sleep(60)")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
@@ -97,7 +97,7 @@ def test_default_outputs_are_in_the_current_directory():
     help_text = runner.invoke(app, ["bench", "--help"]).output + runner.invoke(
         app, ["trees", "--help"]).output + runner.invoke(app, ["realgap", "--help"]).output
     assert "benchmarks/results" not in help_text and "speclp-results" in help_text
-    for module in ("cli/models.py", "cli/trees.py", "cli/multipath.py"):
+    for module in ("cli/bench.py", "cli/trees.py", "cli/multipath.py"):
         assert 'Path("benchmarks' not in (root / module).read_text()
 
 
@@ -213,7 +213,7 @@ def test_killed_parent_leaves_no_worker_alive(tmp_path):
 
 def test_die_with_parent_exits_when_the_parent_is_gone():
     """A worker whose parent is already gone exits at once (before any work)."""
-    code = "from speclp.proofs import store; store.die_with_parent(1); print('alive')"
+    code = "from speclp.experiments import store; store.die_with_parent(1); print('alive')"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 1 and "alive" not in result.stdout
@@ -233,7 +233,8 @@ def tiny_models():
 
 
 def test_trees_changed_temperature_seed_or_every_recomputes(tmp_path):
-    from speclp.proofs.trees import RULES, run_trees
+    from speclp.experiments.trees import run_trees
+    from speclp.proofs.tree_selection import RULES
 
     target, draft = tiny_models()
     prompts = [{"id": "p0", "tokens": [1, 2, 3, 4]}]
@@ -253,7 +254,7 @@ def test_trees_changed_temperature_seed_or_every_recomputes(tmp_path):
 
 
 def test_realgap_changed_temperature_recomputes_and_summary_counts_only_the_run(tmp_path):
-    from speclp.proofs.realgap import run_realgap, summarize_realgap
+    from speclp.experiments.realgap import run_realgap, summarize_realgap
 
     target, draft = tiny_models()
     prompts = [{"id": "p0", "tokens": [5, 6, 7]}]
@@ -270,7 +271,7 @@ def test_realgap_changed_temperature_recomputes_and_summary_counts_only_the_run(
 
 
 def test_trees_cli_refuses_another_spec_before_loading_a_model(tmp_path, monkeypatch):
-    from speclp.verifiers import models
+    from speclp.decode import models
 
     def loader(*args, **kwargs):
         raise AssertionError("a model was loaded")
@@ -301,7 +302,7 @@ class Loaded(Exception):
 def test_bench_keys_record_the_dtype_actually_used(tmp_path, monkeypatch, stored_dtype, reused):
     """"auto" is resolved (fp32 on the CPU) before keying: a record keyed "auto" (made when
     auto could mean bf16) is recomputed, one keyed float32 is reused."""
-    from speclp.proofs.bench import load_records, run_bench, summarize_bench, text_digest
+    from speclp.experiments.bench import load_records, run_bench, summarize_bench, text_digest
 
     def loader():
         raise Loaded

@@ -1,4 +1,4 @@
-"""speclp.proofs.sweep / plots and `speclp sweep` / `speclp plot`: resumability (injected
+"""speclp.experiments.sweep / plots and `speclp sweep` / `speclp plot`: resumability (injected
 interrupt and a real signal), Dask, size guard, formats, figures."""
 
 import json
@@ -12,9 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from speclp.cli import app
-from speclp.proofs.gap import DEFAULT_VERIFIERS
-from speclp.proofs.plots import plot_results
-from speclp.proofs.sweep import (
+from speclp.experiments.plots import plot_results
+from speclp.experiments.sweep import (
     ResultStore,
     SweepSpec,
     SweepTooLarge,
@@ -24,6 +23,7 @@ from speclp.proofs.sweep import (
     run_sweep,
     summarize,
 )
+from speclp.proofs.gap import DEFAULT_VERIFIERS
 from typer.testing import CliRunner
 
 runner = CliRunner()
@@ -257,7 +257,7 @@ def test_cli_plot_bad_input(tmp_path):
 
 def test_bench_results_are_dispatched(tmp_path, monkeypatch):
     """A folder of JSONL bench records goes to the real-model benchmark's plot_bench."""
-    from speclp.proofs import bench as bench_module
+    from speclp.experiments import plots as bench_module
 
     bench = tmp_path / "bench"
     bench.mkdir()

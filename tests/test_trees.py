@@ -6,10 +6,11 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import torch
+from speclp.experiments.trees import run_trees
 from speclp.lp import optimum
 from speclp.lp.full import check_tree_nodes
 from speclp.lp.instance import dirichlet_instance, from_rows
-from speclp.proofs.trees import (
+from speclp.proofs.tree_selection import (
     RULES,
     draft_ranked_tree,
     gbv_shape,
@@ -17,7 +18,6 @@ from speclp.proofs.trees import (
     reranked_tree,
     reuse_probability,
     rule_value,
-    run_trees,
     tree_accepted,
 )
 from speclp.verifiers.tree import node_index, node_prefix, num_nodes
@@ -218,7 +218,7 @@ def tiny_pair():
 
 @pytest.mark.parametrize("select", ["target", "mix"])
 def test_tree_rows_match_plain_forward_of_every_prefix(select):
-    from speclp.verifiers.real_rows import tree_rows
+    from speclp.decode.tree_rows import tree_rows
 
     target, draft = tiny_pair()
     context = [3, 7, 11, 2, 9]
@@ -238,7 +238,7 @@ def test_tree_rows_match_plain_forward_of_every_prefix(select):
 
 
 def test_run_trees_is_resumable(tmp_path):
-    from speclp.proofs.realgap import load_jsonl
+    from speclp.experiments.realgap import load_jsonl
 
     target, draft = tiny_pair()
     prompts = [{"id": "p0", "tokens": [1, 2, 3, 4]}]
@@ -262,10 +262,10 @@ def test_run_trees_is_resumable(tmp_path):
 
 
 def test_engine_reuse_counts_corrections_that_are_drafted_children(tmp_path):
-    from speclp.proofs.realgap import load_jsonl
-    from speclp.proofs.trees import run_engine_reuse, step_reuse
-    from speclp.verifiers.engine import EngineConfig, SpeculativeEngine
-    from speclp.verifiers.models import make_pair, wrap_model
+    from speclp.decode.engine import EngineConfig, SpeculativeEngine
+    from speclp.decode.models import make_pair, wrap_model
+    from speclp.experiments.realgap import load_jsonl
+    from speclp.experiments.trees import run_engine_reuse, step_reuse
 
     target, draft = tiny_pair()
     pair = make_pair(wrap_model(target, "t"), wrap_model(draft, "d"))

@@ -43,9 +43,9 @@ def deadline(seconds: float):
 def warm_imports():
     """Import what the commands import lazily (torch, the verifiers), so that the time limits
     measure the answer and not the first import of torch in this process."""
-    import speclp.proofs.sweep  # noqa: F401
-    import speclp.proofs.trees  # noqa: F401
-    import speclp.verifiers.models  # noqa: F401
+    import speclp.decode.models  # noqa: F401
+    import speclp.experiments.sweep  # noqa: F401
+    import speclp.proofs.tree_selection  # noqa: F401
     import torch  # noqa: F401
 
 
@@ -232,7 +232,7 @@ def test_unknown_pair_fails_fast_without_network(tmp_path, monkeypatch, command)
 
 def test_model_validation_happens_before_loading(tmp_path, monkeypatch):
     """A bad flag listed after --pair is still refused before any model is loaded."""
-    from speclp.verifiers import models
+    from speclp.decode import models
 
     def loader(*args, **kwargs):
         raise AssertionError("a model was loaded before validation finished")
@@ -279,7 +279,7 @@ def test_audit_help_names_no_missing_option():
 
 def test_auto_dtype_is_float32_on_cpu():
     import torch
-    from speclp.verifiers.models import default_dtype
+    from speclp.decode.models import default_dtype
 
     assert default_dtype(torch.device("cpu")) is torch.float32
     assert default_dtype(torch.device("cuda")) is torch.bfloat16

@@ -34,9 +34,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..verifiers.law import DraftTree
+from ..verifiers.tree import num_nodes
 from .engine import probability_rows
-from .law import DraftTree
-from .tree import num_nodes
 
 SELECT = ("target", "draft", "mix")
 

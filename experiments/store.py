@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import sys
 import threading
@@ -65,6 +66,12 @@ class SpecMismatch(ResultsFolderError):
 
 class FolderBusy(ResultsFolderError):
     """Another run holds the folder's lock."""
+
+
+def slug(text: str) -> str:
+    """A file-name part from a label: the text before any " (" (a pair's description),
+    runs of characters outside [A-Za-z0-9_.-] replaced by "_"."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text.split(" (")[0]).strip("_")
 
 
 def default_out(kind: str) -> Path:

@@ -1,23 +1,23 @@
 """Real-model gaps without distortion: full-vocabulary bounds on the K-path optimum.
 
-At contexts reached by target sampling on real prompts (`verifiers.real_rows
+At contexts reached by target sampling on real prompts (`decode.tree_rows
 .sample_contexts`), for depth L and K = 1..K_max i.i.d. draft paths:
 
   verifiers   every requested lossless verifier's block efficiency E[tau + 1] on the
               FULL rows of the pair (no truncation): `samples` draft trees are drawn from
-              the draft model (`verifiers.real_rows.sample_trees`, K_max paths each; the
+              the draft model (`decode.tree_rows.sample_trees`, K_max paths each; the
               first K paths of a tree are K i.i.d. paths, so every K uses the same trees),
               and each verifier's exact conditional E[tau + 1 | tree] is computed from its
-              law (`verifiers.engine.score_tree`); the mean over trees is unbiased and is
+              law (`decode.engine.score_tree`); the mean over trees is unbiased and is
               reported with a 95% interval valid for values in [1, L + 1] at any sample
-              size (`proofs.intervals.betting_interval`; a t interval collapses when rare
+              size (`experiments.intervals.betting_interval`; a t interval collapses when rare
               low values are never sampled, which happens on peaked rows).
   upper bound L = 1: the K-path optimum itself, in closed form on the full rows
               (`speclp.lp.closed_form.one_step_optimum`, O(V log V), float64).
               L >= 2: a certified upper bound on the optimum of the COARSENED instance
-              (`proofs.coarsen`: top-M tokens of p + q kept at every node, the rest lumped
+              (`lp.coarsen`: top-M tokens of p + q kept at every node, the rest lumped
               into a remainder token accepted to depth L), which is >= the full-vocabulary
-              optimum (proof in `proofs.coarsen`). The coarse LP is solved by column
+              optimum (proof in `lp.coarsen`). The coarse LP is solved by column
               generation in floats and its duals give an exact weak-duality bound
               (`lp.dual_bound`), tight to the float optimum (recorded as bound_minus_lp).
   lower bound the best verifier's E[tau + 1] (every lossless verifier is a feasible point
@@ -46,15 +46,15 @@ from typing import Any
 
 import numpy as np
 
+from ..decode.tree_rows import prefill, sample_contexts, sample_trees, tree_rows
 from ..lp import optimum
 from ..lp.closed_form import one_step_optimum
+from ..lp.coarsen import coarsened_instance, describe_coarsening
 from ..lp.instance import from_rows
 from ..verifiers.exact import exact_result
 from ..verifiers.law import verifier_names
-from ..verifiers.real_rows import prefill, sample_contexts, sample_trees, tree_rows
-from .coarsen import coarsened_instance, describe_coarsening
 from .intervals import betting_interval, bootstrap_ratio
-from .store import append_jsonl, load_jsonl, record_key  # noqa: F401 - load_jsonl re-exported
+from .store import append_jsonl, load_jsonl, record_key, slug  # noqa: F401 - load_jsonl re-exported
 
 MODE_FULL = "full-vocabulary"
 MODE_RENORMALISED = "renormalised"
@@ -125,7 +125,7 @@ def verifier_intervals(target: Any, draft: Any, context: list[int], depth: int, 
     """
     import torch
 
-    from ..verifiers.engine import score_tree
+    from ..decode.engine import score_tree
 
     dtype = score_dtype or torch.float64
     most = max(paths)
@@ -346,64 +346,7 @@ def _cluster_mean(values: list[tuple[str, float]], prompts: list[str], seed: int
     return bootstrap_ratio(sums, counts, seed=seed)
 
 
-def plot_realgap(records: list[dict[str, Any]], out_dir: Path) -> list[Path]:
-    """E[tau + 1] per verifier with 95% intervals and the upper bound, one panel per (L, K)."""
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    summary = summarize_realgap(records)
-    if not summary:
-        return []
-    paths_out = []
-    for pair in sorted({s["pair"] for s in summary}):
-        mine = [s for s in summary if s["pair"] == pair]
-        panels = sorted({(s["temperature"], s["depth"]) for s in mine})
-        ks = sorted({s["paths"] for s in mine})
-        fig, axes = plt.subplots(len(panels), len(ks), figsize=(3.3 * len(ks), 3.0 * len(panels)),
-                                 squeeze=False)
-        for ax in axes.reshape(-1):
-            ax.set_visible(False)
-        for s in mine:
-            ax = axes[panels.index((s["temperature"], s["depth"])), ks.index(s["paths"])]
-            ax.set_visible(True)
-            names = sorted(s["verifiers"], key=lambda n: s["verifiers"][n]["estimate"])
-            centre = [s["verifiers"][n]["estimate"] for n in names]
-            err = [[c - s["verifiers"][n]["low"] for n, c in zip(names, centre, strict=True)],
-                   [s["verifiers"][n]["high"] - c for n, c in zip(names, centre, strict=True)]]
-            ax.barh(names, centre, xerr=err, color="tab:blue", alpha=0.8, capsize=2)
-            up = s["upper"]
-            ax.axvline(up["estimate"], color="tab:red", lw=1.2,
-                       label=("optimum (closed form, float64)" if s["depth"] == 1
-                              else f"upper bound ({s['upper_certified']}/{s['contexts']} cert.)"))
-            ax.axvspan(up["low"], up["high"], color="tab:red", alpha=0.12)
-            low = min(s["verifiers"][n]["low"] for n in names if s["verifiers"][n]["estimate"] > 1.0
-                      ) if any(s["verifiers"][n]["estimate"] > 1.0 for n in names) else 1.0
-            ax.set_xlim(max(1.0, low - 0.1 * (up["high"] - low + 1e-9)), up["high"] * 1.02)
-            ax.set_title(f"T={s['temperature']} L={s['depth']} K={s['paths']}: "
-                         f"{s['contexts']} contexts", fontsize=8)
-            ax.set_xlabel("E[tau+1] (mean over contexts, 95% CI)", fontsize=7)
-            ax.tick_params(labelsize=7)
-            ax.legend(fontsize=6, loc="lower right")
-        fig.suptitle(f"{pair}: full-vocabulary rows (no truncation); verifiers exact given sampled "
-                     "trees, averaged over trees;\nL = 1 bound: the optimum by its closed form (float64, NOT "
-                     "certified in exact arithmetic); L >= 2: "
-                     "certified optimum of the coarsened instance (top-M of p+q, rest lumped)",
-                     fontsize=8)
-        fig.tight_layout()
-        out_dir.mkdir(parents=True, exist_ok=True)
-        path = out_dir / f"realgap_{_slug(pair)}.png"
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        paths_out.append(path)
-    return paths_out
-
-
-def _slug(text: str) -> str:
-    import re
-
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text.split(" (")[0]).strip("_")
 
 
 # ---------------------------------------------------------------------------------------
@@ -519,40 +462,6 @@ def summarize_renormalised(records: list[dict[str, Any]]) -> list[dict[str, Any]
     return out
 
 
-def plot_renormalised(records: list[dict[str, Any]], out_dir: Path) -> list[Path]:
-    """Bar chart of the mean gap to the certified optimum per verifier, one panel per (M, L, K)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    summary = summarize_renormalised(records)
-    if not summary:
-        return []
-    shapes = sorted({(s["width"], s["depth"]) for s in summary})
-    ks = sorted({s["paths"] for s in summary})
-    fig, axes = plt.subplots(len(shapes), len(ks), figsize=(3.6 * len(ks), 2.8 * len(shapes)),
-                             squeeze=False)
-    for ax in axes.reshape(-1):
-        ax.set_visible(False)
-    for s in summary:
-        ax = axes[shapes.index((s["width"], s["depth"])), ks.index(s["paths"])]
-        ax.set_visible(True)
-        names = sorted(s["mean_gap"], key=lambda n: s["mean_gap"][n])
-        ax.barh(names, [s["mean_gap"][n] for n in names], color="tab:blue")
-        ax.set_title(f"M={s['width']} L={s['depth']} K={s['paths']}: {s['contexts']} ctx, "
-                     f"{s['certified']} certified", fontsize=8)
-        ax.set_xlabel("mean gap to LP optimum, E[tau+1]", fontsize=8)
-        ax.tick_params(labelsize=7)
-    pair = records[0].get("pair", "")
-    fig.suptitle(f"{pair}\nTRUNCATED instances: top-M of the target per node, rows RENORMALISED "
-                 "(neither an upper nor a lower bound on the real pair)", fontsize=8)
-    fig.tight_layout()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / "realgap_renormalised_gaps.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
 
 
 def _stable_hash(text: str) -> int:

@@ -43,7 +43,7 @@ fine paths may share a coarse image, so drafting WITHOUT replacement does not ma
 drafting without replacement.
 
 Functions here build coarse instances from kept-node rows (real models:
-``verifiers.real_rows.tree_rows``) or from a small fine instance (tests).
+``decode.tree_rows.tree_rows``) or from a small fine instance (tests).
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ from typing import Any
 
 import numpy as np
 
-from ..lp.instance import Instance, from_rows
 from ..verifiers.tree import all_paths, depth_offset, num_nodes
+from .instance import Instance, from_rows
 
 SELECT = ("mix", "target", "draft")  # how a fine instance's kept tokens are chosen
 

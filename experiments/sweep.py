@@ -7,7 +7,7 @@ with `trials` instances per cell (seeds seed .. seed + trials - 1; the same seed
 every K, so results are paired across K). One *task* = one (instance, K); it runs
 speclp.proofs.gap.gap and yields ONE ROW PER (instance, verifier) (ROW_COLUMNS).
 
-Storage (DIR = --out; a results folder of speclp.proofs.store):
+Storage (DIR = --out; a results folder of speclp.experiments.store):
     DIR/spec.json                the sweep's spec (the grid and every option that changes
                                  a row, folder_spec) and the runs that worked on it; a run
                                  with another spec is refused (store.SpecMismatch)
@@ -228,7 +228,7 @@ def run_task(task: Task, spec: SweepSpec, run_id: str) -> dict[str, Any]:
     """Compute one task: {"instance_id", "rows": [...]} or {"instance_id", "error": text}."""
     import torch
 
-    from .gap import gap
+    from ..proofs.gap import gap
 
     torch.set_num_threads(1)
     start = time.perf_counter()

@@ -56,7 +56,7 @@ from typing import Any
 
 import torch
 
-from .law import BlockLaw, DraftTree, block_law, get_verifier, sample_block
+from ..verifiers.law import BlockLaw, DraftTree, block_law, get_verifier, sample_block
 from .models import LoadedModel, ModelPair, check_same_vocabulary
 
 # ---------------------------------------------------------------------------------------

@@ -1,18 +1,18 @@
 """`speclp bench`: paired decoding comparisons on real models, with confidence intervals.
 
-The runs, records and summaries are `speclp.proofs.bench`; this module parses the options,
+The runs, records and summaries are `speclp.experiments.bench`; this module parses the options,
 loads the pair and prints. Results: ``--out/<pair>.jsonl`` (resumable) and a figure with
 error bars (``--out/bench_<pair>.png``).
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 import typer
 
+from ..experiments.store import slug
 from . import BadInput, app, progress, run, stderr, table
 from . import validate as check
 
@@ -24,14 +24,6 @@ def humaneval_prompts(count: int) -> list[dict[str, str]]:
     return check.humaneval_prompts("--prompts", count)
 
 
-def parse_prompts(spec: str) -> list[dict[str, str]]:
-    """ "humaneval:N", or "file:PATH" (one prompt per line, or JSONL with a "prompt" field);
-    checked by cli.validate.prompts (bounded regular UTF-8 file, well-formed lines)."""
-    return check.prompts("--prompts", spec)
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")
 
 
 @app.command()
@@ -92,7 +84,7 @@ def bench(
         check.output_dir("--out", out)
         if threads is not None:
             check.integer("--threads", threads, 1, 1024)
-        prompt_list = parse_prompts(prompts)
+        prompt_list = check.prompts("--prompts", prompts)
         # the checks below import torch (seconds): after the cheap ones
         check.device("--device", device)
         from ..verifiers.law import verifier_names
@@ -109,15 +101,15 @@ def bench(
         check.model_pair("--pair", pair)
         import torch
 
-        from ..proofs.bench import load_records, plot_bench, run_bench, summarize_bench
-        from ..verifiers.models import ModelUnavailable, VocabularyMismatch, load_pair, parse_dtype
+        from ..decode.models import ModelUnavailable, VocabularyMismatch, load_pair, parse_dtype
+        from ..experiments.bench import load_records, run_bench, summarize_bench
+        from ..experiments.plots import plot_bench
 
         torch_dtype = parse_dtype(None if dtype == "auto" else dtype)
         if threads is not None:
             torch.set_num_threads(threads)
 
         def load() -> Any:
-            from .trees import check_vocabulary_limits
 
             try:
                 loaded = load_pair(pair, device=device, dtype=torch_dtype)
@@ -125,12 +117,12 @@ def bench(
                 raise BadInput(f"--pair: {err}") from None
             except OSError as err:
                 raise BadInput(f"--pair: cannot load {pair!r}: {err}") from None
-            check_vocabulary_limits("--verifiers", names + [drive], ks, loaded.target.vocab_size)
+            check.vocabulary_limits("--verifiers", names + [drive], ks, loaded.target.vocab_size)
             return loaded
 
         stderr.print(f"bench: {len(ks) * len(depths) * len(temps)} runs x {len(prompt_list)} prompts "
                      f"-> {out}", highlight=False)
-        out_file = out / f"{_slug(pair)}.jsonl"
+        out_file = out / f"{slug(pair)}.jsonl"
         status = run_bench(
             load, pair, prompt_list, ks, depths, temps, names, out_file, drive=drive, top_p=top_p,
             draft_temperature=draft_temperature, max_new_tokens=max_new_tokens, batch=batch,
@@ -143,11 +135,11 @@ def bench(
                 and (r["paths"] in ks or r["paths"] == 0) and r["max_new_tokens"] == max_new_tokens]
         figures = []
         if any(r["drive"] != "autoregressive" for r in rows):
-            figures = [str(f) for f in plot_bench(records, out / f"bench_{_slug(pair)}")]
+            figures = [str(f) for f in plot_bench(records, out / f"bench_{slug(pair)}")]
         return {**status, "runs": rows, "figures": figures}
 
     def render(r: dict[str, Any]) -> None:
-        from ..proofs.intervals import format_interval
+        from ..experiments.intervals import format_interval
 
         rows = []
         for c in r["runs"]:
