@@ -29,7 +29,8 @@ import time
 from pathlib import Path
 
 import torch
-from speclp.verifiers.law import DraftTree, block_law, sample_block
+from speclp.verifiers.law import DraftTree, sample_block
+from speclp.verifiers.registry import block_law
 
 VERIFIERS = ("bv", "gbv", "nodeopt")
 

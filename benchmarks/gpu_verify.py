@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 
 import torch
-from speclp.verifiers.law import DraftTree, block_law, sample_block, verifier_names
+from speclp.verifiers.law import DraftTree, sample_block
+from speclp.verifiers.registry import block_law, verifier_names
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

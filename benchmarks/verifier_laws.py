@@ -26,7 +26,8 @@ from typing import Any
 import torch
 from speclp.lp.instance import dirichlet_instance
 from speclp.verifiers.exact import configurations, draft_tree, exact_result
-from speclp.verifiers.law import DraftTree, block_law, verifier_names
+from speclp.verifiers.law import DraftTree
+from speclp.verifiers.registry import block_law, verifier_names
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

@@ -9,11 +9,13 @@ from typing import Any
 
 import typer
 
-from . import BadInput, ClaimFailed, app, progress, run, table
 from . import validate as check
+from .common import BadInput, ClaimFailed, new_commands, progress, run, table
+
+commands = new_commands()
 
 
-@app.command()
+@commands.command()
 def audit(
     verifier: str = typer.Option(None, "--verifier", help="Registered verifier name (exact audit; "
                                  "a wrong name prints the list)."),
@@ -39,7 +41,9 @@ def audit(
     save_dir: str = typer.Option("counterexamples", "--save-dir", help="Where a failing instance is saved."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """--verifier: largest TV distance of the verifier's exact output law (continued by target
+    """Audit a verifier or anyone's sampler for losslessness.
+
+    --verifier: largest TV distance of the verifier's exact output law (continued by target
     sampling) from the target law over random instances; exit 1 (worst instance saved) when
     TV > 1e-12. --sampler: run foreign sampler code on drafts of random instances; chi-square
     test of the first two emitted tokens (p-value and detectable TV), TV and block efficiency
@@ -80,7 +84,7 @@ def _check_common(paths: int, vocab: int, depth: int, trials: int, seed: int, dr
 def _verifier_body(verifier, paths, vocab, depth, trials, ties, seed, draft_sampling, exact, save_dir):
     def body() -> dict[str, Any]:
         from ..proofs.audit import audit as run_audit
-        from ..verifiers.law import get_verifier
+        from ..verifiers.registry import get_verifier
 
         _check_common(paths, vocab, depth, trials, seed, draft_sampling, save_dir)
         check.enumeration("--paths", vocab, depth, paths)

@@ -13,8 +13,8 @@ from typing import Any
 import typer
 
 from ..experiments.store import slug
-from . import BadInput, app, progress, run, stderr, table
 from . import validate as check
+from .common import BadInput, new_commands, progress, run, stderr, table
 
 DEFAULT_OUT = Path("speclp-results") / "bench"  # relative to the working directory
 
@@ -26,7 +26,10 @@ def humaneval_prompts(count: int) -> list[dict[str, str]]:
 
 
 
-@app.command()
+commands = new_commands()
+
+
+@commands.command()
 def bench(
     pair: str = typer.Option(
         "qwen2.5-coder",
@@ -87,7 +90,7 @@ def bench(
         prompt_list = check.prompts("--prompts", prompts)
         # the checks below import torch (seconds): after the cheap ones
         check.device("--device", device)
-        from ..verifiers.law import verifier_names
+        from ..verifiers.registry import verifier_names
 
         lossless = verifier_names(draft_sampling="iid")
         names = [v.strip() for v in verifiers.split(",") if v.strip()]

@@ -11,13 +11,17 @@ from typing import Any
 
 import typer
 
-from . import BadInput, ClaimFailed, check_app, progress, run, table
 from . import validate as check
+from .common import BadInput, ClaimFailed, new_commands, progress, run, table
 
 BACKENDS = ("highs", "cvxpy")
 SAMPLING = ("iid", "without-replacement")
 DENOMINATOR_HELP = "Round rows to multiples of 1/D (rational, exact comparison); 0: floats."
 SAVE_HELP = "Where a counterexample is saved."
+
+commands = new_commands()
+check_group = new_commands(help="Check a claim of the theory; exit 1 with a counterexample if it fails.")
+commands.add_typer(check_group, name="check")
 
 
 def _validate(trials: int, vocab: int, depth: int, paths: int, seed: int, alpha: float,
@@ -112,7 +116,7 @@ def _check(claim: str, trials: int, vocab: int, depth: int, paths: int, seed: in
     run(body, as_json, _render)
 
 
-@check_app.command("class-equals-full")
+@check_group.command("class-equals-full")
 def check_class_equals_full_cmd(
     trials: int = typer.Option(100, "--trials", help="Random instances."),
     vocab: int = typer.Option(2, "--vocab", help="Vocabulary size V."),
@@ -132,7 +136,7 @@ def check_class_equals_full_cmd(
            draft_sampling, backend, save_dir, as_json)
 
 
-@check_app.command("node-form")
+@check_group.command("node-form")
 def check_node_form_cmd(
     trials: int = typer.Option(100, "--trials", help="Random instances."),
     vocab: int = typer.Option(2, "--vocab", help="Vocabulary size V."),
@@ -152,3 +156,66 @@ def check_node_form_cmd(
     """Node-level form (per-depth set budgets on beta) optimum = class (or full) optimum?"""
     _check("node-form", trials, vocab, depth, paths, seed, alpha, denominator, draft_sampling,
            backend, save_dir, as_json, against=against)
+
+
+@check_group.command("bv-optimal")
+def check_bv_optimal_cmd(
+    trials: int = typer.Option(200, "--trials", help="Random instances."),
+    vocab: int = typer.Option(3, "--vocab", help="Vocabulary size V."),
+    depth: int = typer.Option(3, "--depth", help="Depth L."),
+    seed: int = typer.Option(0, "--seed", help="First seed."),
+    alpha: float = typer.Option(1.0, "--alpha", help="Dirichlet concentration of the rows."),
+    denominator: int = typer.Option(0, "--denominator",
+                                    help="Round rows to multiples of 1/D (rational instances); 0: floats."),
+    verifier: str = typer.Option("bv", "--verifier", help="Verifier claimed optimal (bv)."),
+    backend: str = typer.Option("highs", "--backend", help="LP backend: highs or cvxpy."),
+    save_dir: str = typer.Option("counterexamples", "--save-dir", help="Where a counterexample is saved."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Full LP optimum = node LP optimum = exact BV block efficiency, BV lossless."""
+
+    def body() -> dict[str, Any]:
+        check.integer("--trials", trials, 1)
+        check.integer("--vocab", vocab, 2)
+        check.integer("--depth", depth, 1)
+        check.seed("--seed", seed)
+        check.number("--alpha", alpha, 0, low_open=True)
+        check.integer("--denominator", denominator, 0, 2**31)
+        check.choice("--backend", backend, BACKENDS)
+        check.output_dir("--save-dir", save_dir)
+        check.instance_shape("--vocab/--depth", vocab, depth)
+        check.full_lp("--vocab/--depth", vocab, depth, 1)
+        check.enumeration("--vocab/--depth", vocab, depth, 1)
+        from ..proofs.bv_optimal import check_bv_optimal
+        from ..verifiers.registry import get_verifier
+
+        try:
+            get_verifier(verifier)
+        except KeyError as err:
+            raise BadInput(f"--verifier: {err.args[0]}") from None
+        result = check_bv_optimal(
+            trials, vocab, depth, seed=seed, alpha=alpha, denominator=denominator or None,
+            verifier=verifier, backend=backend, save_dir=save_dir,
+            progress=lambda it: progress(it, trials, f"bv-optimal V={vocab} L={depth}"))
+        if not result["passed"]:
+            failures = "; ".join(result["counterexample"]["failures"])
+            name = result["counterexample"]["instance"]
+            raise ClaimFailed(f"{verifier} is not LP-optimal/lossless on {name}: "
+                              f"{failures} (instance saved to {result['saved']})", result)
+        return result
+
+    def render(r: dict[str, Any]) -> None:
+        if r["passed"]:
+            table("claim bv-optimal: HOLDS", ["trials", "V", "L", "certified", "max |LP - BV| (float)",
+                                              "max TV (float64)"],
+                  [[r["trials"], r["vocab"], r["depth"], f"{r['certified']}/{r['trials']}",
+                    f"{r['max_float_gap_lp_vs_bv']:.3g}", f"{r['max_tv_float64']:.3g}"]])
+        else:
+            ce = r["counterexample"]
+            table("counterexample", ["quantity", "value"], [
+                ["instance", ce["instance"]], ["saved", r["saved"]],
+                ["full LP optimum", ce["lp_full"]["value"]], ["node LP optimum", ce["lp_node"]["value"]],
+                [f"{r['verifier']} block efficiency", ce["block_efficiency"]],
+                ["TV (float64)", ce["tv_float64"]], ["failures", "; ".join(ce["failures"])]])
+
+    run(body, as_json, render)

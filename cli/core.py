@@ -1,4 +1,4 @@
-"""`speclp solve` and `speclp check bv-optimal` (single-path core)."""
+"""`speclp solve`: the single-path LPs and BV (the main job on a built-in default)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ from typing import Any
 
 import typer
 
-from . import BadInput, ClaimFailed, app, check_app, progress, run, table
 from . import validate as check
+from .common import BadInput, ClaimFailed, new_commands, progress, run, table
 
 BACKENDS = ("highs", "cvxpy")
+
+commands = new_commands()
 
 
 def _load(instance: str | None, builtin: str | None, depth: int | None) -> Any:
@@ -36,7 +38,7 @@ def _load(instance: str | None, builtin: str | None, depth: int | None) -> Any:
 
 
 
-@app.command()
+@commands.command()
 def solve(
     instance: str = typer.Argument(None, help="Instance JSON file (default: --builtin bv-toy)."),
     builtin: str = typer.Option(None, "--builtin", help="Built-in instance: bv-toy."),
@@ -120,64 +122,3 @@ def solve(
     run(body, as_json, render)
 
 
-@check_app.command("bv-optimal")
-def check_bv_optimal_cmd(
-    trials: int = typer.Option(200, "--trials", help="Random instances."),
-    vocab: int = typer.Option(3, "--vocab", help="Vocabulary size V."),
-    depth: int = typer.Option(3, "--depth", help="Depth L."),
-    seed: int = typer.Option(0, "--seed", help="First seed."),
-    alpha: float = typer.Option(1.0, "--alpha", help="Dirichlet concentration of the rows."),
-    denominator: int = typer.Option(0, "--denominator",
-                                    help="Round rows to multiples of 1/D (rational instances); 0: floats."),
-    verifier: str = typer.Option("bv", "--verifier", help="Verifier claimed optimal (bv)."),
-    backend: str = typer.Option("highs", "--backend", help="LP backend: highs or cvxpy."),
-    save_dir: str = typer.Option("counterexamples", "--save-dir", help="Where a counterexample is saved."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
-) -> None:
-    """Full LP optimum = node LP optimum = exact BV block efficiency, BV lossless."""
-
-    def body() -> dict[str, Any]:
-        check.integer("--trials", trials, 1)
-        check.integer("--vocab", vocab, 2)
-        check.integer("--depth", depth, 1)
-        check.seed("--seed", seed)
-        check.number("--alpha", alpha, 0, low_open=True)
-        check.integer("--denominator", denominator, 0, 2**31)
-        check.choice("--backend", backend, BACKENDS)
-        check.output_dir("--save-dir", save_dir)
-        check.instance_shape("--vocab/--depth", vocab, depth)
-        check.full_lp("--vocab/--depth", vocab, depth, 1)
-        check.enumeration("--vocab/--depth", vocab, depth, 1)
-        from ..proofs.bv_optimal import check_bv_optimal
-        from ..verifiers.law import get_verifier
-
-        try:
-            get_verifier(verifier)
-        except KeyError as err:
-            raise BadInput(f"--verifier: {err.args[0]}") from None
-        result = check_bv_optimal(
-            trials, vocab, depth, seed=seed, alpha=alpha, denominator=denominator or None,
-            verifier=verifier, backend=backend, save_dir=save_dir,
-            progress=lambda it: progress(it, trials, f"bv-optimal V={vocab} L={depth}"))
-        if not result["passed"]:
-            failures = "; ".join(result["counterexample"]["failures"])
-            name = result["counterexample"]["instance"]
-            raise ClaimFailed(f"{verifier} is not LP-optimal/lossless on {name}: "
-                              f"{failures} (instance saved to {result['saved']})", result)
-        return result
-
-    def render(r: dict[str, Any]) -> None:
-        if r["passed"]:
-            table("claim bv-optimal: HOLDS", ["trials", "V", "L", "certified", "max |LP - BV| (float)",
-                                              "max TV (float64)"],
-                  [[r["trials"], r["vocab"], r["depth"], f"{r['certified']}/{r['trials']}",
-                    f"{r['max_float_gap_lp_vs_bv']:.3g}", f"{r['max_tv_float64']:.3g}"]])
-        else:
-            ce = r["counterexample"]
-            table("counterexample", ["quantity", "value"], [
-                ["instance", ce["instance"]], ["saved", r["saved"]],
-                ["full LP optimum", ce["lp_full"]["value"]], ["node LP optimum", ce["lp_node"]["value"]],
-                [f"{r['verifier']} block efficiency", ce["block_efficiency"]],
-                ["TV (float64)", ce["tv_float64"]], ["failures", "; ".join(ce["failures"])]])
-
-    run(body, as_json, render)

@@ -14,8 +14,8 @@ from typing import Any
 
 import typer
 
-from . import BadInput, ClaimFailed, app, progress, run, table
 from . import validate as check
+from .common import BadInput, ClaimFailed, new_commands, progress, run, table
 
 CLAIM_HELP = ("bv-optimal, token-optimal, l1-optimum, gbv-k1-is-bv or gbv-l1-closed-form")
 
@@ -45,7 +45,10 @@ def _render(r: dict[str, Any]) -> None:
         table("counterexample", ["quantity", "value"], ce_rows)
 
 
-@app.command("prove")
+commands = new_commands()
+
+
+@commands.command("prove")
 def prove_cmd(
     claim: str = typer.Argument(..., help=f"Claim: {CLAIM_HELP}."),
     vocab: int = typer.Option(2, "--vocab", help="Vocabulary size V."),
@@ -62,8 +65,10 @@ def prove_cmd(
                                    help="On failure, go on and map every failing cell."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """Prove a claim for EVERY instance of a shape: cells by sign conditions, a primal and a
-    dual (or the law identities) on every cell, exported with a standalone checker."""
+    """Prove a claim for EVERY instance of a shape (symbolic cells).
+
+    Cells by sign conditions, a primal and a dual (or the law identities) on every cell,
+    exported with a standalone checker."""
 
     def body() -> dict[str, Any]:
         from ..proofs.symbolic.markdown import render

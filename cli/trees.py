@@ -16,8 +16,8 @@ from typing import Any
 import typer
 
 from ..experiments.store import slug
-from . import BadInput, ClaimFailed, app, progress, run, table
 from . import validate as check
+from .common import BadInput, new_commands, progress, run, table
 
 MODE_FULL, MODE_RENORMALISED = "full-vocabulary", "renormalised"  # = experiments.realgap's modes
 
@@ -27,11 +27,11 @@ MAX_TREE_NODES = 2000  # candidate tree nodes (rows of V probabilities per model
 MAX_TREE_LEVEL = 1024  # nodes of the widest level (one batched forward)
 
 
-def _int_list(text: str, option: str, minimum: int = 1, maximum: int | None = None) -> list[int]:
-    return check.int_list(option, text, minimum, maximum)
+commands = new_commands()
 
 
-def _common(out: Path, prompts: str, every: int, contexts_per_prompt: int, temperature: float,
+
+def check_run_flags(out: Path, prompts: str, every: int, contexts_per_prompt: int, temperature: float,
             draft_temperature: float | None, seed: int, threads: int | None) -> None:
     """The flags trees and realgap share (cheap checks; the pair is checked last, by the
     caller, since naming the built-in models imports torch)."""
@@ -48,7 +48,7 @@ def _common(out: Path, prompts: str, every: int, contexts_per_prompt: int, tempe
 
 
 
-def _load(pair_name: str, prompt_spec: str, draft_temperature: float | None,
+def load_run_pair(pair_name: str, prompt_spec: str, draft_temperature: float | None,
           threads: int | None) -> tuple[Any, list[dict[str, Any]], float | None, str]:
     """Prompts (checked first: cheap), then the pair on the CPU/GPU default device."""
     import torch
@@ -70,7 +70,7 @@ def _load(pair_name: str, prompt_spec: str, draft_temperature: float | None,
     return pair, prompts, draft_temperature, label
 
 
-@app.command()
+@commands.command()
 def trees(
     pair: str = typer.Option("qwen2.5-coder", "--pair",
                              help="Pair name, TARGET,DRAFT, or one model (draft = same model at "
@@ -112,15 +112,15 @@ def trees(
     """
 
     def body() -> dict[str, Any]:
-        _common(out, prompts, every, contexts_per_prompt, temperature, draft_temperature, seed,
+        check_run_flags(out, prompts, every, contexts_per_prompt, temperature, draft_temperature, seed,
                 threads)
         check.integer("--engine-tokens", engine_tokens, 1, 100_000)
         from ..experiments.store import ResultsFolderError, open_folder
         from ..experiments.trees import ENGINE_SHAPES
         from ..proofs.tree_selection import RULES, node_count
-        from ..verifiers.law import verifier_names
+        from ..verifiers.registry import verifier_names
 
-        budget_list = _int_list(budgets, "--budgets")
+        budget_list = check.int_list("--budgets", budgets)
         rule_list = tuple(dict.fromkeys(r.strip() for r in rules.split(",") if r.strip()))
         bad = [r for r in rule_list if r not in RULES]
         if bad or not rule_list:
@@ -135,7 +135,7 @@ def trees(
         if max(budget_list) > nodes:
             raise BadInput(f"--budgets: {max(budget_list)} exceeds the {nodes} nodes of "
                            f"the M={width}, L={depth} candidate tree; raise --top or --depth")
-        engine_list = _int_list(engine_budgets, "--engine-budgets") if engine_budgets else []
+        engine_list = check.int_list("--engine-budgets", engine_budgets) if engine_budgets else []
         bad_engine = [n for n in engine_list if n not in ENGINE_SHAPES]
         if bad_engine:
             raise BadInput(f"--engine-budgets: {bad_engine[0]} has no K x L shape; known: "
@@ -173,7 +173,7 @@ def trees(
         )
 
         budget_list, rule_list, engine_list = spec["budgets"], tuple(spec["rules"]), spec["engine_budgets"]
-        loaded, prompt_list, draft_t, label = _load(pair, prompts, draft_temperature, threads)
+        loaded, prompt_list, draft_t, label = load_run_pair(pair, prompts, draft_temperature, threads)
         out_file = out / f"{slug(pair)}.jsonl"
         engine: dict[str, Any] = {}
         if engine_list:
@@ -227,202 +227,3 @@ def trees(
         print("figures:", ", ".join(r["figures"]))
 
     run(body, as_json, render)
-
-
-@app.command()
-def realgap(
-    pair: str = typer.Option("qwen2.5-coder", "--pair", help="Pair name, TARGET,DRAFT, or one model."),
-    prompts: str = typer.Option("humaneval:10", "--prompts", help="humaneval:N or file:PATH."),
-    instances: str = typer.Option(MODE_FULL, "--instances",
-                                  help="full-vocabulary (default): bounds and verifier intervals on the "
-                                       "real rows; renormalised: LABELLED truncated instances (top-M of "
-                                       "the target per node, renormalised; neither bound)."),
-    depth: str = typer.Option("1,2", "--depth", help="L (comma list)."),
-    paths: str = typer.Option("1,2,3,4", "--paths", help="K (comma list)."),
-    top: str = typer.Option("8", "--top",
-                            help="M. full-vocabulary: tokens kept per node in the coarsened upper-bound "
-                                 "instance (top-M of p+q; L >= 2). renormalised: comma list, M <= 5."),
-    samples: int = typer.Option(128, "--samples", help="Sampled draft trees per context (full-vocabulary)."),
-    batch: int = typer.Option(128, "--batch",
-                              help="Trees drawn per model pass (memory: distinct nodes x V rows)."),
-    verifiers: str = typer.Option("", "--verifiers",
-                                  help="Comma list (default: every verifier lossless under i.i.d. "
-                                       "drafts but khisti, which needs a small vocabulary)."),
-    score_dtype: str = typer.Option("fp64", "--score-dtype", help="fp64 or fp32: rows of the scored laws."),
-    contexts_per_prompt: int = typer.Option(2, "--contexts-per-prompt"),
-    every: int = typer.Option(8, "--every", help="Target-sampled tokens between contexts."),
-    temperature: float = typer.Option(1.0, "--temperature"),
-    draft_temperature: float = typer.Option(None, "--draft-temperature"),
-    out: Path = typer.Option(REALGAP_OUT, "--out",
-                             help="Folder of the JSONL results and figures (default "
-                                  "./speclp-results/realgap)."),
-    seed: int = typer.Option(0, "--seed"),
-    threads: int = typer.Option(None, "--threads"),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
-) -> None:
-    """How far is every verifier from the best possible on a real pair?
-
-    Default (full-vocabulary rows, no truncation), per context and K: upper bound on the
-    K-path optimum (L = 1: the optimum itself in closed form; L >= 2: certified optimum of
-    the coarsened instance, top-M of p+q kept per node and the rest lumped into a remainder
-    token accepted to depth L), each verifier's E[tau+1] with a 95% interval (exact law
-    given sampled draft trees, averaged over trees), the best verifier as lower bound.
-    Exit 1 if a verifier's interval lies above the upper bound.
-    """
-
-    def body() -> dict[str, Any]:
-        check.choice("--instances", instances, (MODE_FULL, MODE_RENORMALISED))
-        depths = _int_list(depth, "--depth", 1, 16)
-        ks = _int_list(paths, "--paths", 1, 64)
-        _common(out, prompts, every, contexts_per_prompt, temperature, draft_temperature, seed,
-                threads)
-        if instances == MODE_RENORMALISED:
-            return _realgap_renormalised(depths, ks)
-        from ..experiments.plots import plot_realgap
-        from ..experiments.realgap import (
-            MAX_COARSE_PATHS,
-            full_records,
-            run_realgap,
-            summarize_realgap,
-        )
-        from ..experiments.store import load_jsonl, select_records
-
-        widths = _int_list(top, "--top", 2, 1024)
-        if len(widths) != 1:
-            raise BadInput(f"--top: full-vocabulary mode takes one M, got {top!r}")
-        width = widths[0]
-        check.integer("--samples", samples, 2, 10_000_000)
-        check.integer("--batch", batch, 1, 100_000)
-        check.choice("--score-dtype", score_dtype, ("fp64", "fp32"))
-        for d in depths:
-            if d > 1 and (width + 1) ** d > MAX_COARSE_PATHS:
-                raise BadInput(f"--top: the coarsened LP at M = {width}, L = {d} has {(width + 1) ** d:,} "
-                               f"paths (limit {MAX_COARSE_PATHS:,}); lower --top or --depth")
-        names = _verifier_list(verifiers)
-        check.model_pair("--pair", pair)
-        import torch
-
-        loaded, prompt_list, draft_t, label = _load(pair, prompts, draft_temperature, threads)
-        check.vocabulary_limits("--verifiers", names, ks, loaded.target.vocab_size)
-        out_file = out / f"{slug(pair)}.jsonl"
-        status = run_realgap(
-            loaded.target.model, loaded.draft.model, prompt_list, depths, ks, out_file,
-            samples=samples, batch=batch, width=width, verifiers=names,
-            contexts_per_prompt=contexts_per_prompt, every=every, temperature=temperature,
-            draft_temperature=draft_t, seed=seed, label=label,
-            eos=set(loaded.target.eos_token_ids),
-            score_dtype=torch.float64 if score_dtype == "fp64" else torch.float32,
-            progress=lambda it: progress(it, len(prompt_list), "realgap"))
-        # only this invocation's records (keys) are summarised and plotted
-        records = full_records(select_records(load_jsonl(out_file), status.pop("keys")))
-        figures = plot_realgap(records, out)
-        result = {"pair": label, "instances": MODE_FULL, **status, "records": len(records),
-                  "figures": [str(f) for f in figures],
-                  "contexts": [_context_view(r) for r in records],
-                  "summary": summarize_realgap(records)}
-        if status["failures"]:
-            raise ClaimFailed(f"{len(status['failures'])} verifier interval(s) above the upper bound "
-                              f"(records in {out_file})", result)
-        return result
-
-    def _realgap_renormalised(depths: list[int], ks: list[int]) -> dict[str, Any]:
-        widths = _int_list(top, "--top", 2, 5)
-        if max(depths) > 3 or max(ks) > 3:
-            raise BadInput("--depth/--paths: supported sizes are M <= 5, L <= 3, K <= 3 (LP size)")
-        check.model_pair("--pair", pair)
-        from ..experiments.plots import plot_renormalised
-        from ..experiments.realgap import (
-            run_realgap_renormalised,
-            summarize_renormalised,
-        )
-        from ..experiments.store import load_jsonl, select_records
-
-        loaded, prompt_list, draft_t, label = _load(pair, prompts, draft_temperature, threads)
-        out_file = out / f"{slug(pair)}_renormalised.jsonl"
-        status = run_realgap_renormalised(
-            loaded.target.model, loaded.draft.model, prompt_list, widths, depths, ks, out_file,
-            contexts_per_prompt, every, temperature, draft_t, seed, label,
-            set(loaded.target.eos_token_ids),
-            progress=lambda it: progress(it, len(prompt_list), "realgap"))
-        records = select_records(load_jsonl(out_file), status.pop("keys"))
-        figures = plot_renormalised(records, out)
-        return {"pair": label, "instances": MODE_RENORMALISED, **status, "records": len(records),
-                "figures": [str(f) for f in figures],
-                "label": "TRUNCATED: top-M of the TARGET row per node, rows RENORMALISED over the M "
-                         "tokens (neither an upper nor a lower bound on the real pair)",
-                "summary": summarize_renormalised(records)}
-
-    def render(r: dict[str, Any]) -> None:
-        from ..experiments.intervals import format_interval
-
-        if r["instances"] == MODE_RENORMALISED:
-            rows = []
-            for s in r["summary"]:
-                for name, gap in sorted(s["mean_gap"].items(), key=lambda kv: kv[1]):
-                    rows.append([s["width"], s["depth"], s["paths"], s["contexts"],
-                                 f"{s['certified']}/{s['contexts']}", f"{s['mean_optimum']:.4f}", name,
-                                 f"{gap:.4f}", f"{s['max_gap'][name]:.4f}"])
-            table(f"realgap: {r['pair']} ({r['label']})",
-                  ["M", "L", "K", "ctx", "LP certified", "mean LP optimum", "verifier", "mean gap",
-                   "max gap"], rows)
-        else:
-            rows = []
-            for c in r["contexts"]:
-                for k, block in c["by_paths"].items():
-                    rows.append([c["prompt"], c["context"], c["depth"], k, block["lower"],
-                                 block["upper"], block["best"]])
-            table(f"realgap: {r['pair']} (full-vocabulary rows; per context)",
-                  ["prompt", "ctx", "L", "K", "lower (best verifier, 95% CI)", "upper bound", "best"],
-                  rows)
-            rows = []
-            for s in r["summary"]:
-                for name, iv in sorted(s["verifiers"].items(), key=lambda kv: -kv[1]["estimate"]):
-                    gap = s["gaps"][name]
-                    rows.append([s["temperature"], s["depth"], s["paths"], s["contexts"],
-                                 format_interval(s["upper"]), name, format_interval(iv),
-                                 format_interval(gap)])
-            table("realgap summary: means over contexts, 95% bootstrap CI over prompts",
-                  ["T", "L", "K", "ctx", "upper bound", "verifier", "E[tau+1]", "gap to upper"], rows)
-            if r.get("failures"):
-                for f in r["failures"]:
-                    print("FAILURE:", f)
-        print("figures:", ", ".join(r["figures"]))
-
-    run(body, as_json, render)
-
-
-def _verifier_list(text: str) -> list[str]:
-    from ..verifiers.law import verifier_names
-
-    lossless = verifier_names(draft_sampling="iid")
-    if not text.strip():  # khisti enumerates V^(K-1) companion tuples: small vocabularies only
-        return [n for n in lossless if n not in VOCABULARY_LIMITED]
-    names = [v.strip() for v in text.split(",") if v.strip()]
-    for name in names:
-        if name not in lossless:
-            raise BadInput(f"--verifiers: {name!r} is not a verifier lossless under i.i.d. drafts; "
-                           f"known: {', '.join(lossless)}")
-    return names
-
-
-VOCABULARY_LIMITED = ("khisti",)  # left out of the default list on real vocabularies
-
-
-
-def _context_view(record: dict[str, Any]) -> dict[str, Any]:
-    """Per-context interval statement: lower (best verifier) <= optimum <= upper."""
-    view: dict[str, Any] = {"prompt": record["prompt"], "context": record["context"],
-                            "depth": record["depth"], "by_paths": {}}
-    for k, block in record["by_paths"].items():
-        upper = block["upper"]
-        lower = block["lower"]
-        tag = ("closed form" if upper.get("closed_form")
-               else "certified" if upper["certified"] else "NOT certified")
-        view["by_paths"][k] = {
-            "lower": f"{lower['mean']:.4f} [{lower['low']:.4f}, {lower['high']:.4f}]",
-            "upper": f"{upper['value']:.4f} ({tag})",
-            "best": lower["verifier"],
-            "verifiers": {n: [iv["mean"], iv["low"], iv["high"]]
-                          for n, iv in block["verifiers"].items()},
-        }
-    return view

@@ -56,7 +56,8 @@ from typing import Any
 
 import torch
 
-from ..verifiers.law import BlockLaw, DraftTree, block_law, get_verifier, sample_block
+from ..verifiers.law import BlockLaw, DraftTree, sample_block
+from ..verifiers.registry import block_law, get_verifier
 from .models import LoadedModel, ModelPair, check_same_vocabulary
 
 # ---------------------------------------------------------------------------------------

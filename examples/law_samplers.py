@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from speclp.verifiers.law import DraftTree, block_law, get_verifier, sample_block
+from speclp.verifiers.law import DraftTree, sample_block
+from speclp.verifiers.registry import block_law, get_verifier
 
 
 def sampler_for(name: str) -> Callable[..., np.ndarray]:

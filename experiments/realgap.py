@@ -52,7 +52,7 @@ from ..lp.closed_form import one_step_optimum
 from ..lp.coarsen import coarsened_instance, describe_coarsening
 from ..lp.instance import from_rows
 from ..verifiers.exact import exact_result
-from ..verifiers.law import verifier_names
+from ..verifiers.registry import verifier_names
 from .intervals import betting_interval, bootstrap_ratio
 from .store import append_jsonl, load_jsonl, record_key, slug  # noqa: F401 - load_jsonl re-exported
 

@@ -245,7 +245,7 @@ def run_task(task: Task, spec: SweepSpec, run_id: str) -> dict[str, Any]:
     computed_at = datetime.now(UTC).isoformat(timespec="milliseconds")
     worker = f"{socket.gethostname()}:{os.getpid()}"
     failures = result["failures"]
-    from ..verifiers.law import get_verifier
+    from ..verifiers.registry import get_verifier
 
     rows = []
     for name, res in result["verifiers"].items():

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..lp.instance import Instance, dirichlet_instance, ties_instance
 from ..verifiers.exact import DRAFT_SAMPLING, exact_result
-from ..verifiers.law import get_verifier
+from ..verifiers.registry import get_verifier
 
 TOLERANCE = 1e-12
 ALPHAS = (0.2, 0.5, 1.0, 3.0)  # Dirichlet concentrations drawn per trial (ties=False)

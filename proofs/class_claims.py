@@ -33,7 +33,7 @@ from ..lp.engine import Optimum, optimum
 from ..lp.instance import Instance, dirichlet_instance
 from ..lp.node_form import node_form_optimum
 from ..verifiers.exact import exact_result
-from ..verifiers.law import verifier_names
+from ..verifiers.registry import verifier_names
 
 FLOAT_TOLERANCE = 1e-9
 

@@ -34,7 +34,7 @@ from ..lp.engine import DEFAULT_TIME_LIMIT, METHODS, optimum
 from ..lp.instance import Instance
 from ..verifiers.drafts import DRAFT_SAMPLING
 from ..verifiers.exact import enumeration_size, exact_result, sampled_result
-from ..verifiers.law import get_verifier, verifier_names
+from ..verifiers.registry import get_verifier, verifier_names
 from ..verifiers.tree import ESTIMATE_SAMPLES, MAX_TUPLES
 
 DEFAULT_VERIFIERS: tuple[str, ...] = (

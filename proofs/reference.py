@@ -37,7 +37,8 @@ from ..lp.engine import Optimum, optimum
 from ..lp.instance import Instance
 from ..verifiers import ops
 from ..verifiers.exact import exact_result
-from ..verifiers.law import BlockLaw, DraftTree, get_verifier
+from ..verifiers.law import BlockLaw, DraftTree
+from ..verifiers.registry import get_verifier
 from ..verifiers.single_path import bv_path_law
 from ..verifiers.tree import TreeModel, node_parents, num_nodes, prefix_node_indices
 

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from ..verifiers.exact import configurations, draft_tree, exact_result
-from ..verifiers.law import block_law
+from ..verifiers.registry import block_law
 from ..verifiers.tree import TreeModel, depth_offset, node_depths, num_nodes
 
 RULES = ("draft", "rerank", "target-first", "target-first-gbv")

@@ -6,7 +6,7 @@ import pytest
 from speclp.lp.instance import instance_from_json
 from speclp.proofs.audit import TOLERANCE, audit
 from speclp.verifiers.exact import exact_result
-from speclp.verifiers.law import verifier_names
+from speclp.verifiers.registry import verifier_names
 
 KEYS = {"verifier", "paths", "vocab", "depth", "trials", "ties", "max_tv", "mean_tv",
         "worst_instance", "passed", "tolerance"}

@@ -20,7 +20,7 @@ from speclp.lp import optimum as lp_optimum
 from speclp.lp.instance import dirichlet_instance, from_rows, ties_instance
 from speclp.proofs.gap import gap
 from speclp.verifiers.exact import exact_result
-from speclp.verifiers.law import get_verifier, verifier_names
+from speclp.verifiers.registry import get_verifier, verifier_names
 from speclp.verifiers.spectr_gbv import claimed_expected_accepted
 from speclp.verifiers.tree import node_depths
 from typer.testing import CliRunner

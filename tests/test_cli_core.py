@@ -133,19 +133,36 @@ def test_toy_instance_file_roundtrip(tmp_path):
 
 
 def test_command_map_matches_the_registered_commands():
-    """cli.COMMANDS names every command exactly once, with the module that defines it."""
+    """cli.COMMANDS names every command once, with the module that defines it and the summary
+    `speclp --help` shows (the first line of the command's help), and nothing else is
+    registered by those modules."""
     import importlib
 
+    import typer
     from speclp import cli
 
-    registered = {}
-    for command in cli.app.registered_commands:
-        registered[command.name or command.callback.__name__] = command.callback.__module__
-    for command in cli.check_app.registered_commands:
-        registered[f"check {command.name}"] = command.callback.__module__
-    assert registered == {name: f"speclp.cli.{module}" for name, module in cli.COMMANDS.items()}
-    for module in set(cli.COMMANDS.values()):
-        importlib.import_module(f"speclp.cli.{module}")
+    for name, (_module, summary) in cli.COMMANDS.items():
+        command = cli.load_command(name)
+        assert command.name == name
+        assert " ".join((command.help or "").split("\n\n")[0].split()) == summary, name
+    modules = {module for module, _ in cli.COMMANDS.values()}
+    defined = set()
+    for module in modules:
+        built = typer.main.get_command(importlib.import_module(f"speclp.cli.{module}").commands)
+        defined |= set(built.commands) if isinstance(built, typer.core.TyperGroup) else {built.name}
+    assert defined == set(cli.COMMANDS)
+
+
+def test_help_is_light():
+    """`speclp --help` imports no command module, hence no torch, scipy or sympy."""
+    code = ("import sys; from speclp.cli import app\ntry:\n    app(['--help'])\nexcept SystemExit:\n"
+            "    pass\nheavy = [m for m in ('torch', 'scipy', 'sympy', 'speclp.lp') if m in sys.modules]\n"
+            "print('HEAVY', heavy)")
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "HEAVY []" in out.stdout, out.stdout + out.stderr
 
 
 def test_solve_optimum_not_found_is_one_line_exit_1(monkeypatch):

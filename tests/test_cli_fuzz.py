@@ -31,7 +31,8 @@ import pytest
 import typer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from speclp.cli import app
+from speclp.cli import COMMANDS as COMMAND_MAP
+from speclp.cli import app, load_command
 from typer.testing import CliRunner
 
 EXAMPLES = int(os.environ.get("SPECLP_FUZZ_EXAMPLES", "12"))
@@ -84,6 +85,8 @@ def leaf_commands() -> list[tuple[tuple[str, ...], object]]:
 
     def walk(command, path):
         subcommands = getattr(command, "commands", None)
+        if path == ():  # the top-level group loads its commands on demand
+            subcommands = {name: load_command(name) for name in COMMAND_MAP}
         if subcommands:
             for name, sub in subcommands.items():
                 walk(sub, path + (name,))

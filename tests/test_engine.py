@@ -24,7 +24,8 @@ from speclp.decode.engine import (  # noqa: E402
     probability_rows,
 )
 from speclp.decode.models import LoadedModel, VocabularyMismatch, wrap_model  # noqa: E402
-from speclp.verifiers.law import REGISTRY, BlockLaw, DraftTree, register, verifier_names  # noqa: E402
+from speclp.verifiers.law import REGISTRY, BlockLaw, DraftTree, register  # noqa: E402
+from speclp.verifiers.registry import verifier_names  # noqa: E402
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -325,7 +326,7 @@ def test_gbv_with_one_path_equals_bv_token_for_token(stat_pair) -> None:
 
 
 def test_paired_scores_are_the_laws_on_the_recorded_trees() -> None:
-    from speclp.verifiers.law import block_law
+    from speclp.verifiers.registry import block_law
 
     target, draft = tiny_model(20, vocab=12), tiny_model(21, vocab=12)
     scored = ("bv", "gbv", "specinfer", "traversal")

@@ -13,7 +13,7 @@ import pytest
 from speclp.lp.instance import dirichlet_instance, ties_instance
 from speclp.verifiers.drafts import multiset_configurations, ordered_configurations
 from speclp.verifiers.exact import draft_tree, exact_result
-from speclp.verifiers.law import block_law, get_verifier, verifier_names
+from speclp.verifiers.registry import block_law, get_verifier, verifier_names
 from speclp.verifiers.tree import num_nodes, prefix_node_indices
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from speclp.decode.models import BuiltinModel, ModelUnavailable, gguf_path, parse_dtype
 from speclp.decode import models
+from speclp.decode.models import BuiltinModel, ModelUnavailable, gguf_path, parse_dtype
 
 # ---------------------------------------------------------------------------------------
 # split GGUF assembly on fake wheels (no real model needed)

@@ -16,7 +16,8 @@ from scipy import stats
 from speclp.lp.instance import dirichlet_instance, from_rows, ties_instance
 from speclp.verifiers.exact import configurations, draft_tree, exact_result
 from speclp.verifiers.gbv import gbv_selection
-from speclp.verifiers.law import block_law, get_verifier, sample_block, verifier_names
+from speclp.verifiers.law import sample_block
+from speclp.verifiers.registry import block_law, get_verifier, verifier_names
 from speclp.verifiers.tree import all_paths, node_index
 
 MULTIPATH = ["gbv", "gbv_clipped", "specinfer", "rrsw", "naive_tree", "khisti", "spectr", "nss",

@@ -342,7 +342,8 @@ def _prefix_rows(prefix: tuple[int, ...], vocab: int) -> tuple[torch.Tensor, tor
 
 def test_nodeopt_runs_on_large_vocabularies_in_float32():
     """V > support (pooled tail runs), float32: a law of total mass 1 on a valid drafted tree."""
-    from speclp.verifiers.law import DraftTree, block_law
+    from speclp.verifiers.law import DraftTree
+    from speclp.verifiers.registry import block_law
 
     batch, paths, depth, vocab = 2, 3, 3, 500
     generator = torch.Generator().manual_seed(0)

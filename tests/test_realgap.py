@@ -193,8 +193,8 @@ def test_root_rows_and_closed_form_agree_with_bv_at_one_path(tiny_pair):
 
 
 def test_khisti_is_refused_where_its_companion_tuples_exceed_the_limit():
-    from speclp.cli import BadInput
-    from speclp.cli.trees import _verifier_list
+    from speclp.cli.realgap import _verifier_list
+    from speclp.cli.validate import BadInput
     from speclp.cli.validate import vocabulary_limits as check_vocabulary_limits
     from speclp.verifiers.multipath import KHISTI_MAX_COMPANIONS
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from speclp.cli import app
-from speclp.experiments.sweep import ROW_COLUMNS, SweepSpec, load_results, plan, run_sweep
 from speclp.experiments import store
+from speclp.experiments.sweep import ROW_COLUMNS, SweepSpec, load_results, plan, run_sweep
 from speclp.proofs.gap import DEFAULT_VERIFIERS
 from typer.testing import CliRunner
 
@@ -97,7 +97,7 @@ def test_default_outputs_are_in_the_current_directory():
     help_text = runner.invoke(app, ["bench", "--help"]).output + runner.invoke(
         app, ["trees", "--help"]).output + runner.invoke(app, ["realgap", "--help"]).output
     assert "benchmarks/results" not in help_text and "speclp-results" in help_text
-    for module in ("cli/bench.py", "cli/trees.py", "cli/multipath.py"):
+    for module in ("cli/bench.py", "cli/trees.py", "cli/realgap.py", "cli/gap.py", "cli/sweep.py"):
         assert 'Path("benchmarks' not in (root / module).read_text()
 
 

@@ -15,7 +15,7 @@ from scipy import stats
 from speclp.cli import app
 from speclp.lp.instance import ties_instance
 from speclp.proofs.audit import audit_instance, audit_sampler, draw_drafts, load_sampler
-from speclp.verifiers.law import verifier_names
+from speclp.verifiers.registry import verifier_names
 from typer.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parent.parent

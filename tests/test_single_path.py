@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from speclp.lp.instance import bv_toy, dirichlet_instance, ties_instance
 from speclp.verifiers.exact import configurations, draft_tree, exact_result
-from speclp.verifiers.law import block_law, sample_block, verifier_names
+from speclp.verifiers.law import sample_block
+from speclp.verifiers.registry import block_law, verifier_names
 
 
 @pytest.mark.parametrize("depth,bv,token", [

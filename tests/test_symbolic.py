@@ -29,7 +29,7 @@ from speclp.proofs.symbolic.prove import prove
 from speclp.proofs.symbolic.shapes import make_shape
 from speclp.verifiers.exact import configurations, exact_result
 from speclp.verifiers.exact import draft_tree as make_draft_tree
-from speclp.verifiers.law import block_law
+from speclp.verifiers.registry import block_law
 
 ROOT = Path(__file__).resolve().parent.parent
 CERTIFICATES = ROOT / "proofs" / "certificates"

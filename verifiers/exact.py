@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch
 
 from . import ops
 from .drafts import (
@@ -33,7 +32,8 @@ from .drafts import (
     ordered_configurations,
     positive_leaves,
 )
-from .law import BlockLaw, DraftTree, block_law, get_verifier
+from .law import BlockLaw, DraftTree
+from .registry import block_law, get_verifier
 from .tree import TreeModel, all_paths, depth_offset, node_depths, num_nodes, prefix_node_indices
 
 __all__ = ["DRAFT_SAMPLING", "Configurations", "ExactResult", "SampledResult", "configurations",
@@ -46,8 +46,8 @@ def configurations(model: TreeModel, paths: int, draft_sampling: str = "iid") ->
     return ordered_configurations(model, paths, draft_sampling)
 
 
-def draft_tree(model: TreeModel, tokens: np.ndarray, device: str | torch.device = "cpu",
-               dtype: torch.dtype = torch.float64) -> DraftTree:
+def draft_tree(model: TreeModel, tokens: np.ndarray, device: Any = "cpu",
+               dtype: Any = None) -> DraftTree:
     """Gather the rows along every path. tokens [C, K, L].
 
     Exact instances give numpy object rows; float instances give torch tensors.
@@ -55,6 +55,8 @@ def draft_tree(model: TreeModel, tokens: np.ndarray, device: str | torch.device 
     nodes = prefix_node_indices(tokens, model.vocab_size)  # [C, K, L+1]
     if model.exact:
         return DraftTree(np.asarray(tokens), model.target[nodes], model.draft[nodes[..., :-1]])
+    torch = ops.torch
+    dtype = torch.float64 if dtype is None else dtype
     target = torch.as_tensor(model.target, dtype=dtype, device=device)
     draft = torch.as_tensor(model.draft, dtype=dtype, device=device)
     nodes_t = torch.as_tensor(nodes, device=device)
@@ -78,7 +80,7 @@ def aggregate(model: TreeModel, configs: Configurations, law: BlockLaw) -> np.nd
     nodes = prefix_node_indices(configs.tokens, vocab)  # [C, K, L+1]
     joint = law.joint()
     if ops.is_torch(joint):
-        joint = joint.to(torch.float64).cpu().numpy()
+        joint = ops.as_float64(joint)
     weights = configs.probability.reshape((-1,) + (1,) * (joint.ndim - 1))
     weighted = (joint * weights).reshape(-1, vocab)
     emit = np.zeros((num_nodes(vocab, depth), vocab), dtype=weighted.dtype)
@@ -259,7 +261,7 @@ def sampled_result(model: TreeModel, verifier: str | Callable[[DraftTree], Block
     for start in range(0, samples, chunk):
         tree = draft_tree(float_model, tokens[start: start + chunk])
         law = verifier(tree) if callable(verifier) else block_law(verifier, tree)
-        values.append(np.asarray(torch.as_tensor(law.block_efficiency()).to(torch.float64).cpu()))
+        values.append(ops.as_float64(law.block_efficiency()))
     per_configuration = np.concatenate(values)
     mean = float(per_configuration.mean())
     error = float(per_configuration.std(ddof=1) / np.sqrt(samples))

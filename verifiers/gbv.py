@@ -41,10 +41,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import torch
 
 from . import ops
 from .law import BlockLaw, DraftTree, register
+from .ops import torch  # imported on first use (ops._LazyTorch)
 from .single_path import bv_path_law
 
 Array = Any
@@ -63,7 +63,7 @@ def power_difference_sum(a: Array, c: Array, paths: int) -> Array:
     return total
 
 
-_PACKABLE = (torch.float32, torch.float16, torch.bfloat16)
+_PACKABLE = ("torch.float32", "torch.float16", "torch.bfloat16")  # dtypes by name: no torch import
 
 
 def key_order(ratio: Array) -> Array:
@@ -76,7 +76,7 @@ def key_order(ratio: Array) -> Array:
     those int64 values runs in numpy, which is about 2x faster here than torch's sort.
     """
     vocab = ratio.shape[-1]
-    if not (ops.is_torch(ratio) and ratio.dtype in _PACKABLE):
+    if not (ops.is_torch(ratio) and str(ratio.dtype) in _PACKABLE):
         return ops.argsort(ratio, -1)
     id_bits = max(1, (vocab - 1).bit_length())
     bits = (ratio.float() + 0.0).view(torch.int32).to(torch.int64)  # + 0.0: no -0.0

@@ -25,9 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
+import numpy as np
 
 from . import ops
+from .ops import torch  # imported on first use (ops._LazyTorch)
 
 Array = Any
 
@@ -81,8 +82,6 @@ class BlockLaw:
         if ops.is_torch(self.stop):
             steps = torch.arange(depth + 1, dtype=self.stop.dtype, device=self.stop.device)
         else:
-            import numpy as np
-
             steps = np.arange(depth + 1)
         return ops.total(ops.total(self.stop * steps, -1), -1)
 
@@ -129,35 +128,6 @@ def register(
         return fn
 
     return wrap
-
-
-def get_verifier(name: str) -> VerifierSpec:
-    _load_all()
-    if name not in REGISTRY:
-        raise KeyError(f"unknown verifier {name!r}; known: {', '.join(sorted(REGISTRY))}")
-    return REGISTRY[name]
-
-
-def verifier_names(include_broken: bool = False, draft_sampling: str | None = None) -> list[str]:
-    """Registered verifiers (lossless ones unless include_broken), optionally only those
-    lossless under the given draft sampling."""
-    _load_all()
-    return [n for n, s in REGISTRY.items() if (include_broken or s.lossless)
-            and (draft_sampling is None or draft_sampling in s.draft_sampling)]
-
-
-def block_law(name: str, tree: DraftTree) -> BlockLaw:
-    """Exact law of the named verifier's output block."""
-    spec = get_verifier(name)
-    return spec.law(tree, **spec.options)
-
-
-def _load_all() -> None:
-    # Importing the modules runs their @register decorators.
-    import importlib
-
-    for module in ("single_path", "multipath", "spectr_gbv", "nodeopt"):
-        importlib.import_module(f"{__package__}.{module}")
 
 
 def sample_block(law: BlockLaw, generator: torch.Generator | None = None) -> tuple[Array, Array, Array]:

@@ -82,11 +82,11 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-import torch
 
-from . import gbv as _gbv  # noqa: F401  (registers gbv, gbv_clipped, gbv_broken)
+from . import gbv as _gbv
 from . import ops
 from .law import BlockLaw, DraftTree, register
+from .ops import torch  # imported on first use (ops._LazyTorch)
 from .single_path import residual_rows
 
 Array = Any

@@ -30,7 +30,7 @@ from typing import Any
 
 from ...verifiers.exact import aggregate, block_efficiency_from_emit, configurations, continued_law
 from ...verifiers.exact import draft_tree as make_draft_tree
-from ...verifiers.law import block_law
+from ...verifiers.registry import block_law
 from .cells import Cell, Unsupported, active_cell
 from .lp_side import (
     full_program,

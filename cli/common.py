@@ -1,0 +1,123 @@
+"""What every command module shares: output, errors and exit statuses of the CLI contract
+(speclp.cli), progress bars, tables, and the Typer object each command module registers on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from fractions import Fraction
+from typing import Any, TypeVar
+
+import typer
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ..lp.instance import InstanceError
+from . import internal_error, one_line, stderr, stdout
+from .validate import BadInput
+
+__all__ = ["BadInput", "ClaimFailed", "new_commands", "jsonable", "progress", "run", "stderr", "stdout",
+           "table", "working"]
+
+
+def new_commands(help: str | None = None) -> typer.Typer:
+    """The Typer object of one command module (or of a command group such as `check`)."""
+    return typer.Typer(help=help, add_completion=False, pretty_exceptions_enable=False,
+                       rich_markup_mode=None, no_args_is_help=help is not None)
+
+
+T = TypeVar("T")
+
+
+class ClaimFailed(Exception):
+    """A checked claim failed: the payload (with the counterexample) is printed, exit status 1."""
+
+    def __init__(self, message: str, payload: dict[str, Any]):
+        super().__init__(message)
+        self.payload = payload
+
+
+def jsonable(value: Any) -> Any:
+    """Convert results to JSON types (Fractions become strings, numpy scalars numbers)."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, Fraction):
+        return str(value)
+    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 1) == 0:
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return value
+
+
+def run(body: Callable[[], dict[str, Any]], as_json: bool,
+        render: Callable[[dict[str, Any]], None] | None = None) -> None:
+    """Run a command body with the CLI contract: output, errors and exit status."""
+    try:
+        result = body()
+    except (BadInput, InstanceError) as err:
+        stderr.print(f"error: {one_line(err)}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    except ClaimFailed as failure:
+        if as_json:
+            print(json.dumps(jsonable(failure.payload)))
+        else:
+            stderr.print(f"CLAIM FAILED: {failure}", markup=False, soft_wrap=True)
+            if render is not None:
+                render(failure.payload)
+            else:
+                print(json.dumps(jsonable(failure.payload), indent=1))
+        raise typer.Exit(1) from None
+    except (typer.Exit, typer.Abort, KeyboardInterrupt):
+        raise
+    except Exception as err:
+        raise typer.Exit(internal_error(err)) from None
+    if as_json:
+        print(json.dumps(jsonable(result)))
+    elif render is not None:
+        render(result)
+    else:
+        print(json.dumps(jsonable(result), indent=1))
+
+
+def table(title: str, columns: list[str], rows: Iterable[Iterable[Any]]) -> None:
+    """A titled table on stdout; the title is a line of its own (never wrapped to the
+    table's width)."""
+    stdout.print(title, markup=False, highlight=False, soft_wrap=True)
+    t = Table()
+    for c in columns:
+        t.add_column(escape(c))
+    for row in rows:
+        t.add_row(*["" if v is None else escape(str(v)) for v in row])
+    stdout.print(t)
+
+
+@contextlib.contextmanager
+def working(description: str) -> Iterator[Callable[[str], None]]:
+    """A progress line on stderr for work of unknown length (elapsed time shown); yields a
+    function that replaces the description with the current stage."""
+    columns = (TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=stderr, transient=False, disable=not sys.stderr.isatty()) as bar:
+        task = bar.add_task(description, total=None)
+        yield lambda stage: bar.update(task, description=f"{description}: {stage}")
+
+
+def progress(items: Iterable[T], total: int | None, description: str) -> Iterator[T]:
+    """Iterate with a progress bar on stderr (hidden when stderr is not a terminal)."""
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=stderr, transient=False, disable=not sys.stderr.isatty()) as bar:
+        task = bar.add_task(description, total=total)
+        for item in items:
+            yield item
+            bar.advance(task)
+
+

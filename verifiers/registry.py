@@ -1,0 +1,40 @@
+"""The verifier registry: every verifier module is imported here, in listing order, and the
+lookups every consumer uses (the audit, `gap`, the sweep, the plots and the engine).
+
+A new verifier is one module with `@register` law functions (verifiers.law) and one line
+below; nothing else lists verifier names.
+"""
+
+from __future__ import annotations
+
+# The import order below is the order in which verifiers are listed.
+# isort: off
+from . import single_path  # noqa: F401  bv, token, bv_first_failure
+from . import gbv  # noqa: F401  gbv, gbv_clipped, gbv_broken
+from . import multipath  # noqa: F401  specinfer, rrsw, naive_tree, spectr, nss, khisti, traversal
+from . import spectr_gbv  # noqa: F401  spectr_gbv (lossy as released)
+from . import nodeopt  # noqa: F401  nodeopt
+# isort: on
+from .law import REGISTRY, BlockLaw, DraftTree, VerifierSpec
+
+__all__ = ["REGISTRY", "block_law", "get_verifier", "verifier_names"]
+
+
+def get_verifier(name: str) -> VerifierSpec:
+    """The registered verifier `name` (KeyError naming the known ones otherwise)."""
+    if name not in REGISTRY:
+        raise KeyError(f"unknown verifier {name!r}; known: {', '.join(sorted(REGISTRY))}")
+    return REGISTRY[name]
+
+
+def verifier_names(include_broken: bool = False, draft_sampling: str | None = None) -> list[str]:
+    """Registered verifiers (lossless ones unless include_broken), optionally only those
+    lossless under the given draft sampling."""
+    return [n for n, s in REGISTRY.items() if (include_broken or s.lossless)
+            and (draft_sampling is None or draft_sampling in s.draft_sampling)]
+
+
+def block_law(name: str, tree: DraftTree) -> BlockLaw:
+    """Exact law of the named verifier's output block."""
+    spec = get_verifier(name)
+    return spec.law(tree, **spec.options)
