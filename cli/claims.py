@@ -11,11 +11,11 @@ from typing import Any
 
 import typer
 
+from ..lp.engine import BACKENDS
+from ..verifiers.drafts import DRAFT_SAMPLING
 from . import validate as check
 from .common import BadInput, ClaimFailed, new_commands, progress, run, table
 
-BACKENDS = ("highs", "cvxpy")
-SAMPLING = ("iid", "without-replacement")
 DENOMINATOR_HELP = "Round rows to multiples of 1/D (rational, exact comparison); 0: floats."
 SAVE_HELP = "Where a counterexample is saved."
 
@@ -33,7 +33,7 @@ def _validate(trials: int, vocab: int, depth: int, paths: int, seed: int, alpha:
     check.seed("--seed", seed)
     check.number("--alpha", alpha, 0, low_open=True)
     check.integer("--denominator", denominator, 0, 2**31)
-    check.choice("--draft-sampling", draft_sampling, SAMPLING)
+    check.choice("--draft-sampling", draft_sampling, DRAFT_SAMPLING)
     check.choice("--backend", backend, BACKENDS)
     check.output_dir("--save-dir", save_dir)
     check.instance_shape("--vocab/--depth", vocab, depth)

@@ -7,10 +7,9 @@ from typing import Any
 
 import typer
 
+from ..lp.engine import BACKENDS
 from . import validate as check
 from .common import BadInput, ClaimFailed, new_commands, progress, run, table
-
-BACKENDS = ("highs", "cvxpy")
 
 commands = new_commands()
 

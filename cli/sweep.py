@@ -7,12 +7,13 @@ from typing import Any
 
 import typer
 
+from ..lp.engine import BACKENDS
+from ..lp.engine import METHODS as ENGINE_METHODS
+from ..verifiers.drafts import DRAFT_SAMPLING
 from . import validate as check
 from .common import BadInput, ClaimFailed, new_commands, progress, run, stderr, table
 
-BACKENDS = ("highs", "cvxpy")
-METHODS = ("auto", "colgen", "full")
-DRAFT_SAMPLING = ("iid", "without-replacement")
+METHODS = tuple(m for m in ENGINE_METHODS if m != "closed-form")  # closed-form: auto picks it
 MAX_GAP_PATHS = 32  # `speclp gap --paths`: verifier laws hold [configurations, K, L+1, V] rows
 
 

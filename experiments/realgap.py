@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from ..decode.tree_rows import prefill, sample_contexts, sample_trees, tree_rows
-from ..lp import optimum
+from ..lp import optimum, tolerances
 from ..lp.closed_form import one_step_optimum
 from ..lp.coarsen import coarsened_instance, describe_coarsening
 from ..lp.instance import from_rows
@@ -59,8 +59,8 @@ from .store import append_jsonl, load_jsonl, record_key, slug  # noqa: F401 - lo
 MODE_FULL = "full-vocabulary"
 MODE_RENORMALISED = "renormalised"
 MAX_COARSE_PATHS = 40_000  # (M + 1)^L paths in the coarse LP at most
-CERTIFIED_TOLERANCE = 1e-9  # a verifier beats a certified / closed-form bound by more: failure
-UNCERTIFIED_TOLERANCE = 1e-6
+CERTIFIED_TOLERANCE = tolerances.CERTIFIED  # a verifier beats a certified bound by more: failure
+UNCERTIFIED_TOLERANCE = tolerances.UNCERTIFIED
 
 
 # ---------------------------------------------------------------------------------------

@@ -54,10 +54,10 @@ from typing import Any
 import numpy as np
 
 from ..verifiers import single_step
+from ..verifiers.drafts import DRAFT_SAMPLING
 from .hitting import MAX_ENUMERATED_GROUND, HittingFunction, threshold_scores
 from .program import exact_fraction
 
-DRAFT_SAMPLING = ("iid", "without-replacement")
 MAX_ENUMERATED_VOCAB = MAX_ENUMERATED_GROUND  # without replacement: 2^V subsets enumerated
 
 

@@ -36,8 +36,9 @@ from typing import Any
 import numpy as np
 
 from ..verifiers.tree import SIZE_CAP, TreeModel, capped_num_nodes, node_prefix, num_nodes
+from . import tolerances
 
-ROW_SUM_TOLERANCE = 1e-9
+ROW_SUM_TOLERANCE = tolerances.ROW_SUM
 MAX_NODES = 2_000_000  # rows per model; larger instances are refused (memory)
 MAX_ENTRIES = 4_000_000  # probabilities per model (rows x V): one Fraction each, ~160 bytes
 MAX_FILE_BYTES = 256 * 2**20  # an instance file (JSON text)

@@ -22,11 +22,12 @@ from typing import Any
 
 import numpy as np
 
+from ..lp import tolerances
 from ..lp.instance import Instance, dirichlet_instance, ties_instance
 from ..verifiers.exact import DRAFT_SAMPLING, exact_result
 from ..verifiers.registry import get_verifier
 
-TOLERANCE = 1e-12
+TOLERANCE = tolerances.TOTAL_VARIATION
 ALPHAS = (0.2, 0.5, 1.0, 3.0)  # Dirichlet concentrations drawn per trial (ties=False)
 MAX_CONFIGURATIONS = 2_000_000  # ordered draft configurations per instance
 
@@ -332,7 +333,7 @@ def audit_sampler_instance(sampler: Callable[..., Any], instance: Instance, path
     be_margin = z * float(lengths.std(ddof=1)) / np.sqrt(runs) if runs > 1 else float("inf")
     record = lp_optimum(instance, paths=paths, draft_sampling=draft_sampling)
     optimum = record.value
-    tolerance = 1e-9 if record.certified else 1e-7
+    tolerance = tolerances.optimum_tolerance(record.certified)
     return {
         "instance": instance.name,
         "runs": runs,

@@ -15,13 +15,14 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from ..lp import tolerances
 from ..lp.engine import optimum, program_optimum
 from ..lp.instance import Instance, dirichlet_instance
 from ..lp.node import node_lp, node_optimum
 from ..verifiers.exact import exact_result
 
-FLOAT_TOLERANCE = 1e-9
-TV_TOLERANCE = 1e-12
+FLOAT_TOLERANCE = tolerances.FLOAT_AGREEMENT
+TV_TOLERANCE = tolerances.TOTAL_VARIATION
 
 
 def check_instance(instance: Instance, verifier: str = "bv", backend: str = "highs") -> dict[str, Any]:

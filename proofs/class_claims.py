@@ -28,6 +28,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from ..lp import tolerances
 from ..lp.class_lp import class_lp_optimum
 from ..lp.engine import Optimum, optimum
 from ..lp.instance import Instance, dirichlet_instance
@@ -35,7 +36,7 @@ from ..lp.node_form import node_form_optimum
 from ..verifiers.exact import exact_result
 from ..verifiers.registry import verifier_names
 
-FLOAT_TOLERANCE = 1e-9
+FLOAT_TOLERANCE = tolerances.FLOAT_AGREEMENT
 
 
 Record = Optimum | dict[str, Any]  # an optimum, or a verifier's exact block efficiency

@@ -30,7 +30,8 @@ import time
 from fractions import Fraction
 from typing import Any
 
-from ..lp.engine import DEFAULT_TIME_LIMIT, METHODS, optimum
+from ..lp import tolerances
+from ..lp.engine import BACKENDS, DEFAULT_TIME_LIMIT, METHODS, optimum
 from ..lp.instance import Instance
 from ..verifiers.drafts import DRAFT_SAMPLING
 from ..verifiers.exact import enumeration_size, exact_result, sampled_result
@@ -41,10 +42,9 @@ DEFAULT_VERIFIERS: tuple[str, ...] = (
     "token", "bv", "gbv", "gbv_clipped", "specinfer", "rrsw", "naive_tree", "khisti", "spectr",
     "spectr_gbv", "nss", "traversal",
 )
-BACKENDS = ("highs", "cvxpy")
-CERTIFIED_TOLERANCE = 1e-9
-UNCERTIFIED_TOLERANCE = 1e-7
-TV_TOLERANCE = 1e-12
+CERTIFIED_TOLERANCE = tolerances.CERTIFIED
+UNCERTIFIED_TOLERANCE = tolerances.UNCERTIFIED
+TV_TOLERANCE = tolerances.TOTAL_VARIATION
 EXACT_CONFIGURATIONS = 5_000  # rational instances up to this many ordered draft tuples also
 # get every verifier's block efficiency in exact rationals ("exact")
 MAX_ENUMERATED = MAX_TUPLES  # configurations one verifier's exact law may enumerate; above

@@ -30,7 +30,6 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-import torch
 
 from ..lp.colgen import SelectionMixture
 from ..lp.engine import Optimum, optimum
@@ -38,6 +37,7 @@ from ..lp.instance import Instance
 from ..verifiers import ops
 from ..verifiers.exact import exact_result
 from ..verifiers.law import BlockLaw, DraftTree
+from ..verifiers.ops import torch  # imported on first use (ops._LazyTorch)
 from ..verifiers.registry import get_verifier
 from ..verifiers.single_path import bv_path_law
 from ..verifiers.tree import TreeModel, node_parents, num_nodes, prefix_node_indices

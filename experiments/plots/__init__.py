@@ -1,0 +1,53 @@
+"""Every figure of the project (PNG + PDF): one module per experiment, shared style in
+style.py, and `speclp plot`'s dispatch here.
+
+    plot_results(RESULTS, out) -> {"out": dir, "kind": "sweep", "figures": {name: {...}}}
+
+A benchmark results directory (JSONL files, e.g. benchmarks/results/bench/) is recognised
+by is_bench_results and drawn by plot_bench.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..sweep import load_results
+from .bench import plot_bench
+from .realgap import plot_realgap, plot_renormalised
+from .sweep import gap_heatmap, gbv_vs_bv, ratio_by_verifier
+from .trees import plot_trees
+
+__all__ = ["gap_heatmap", "gbv_vs_bv", "is_bench_results", "plot_bench", "plot_realgap",
+           "plot_renormalised", "plot_results", "plot_trees", "ratio_by_verifier"]
+
+
+def is_bench_results(path: Path) -> bool:
+    """A benchmark results directory: JSONL files and no sweep parts."""
+    if path.is_file():
+        return path.suffix == ".jsonl"
+    return (path.is_dir() and not (path / "parts").is_dir()
+            and any(path.glob("*.jsonl")))
+
+
+def plot_results(results: str | Path, out: str | Path | None = None) -> dict[str, Any]:
+    """Write the figures of a sweep to `out` (default: RESULTS_figures next to RESULTS).
+
+    Returns {"out", "kind": "sweep", "instances", "figures": {name: {"files", "note", ...}}}.
+    """
+    path = Path(results)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file or directory")
+    target = Path(out) if out else path.with_name(path.stem + "_figures")
+    target.mkdir(parents=True, exist_ok=True)
+    if is_bench_results(path):
+        raise ValueError(f"{path} holds benchmark results (JSONL), not a sweep: use "
+                         "`speclp plot` (plot_bench below)")
+    frame = load_results(path)
+    figures = {
+        "gbv_gap_heatmap": gap_heatmap(frame, target),
+        "ratio_by_verifier": ratio_by_verifier(frame, target),
+        "gbv_vs_bv": gbv_vs_bv(frame, target),
+    }
+    return {"out": str(target), "kind": "sweep", "instances": int(frame["instance_id"].nunique()),
+            "figures": figures}

@@ -1,0 +1,27 @@
+"""What every figure shares: the headless pyplot and saving as PNG + PDF."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def pyplot() -> Any:
+    """matplotlib.pyplot on the Agg backend (no display needed)."""
+    import matplotlib  # a heavy optional import: figures only
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def save(fig: Any, out: Path, name: str) -> list[str]:
+    """Write `out`/`name`.png (150 dpi) and .pdf, close the figure; returns the two paths."""
+    files = []
+    for ext in ("png", "pdf"):
+        path = out / f"{name}.{ext}"
+        fig.savefig(path, dpi=150 if ext == "png" else None, bbox_inches="tight")
+        files.append(str(path))
+    pyplot().close(fig)
+    return files
