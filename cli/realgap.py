@@ -1,11 +1,9 @@
-"""`speclp trees` (tree selection and target-row reuse) and `speclp realgap` (real-pair gaps).
+"""`speclp realgap`: how far every verifier is from the best possible on a real pair.
 
-Both work at contexts reached by target sampling on real prompts, with rows of the real
-pair on a small complete prefix tree (decode.tree_rows); results are JSONL (resumable:
-records are keyed on every setting that changes them, finished ones are skipped) plus
-figures, in --out (default ./speclp-results/trees, ./speclp-results/realgap). `trees`
-folders record their spec and take one writer at a time (experiments.store). Every flag is
-checked (cli/validate.py) before a model is loaded.
+Contexts are reached by target sampling on real prompts; per context and K, a bracket of the
+K-path optimum and every verifier's E[tau + 1] (experiments.realgap). Results are JSONL in
+--out (default ./speclp-results/realgap), resumable; every flag is checked (cli/validate.py)
+before a model is loaded.
 """
 
 from __future__ import annotations
@@ -22,10 +20,7 @@ from .trees import check_run_flags, load_run_pair
 
 MODE_FULL, MODE_RENORMALISED = "full-vocabulary", "renormalised"  # = experiments.realgap's modes
 
-TREES_OUT = Path("speclp-results/trees")
 REALGAP_OUT = Path("speclp-results/realgap")
-MAX_TREE_NODES = 2000  # candidate tree nodes (rows of V probabilities per model, per context)
-MAX_TREE_LEVEL = 1024  # nodes of the widest level (one batched forward)
 
 
 commands = new_commands()

@@ -1,4 +1,4 @@
-"""`speclp trees` (tree selection and target-row reuse) and `speclp realgap` (real-pair gaps).
+"""`speclp trees` (tree selection and target-row reuse); its run helpers serve `speclp realgap`.
 
 Both work at contexts reached by target sampling on real prompts, with rows of the real
 pair on a small complete prefix tree (decode.tree_rows); results are JSONL (resumable:
@@ -19,10 +19,8 @@ from ..experiments.store import slug
 from . import validate as check
 from .common import BadInput, new_commands, progress, run, table
 
-MODE_FULL, MODE_RENORMALISED = "full-vocabulary", "renormalised"  # = experiments.realgap's modes
 
 TREES_OUT = Path("speclp-results/trees")
-REALGAP_OUT = Path("speclp-results/realgap")
 MAX_TREE_NODES = 2000  # candidate tree nodes (rows of V probabilities per model, per context)
 MAX_TREE_LEVEL = 1024  # nodes of the widest level (one batched forward)
 
