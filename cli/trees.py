@@ -19,7 +19,6 @@ from ..experiments.store import slug
 from . import validate as check
 from .common import BadInput, new_commands, progress, run, table
 
-
 TREES_OUT = Path("speclp-results/trees")
 MAX_TREE_NODES = 2000  # candidate tree nodes (rows of V probabilities per model, per context)
 MAX_TREE_LEVEL = 1024  # nodes of the widest level (one batched forward)
