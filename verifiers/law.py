@@ -104,6 +104,15 @@ class VerifierSpec:
     # not on their order, so exact laws may enumerate multisets with their weights
     # (verifiers.exact); tests/test_exact_enumeration.py checks every verifier that declares it
     order_invariant: bool = False
+    # Structure-aware exact evaluation on i.i.d. drafts (docs/theory.md, THEORY.md section 4b):
+    # node_rule: a node-local verifier's rule at one node (verifiers.multipath.NodeRule), so that
+    #   its exact law follows the recursion over (node, number of paths through it);
+    # selection_rows: for a select-then-BV verifier, fn(model: TreeModel, paths, **options) ->
+    #   [N, V] r(.|u) at every node u of the complete tree (shortlex; depth-L rows unused), the
+    #   law of the selected path; its exact law is BV's against r.
+    # None of both: exact laws enumerate draft configurations.
+    node_rule: Callable[..., Any] | None = None
+    selection_rows: Callable[..., Any] | None = None
 
 
 REGISTRY: dict[str, VerifierSpec] = {}
@@ -112,7 +121,8 @@ REGISTRY: dict[str, VerifierSpec] = {}
 def register(
     name: str, description: str, multipath: bool, lossless: bool = True,
     draft_sampling: tuple[str, ...] = ("iid", "without-replacement"),
-    order_invariant: bool = False, **options: Any
+    order_invariant: bool = False, node_rule: Callable[..., Any] | None = None,
+    selection_rows: Callable[..., Any] | None = None, **options: Any
 ) -> Callable[[Callable[..., BlockLaw]], Callable[..., BlockLaw]]:
     """Decorator adding a law function to the registry (options are bound as kwargs).
 
@@ -120,11 +130,13 @@ def register(
     SpecInfer assume i.i.d. drafts and are lossy on drafts drawn without replacement).
     order_invariant: the law aggregated by node depends only on the multiset of drafted
     paths (declare it only when true: it lets exact laws enumerate multisets).
+    node_rule, selection_rows: the hooks of structure-aware exact evaluation (VerifierSpec).
     """
 
     def wrap(fn: Callable[..., BlockLaw]) -> Callable[..., BlockLaw]:
         REGISTRY[name] = VerifierSpec(name, fn, description, multipath, lossless, dict(options),
-                                      tuple(draft_sampling), order_invariant)
+                                      tuple(draft_sampling), order_invariant, node_rule,
+                                      selection_rows)
         return fn
 
     return wrap
