@@ -1,0 +1,90 @@
+"""The layout's promises (README "Layout"): dependencies point one way, no import cycle, and
+the theory side stays free of torch at import."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDERS = ("verifiers", "lp", "proofs", "decode", "experiments", "cli")
+ALLOWED = {  # folder -> the folders its modules may import
+    "verifiers": set(),
+    "lp": {"verifiers"},
+    "proofs": {"lp", "verifiers"},
+    "decode": {"verifiers"},
+    "experiments": {"proofs", "lp", "verifiers", "decode"},
+    "cli": {"experiments", "proofs", "lp", "verifiers", "decode"},
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(["speclp", *parts])
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the speclp modules it imports anywhere in its code (static, every import
+    statement, also inside functions)."""
+    modules = {_module_name(p): p for folder in FOLDERS for p in (ROOT / folder).rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                for alias in node.names:
+                    candidate = f"{target}.{alias.name}"
+                    found.add(candidate if candidate in modules else target)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+        graph[name] = {m for m in found if m in modules and m != name}
+    return graph
+
+
+def test_dependencies_point_one_way():
+    wrong = []
+    for module, targets in import_graph().items():
+        folder = module.split(".")[1]
+        for target in targets:
+            other = target.split(".")[1]
+            if other != folder and other not in ALLOWED[folder]:
+                wrong.append(f"{module} -> {target}")
+    assert not wrong, wrong
+
+
+def test_no_import_cycle():
+    graph = import_graph()
+    state: dict[str, int] = {}  # 1 on the current path, 2 done
+    cycles = []
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append(path[path.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert not cycles, cycles
+
+
+def test_theory_side_imports_no_torch():
+    modules = ("speclp.lp", "speclp.verifiers", "speclp.verifiers.registry", "speclp.verifiers.exact",
+               "speclp.proofs.gap", "speclp.proofs.audit", "speclp.proofs.reference")
+    code = f"import sys\nfor m in {modules!r}:\n    __import__(m)\nprint('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stderr
