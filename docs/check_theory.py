@@ -282,6 +282,12 @@ def counterexamples() -> None:
         results.append((full, renorm))
     check("13.2", "renormalised truncation: 3/4 -> 5/6 (above) and 4/5 -> 27/35 (below)",
           results == [(F(3, 4), F(5, 6)), (F(4, 5), F(27, 35))], str(results))
+    p, q = [F(1, 2), F(1, 2), F(0)], [F(1, 2), F(0), F(1, 2)]
+    inst = rows_instance([p] * 4, [q] * 4, 1)
+    coarse, kept = coarsen_instance(inst, 1)
+    check("13.2", "lumping is strictly looser: fine optimum 3/2, coarse (M = 1) optimum 2",
+          kept.tolist() == [[0]] and optimum(inst, 1).exact_value == F(3, 2)
+          and optimum(coarse, 1).exact_value == 2)
 
 
 def without_replacement_survey() -> None:
