@@ -121,7 +121,7 @@ def test_check_fails_on_wrong_verifier_and_saves_instance(tmp_path):
 
 def test_console_script_runs():
     proc = subprocess.run([sys.executable, "-m", "speclp", "solve", "--json"],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["lp_full"]["exact"] == "20/9"
 
