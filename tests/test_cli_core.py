@@ -75,9 +75,11 @@ def test_bad_instance_exits_2_with_one_line(tmp_path, case):
     path.write_text(json.dumps(BAD_FILES[case]))
     result = invoke("solve", str(path), "--json")
     assert result.exit_code == 2
-    assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and FIELDS[case] in lines[0]
+    # --json: the same error as one JSON object on stdout, naming the file
+    assert json.loads(result.stdout) == {"error": lines[0].removeprefix("error: "), "exit_status": 2,
+                                         "field": str(path)}
 
 
 def test_missing_and_malformed_files_exit_2(tmp_path):

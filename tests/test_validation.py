@@ -275,7 +275,8 @@ def test_internal_error_is_one_line_exit_3(monkeypatch):
     assert result.exit_code == 3
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("internal error: RuntimeError: simulated bug")
-    assert "please report" in lines[0] and result.stdout == ""
+    assert "please report" in lines[0]
+    assert json.loads(result.stdout) == {"error": lines[0], "exit_status": 3, "field": None}
 
 
 # --- defaults and help ----------------------------------------------------------------------
