@@ -142,19 +142,26 @@ def modelled_walltime(tokens_per_round: float, times: dict[str, float], extra_pa
     return {"sequential_s_per_token": seq, "overlapped_s_per_token_modelled": over}
 
 
-def _mean_and_se(values: list[float]) -> tuple[float | None, float | None]:
-    """Mean and standard error over contexts (None when empty; se None below 2 values)."""
+def _mean_and_se(values: list[float], groups: list[Any]) -> tuple[float | None, float | None]:
+    """Mean over contexts, and the standard error of that mean over prompts: the sd of the
+    per-prompt means / sqrt(prompts) (contexts of one prompt are not independent). None
+    when there are no values; se None below 2 prompts."""
     if not values:
         return None, None
-    se = float(np.std(values, ddof=1) / np.sqrt(len(values))) if len(values) > 1 else None
+    by_group: dict[Any, list[float]] = {}
+    for value, group in zip(values, groups, strict=True):
+        by_group.setdefault(group, []).append(value)
+    means = [float(np.mean(v)) for v in by_group.values()]
+    se = float(np.std(means, ddof=1) / np.sqrt(len(means))) if len(means) > 1 else None
     return float(np.mean(values)), se
 
 
 def summarize_trees(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per rule (then reference) and budget: mean tokens per round over contexts
-    (renormalised, with its standard error over contexts, and candidate-exact), the number
-    of contexts, target-first-gbv's shape (K, L') and whether it repeats the previous
-    budget's ("saturated": the configuration cap fixed it), and modelled s/token."""
+    (renormalised, with its standard error over prompts, _mean_and_se, and candidate-exact),
+    the numbers of contexts and prompts, target-first-gbv's shape (K, L') and whether it
+    repeats the previous budget's ("saturated": the configuration cap fixed it), and
+    modelled s/token."""
     rows: list[dict[str, Any]] = []
     if not records:
         return rows
@@ -166,18 +173,19 @@ def summarize_trees(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         previous = None
         for n in budgets:
             key = str(n)
-            norm = [r["values"]["renormalised"][name][key] for r in records
-                    if key in r["values"]["renormalised"].get(name, {})]
+            having = [r for r in records if key in r["values"]["renormalised"].get(name, {})]
+            norm = [r["values"]["renormalised"][name][key] for r in having]
             raw = [r["values"]["candidate_exact"][name][key] for r in records
                    if key in r["values"]["candidate_exact"].get(name, {})]
             timed = [r["walltime"][name][key] for r in records
                      if r.get("walltime") and key in r["walltime"].get(name, {})]
-            mean, se = _mean_and_se(norm)
+            mean, se = _mean_and_se(norm, [r.get("prompt") for r in having])
             shape = shapes.get(key) if name == "target-first-gbv" else None
             rows.append({
                 "rule": name, "reference": name in REFERENCES, "budget": n, "contexts": len(norm),
+                "prompts": len({r.get("prompt") for r in having}),
                 "tokens_per_round": mean, "tokens_per_round_se": se,
-                "tokens_per_round_candidate_exact": _mean_and_se(raw)[0],
+                "tokens_per_round_candidate_exact": float(np.mean(raw)) if raw else None,
                 "shape": list(shape) if shape else None,
                 "saturated": bool(shape is not None and shape == previous),
                 "sequential_s_per_token": float(np.mean([t["sequential_s_per_token"] for t in timed]))
@@ -229,7 +237,7 @@ def context_record(spec: TreesSpec, target: Any, draft: Any, context: list[int])
 def run_trees(spec: TreesSpec, target: Any, draft: Any, prompts: list[dict[str, Any]], out_file: Any,
               label: str = "", eos: set[int] | None = None,
               progress: Callable[[Any, int], Iterator[Any]] = no_progress,
-              time_limit: float | None = None) -> dict[str, Any]:
+              deadline: Deadline | None = None) -> dict[str, Any]:
     """Compute (or resume) the `trees` records of `spec`: one JSONL record per (prompt,
     context), keyed on every setting that changes it (trees_key).
 
@@ -239,15 +247,15 @@ def run_trees(spec: TreesSpec, target: Any, draft: Any, prompts: list[dict[str, 
     at this context, turned into MODELLED s/token per rule (reuse of the context row = 0:
     with target-sampling verification of a deterministic tree the correction token is never
     a drafted child, see reuse_probability). progress(items, total) wraps the loop over the
-    len(prompts) * contexts_per_prompt contexts. time_limit (seconds, None: none): no new
-    context is started once it has passed; finished records are kept (rerun to continue).
+    len(prompts) * contexts_per_prompt contexts. deadline (None: none): no new context is
+    started once it has passed; finished records are kept (rerun to continue).
     Returns {"file", "computed", "reused", "keys" (this call's records, for summaries that
     count only what was asked), "contexts" (asked), "stopped" (None, or why it stopped)}.
     """
     out_file = Path(out_file)
     done = {r.get("key") for r in load_jsonl(out_file)}
     dtype = str(getattr(target, "dtype", ""))
-    deadline = Deadline(time_limit)
+    deadline = deadline or Deadline(None)
     status: dict[str, Any] = {"file": str(out_file), "computed": 0, "reused": 0, "keys": [],
                               "contexts": len(prompts) * spec.contexts_per_prompt, "stopped": None}
 
@@ -309,18 +317,18 @@ def step_reuse(steps: list[Any]) -> tuple[int, int]:
 
 def run_engine_reuse(spec: TreesSpec, pair: Any, prompts: list[dict[str, Any]], out_file: Any,
                      label: str = "", advance: Callable[[], None] = lambda: None,
-                     time_limit: float | None = None) -> dict[str, Any]:
+                     deadline: Deadline | None = None) -> dict[str, Any]:
     """Decode every prompt with the engine at each of spec.engine_budgets (mapped to K x L by
     ENGINE_SHAPES) and spec.engine_verifiers (spec.engine_tokens new tokens, spec.temperature,
     spec.seed); record the measured reuse rate and the engine's metrics (resumable JSONL).
     advance() is called after each of the len(budgets) * len(verifiers) * len(prompts) runs;
-    time_limit (seconds, None: none): no new run is started once it has passed.
+    deadline (None: none): no new run is started once it has passed.
     Returns {"file", "computed", "keys", "runs" (asked), "stopped" (None, or why)}."""
     from ..decode.engine import EngineConfig, SpeculativeEngine
 
     budgets, verifiers = spec.engine_budgets, spec.engine_verifiers
     max_new_tokens, temperature, seed = spec.engine_tokens, spec.temperature, spec.seed
-    deadline = Deadline(time_limit)
+    deadline = deadline or Deadline(None)
     out_file = Path(out_file)
     done = {r.get("key") for r in load_jsonl(out_file)}
     dtype = str(getattr(pair.target.model, "dtype", ""))

@@ -1,6 +1,7 @@
 """Issue 9, results integrity: no result is ever stale, duplicated or written where the user
 did not ask (speclp.experiments.store, applied to sweep, trees, realgap, bench)."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -249,20 +250,20 @@ def tiny_models():
 
 
 def test_trees_changed_temperature_seed_or_every_recomputes(tmp_path):
-    from speclp.experiments.trees import run_trees
-    from speclp.proofs.tree_selection import RULES
+    from speclp.experiments.trees import TreesSpec, run_trees
 
     target, draft = tiny_models()
     prompts = [{"id": "p0", "tokens": [1, 2, 3, 4]}]
     out = tmp_path / "trees.jsonl"
-    common = dict(width=2, depth=2, contexts_per_prompt=1, draft_temperature=1.5, time_rounds=False)
-    first = run_trees(target, draft, prompts, [2], RULES, out, every=2, temperature=1.0, **common)
+    base = TreesSpec(budgets=[2], top=2, depth=2, contexts_per_prompt=1, draft_temperature=1.5,
+                     no_timing=True, every=2, temperature=1.0)
+    first = run_trees(base, target, draft, prompts, out)
     assert first["computed"] == 1
     for change in ({"temperature": 0.5}, {"temperature": 1.0, "seed": 7},
                    {"temperature": 1.0, "every": 3}):
-        run = run_trees(target, draft, prompts, [2], RULES, out, **{"every": 2, **change}, **common)
+        run = run_trees(dataclasses.replace(base, **change), target, draft, prompts, out)
         assert run["computed"] == 1 and run["reused"] == 0, change
-    again = run_trees(target, draft, prompts, [2], RULES, out, every=2, temperature=1.0, **common)
+    again = run_trees(base, target, draft, prompts, out)
     assert again["computed"] == 0 and again["keys"] == first["keys"]
     records = store.load_jsonl(out)
     assert len(records) == 4 and len({r["key"] for r in records}) == 4
