@@ -76,9 +76,13 @@ def wants_json(args: Any) -> bool:
     return "--json" in (tokens[:tokens.index("--")] if "--" in tokens else tokens)
 
 
+ERROR_JSON_PRINTED: list[int] = []  # statuses error_json printed in this invocation (Speclp.main)
+
+
 def error_json(status: int, message: str, field: str | None = None) -> None:
     """The one JSON object on stdout of a --json command that ends in an error."""
     print(json.dumps({"error": one_line(message), "exit_status": status, "field": field}))
+    ERROR_JSON_PRINTED.append(status)
 
 
 def parser_field(err: Any) -> str | None:
@@ -159,24 +163,23 @@ class Speclp(typer.core.TyperGroup):
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, **extra: Any) -> Any:
         as_json = wants_json(args)
+        ERROR_JSON_PRINTED.clear()
         try:
             rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var,
                               standalone_mode=False, **extra)
-            code = rv if isinstance(rv, int) else 0
+            code = rv if isinstance(rv, int) else 0  # a command's typer.Exit(N) returns N here
         except typer.Exit as done:
             code = done.exit_code
-            if code == INTERRUPTED and as_json:  # a command's own interrupt message is on stderr
-                error_json(code, "interrupted")
         except (typer.Abort, KeyboardInterrupt):
             stderr.print("interrupted", markup=False, highlight=False)
             code = INTERRUPTED
-            if as_json:
-                error_json(code, "interrupted")
         except Exception as err:
             if hasattr(err, "exit_code") and hasattr(err, "format_message"):  # a parser error
                 code = parser_error(err, as_json)
             else:  # a bug outside a command body
                 code = internal_error(err, as_json)
+        if code == INTERRUPTED and as_json and not ERROR_JSON_PRINTED:
+            error_json(code, "interrupted")  # (a command's own interrupt message is on stderr)
         if standalone_mode:
             sys.exit(code)
         return code

@@ -87,7 +87,10 @@ def run(body: Callable[[], dict[str, Any]], as_json: bool,
             else:
                 print(json.dumps(jsonable(failure.payload), indent=1))
         raise typer.Exit(1) from None
-    except (typer.Exit, typer.Abort, KeyboardInterrupt):
+    except KeyboardInterrupt:
+        stderr.print("interrupted", markup=False, highlight=False)
+        raise typer.Exit(130) from None  # speclp.cli.Speclp.main adds the JSON object
+    except (typer.Exit, typer.Abort):
         raise
     except Exception as err:
         raise typer.Exit(internal_error(err, as_json)) from None

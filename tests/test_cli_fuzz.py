@@ -3,8 +3,8 @@ values, random instance files (wrong shapes and types, NaN/Inf, huge integers an
 deep nesting, binary bytes).
 
 Property: the exit status is 0, 1 or 2 (never 3, an internal error), nothing escapes as an
-exception, no traceback is printed, an exit 2 is ONE stderr line ``error: ...`` given before
-any work started (tests/work_guard.py: no clock, so the property holds however busy the
+exception, no traceback is printed, an exit 2 is ONE stderr line ``error: ...`` (with --json
+also the same error as one JSON object on stdout) given before any work started (tests/work_guard.py: no clock, so the property holds however busy the
 machine is), a --json success is one JSON object on stdout, and no case hangs (CASE_S
 seconds, a guard only).
 
@@ -233,6 +233,9 @@ def check_case(argv: list[str]) -> int:
         lines = [line for line in result.stderr.splitlines() if line.strip()]
         assert len(lines) == 1 and lines[0].startswith("error: "), shown
         assert not work, f"refused after work started ({work[0]})\n{shown}"
+        if "--json" in argv:  # the same error as one JSON object on stdout
+            error = json.loads(result.stdout)
+            assert error["exit_status"] == 2 and error["error"] == lines[0][len("error: "):], shown
     elif "--json" in argv:
         assert isinstance(json.loads(result.stdout), dict), shown
     return result.exit_code

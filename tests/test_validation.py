@@ -338,3 +338,86 @@ def test_cluster_address_forms():
 ])
 def test_huge_path_counts_refused_before_any_work(tmp_path, args, field):
     refused(args + ["--out", tmp_path / "o"], field)
+
+
+# --- --json on errors: one JSON object on stdout, for every command ------------------------
+
+def leaf_commands():
+    """Every command path (`check` expanded to its subcommands), from the registry."""
+    from speclp.cli import COMMANDS, load_command
+
+    out = []
+    for name in COMMANDS:
+        sub = getattr(load_command(name), "commands", None)
+        out += [(name, s) for s in sub] if sub else [(name,)]
+    return out
+
+
+BAD_VALUE = {  # one flag of each command refused by the validation layer (exit 2)
+    ("solve",): ["--depth", "0"],
+    ("instance",): ["--vocab", "1", "--out", "@out/i.json"],
+    ("check", "class-equals-full"): ["--trials", "0"],
+    ("check", "node-form"): ["--trials", "0"],
+    ("check", "bv-optimal"): ["--trials", "0"],
+    ("audit",): ["--verifier", "bv", "--seed", "-1"],
+    ("gap",): ["@inst", "--paths", "0"],
+    ("sweep",): ["--trials", "0", "--out", "@out"],
+    ("plot",): ["@out/missing"],
+    ("bench",): ["--temperature", "nan", "--out", "@out"],
+    ("trees",): ["--temperature", "-1", "--out", "@out"],
+    ("realgap",): ["--temperature", "-1", "--out", "@out"],
+    ("prove",): ["l1-optimum", "--paths", "99", "--out", "@out"],
+}
+
+
+def test_bad_value_cases_cover_every_command():
+    assert sorted(BAD_VALUE) == sorted(leaf_commands())
+
+
+@pytest.mark.parametrize("path", sorted(BAD_VALUE), ids=" ".join)
+def test_json_error_object_for_a_refused_flag(tmp_path, instance_file, path):
+    args = [str(a).replace("@out", str(tmp_path / "o")).replace("@inst", str(instance_file))
+            for a in BAD_VALUE[path]]
+    with watch_work() as work:
+        result = runner.invoke(app, [*path, *args, "--json"])
+    assert result.exit_code == 2, (result.output, result.exception)
+    (line,) = [x for x in result.stderr.splitlines() if x.strip()]
+    error = json.loads(result.stdout)
+    assert error == {"error": line.removeprefix("error: "), "exit_status": 2,
+                     "field": line.removeprefix("error: ").split(": ", 1)[0]}
+    assert error["field"]  # the flag, path or argument the line names
+    assert not work, work
+
+
+@pytest.mark.parametrize("path", leaf_commands(), ids=" ".join)
+def test_json_error_object_for_a_parser_error(path):
+    result = runner.invoke(app, [*path, "--no-such-flag", "--json"])
+    assert result.exit_code == 2
+    (line,) = [x for x in result.stderr.splitlines() if x.strip()]
+    assert json.loads(result.stdout) == {"error": line.removeprefix("error: "), "exit_status": 2,
+                                         "field": "--no-such-flag"}
+    plain = runner.invoke(app, [*path, "--no-such-flag"])  # without --json: nothing on stdout
+    assert plain.exit_code == 2 and plain.stdout == ""
+
+
+def test_json_error_object_for_a_missing_value_and_an_unknown_command():
+    missing = runner.invoke(app, ["solve", "--json", "--depth"])
+    assert missing.exit_code == 2 and json.loads(missing.stdout)["field"] == "--depth"
+    unknown = runner.invoke(app, ["check", "nothing", "--json"])
+    assert unknown.exit_code == 2
+    assert json.loads(unknown.stdout) == {"error": unknown.stderr.strip().removeprefix("error: "),
+                                          "exit_status": 2, "field": None}
+    after_separator = runner.invoke(app, ["solve", "--bogus", "--", "--json"])
+    assert after_separator.exit_code == 2 and after_separator.stdout == ""
+
+
+def test_interrupt_with_json_is_one_object_exit_130(monkeypatch):
+    from speclp.lp import instance
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(instance, "builtin_instance", interrupted)
+    result = runner.invoke(app, ["solve", "--json"])
+    assert result.exit_code == 130 and result.stderr.strip() == "interrupted"
+    assert json.loads(result.stdout) == {"error": "interrupted", "exit_status": 130, "field": None}
