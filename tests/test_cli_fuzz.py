@@ -4,9 +4,10 @@ deep nesting, binary bytes).
 
 Property: the exit status is 0, 1 or 2 (never 3, an internal error), nothing escapes as an
 exception, no traceback is printed, an exit 2 is ONE stderr line ``error: ...`` (with --json
-also the same error as one JSON object on stdout) given before any work started (tests/work_guard.py: no clock, so the property holds however busy the
-machine is), a --json success is one JSON object on stdout, and no case hangs (CASE_S
-seconds, a guard only).
+also the same error as one JSON object on stdout) given before any work started
+(tests/work_guard.py: no clock, so the property holds however busy the machine is), a
+--json success is one JSON object on stdout, and no case hangs (CASE_S seconds, a guard
+only).
 
 The commands are enumerated from the CLI app itself, so a command added later is fuzzed
 without touching this file. Size-like integers are always given (from a pool whose valid
