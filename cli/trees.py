@@ -254,7 +254,8 @@ def notes(summary: list[dict[str, Any]]) -> list[str]:
            "target pass per round (reuse probability 0 for target-sampling verification of a "
            "deterministic tree). 'renorm.': exact on the top-M of (p+q)/2 per node, renormalised "
            "over the M tokens; 'real p, cand.': exact with the real probabilities on the candidate "
-           "tree (a lower bound); '+- se': standard error of the mean over contexts.",
+           "tree (a lower bound); '+- se': standard error of that mean over prompts (sd of the per-prompt "
+           "means / sqrt(prompts)).",
            "references (not rules, they read the target everywhere): " + "; ".join(
                f"{k} = {v}" for k, v in REFERENCE_HELP.items()) + ". At budget N, target-first "
            "verifies as much as a fixed tree of up to V (N + 1) nodes (proofs/tree_selection.py)."]
