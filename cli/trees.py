@@ -164,87 +164,107 @@ def trees(
                         threads)
         check.integer("--engine-tokens", engine_tokens, 1, 100_000)
         check.number("--time-limit", time_limit, 0, low_open=True)
-        budget_list = check.int_list("--budgets", budgets, 1)
-        rule_list = list(dict.fromkeys(r.strip() for r in rules.split(",") if r.strip()))
-        bad = [r for r in rule_list if r not in RULES]
-        if bad or not rule_list:
-            why = " (a reference, always shown; not a rule)" if bad and bad[0] in REFERENCES else ""
-            raise BadInput(f"--rules: unknown rule {bad[0] if bad else rules!r}{why}; known: "
-                           f"{', '.join(RULES)}")
-        check.integer("--top", width, 2, 64)
-        check.integer("--depth", depth, 2, 16)
-        nodes = node_count(width, depth)
-        if nodes > MAX_TREE_NODES or width**depth > MAX_TREE_LEVEL:
-            raise BadInput(f"--top/--depth: the M={width}, L={depth} candidate tree has {nodes:,} "
-                           f"nodes (limits {MAX_TREE_NODES:,} nodes, {MAX_TREE_LEVEL:,} at the "
-                           "deepest level); use a smaller --top or --depth")
-        if max(budget_list) > nodes:
-            raise BadInput(f"--budgets: {max(budget_list)} exceeds the {nodes} nodes of "
-                           f"the M={width}, L={depth} candidate tree; raise --top or --depth")
-        engine_list = check.int_list("--engine-budgets", engine_budgets) if engine_budgets else []
-        bad_engine = [n for n in engine_list if n not in ENGINE_SHAPES]
-        if bad_engine:
-            raise BadInput(f"--engine-budgets: {bad_engine[0]} has no K x L shape; known: "
-                           f"{', '.join(map(str, ENGINE_SHAPES))}")
-        engine_names = list(dict.fromkeys(v.strip() for v in engine_verifiers.split(",") if v.strip()))
-        known = verifier_names(include_broken=True)
-        if engine_list and (not engine_names or any(v not in known for v in engine_names)):
-            unknown = next((v for v in engine_names if v not in known), engine_verifiers)
-            raise BadInput(f"--engine-verifiers: unknown verifier {unknown!r}; known: {', '.join(known)}")
-        if skip_trees and not engine_list:
-            raise BadInput("--skip-trees: needs --engine-budgets (otherwise nothing is computed)")
+        spec = TreesSpec(pair=pair, prompts=prompts, budgets=checked_budgets(budgets, width, depth),
+                         rules=checked_rules(rules), top=width, depth=depth,
+                         contexts_per_prompt=contexts_per_prompt, every=every, temperature=temperature,
+                         draft_temperature=draft_temperature, no_timing=no_timing,
+                         engine_tokens=engine_tokens, skip_trees=skip_trees, seed=seed,
+                         **checked_engine(engine_budgets, engine_verifiers, skip_trees))
         check.model_pair("--pair", pair)
-        spec = TreesSpec(pair=pair, prompts=prompts, budgets=budget_list, rules=rule_list, top=width,
-                         depth=depth, contexts_per_prompt=contexts_per_prompt, every=every,
-                         temperature=temperature, draft_temperature=draft_temperature,
-                         no_timing=no_timing, engine_budgets=engine_list, engine_verifiers=engine_names,
-                         engine_tokens=engine_tokens, skip_trees=skip_trees, seed=seed)
         try:
             folder = open_folder(out, "trees", spec.as_dict(), new_folder=new_out)
         except ResultsFolderError as err:
             raise BadInput(f"--out: {err}") from None
         with folder:
-            return compute(folder.path, spec)
-
-    def compute(out: Path, spec: TreesSpec) -> dict[str, Any]:
-        deadline = Deadline(time_limit)  # model loading included
-        loaded, prompt_list, draft_t, label = load_run_pair(spec.pair, spec.prompts,
-                                                            spec.draft_temperature, threads)
-        spec = dataclasses.replace(spec, draft_temperature=draft_t)  # the rows' temperature
-        engine: dict[str, Any] = {}
-        stopped = []
-        if spec.engine_budgets:
-            engine_file = out / f"{slug(spec.pair)}_engine.jsonl"
-            if loaded.same_model:
-                loaded.draft_temperature = draft_t
-            runs = len(spec.engine_budgets) * len(spec.engine_verifiers) * len(prompt_list)
-            with counting(runs, "trees: engine runs") as advance:
-                engine = run_engine_reuse(spec, loaded, prompt_list, engine_file, label, advance,
-                                          deadline)
-            engine["summary"] = summarize_engine_reuse(select_records(load_jsonl(engine_file),
-                                                                      engine.pop("keys")))
-            stopped += [f"engine runs: {engine['stopped']}"] if engine["stopped"] else []
-        if spec.skip_trees:
-            return {"pair": label, "engine": engine, "summary": [], "contexts": 0, "figures": [],
-                    "file": None, "computed": 0, "reused": 0, "notes": [], "stopped": stopped or None}
-        out_file = out / f"{slug(spec.pair)}.jsonl"
-        status = run_trees(spec, loaded.target.model, loaded.draft.model, prompt_list, out_file, label,
-                           set(loaded.target.eos_token_ids),
-                           lambda it, total: progress(it, total, "trees: contexts"), deadline)
-        if status["stopped"]:
-            stopped.append(f"contexts: {status['stopped']} ({status['computed'] + status['reused']} "
-                           f"of {status['contexts']} done; rerun the same command to continue)")
-        # only this invocation's records (keys) are counted and plotted
-        records = select_records(load_jsonl(out_file), status.pop("keys"))
-        figures = plot_trees(records, out, title=f"{label}: {len(records)} contexts, M={spec.top}, "
-                                                 f"L={spec.depth}")
-        summary = summarize_trees(records)
-        return {"pair": label, **status, "out": str(out), "contexts": len(records),
-                "figures": [str(f) for f in figures], "rules": RULE_HELP, "references": REFERENCE_HELP,
-                "notes": notes(summary), "walltime": "MODELLED from measured component times",
-                "engine": engine, "summary": summary, "stopped": stopped or None}
+            return compute(folder.path, spec, threads, Deadline(time_limit))
 
     run(body, as_json, render)
+
+
+def checked_rules(rules: str) -> list[str]:
+    """--rules: known rules, in order, without repeats (a reference is named as one)."""
+    rule_list = list(dict.fromkeys(r.strip() for r in rules.split(",") if r.strip()))
+    bad = [r for r in rule_list if r not in RULES]
+    if bad or not rule_list:
+        why = " (a reference, always shown; not a rule)" if bad and bad[0] in REFERENCES else ""
+        raise BadInput(f"--rules: unknown rule {bad[0] if bad else rules!r}{why}; known: "
+                       f"{', '.join(RULES)}")
+    return rule_list
+
+
+def checked_budgets(budgets: str, width: int, depth: int) -> list[int]:
+    """--budgets, after --top/--depth: the candidate tree fits and holds every budget."""
+    budget_list = check.int_list("--budgets", budgets, 1)
+    check.integer("--top", width, 2, 64)
+    check.integer("--depth", depth, 2, 16)
+    nodes = node_count(width, depth)
+    if nodes > MAX_TREE_NODES or width**depth > MAX_TREE_LEVEL:
+        raise BadInput(f"--top/--depth: the M={width}, L={depth} candidate tree has {nodes:,} "
+                       f"nodes (limits {MAX_TREE_NODES:,} nodes, {MAX_TREE_LEVEL:,} at the "
+                       "deepest level); use a smaller --top or --depth")
+    if max(budget_list) > nodes:
+        raise BadInput(f"--budgets: {max(budget_list)} exceeds the {nodes} nodes of "
+                       f"the M={width}, L={depth} candidate tree; raise --top or --depth")
+    return budget_list
+
+
+def checked_engine(engine_budgets: str, engine_verifiers: str, skip_trees: bool) -> dict[str, Any]:
+    """The engine fields of the TreesSpec (engine_budgets, engine_verifiers), checked."""
+    engine_list = check.int_list("--engine-budgets", engine_budgets) if engine_budgets else []
+    bad_engine = [n for n in engine_list if n not in ENGINE_SHAPES]
+    if bad_engine:
+        raise BadInput(f"--engine-budgets: {bad_engine[0]} has no K x L shape; known: "
+                       f"{', '.join(map(str, ENGINE_SHAPES))}")
+    engine_names = list(dict.fromkeys(v.strip() for v in engine_verifiers.split(",") if v.strip()))
+    known = verifier_names(include_broken=True)
+    if engine_list and (not engine_names or any(v not in known for v in engine_names)):
+        unknown = next((v for v in engine_names if v not in known), engine_verifiers)
+        raise BadInput(f"--engine-verifiers: unknown verifier {unknown!r}; known: {', '.join(known)}")
+    if skip_trees and not engine_list:
+        raise BadInput("--skip-trees: needs --engine-budgets (otherwise nothing is computed)")
+    return {"engine_budgets": engine_list, "engine_verifiers": engine_names}
+
+
+def compute(out: Path, spec: TreesSpec, threads: int | None, deadline: Deadline) -> dict[str, Any]:
+    """Load the pair, run the engine part (if asked) and the trees part into `out`."""
+    loaded, prompt_list, draft_t, label = load_run_pair(spec.pair, spec.prompts,
+                                                        spec.draft_temperature, threads)
+    spec = dataclasses.replace(spec, draft_temperature=draft_t)  # the rows' temperature
+    engine = engine_part(out, spec, loaded, prompt_list, label, deadline) if spec.engine_budgets else {}
+    stopped = [f"engine runs: {engine['stopped']}"] if engine.get("stopped") else []
+    if spec.skip_trees:
+        return {"pair": label, "engine": engine, "summary": [], "contexts": 0, "figures": [],
+                "file": None, "computed": 0, "reused": 0, "notes": [], "stopped": stopped or None}
+    out_file = out / f"{slug(spec.pair)}.jsonl"
+    status = run_trees(spec, loaded.target.model, loaded.draft.model, prompt_list, out_file, label,
+                       set(loaded.target.eos_token_ids),
+                       lambda it, total: progress(it, total, "trees: contexts"), deadline)
+    if status["stopped"]:
+        stopped.append(f"contexts: {status['stopped']} ({status['computed'] + status['reused']} "
+                       f"of {status['contexts']} done; rerun the same command to continue)")
+    # only this invocation's records (keys) are counted and plotted
+    records = select_records(load_jsonl(out_file), status.pop("keys"))
+    figures = plot_trees(records, out, title=f"{label}: {len(records)} contexts, M={spec.top}, "
+                                             f"L={spec.depth}")
+    summary = summarize_trees(records)
+    return {"pair": label, **status, "out": str(out), "contexts": len(records),
+            "figures": [str(f) for f in figures], "rules": RULE_HELP, "references": REFERENCE_HELP,
+            "notes": notes(summary), "walltime": "MODELLED from measured component times",
+            "engine": engine, "summary": summary, "stopped": stopped or None}
+
+
+def engine_part(out: Path, spec: TreesSpec, loaded: Any, prompt_list: list[dict[str, Any]], label: str,
+                deadline: Deadline) -> dict[str, Any]:
+    """The engine's reuse runs (experiments.trees.run_engine_reuse) and their summary."""
+    engine_file = out / f"{slug(spec.pair)}_engine.jsonl"
+    if loaded.same_model:
+        loaded.draft_temperature = spec.draft_temperature
+    runs = len(spec.engine_budgets) * len(spec.engine_verifiers) * len(prompt_list)
+    with counting(runs, "trees: engine runs") as advance:
+        engine = run_engine_reuse(spec, loaded, prompt_list, engine_file, label, advance, deadline)
+    engine["summary"] = summarize_engine_reuse(select_records(load_jsonl(engine_file),
+                                                              engine.pop("keys")))
+    return engine
 
 
 def notes(summary: list[dict[str, Any]]) -> list[str]:
