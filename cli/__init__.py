@@ -10,7 +10,9 @@ readable table. Exit statuses:
     3    internal error (a bug): one line ``internal error: ...; please report`` (set
          SPECLP_DEBUG=1 for the traceback)
     130  interrupted (Ctrl-C / SIGTERM); resumable commands keep what they finished
-Long work shows a progress bar on stderr.
+Long work shows a progress bar on stderr. With --json, an error (exit 2, 3 or 130) also
+prints one JSON object on stdout: {"error": the line without "error: ", "exit_status": N,
+"field": the flag or path it names, or null} (error_json).
 
 The command registry is COMMANDS below: every command (as typed after `speclp`), the module
 of this package that defines it, and its one-line summary. The top-level group imports a
@@ -23,6 +25,7 @@ needs at its top and registers its commands on its own `commands` object
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import sys
 import traceback
@@ -40,6 +43,8 @@ INTERRUPTED = 130
 COMMANDS: dict[str, tuple[str, str]] = {
     "solve": ("core", "Solve the single-path information-agnostic LPs and compare BV and "
                       "token-level."),
+    "instance": ("instance", "Write an instance file (random target and draft rows) for solve, gap, "
+                             "audit and check."),
     "check": ("claims", "Check a claim of the theory; exit 1 with a counterexample if it fails."),
     "audit": ("audit", "Audit a verifier or anyone's sampler for losslessness."),
     "gap": ("gap", "Every verifier's exact block efficiency E[tau + 1] against the K-path LP "
@@ -65,26 +70,59 @@ def one_line(text: Any) -> str:
     return " ".join(str(text).split())
 
 
-def parser_error(err: Any) -> int:
+def wants_json(args: Any) -> bool:
+    """Whether the command line asks for --json (an option before any `--`)."""
+    tokens = list(sys.argv[1:] if args is None else args)
+    return "--json" in (tokens[:tokens.index("--")] if "--" in tokens else tokens)
+
+
+ERROR_JSON_PRINTED: list[int] = []  # statuses error_json printed in this invocation (Speclp.main)
+
+
+def error_json(status: int, message: str, field: str | None = None) -> None:
+    """The one JSON object on stdout of a --json command that ends in an error."""
+    print(json.dumps({"error": one_line(message), "exit_status": status, "field": field}))
+    ERROR_JSON_PRINTED.append(status)
+
+
+def parser_field(err: Any) -> str | None:
+    """The option a parser error names (click's param / option_name), if any."""
+    param = getattr(err, "param", None)
+    opts = getattr(param, "opts", None)
+    if opts:
+        return max(opts, key=len)
+    if getattr(param, "name", None):
+        return str(param.name).upper()  # an argument
+    return getattr(err, "option_name", None)
+
+
+def parser_error(err: Any, as_json: bool = False) -> int:
     """One line for an error of the command-line parser (click's exceptions, vendored by
-    typer): unknown option, missing or unparsable value; returns its exit status (2)."""
+    typer): unknown option, missing or unparsable value; returns its exit status (2).
+    as_json: also the JSON object of error_json on stdout."""
     if type(err).__name__ == "NoArgsIsHelpError":  # `speclp` alone prints the help
         err.show()
         return int(err.exit_code)
     ctx = getattr(err, "ctx", None)
     hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
-    stderr.print(f"error: {one_line(err.format_message())}{hint}", markup=False, highlight=False,
-                 soft_wrap=True)
+    message = f"{one_line(err.format_message())}{hint}"
+    stderr.print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
+    if as_json:
+        error_json(int(err.exit_code), message, parser_field(err))
     return int(err.exit_code)
 
 
-def internal_error(err: BaseException) -> int:
-    """Report an unexpected exception on one line (traceback with SPECLP_DEBUG=1); exit 3."""
+def internal_error(err: BaseException, as_json: bool = False) -> int:
+    """Report an unexpected exception on one line (traceback with SPECLP_DEBUG=1); exit 3.
+    as_json: also the JSON object of error_json on stdout."""
     if os.environ.get("SPECLP_DEBUG"):
         traceback.print_exception(err)
-    stderr.print(f"internal error: {type(err).__name__}: {one_line(err)[:300]}; please report "
-                 f"it with the command line (speclp {__version__}; SPECLP_DEBUG=1 shows the "
-                 "traceback)", markup=False, highlight=False, soft_wrap=True)
+    message = (f"internal error: {type(err).__name__}: {one_line(err)[:300]}; please report "
+               f"it with the command line (speclp {__version__}; SPECLP_DEBUG=1 shows the "
+               "traceback)")
+    stderr.print(message, markup=False, highlight=False, soft_wrap=True)
+    if as_json:
+        error_json(INTERNAL_ERROR, message)
     return INTERNAL_ERROR
 
 
@@ -124,10 +162,12 @@ class Speclp(typer.core.TyperGroup):
 
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, **extra: Any) -> Any:
+        as_json = wants_json(args)
+        ERROR_JSON_PRINTED.clear()
         try:
             rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var,
                               standalone_mode=False, **extra)
-            code = rv if isinstance(rv, int) else 0
+            code = rv if isinstance(rv, int) else 0  # a command's typer.Exit(N) returns N here
         except typer.Exit as done:
             code = done.exit_code
         except (typer.Abort, KeyboardInterrupt):
@@ -135,9 +175,11 @@ class Speclp(typer.core.TyperGroup):
             code = INTERRUPTED
         except Exception as err:
             if hasattr(err, "exit_code") and hasattr(err, "format_message"):  # a parser error
-                code = parser_error(err)
+                code = parser_error(err, as_json)
             else:  # a bug outside a command body
-                code = internal_error(err)
+                code = internal_error(err, as_json)
+        if code == INTERRUPTED and as_json and not ERROR_JSON_PRINTED:
+            error_json(code, "interrupted")  # (a command's own interrupt message is on stderr)
         if standalone_mode:
             sys.exit(code)
         return code

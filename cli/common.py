@@ -14,15 +14,22 @@ from typing import Any, TypeVar
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from ..lp.instance import InstanceError
-from . import internal_error, one_line, stderr, stdout
+from . import error_json, internal_error, one_line, stderr, stdout
 from .validate import BadInput
 
-__all__ = ["BadInput", "ClaimFailed", "new_commands", "jsonable", "progress", "run", "stderr", "stdout",
-           "table", "working"]
+__all__ = ["BadInput", "ClaimFailed", "counting", "new_commands", "jsonable", "progress", "run", "stderr",
+           "stdout", "table", "working"]
 
 
 def new_commands(help: str | None = None) -> typer.Typer:
@@ -65,7 +72,10 @@ def run(body: Callable[[], dict[str, Any]], as_json: bool,
     try:
         result = body()
     except (BadInput, InstanceError) as err:
-        stderr.print(f"error: {one_line(err)}", markup=False, highlight=False, soft_wrap=True)
+        message = one_line(err)
+        stderr.print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
+        if as_json:
+            error_json(2, message, message.split(": ", 1)[0] if ": " in message else None)
         raise typer.Exit(2) from None
     except ClaimFailed as failure:
         if as_json:
@@ -77,10 +87,13 @@ def run(body: Callable[[], dict[str, Any]], as_json: bool,
             else:
                 print(json.dumps(jsonable(failure.payload), indent=1))
         raise typer.Exit(1) from None
-    except (typer.Exit, typer.Abort, KeyboardInterrupt):
+    except KeyboardInterrupt:
+        stderr.print("interrupted", markup=False, highlight=False)
+        raise typer.Exit(130) from None  # speclp.cli.Speclp.main adds the JSON object
+    except (typer.Exit, typer.Abort):
         raise
     except Exception as err:
-        raise typer.Exit(internal_error(err)) from None
+        raise typer.Exit(internal_error(err, as_json)) from None
     if as_json:
         print(json.dumps(jsonable(result)))
     elif render is not None:
@@ -111,13 +124,28 @@ def working(description: str) -> Iterator[Callable[[str], None]]:
         yield lambda stage: bar.update(task, description=f"{description}: {stage}")
 
 
+def _bar(total: int | None) -> Progress:
+    """A progress bar on stderr (hidden off a terminal): count, elapsed time and, with a
+    total, the estimated time left."""
+    columns: list[Any] = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn()]
+    if total is not None:
+        columns.append(TimeRemainingColumn())
+    return Progress(*columns, console=stderr, transient=False, disable=not sys.stderr.isatty())
+
+
 def progress(items: Iterable[T], total: int | None, description: str) -> Iterator[T]:
     """Iterate with a progress bar on stderr (hidden when stderr is not a terminal)."""
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=stderr, transient=False, disable=not sys.stderr.isatty()) as bar:
+    with _bar(total) as bar:
         task = bar.add_task(description, total=total)
         for item in items:
             yield item
             bar.advance(task)
 
 
+@contextlib.contextmanager
+def counting(total: int | None, description: str) -> Iterator[Callable[[], None]]:
+    """A progress bar for work done in nested loops: yields a function that counts one item."""
+    with _bar(total) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda: bar.advance(task)

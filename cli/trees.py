@@ -5,19 +5,34 @@ pair on a small complete prefix tree (decode.tree_rows); results are JSONL (resu
 records are keyed on every setting that changes them, finished ones are skipped) plus
 figures, in --out (default ./speclp-results/trees, ./speclp-results/realgap). `trees`
 folders record their spec and take one writer at a time (experiments.store). Every flag is
-checked (cli/validate.py) before a model is loaded.
+checked (cli/validate.py) before a model is loaded. The run is a
+experiments.trees.TreesSpec, whose defaults are the flags' defaults; --time-limit stops
+starting new work once it has passed (finished records are kept).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from ..experiments.store import slug
+from ..experiments.plots import plot_trees
+from ..experiments.store import ResultsFolderError, load_jsonl, open_folder, select_records, slug
+from ..experiments.trees import (
+    ENGINE_SHAPES,
+    Deadline,
+    TreesSpec,
+    run_engine_reuse,
+    run_trees,
+    summarize_engine_reuse,
+    summarize_trees,
+)
+from ..proofs.tree_selection import REFERENCES, RULES, node_count
+from ..verifiers.registry import verifier_names
 from . import validate as check
-from .common import BadInput, new_commands, progress, run, table
+from .common import BadInput, counting, new_commands, progress, run, table
 
 TREES_OUT = Path("speclp-results/trees")
 MAX_TREE_NODES = 2000  # candidate tree nodes (rows of V probabilities per model, per context)
@@ -67,28 +82,60 @@ def load_run_pair(pair_name: str, prompt_spec: str, draft_temperature: float | N
     return pair, prompts, draft_temperature, label
 
 
+DEFAULTS = TreesSpec()
+DEFAULT_TIME_LIMIT_S = 4 * 3600.0
+RULE_HELP = {
+    "draft": "top-N nodes by draft path probability",
+    "rerank": "top-N with the target's first-token row in place of the draft's (+1 target pass)",
+    "target-first": "draw the first token from the target (free, +1 target pass), then the "
+                    "draft-ranked N-node tree below it",
+    "target-first-gbv": "the same first token, then K x L' i.i.d. draft paths below it verified by "
+                        "GBV (K x L' <= N, capped by exact enumeration)",
+}
+REFERENCE_HELP = {
+    "oracle": "best FIXED N-node tree (top-N by target probability): a bound for draft and rerank "
+              "only; the target-first rules can exceed it",
+    "target-first-oracle": "first token from the target, then the best N-node tree below it: a "
+                           "bound for target-first",
+}
+
+
 @commands.command()
 def trees(
-    pair: str = typer.Option("qwen2.5-coder", "--pair",
+    pair: str = typer.Option(DEFAULTS.pair, "--pair",
                              help="Pair name, TARGET,DRAFT, or one model (draft = same model at "
                                   "--draft-temperature, default 1.5)."),
-    prompts: str = typer.Option("humaneval:10", "--prompts", help="humaneval:N or file:PATH."),
-    budgets: str = typer.Option("2,4,8,16,32,64", "--budgets", help="Comma list of budgets N."),
-    rules: str = typer.Option("draft,rerank,target-first,target-first-gbv", "--rules",
-                              help="Comma list of selection rules."),
-    width: int = typer.Option(4, "--top", help="M: candidate children per node (top-M of (p+q)/2)."),
-    depth: int = typer.Option(4, "--depth", help="L: depth of the candidate tree."),
-    contexts_per_prompt: int = typer.Option(2, "--contexts-per-prompt", help="Contexts per prompt."),
-    every: int = typer.Option(8, "--every", help="Target-sampled tokens between contexts."),
-    temperature: float = typer.Option(1.0, "--temperature"),
-    draft_temperature: float = typer.Option(None, "--draft-temperature"),
-    no_timing: bool = typer.Option(False, "--no-timing", help="Skip the measured round times."),
-    engine_budgets: str = typer.Option("", "--engine-budgets",
+    prompts: str = typer.Option(DEFAULTS.prompts, "--prompts", help="humaneval:N or file:PATH."),
+    budgets: str = typer.Option(",".join(map(str, DEFAULTS.budgets)), "--budgets",
+                                help="Comma list of budgets N (drafted nodes per round)."),
+    rules: str = typer.Option(",".join(DEFAULTS.rules), "--rules",
+                              help="Comma list of selection rules: "
+                                   + "; ".join(f"{k}: {v}" for k, v in RULE_HELP.items())
+                                   + ". Always shown next to them, as references (not rules): "
+                                   + "; ".join(f"{k}: {v}" for k, v in REFERENCE_HELP.items()) + "."),
+    width: int = typer.Option(DEFAULTS.top, "--top", help="M: candidate children per node (top-M of "
+                                                          "(p+q)/2)."),
+    depth: int = typer.Option(DEFAULTS.depth, "--depth", help="L: depth of the candidate tree."),
+    contexts_per_prompt: int = typer.Option(DEFAULTS.contexts_per_prompt, "--contexts-per-prompt",
+                                            help="Contexts per prompt."),
+    every: int = typer.Option(DEFAULTS.every, "--every", help="Target-sampled tokens between contexts."),
+    temperature: float = typer.Option(DEFAULTS.temperature, "--temperature",
+                                      help="Temperature of the target's rows (and of the draft's "
+                                           "unless --draft-temperature)."),
+    draft_temperature: float = typer.Option(DEFAULTS.draft_temperature, "--draft-temperature",
+                                            help="Temperature of the draft's rows (default "
+                                                 "--temperature; 1.5 when the draft is the target "
+                                                 "model)."),
+    no_timing: bool = typer.Option(DEFAULTS.no_timing, "--no-timing",
+                                   help="Skip the measured round times."),
+    engine_budgets: str = typer.Option(",".join(map(str, DEFAULTS.engine_budgets)), "--engine-budgets",
                                        help="Also decode with the engine at these budgets (mapped to "
                                             "K x L paths: 8=2x4, 16=2x8, 32=4x8, 64=8x8) and measure reuse."),
-    engine_verifiers: str = typer.Option("bv,gbv", "--engine-verifiers"),
-    engine_tokens: int = typer.Option(48, "--engine-tokens", help="Tokens generated per engine run."),
-    skip_trees: bool = typer.Option(False, "--skip-trees",
+    engine_verifiers: str = typer.Option(",".join(DEFAULTS.engine_verifiers), "--engine-verifiers",
+                                         help="Verifiers of the engine runs."),
+    engine_tokens: int = typer.Option(DEFAULTS.engine_tokens, "--engine-tokens",
+                                      help="Tokens generated per engine run."),
+    skip_trees: bool = typer.Option(DEFAULTS.skip_trees, "--skip-trees",
                                     help="Only the engine runs (with --engine-budgets)."),
     out: Path = typer.Option(TREES_OUT, "--out",
                              help="Folder of the JSONL results and figures (default "
@@ -96,7 +143,10 @@ def trees(
     new_out: bool = typer.Option(False, "--new-out",
                                  help="If --out holds another spec, use a new folder next to it "
                                       "(OUT-2, ...) instead of refusing."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = typer.Option(DEFAULTS.seed, "--seed", help="Seed of the context sampling and the engine."),
+    time_limit: float = typer.Option(DEFAULT_TIME_LIMIT_S, "--time-limit",
+                                     help="Seconds: no new context (or engine run) starts after it; "
+                                          "finished ones are kept, rerun to continue (default 4 h)."),
     threads: int = typer.Option(None, "--threads", help="torch CPU threads."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
@@ -104,123 +154,173 @@ def trees(
 
     Tokens per round = E[accepted] + 1 (correction/bonus token). Values are exact on the
     instance of the top-M tokens of (p+q)/2 per node, RENORMALISED, and exact with the real
-    (unrenormalised) probabilities on the candidate tree (a lower bound). Walltime per token
-    is MODELLED from measured draft / tree-pass / extra-pass times.
+    (unrenormalised) probabilities on the candidate tree (a lower bound). Two references
+    are shown next to the rules (see --rules). Walltime per token is MODELLED from measured
+    draft / tree-pass / extra-pass times.
     """
 
     def body() -> dict[str, Any]:
         check_run_flags(out, prompts, every, contexts_per_prompt, temperature, draft_temperature, seed,
-                threads)
+                        threads)
         check.integer("--engine-tokens", engine_tokens, 1, 100_000)
-        from ..experiments.store import ResultsFolderError, open_folder
-        from ..experiments.trees import ENGINE_SHAPES
-        from ..proofs.tree_selection import RULES, node_count
-        from ..verifiers.registry import verifier_names
-
-        budget_list = check.int_list("--budgets", budgets)
-        rule_list = tuple(dict.fromkeys(r.strip() for r in rules.split(",") if r.strip()))
-        bad = [r for r in rule_list if r not in RULES]
-        if bad or not rule_list:
-            raise BadInput(f"--rules: unknown rule {bad[0] if bad else rules!r}; known: {', '.join(RULES)}")
-        check.integer("--top", width, 2, 64)
-        check.integer("--depth", depth, 2, 16)
-        nodes = node_count(width, depth)
-        if nodes > MAX_TREE_NODES or width**depth > MAX_TREE_LEVEL:
-            raise BadInput(f"--top/--depth: the M={width}, L={depth} candidate tree has {nodes:,} "
-                           f"nodes (limits {MAX_TREE_NODES:,} nodes, {MAX_TREE_LEVEL:,} at the "
-                           "deepest level); use a smaller --top or --depth")
-        if max(budget_list) > nodes:
-            raise BadInput(f"--budgets: {max(budget_list)} exceeds the {nodes} nodes of "
-                           f"the M={width}, L={depth} candidate tree; raise --top or --depth")
-        engine_list = check.int_list("--engine-budgets", engine_budgets) if engine_budgets else []
-        bad_engine = [n for n in engine_list if n not in ENGINE_SHAPES]
-        if bad_engine:
-            raise BadInput(f"--engine-budgets: {bad_engine[0]} has no K x L shape; known: "
-                           f"{', '.join(map(str, ENGINE_SHAPES))}")
-        engine_names = list(dict.fromkeys(v.strip() for v in engine_verifiers.split(",") if v.strip()))
-        known = verifier_names(include_broken=True)
-        if engine_list and (not engine_names or any(v not in known for v in engine_names)):
-            unknown = next((v for v in engine_names if v not in known), engine_verifiers)
-            raise BadInput(f"--engine-verifiers: unknown verifier {unknown!r}; known: {', '.join(known)}")
-        if skip_trees and not engine_list:
-            raise BadInput("--skip-trees: needs --engine-budgets (otherwise nothing is computed)")
+        check.number("--time-limit", time_limit, 0, low_open=True)
+        spec = TreesSpec(pair=pair, prompts=prompts, budgets=checked_budgets(budgets, width, depth),
+                         rules=checked_rules(rules), top=width, depth=depth,
+                         contexts_per_prompt=contexts_per_prompt, every=every, temperature=temperature,
+                         draft_temperature=draft_temperature, no_timing=no_timing,
+                         engine_tokens=engine_tokens, skip_trees=skip_trees, seed=seed,
+                         **checked_engine(engine_budgets, engine_verifiers, skip_trees))
         check.model_pair("--pair", pair)
-        spec = {"pair": pair, "prompts": prompts, "budgets": budget_list, "rules": list(rule_list),
-                "top": width, "depth": depth, "contexts_per_prompt": contexts_per_prompt,
-                "every": every, "temperature": temperature, "draft_temperature": draft_temperature,
-                "no_timing": no_timing, "engine_budgets": engine_list,
-                "engine_verifiers": engine_names if engine_list else [],
-                "engine_tokens": engine_tokens if engine_list else None,
-                "skip_trees": skip_trees, "seed": seed}
         try:
-            folder = open_folder(out, "trees", spec, new_folder=new_out)
+            folder = open_folder(out, "trees", spec.as_dict(), new_folder=new_out)
         except ResultsFolderError as err:
             raise BadInput(f"--out: {err}") from None
         with folder:
-            return compute(folder.path, spec)
-
-    def compute(out: Path, spec: dict[str, Any]) -> dict[str, Any]:
-        from ..experiments.plots import plot_trees
-        from ..experiments.store import load_jsonl, select_records
-        from ..experiments.trees import (
-            run_engine_reuse,
-            run_trees,
-            summarize_engine_reuse,
-            summarize_trees,
-        )
-
-        budget_list, rule_list, engine_list = spec["budgets"], tuple(spec["rules"]), spec["engine_budgets"]
-        loaded, prompt_list, draft_t, label = load_run_pair(pair, prompts, draft_temperature, threads)
-        out_file = out / f"{slug(pair)}.jsonl"
-        engine: dict[str, Any] = {}
-        if engine_list:
-            engine_file = out / f"{slug(pair)}_engine.jsonl"
-            if loaded.same_model:
-                loaded.draft_temperature = draft_t
-            engine = run_engine_reuse(loaded, prompt_list, engine_list, spec["engine_verifiers"],
-                                      engine_file, engine_tokens, temperature, seed, label)
-            engine["summary"] = summarize_engine_reuse(select_records(load_jsonl(engine_file),
-                                                                      engine.pop("keys")))
-        if skip_trees:
-            return {"pair": label, "engine": engine, "summary": [], "contexts": 0, "figures": [],
-                    "file": None, "computed": 0, "reused": 0, "convention": "", "rows": ""}
-        status = run_trees(loaded.target.model, loaded.draft.model, prompt_list, budget_list, rule_list,
-                           out_file, width, depth, contexts_per_prompt, every, temperature, draft_t,
-                           seed, label, set(loaded.target.eos_token_ids), not no_timing,
-                           progress=lambda it: progress(it, len(prompt_list), "trees"))
-        # only this invocation's records (keys) are counted and plotted
-        records = select_records(load_jsonl(out_file), status.pop("keys"))
-        figures = plot_trees(records, out, title=f"{label}: {len(records)} contexts, M={width}, L={depth}")
-        return {"pair": label, **status, "out": str(out), "contexts": len(records),
-                "figures": [str(f) for f in figures],
-                "convention": "tokens per round = E[accepted] + 1; rerank/target-first rules need one "
-                              "extra target pass per round (reuse probability 0 for target-sampling "
-                              "verification of a deterministic tree)",
-                "rows": "top-M of (p+q)/2 per node; 'tokens_per_round' on rows renormalised over the M "
-                        "tokens, 'candidate_exact' with the real probabilities (lower bound)",
-                "walltime": "MODELLED from measured component times",
-                "engine": engine, "summary": summarize_trees(records)}
-
-    def render(r: dict[str, Any]) -> None:
-        rows = [[s["rule"], s["budget"], s["contexts"], f"{s['tokens_per_round']:.4f}",
-                 "" if s["tokens_per_round_candidate_exact"] is None
-                 else f"{s['tokens_per_round_candidate_exact']:.4f}",
-                 "" if s["sequential_s_per_token"] is None else f"{1000 * s['sequential_s_per_token']:.1f}",
-                 "" if s["overlapped_s_per_token_modelled"] is None
-                 else f"{1000 * s['overlapped_s_per_token_modelled']:.1f}"]
-                for s in r["summary"]]
-        table(f"trees: {r['pair']} ({r['contexts']} contexts; {r['file']})",
-              ["rule", "N", "ctx", "tokens/round (renorm.)", "tokens/round (real p, cand.)",
-               "ms/token seq (modelled)", "ms/token overlap (modelled)"], rows)
-        if r["engine"]:
-            table("engine (K x L paths, measured): reuse of p(.|next context) from the tree pass",
-                  ["verifier", "N", "K x L", "prompts", "row-steps", "reuse rate", "tokens/call",
-                   "ms/token (measured)"],
-                  [[e["verifier"], e["budget"], "x".join(map(str, e["shape"])), e["prompts"], e["row_steps"],
-                    f"{e['reuse_rate']:.3f}", f"{e['tokens_per_call']:.3f}", f"{e['ms_per_token']:.1f}"]
-                   for e in r["engine"]["summary"]])
-        print(r["rows"])
-        print(r["convention"])
-        print("figures:", ", ".join(r["figures"]))
+            return compute(folder.path, spec, threads, Deadline(time_limit))
 
     run(body, as_json, render)
+
+
+def checked_rules(rules: str) -> list[str]:
+    """--rules: known rules, in order, without repeats (a reference is named as one)."""
+    rule_list = list(dict.fromkeys(r.strip() for r in rules.split(",") if r.strip()))
+    bad = [r for r in rule_list if r not in RULES]
+    if bad or not rule_list:
+        why = " (a reference, always shown; not a rule)" if bad and bad[0] in REFERENCES else ""
+        raise BadInput(f"--rules: unknown rule {bad[0] if bad else rules!r}{why}; known: "
+                       f"{', '.join(RULES)}")
+    return rule_list
+
+
+def checked_budgets(budgets: str, width: int, depth: int) -> list[int]:
+    """--budgets, after --top/--depth: the candidate tree fits and holds every budget."""
+    budget_list = check.int_list("--budgets", budgets, 1)
+    check.integer("--top", width, 2, 64)
+    check.integer("--depth", depth, 2, 16)
+    nodes = node_count(width, depth)
+    if nodes > MAX_TREE_NODES or width**depth > MAX_TREE_LEVEL:
+        raise BadInput(f"--top/--depth: the M={width}, L={depth} candidate tree has {nodes:,} "
+                       f"nodes (limits {MAX_TREE_NODES:,} nodes, {MAX_TREE_LEVEL:,} at the "
+                       "deepest level); use a smaller --top or --depth")
+    if max(budget_list) > nodes:
+        raise BadInput(f"--budgets: {max(budget_list)} exceeds the {nodes} nodes of "
+                       f"the M={width}, L={depth} candidate tree; raise --top or --depth")
+    return budget_list
+
+
+def checked_engine(engine_budgets: str, engine_verifiers: str, skip_trees: bool) -> dict[str, Any]:
+    """The engine fields of the TreesSpec (engine_budgets, engine_verifiers), checked."""
+    engine_list = check.int_list("--engine-budgets", engine_budgets) if engine_budgets else []
+    bad_engine = [n for n in engine_list if n not in ENGINE_SHAPES]
+    if bad_engine:
+        raise BadInput(f"--engine-budgets: {bad_engine[0]} has no K x L shape; known: "
+                       f"{', '.join(map(str, ENGINE_SHAPES))}")
+    engine_names = list(dict.fromkeys(v.strip() for v in engine_verifiers.split(",") if v.strip()))
+    known = verifier_names(include_broken=True)
+    if engine_list and (not engine_names or any(v not in known for v in engine_names)):
+        unknown = next((v for v in engine_names if v not in known), engine_verifiers)
+        raise BadInput(f"--engine-verifiers: unknown verifier {unknown!r}; known: {', '.join(known)}")
+    if skip_trees and not engine_list:
+        raise BadInput("--skip-trees: needs --engine-budgets (otherwise nothing is computed)")
+    return {"engine_budgets": engine_list, "engine_verifiers": engine_names}
+
+
+def compute(out: Path, spec: TreesSpec, threads: int | None, deadline: Deadline) -> dict[str, Any]:
+    """Load the pair, run the engine part (if asked) and the trees part into `out`."""
+    loaded, prompt_list, draft_t, label = load_run_pair(spec.pair, spec.prompts,
+                                                        spec.draft_temperature, threads)
+    spec = dataclasses.replace(spec, draft_temperature=draft_t)  # the rows' temperature
+    engine = engine_part(out, spec, loaded, prompt_list, label, deadline) if spec.engine_budgets else {}
+    stopped = [f"engine runs: {engine['stopped']}"] if engine.get("stopped") else []
+    if spec.skip_trees:
+        return {"pair": label, "engine": engine, "summary": [], "contexts": 0, "figures": [],
+                "file": None, "computed": 0, "reused": 0, "notes": [], "stopped": stopped or None}
+    out_file = out / f"{slug(spec.pair)}.jsonl"
+    status = run_trees(spec, loaded.target.model, loaded.draft.model, prompt_list, out_file, label,
+                       set(loaded.target.eos_token_ids),
+                       lambda it, total: progress(it, total, "trees: contexts"), deadline)
+    if status["stopped"]:
+        stopped.append(f"contexts: {status['stopped']} ({status['computed'] + status['reused']} "
+                       f"of {status['contexts']} done; rerun the same command to continue)")
+    # only this invocation's records (keys) are counted and plotted
+    records = select_records(load_jsonl(out_file), status.pop("keys"))
+    figures = plot_trees(records, out, title=f"{label}: {len(records)} contexts, M={spec.top}, "
+                                             f"L={spec.depth}")
+    summary = summarize_trees(records)
+    return {"pair": label, **status, "out": str(out), "contexts": len(records),
+            "figures": [str(f) for f in figures], "rules": RULE_HELP, "references": REFERENCE_HELP,
+            "notes": notes(summary), "walltime": "MODELLED from measured component times",
+            "engine": engine, "summary": summary, "stopped": stopped or None}
+
+
+def engine_part(out: Path, spec: TreesSpec, loaded: Any, prompt_list: list[dict[str, Any]], label: str,
+                deadline: Deadline) -> dict[str, Any]:
+    """The engine's reuse runs (experiments.trees.run_engine_reuse) and their summary."""
+    engine_file = out / f"{slug(spec.pair)}_engine.jsonl"
+    if loaded.same_model:
+        loaded.draft_temperature = spec.draft_temperature
+    runs = len(spec.engine_budgets) * len(spec.engine_verifiers) * len(prompt_list)
+    with counting(runs, "trees: engine runs") as advance:
+        engine = run_engine_reuse(spec, loaded, prompt_list, engine_file, label, advance, deadline)
+    engine["summary"] = summarize_engine_reuse(select_records(load_jsonl(engine_file),
+                                                              engine.pop("keys")))
+    return engine
+
+
+def notes(summary: list[dict[str, Any]]) -> list[str]:
+    """The lines printed under the trees table: what the columns and rows mean, and what a
+    reader would otherwise misread (the references, target-first-gbv's shape)."""
+    out = ["tokens per round = E[accepted] + 1; rerank and the target-first rules need one extra "
+           "target pass per round (reuse probability 0 for target-sampling verification of a "
+           "deterministic tree). 'renorm.': exact on the top-M of (p+q)/2 per node, renormalised "
+           "over the M tokens; 'real p, cand.': exact with the real probabilities on the candidate "
+           "tree (a lower bound); '+- se': standard error of that mean over prompts (sd of the per-prompt "
+           "means / sqrt(prompts)).",
+           "references (not rules, they read the target everywhere): " + "; ".join(
+               f"{k} = {v}" for k, v in REFERENCE_HELP.items()) + ". At budget N, target-first "
+           "verifies as much as a fixed tree of up to V (N + 1) nodes (proofs/tree_selection.py)."]
+    gbv = [s for s in summary if s["rule"] == "target-first-gbv" and s["shape"]]
+    if gbv:
+        shapes = ", ".join(f"N={s['budget']}: {s['shape'][0]}x{s['shape'][1]}" for s in gbv)
+        out.append(f"target-first-gbv drafts K x L' paths below the first token ({shapes}). It is "
+                   "not monotone in N: GBV is not monotone in K (it is not always >= BV, its K = 1 "
+                   "case; THEORY.md section 4), while the K-path optimum is; 'saturated' = the "
+                   "exact-enumeration cap fixed the shape, so the value repeats.")
+    return out
+
+
+def _shown(value: float | None, scale: float, spec: str) -> str:
+    return "" if value is None else format(scale * value, spec)
+
+
+def render(r: dict[str, Any]) -> None:
+    rows = []
+    for s in r["summary"]:
+        name = f"{s['rule']} (reference)" if s["reference"] else s["rule"]
+        shape = "x".join(map(str, s["shape"])) + (" saturated" if s["saturated"] else "") \
+            if s["shape"] else ""
+        mean = "" if s["tokens_per_round"] is None else f"{s['tokens_per_round']:.4f}"
+        if s["tokens_per_round_se"] is not None:
+            mean += f" +- {s['tokens_per_round_se']:.4f}"
+        rows.append([name, s["budget"], shape, s["contexts"], mean,
+                     _shown(s["tokens_per_round_candidate_exact"], 1, ".4f"),
+                     _shown(s["sequential_s_per_token"], 1000, ".1f"),
+                     _shown(s["overlapped_s_per_token_modelled"], 1000, ".1f")])
+    if r["summary"]:
+        table(f"trees: {r['pair']} ({r['contexts']} contexts; {r['file']})",
+              ["rule", "N", "K x L'", "ctx", "tokens/round (renorm.) +- se", "tokens/round (real p, cand.)",
+               "ms/token seq (modelled)", "ms/token overlap (modelled)"], rows)
+    if r["engine"]:
+        table("engine (K x L paths, measured): reuse of p(.|next context) from the tree pass",
+              ["verifier", "N", "K x L", "prompts", "row-steps", "reuse rate", "tokens/call",
+               "ms/token (measured)"],
+              [[e["verifier"], e["budget"], "x".join(map(str, e["shape"])), e["prompts"], e["row_steps"],
+                "" if e["reuse_rate"] is None else f"{e['reuse_rate']:.3f}", f"{e['tokens_per_call']:.3f}",
+                f"{e['ms_per_token']:.1f}"]
+               for e in r["engine"]["summary"]])
+    for line in r["notes"]:
+        print(line)
+    for line in r["stopped"] or []:
+        print(f"stopped early: {line}")
+    if r["figures"]:
+        print("figures:", ", ".join(r["figures"]))

@@ -1,24 +1,94 @@
 """Real-model tree-selection runs (`speclp trees`): rule values on a real pair's rows,
 modelled walltime, summaries, and the engine's reuse of target rows.
 
-The rules themselves (exact tokens per round of each rule on an instance) are in
-speclp.proofs.tree_selection.
+The rules themselves (exact tokens per round of each rule on an instance) and the
+references shown next to them are in speclp.proofs.tree_selection. A run is defined by a
+TreesSpec (the CLI reads its defaults); run_trees and run_engine_reuse take one.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
+from ..decode.tree_rows import sample_contexts, time_tree_round, tree_rows
 from ..proofs.tree_selection import (
     MAX_CONFIGURATIONS,
+    REFERENCES,
     RULES,
     draft_ranked_tree,
-    optimal_tree_value,
+    reference_value,
     rule_value,
 )
 from ..verifiers.tree import TreeModel
+from .realgap import _stable_hash, prompt_digest
+from .store import append_jsonl, load_jsonl, record_key
+
+ENGINE_SHAPES = {8: (2, 4), 16: (2, 8), 32: (4, 8), 64: (8, 8)}  # budget N -> (K, L), K * L = N
+
+
+@dataclasses.dataclass
+class TreesSpec:
+    """Everything that defines a `speclp trees` run; the CLI's defaults are these.
+
+    The field names are the keys of the folder's spec.json (experiments.store), so a
+    folder written before this class existed reopens unchanged.
+    pair: pair name (decode.models); prompts: humaneval:N or file:PATH; budgets: the N
+    (drafted nodes per round); rules: proofs.tree_selection.RULES (the REFERENCES are
+    always computed too); top: M candidate children per node (top-M of (p + q)/2); depth:
+    L of the candidate tree; contexts_per_prompt contexts, `every` target-sampled tokens
+    apart; temperature / draft_temperature of the rows (None: the draft at `temperature`,
+    or 1.5 when the draft is the target model); no_timing: skip the measured round times;
+    engine_budgets / engine_verifiers / engine_tokens: the engine's reuse runs
+    (ENGINE_SHAPES); skip_trees: only those; seed: context sampling and engine seed.
+    """
+
+    pair: str = "qwen2.5-coder"
+    prompts: str = "humaneval:10"
+    budgets: list[int] = dataclasses.field(default_factory=lambda: [2, 4, 8, 16, 32, 64])
+    rules: list[str] = dataclasses.field(default_factory=lambda: list(RULES))
+    top: int = 4
+    depth: int = 4
+    contexts_per_prompt: int = 2
+    every: int = 8
+    temperature: float = 1.0
+    draft_temperature: float | None = None
+    no_timing: bool = False
+    engine_budgets: list[int] = dataclasses.field(default_factory=list)
+    engine_verifiers: list[str] = dataclasses.field(default_factory=lambda: ["bv", "gbv"])
+    engine_tokens: int = 48
+    skip_trees: bool = False
+    seed: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """The folder's spec (engine settings only when engine budgets are given)."""
+        out = dataclasses.asdict(self)
+        if not self.engine_budgets:
+            out["engine_verifiers"], out["engine_tokens"] = [], None
+        return out
+
+
+class Deadline:
+    """A time limit in seconds from now (None: none); `passed` once it is over."""
+
+    def __init__(self, seconds: float | None):
+        self.seconds = seconds
+        self.end = None if seconds is None else time.monotonic() + seconds
+
+    @property
+    def passed(self) -> bool:
+        return self.end is not None and time.monotonic() >= self.end
+
+
+def no_progress(items: Any, total: int | None = None) -> Any:
+    return items
+
 
 # ---------------------------------------------------------------------------
 # real-model runs (`speclp trees`)
@@ -26,15 +96,17 @@ from ..verifiers.tree import TreeModel
 
 def real_rule_values(rows: Any, budgets: list[int], rules: tuple[str, ...] = RULES,
                      max_configurations: int = MAX_CONFIGURATIONS) -> dict[str, Any]:
-    """Exact rule values on the rows of a real pair (decode.tree_rows.TreeRows).
+    """Exact rule and reference values on the rows of a real pair (decode.tree_rows.TreeRows).
 
-    `renormalised`: every rule on the instance of the M kept tokens per node, renormalised
-    (a truncation of the pair). `candidate_exact`: draft / rerank / target-first /
-    oracle on the UNrenormalised rows, i.e. with the real full-vocabulary probabilities,
-    trees restricted to the candidate tree: exact for those trees, a lower bound on the
-    unrestricted rule (target-first counts 0 tokens below a first token outside the M
-    candidates). `oracle` = best N-node tree for target-sampling verification (top-N by
-    p, needs the target everywhere: a reference, not a rule).
+    `renormalised`: every rule and reference on the instance of the M kept tokens per node,
+    renormalised (a truncation of the pair). `candidate_exact`: every rule but
+    target-first-gbv, and the references, on the UNrenormalised rows, i.e. with the real
+    full-vocabulary probabilities, trees restricted to the candidate tree: exact for those
+    trees, a lower bound on the unrestricted rule (target-first counts 0 tokens below a
+    first token outside the M candidates). References (proofs.tree_selection): `oracle` =
+    best fixed N-node tree (a bound for draft and rerank only), `target-first-oracle` =
+    best N-node tree below the target-sampled first token (a bound for target-first).
+    `shapes`: target-first-gbv's (K, L') per budget.
     """
     norm = TreeModel(rows.target, rows.draft, rows.depth)
     raw = TreeModel(rows.target_edge, rows.draft_edge, rows.depth)
@@ -50,8 +122,8 @@ def real_rule_values(rows: Any, budgets: list[int], rules: tuple[str, ...] = RUL
                 raw_value = rule_value(raw, rule, n)
                 out["candidate_exact"].setdefault(rule, {})[str(n)] = float(raw_value.tokens_per_round)
         for key, model in (("renormalised", norm), ("candidate_exact", raw)):
-            best, _ = optimal_tree_value(model, n)
-            out[key].setdefault("oracle", {})[str(n)] = float(best) + 1.0
+            for reference in REFERENCES:
+                out[key].setdefault(reference, {})[str(n)] = float(reference_value(model, reference, n))
     return out
 
 
@@ -70,127 +142,157 @@ def modelled_walltime(tokens_per_round: float, times: dict[str, float], extra_pa
     return {"sequential_s_per_token": seq, "overlapped_s_per_token_modelled": over}
 
 
+def _mean_and_se(values: list[float], groups: list[Any]) -> tuple[float | None, float | None]:
+    """Mean over contexts, and the standard error of that mean over prompts: the sd of the
+    per-prompt means / sqrt(prompts) (contexts of one prompt are not independent). None
+    when there are no values; se None below 2 prompts."""
+    if not values:
+        return None, None
+    by_group: dict[Any, list[float]] = {}
+    for value, group in zip(values, groups, strict=True):
+        by_group.setdefault(group, []).append(value)
+    means = [float(np.mean(v)) for v in by_group.values()]
+    se = float(np.std(means, ddof=1) / np.sqrt(len(means))) if len(means) > 1 else None
+    return float(np.mean(values)), se
+
+
 def summarize_trees(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Mean tokens per round (renormalised and candidate-exact) and modelled s/token per rule, budget."""
+    """Per rule (then reference) and budget: mean tokens per round over contexts
+    (renormalised, with its standard error over prompts, _mean_and_se, and candidate-exact),
+    the numbers of contexts and prompts, target-first-gbv's shape (K, L') and whether it
+    repeats the previous budget's ("saturated": the configuration cap fixed it), and
+    modelled s/token."""
     rows: list[dict[str, Any]] = []
     if not records:
         return rows
     budgets = sorted({int(b) for r in records for b in r["values"]["renormalised"]["draft"]})
-    rules = list(records[0]["values"]["renormalised"])
-    for rule in rules:
+    present = dict.fromkeys(k for r in records for k in r["values"]["renormalised"])
+    names = [k for k in present if k not in REFERENCES] + [k for k in REFERENCES if k in present]
+    shapes = {n: tuple(s) for r in records for n, s in r["values"].get("shapes", {}).items()}
+    for name in names:
+        previous = None
         for n in budgets:
             key = str(n)
-            norm = [r["values"]["renormalised"][rule][key] for r in records
-                    if key in r["values"]["renormalised"].get(rule, {})]
-            raw = [r["values"]["candidate_exact"][rule][key] for r in records
-                   if key in r["values"]["candidate_exact"].get(rule, {})]
-            timed = [r["walltime"][rule][key] for r in records
-                     if r.get("walltime") and key in r["walltime"].get(rule, {})]
+            having = [r for r in records if key in r["values"]["renormalised"].get(name, {})]
+            norm = [r["values"]["renormalised"][name][key] for r in having]
+            raw = [r["values"]["candidate_exact"][name][key] for r in records
+                   if key in r["values"]["candidate_exact"].get(name, {})]
+            timed = [r["walltime"][name][key] for r in records
+                     if r.get("walltime") and key in r["walltime"].get(name, {})]
+            mean, se = _mean_and_se(norm, [r.get("prompt") for r in having])
+            shape = shapes.get(key) if name == "target-first-gbv" else None
             rows.append({
-                "rule": rule, "budget": n, "contexts": len(norm),
-                "tokens_per_round": float(np.mean(norm)) if norm else None,
+                "rule": name, "reference": name in REFERENCES, "budget": n, "contexts": len(norm),
+                "prompts": len({r.get("prompt") for r in having}),
+                "tokens_per_round": mean, "tokens_per_round_se": se,
                 "tokens_per_round_candidate_exact": float(np.mean(raw)) if raw else None,
+                "shape": list(shape) if shape else None,
+                "saturated": bool(shape is not None and shape == previous),
                 "sequential_s_per_token": float(np.mean([t["sequential_s_per_token"] for t in timed]))
                 if timed else None,
                 "overlapped_s_per_token_modelled":
                     float(np.mean([t["overlapped_s_per_token_modelled"] for t in timed])) if timed else None,
             })
+            previous = shape
     return rows
 
 
+def trees_key(spec: TreesSpec, label: str, dtype: str, prompt: dict[str, Any], context: int) -> str:
+    """The key of one `trees` record: every setting that changes it (store.record_key)."""
+    return record_key({"kind": "trees", "pair": label, "prompt": prompt["id"],
+                       "prompt_tokens": prompt_digest(prompt), "context": context,
+                       "width": spec.top, "depth": spec.depth, "budgets": list(spec.budgets),
+                       "rules": list(spec.rules), "every": spec.every,
+                       "temperature": spec.temperature, "draft_temperature": spec.draft_temperature,
+                       "seed": spec.seed, "timing": not spec.no_timing, "dtype": dtype})
 
 
-def run_trees(target: Any, draft: Any, prompts: list[dict[str, Any]], budgets: list[int],
-              rules: tuple[str, ...], out_file: Any, width: int = 4, depth: int = 4,
-              contexts_per_prompt: int = 2, every: int = 8, temperature: float = 1.0,
-              draft_temperature: float | None = None, seed: int = 0, label: str = "",
-              eos: set[int] | None = None, time_rounds: bool = True,
-              progress: Any = lambda it: it) -> dict[str, Any]:
-    """Compute (or resume) the `trees` records: one JSONL record per (prompt, context), keyed
-    on every setting that changes it; returns {"file", "computed", "reused", "keys"} (keys:
-    this call's records, for summaries that count only what was asked).
+def context_record(spec: TreesSpec, target: Any, draft: Any, context: list[int]) -> dict[str, Any]:
+    """Rows, rule and reference values and (unless spec.no_timing) measured round times
+    and modelled s/token of one context (the body of a `trees` record)."""
+    rows = tree_rows(target, draft, context, spec.top, spec.depth, spec.temperature,
+                     spec.draft_temperature, select="mix")
+    values = real_rule_values(rows, spec.budgets, tuple(spec.rules))
+    walltime: dict[str, Any] = {}
+    times: dict[str, Any] = {}
+    if not spec.no_timing:
+        norm = TreeModel(rows.target, rows.draft, rows.depth)
+        for n in spec.budgets:
+            tree = draft_ranked_tree(norm, n)
+            nodes = [rows.node_tokens(int(i)) for i in tree]
+            t = time_tree_round(target, draft, context, nodes, spec.temperature, spec.draft_temperature)
+            times[str(n)] = t
+            for rule in spec.rules:  # the references are not rules: not timed
+                tpr = values["renormalised"][rule][str(n)]
+                walltime.setdefault(rule, {})[str(n)] = modelled_walltime(tpr, t, extra_pass=rule != "draft")
+    return {"context_tokens": len(context), "width": spec.top, "depth": spec.depth,
+            "selection": "top-M of (p+q)/2 per node", "renormalised_values": True,
+            "covered_target_mean": float(np.mean(rows.covered_target)),
+            "covered_target_root": float(rows.covered_target[0]),
+            "temperature": spec.temperature, "draft_temperature": spec.draft_temperature,
+            "every": spec.every, "seed": spec.seed, "values": values, "times": times,
+            "walltime": walltime, "rows_seconds": rows.seconds}
+
+
+def run_trees(spec: TreesSpec, target: Any, draft: Any, prompts: list[dict[str, Any]], out_file: Any,
+              label: str = "", eos: set[int] | None = None,
+              progress: Callable[[Any, int], Iterator[Any]] = no_progress,
+              deadline: Deadline | None = None) -> dict[str, Any]:
+    """Compute (or resume) the `trees` records of `spec`: one JSONL record per (prompt,
+    context), keyed on every setting that changes it (trees_key).
 
     prompts: [{"id", "tokens"}]. Rows: decode.tree_rows.tree_rows(select="mix"): the
-    top-M tokens of (p + q)/2 at every node to depth L. Walltime (time_rounds): measured
-    draft / tree-pass / extra-pass times of the draft-ranked tree of each budget at this
-    context, turned into MODELLED s/token per rule (reuse of the context row = 0: with
-    target-sampling verification of a deterministic tree the correction token is never a
-    drafted child, see reuse_probability).
+    top-M tokens of (p + q)/2 at every node to depth L. Walltime (unless spec.no_timing):
+    measured draft / tree-pass / extra-pass times of the draft-ranked tree of each budget
+    at this context, turned into MODELLED s/token per rule (reuse of the context row = 0:
+    with target-sampling verification of a deterministic tree the correction token is never
+    a drafted child, see reuse_probability). progress(items, total) wraps the loop over the
+    len(prompts) * contexts_per_prompt contexts. deadline (None: none): no new context is
+    started once it has passed; finished records are kept (rerun to continue).
+    Returns {"file", "computed", "reused", "keys" (this call's records, for summaries that
+    count only what was asked), "contexts" (asked), "stopped" (None, or why it stopped)}.
     """
-    from pathlib import Path
-
-    import torch
-
-    from ..decode.tree_rows import sample_contexts, time_tree_round, tree_rows
-    from .realgap import _stable_hash, prompt_digest
-    from .store import append_jsonl, load_jsonl, record_key
-
     out_file = Path(out_file)
     done = {r.get("key") for r in load_jsonl(out_file)}
     dtype = str(getattr(target, "dtype", ""))
-    computed = reused = 0
-    wanted: list[str] = []
+    deadline = deadline or Deadline(None)
+    status: dict[str, Any] = {"file": str(out_file), "computed": 0, "reused": 0, "keys": [],
+                              "contexts": len(prompts) * spec.contexts_per_prompt, "stopped": None}
 
-    def key_of(prompt: dict[str, Any], c: int) -> str:
-        """Every setting that changes a record (store.record_key)."""
-        return record_key({"kind": "trees", "pair": label, "prompt": prompt["id"],
-                           "prompt_tokens": prompt_digest(prompt), "context": c, "width": width,
-                           "depth": depth, "budgets": list(budgets), "rules": list(rules),
-                           "every": every, "temperature": temperature,
-                           "draft_temperature": draft_temperature, "seed": seed,
-                           "timing": bool(time_rounds), "dtype": dtype})
-
-    for prompt in progress(prompts):
-        keys = [key_of(prompt, c) for c in range(contexts_per_prompt)]
-        wanted.extend(keys)
-        if all(k in done for k in keys):
-            reused += len(keys)
-            continue
-        gen = torch.Generator().manual_seed(seed + _stable_hash(prompt["id"]))
-        contexts = sample_contexts(target, prompt["tokens"], contexts_per_prompt, every,
-                                   temperature, eos, gen)
-        for c, context in enumerate(contexts):
-            key = key_of(prompt, c)
-            if key in done:
-                reused += 1
+    def contexts() -> Iterator[tuple[dict[str, Any], int, list[int] | None]]:
+        for prompt in prompts:
+            keys = [trees_key(spec, label, dtype, prompt, c) for c in range(spec.contexts_per_prompt)]
+            if all(k in done for k in keys):
+                yield from ((prompt, c, None) for c in range(len(keys)))
                 continue
-            rows = tree_rows(target, draft, context, width, depth, temperature, draft_temperature,
-                             select="mix")
-            values = real_rule_values(rows, budgets, rules)
-            walltime: dict[str, Any] = {}
-            times: dict[str, Any] = {}
-            if time_rounds:
-                norm = TreeModel(rows.target, rows.draft, rows.depth)
-                for n in budgets:
-                    tree = draft_ranked_tree(norm, n)
-                    nodes = [rows.node_tokens(int(i)) for i in tree]
-                    t = time_tree_round(target, draft, context, nodes, temperature, draft_temperature)
-                    times[str(n)] = t
-                    for rule in rules:  # the oracle is a reference, not a rule: not timed
-                        tpr = values["renormalised"][rule][str(n)]
-                        walltime.setdefault(rule, {})[str(n)] = modelled_walltime(
-                            tpr, t, extra_pass=rule not in ("draft", "oracle"))
-            record = {"key": key, "pair": label, "prompt": prompt["id"], "context": c,
-                      "context_tokens": len(context), "width": width, "depth": depth,
-                      "selection": "top-M of (p+q)/2 per node", "renormalised_values": True,
-                      "covered_target_mean": float(np.mean(rows.covered_target)),
-                      "covered_target_root": float(rows.covered_target[0]),
-                      "temperature": temperature, "draft_temperature": draft_temperature,
-                      "every": every, "seed": seed, "dtype": dtype,
-                      "values": values, "times": times, "walltime": walltime,
-                      "rows_seconds": rows.seconds}
-            append_jsonl(out_file, record)
-            done.add(key)
-            computed += 1
-    return {"file": str(out_file), "computed": computed, "reused": reused, "keys": wanted}
+            if deadline.passed:
+                return
+            gen = torch.Generator().manual_seed(spec.seed + _stable_hash(prompt["id"]))
+            sampled = sample_contexts(target, prompt["tokens"], spec.contexts_per_prompt, spec.every,
+                                      spec.temperature, eos, gen)
+            yield from ((prompt, c, context) for c, context in enumerate(sampled))
+
+    for prompt, c, context in progress(contexts(), status["contexts"]):
+        key = trees_key(spec, label, dtype, prompt, c)
+        status["keys"].append(key)
+        if key in done:
+            status["reused"] += 1
+            continue
+        if deadline.passed:
+            break
+        record = {"key": key, "pair": label, "prompt": prompt["id"], "context": c,
+                  **context_record(spec, target, draft, context)}
+        append_jsonl(out_file, record)
+        done.add(key)
+        status["computed"] += 1
+    if status["computed"] + status["reused"] < status["contexts"] and deadline.passed:
+        status["stopped"] = f"time limit of {deadline.seconds:g} s"
+    return status
 
 
 # ---------------------------------------------------------------------------
 # reuse in real decoding (the engine drafts K paths of length L, not trees)
 # ---------------------------------------------------------------------------
-
-ENGINE_SHAPES = {8: (2, 4), 16: (2, 8), 32: (4, 8), 64: (8, 8)}  # budget N -> (K, L), K * L = N
-
 
 def step_reuse(steps: list[Any]) -> tuple[int, int]:
     """(row-steps whose correction token is a drafted child of the output node, row-steps).
@@ -213,24 +315,26 @@ def step_reuse(steps: list[Any]) -> tuple[int, int]:
     return hits, total
 
 
-def run_engine_reuse(pair: Any, prompts: list[dict[str, Any]], budgets: list[int], verifiers: list[str],
-                     out_file: Any, max_new_tokens: int = 48, temperature: float = 1.0,
-                     seed: int = 0, label: str = "") -> dict[str, Any]:
-    """Decode every prompt with the engine at each budget (mapped to K x L by ENGINE_SHAPES)
-    and verifier; record the measured reuse rate and the engine's metrics (resumable JSONL)."""
-    from pathlib import Path
-
-    import torch
-
+def run_engine_reuse(spec: TreesSpec, pair: Any, prompts: list[dict[str, Any]], out_file: Any,
+                     label: str = "", advance: Callable[[], None] = lambda: None,
+                     deadline: Deadline | None = None) -> dict[str, Any]:
+    """Decode every prompt with the engine at each of spec.engine_budgets (mapped to K x L by
+    ENGINE_SHAPES) and spec.engine_verifiers (spec.engine_tokens new tokens, spec.temperature,
+    spec.seed); record the measured reuse rate and the engine's metrics (resumable JSONL).
+    advance() is called after each of the len(budgets) * len(verifiers) * len(prompts) runs;
+    deadline (None: none): no new run is started once it has passed.
+    Returns {"file", "computed", "keys", "runs" (asked), "stopped" (None, or why)}."""
     from ..decode.engine import EngineConfig, SpeculativeEngine
-    from .realgap import prompt_digest
-    from .store import append_jsonl, load_jsonl, record_key
 
+    budgets, verifiers = spec.engine_budgets, spec.engine_verifiers
+    max_new_tokens, temperature, seed = spec.engine_tokens, spec.temperature, spec.seed
+    deadline = deadline or Deadline(None)
     out_file = Path(out_file)
     done = {r.get("key") for r in load_jsonl(out_file)}
     dtype = str(getattr(pair.target.model, "dtype", ""))
     computed = 0
     wanted: list[str] = []
+    stopped = None
     for n in budgets:
         if n not in ENGINE_SHAPES:
             raise ValueError(f"engine budget {n}: known shapes {sorted(ENGINE_SHAPES)}")
@@ -243,7 +347,11 @@ def run_engine_reuse(pair: Any, prompts: list[dict[str, Any]], budgets: list[int
                                   "max_new_tokens": max_new_tokens, "seed": seed, "dtype": dtype})
                 wanted.append(key)
                 if key in done:
+                    advance()
                     continue
+                if deadline.passed:
+                    stopped = f"time limit of {deadline.seconds:g} s"
+                    break
                 config = EngineConfig(paths=paths, depth=depth, temperature=temperature,
                                       max_new_tokens=max_new_tokens, record_steps=True)
                 engine = SpeculativeEngine(pair, verifier=name, config=config)
@@ -260,7 +368,9 @@ def run_engine_reuse(pair: Any, prompts: list[dict[str, Any]], budgets: list[int
                 append_jsonl(out_file, record)
                 done.add(key)
                 computed += 1
-    return {"file": str(out_file), "computed": computed, "keys": wanted}
+                advance()
+    return {"file": str(out_file), "computed": computed, "keys": wanted, "stopped": stopped,
+            "runs": len(budgets) * len(verifiers) * len(prompts)}
 
 
 def summarize_engine_reuse(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

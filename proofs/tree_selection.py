@@ -24,12 +24,26 @@ Selection rules (budget N, instance depth L; all exact on exact instances):
                  t (depth L - 1):  tokens per round =
                      1 + sum_t p(t) [1 + sum_{n in T_t} p(n | t)]
                  (the t token, the accepted tokens below t, and the correction token).
+                 This equals 1 + sum_{n in S} p(n) for the FIXED tree S = {every first
+                 token} + {t T_t}, of up to V (N + 1) nodes: at budget N, target-first
+                 verifies as much as a fixed tree of up to V (N + 1) nodes would, while
+                 drafting only N (it drafts after seeing t).
   target-first-gbv  draw t ~ p as above, then K i.i.d. draft paths of length L' below t
                  verified by GBV, with the shape L' = min(L - 1, N), K = min(N // L',
                  largest K whose (V^L')^K draft configurations fit `max_configurations`):
                      tokens per round = 1 + sum_t p(t) BE_GBV(sub-instance below t, K, L').
+                 Not monotone in N: GBV is not monotone in K (it is not always >= BV, its
+                 K = 1 case; THEORY.md section 4), and the shape changes with N (K grows at
+                 a fixed L'); once the configuration cap fixes the shape, the value repeats.
 Every selection is a prefix-closed top-N of a score that never increases along a path,
 so "best-first expansion" and "top-N of all nodes" give the same tree.
+
+References (not rules: they need the target row at every node, which no rule has):
+  oracle         the best FIXED N-node tree, top-N by p(z) (optimal_tree_value): an upper
+                 bound for draft and rerank (each picks a fixed N-node tree) and NOT for
+                 the target-first rules (see above: they can exceed it).
+  target-first-oracle  t ~ p, then the best N-node tree below t (top-N by p(.|t)): an upper
+                 bound for target-first.
 """
 
 from __future__ import annotations
@@ -44,6 +58,8 @@ from ..verifiers.registry import block_law
 from ..verifiers.tree import TreeModel, depth_offset, node_depths, num_nodes
 
 RULES = ("draft", "rerank", "target-first", "target-first-gbv")
+REFERENCES = ("oracle", "target-first-oracle")
+"""Reference values shown next to the rules (module docstring); never selectable as --rules."""
 MAX_CONFIGURATIONS = 5000
 
 
@@ -150,16 +166,7 @@ def rule_value(model: TreeModel, rule: str, budget: int,
         accepted = tree_accepted(model, tree)
         return RuleValue(rule, budget, accepted + one, accepted, int(rule == "rerank"), len(tree))
     if rule == "target-first":
-        accepted, used = one, 0
-        sub_depth = depth - 1
-        for t in range(vocab):
-            p_t = model.target[0, t]
-            if sub_depth == 0 or p_t == 0:
-                continue
-            sub = subtree_model(model, t, sub_depth)
-            tree = draft_ranked_tree(sub, budget)
-            used = max(used, len(tree))
-            accepted = accepted + p_t * tree_accepted(sub, tree)
+        accepted, used = target_first_accepted(model, budget, draft_ranked_tree)
         return RuleValue(rule, budget, accepted + one, accepted, 1, used)
     if rule == "target-first-gbv":
         paths, sub_depth = gbv_shape(vocab, depth, budget, max_configurations)
@@ -184,14 +191,46 @@ def rule_value(model: TreeModel, rule: str, budget: int,
     raise ValueError(f"unknown rule {rule!r}; known: {', '.join(RULES)}")
 
 
+def target_first_accepted(model: TreeModel, budget: int, choose: Any) -> tuple[Any, int]:
+    """(E[accepted], nodes used) when t ~ p(.|context) is accepted for free and the tree
+    choose(sub-instance below t, budget) is verified below it (target sampling)."""
+    one = model.target[0, 0] * 0 + 1
+    accepted, used = one, 0
+    sub_depth = model.depth - 1
+    for t in range(model.vocab_size):
+        p_t = model.target[0, t]
+        if sub_depth == 0 or p_t == 0:
+            continue
+        sub = subtree_model(model, t, sub_depth)
+        tree = choose(sub, budget)
+        used = max(used, len(tree))
+        accepted = accepted + p_t * tree_accepted(sub, tree)
+    return accepted, used
+
+
+def target_ranked_tree(model: TreeModel, budget: int) -> np.ndarray:
+    """Top-N nodes by target path probability p(z): the best fixed N-node tree."""
+    return ranked_tree(model.node_probabilities("target"), budget, model.vocab_size)
+
+
 def optimal_tree_value(model: TreeModel, budget: int) -> tuple[Any, np.ndarray]:
     """Best prefix-closed tree of N nodes for target-sampling verification: top-N by p(z).
 
     (p(z) is non-increasing along paths, so the top-N set is prefix-closed and maximises
     sum p over all N-node sets, prefix-closed or not.) Returns (E[accepted], tree).
     """
-    tree = ranked_tree(model.node_probabilities("target"), budget, model.vocab_size)
+    tree = target_ranked_tree(model, budget)
     return tree_accepted(model, tree), tree
+
+
+def reference_value(model: TreeModel, reference: str, budget: int) -> Any:
+    """Tokens per round (E[accepted] + 1) of a reference of the module docstring."""
+    one = model.target[0, 0] * 0 + 1
+    if reference == "oracle":
+        return optimal_tree_value(model, budget)[0] + one
+    if reference == "target-first-oracle":
+        return target_first_accepted(model, budget, target_ranked_tree)[0] + one
+    raise ValueError(f"unknown reference {reference!r}; known: {', '.join(REFERENCES)}")
 
 
 # ---------------------------------------------------------------------------
@@ -238,6 +277,7 @@ def node_count(vocab: int, depth: int) -> int:
     return num_nodes(vocab, depth) - 1
 
 
-__all__ = ["RULES", "RuleValue", "all_rules", "draft_ranked_tree", "gbv_shape", "node_count",
-           "node_depths", "optimal_tree_value", "ranked_tree", "reranked_tree", "rerank_model",
-           "reuse_probability", "rule_value", "subtree_model", "tree_accepted"]
+__all__ = ["REFERENCES", "RULES", "RuleValue", "all_rules", "draft_ranked_tree", "gbv_shape",
+           "node_count", "node_depths", "optimal_tree_value", "ranked_tree", "reference_value",
+           "reranked_tree", "rerank_model", "reuse_probability", "rule_value", "subtree_model",
+           "target_first_accepted", "target_ranked_tree", "tree_accepted"]

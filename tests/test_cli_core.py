@@ -40,6 +40,39 @@ def test_solve_default_prints_table():
     result = invoke("solve")
     assert result.exit_code == 0, result.output
     assert "20/9" in result.stdout and "certified" in result.stdout
+    # and a sentence saying what the table means (THEORY.md section 2's anchor: 20/9, 19/9)
+    meaning = result.stdout.strip().splitlines()[-1]
+    assert meaning.startswith("What this means:") and "is 20/9" in meaning
+    assert "agree on it, each certified exactly" in meaning
+    assert "Block verification (BV) gets 20/9, the optimum exactly: it is optimal here." in meaning
+    assert "Token-level verification gets 19/9, 1/9 below the optimum." in meaning
+
+
+def test_solve_meaning_follows_the_numbers():
+    """The sentence is derived from the result: a gap, a missing certificate or a float
+    instance change it (never fixed text)."""
+    from speclp.cli.core import meaning
+
+    def optimum(exact, value, certified=True):
+        return {"exact": exact, "value": value, "certified": certified}
+
+    rational = {"instance": {"vocab_size": 2, "depth": 2, "rational": True},
+                "optimum": optimum("2", 2.0), "lp_full": optimum("2", 2.0), "lp_node": optimum("2", 2.0),
+                "verifiers": {"bv": 1.9, "token": 1.5}, "verifiers_exact": {"bv": "19/10", "token": "3/2"},
+                "gap_to_optimum": {"bv": "1/10", "token": "1/2"}}
+    text = meaning(rational)
+    assert "BV) gets 19/10, 1/10 below the optimum." in text and "optimal here" not in text
+    rational["lp_node"] = optimum("2", 2.0, certified=False)
+    assert "NOT all certified" in meaning(rational)
+    rational["lp_full"] = optimum("9/4", 2.25)
+    assert "DISAGREE" in meaning(rational)
+    floats = {**rational, "instance": {"vocab_size": 3, "depth": 1, "rational": False},
+              "lp_full": optimum(None, 2.0), "lp_node": optimum(None, 2.0 + 1e-12),
+              "optimum": optimum(None, 2.0), "verifiers_exact": {"bv": None, "token": None},
+              "gap_to_optimum": {"bv": 1e-13, "token": 0.25}}
+    text = meaning(floats)
+    assert "agree on it" in text and "exact binary values of its float rows" in text
+    assert "the optimum to float precision: it is optimal here" in text and "0.25 below" in text
 
 
 def test_solve_file_and_cvxpy_backend(tmp_path):
@@ -75,9 +108,11 @@ def test_bad_instance_exits_2_with_one_line(tmp_path, case):
     path.write_text(json.dumps(BAD_FILES[case]))
     result = invoke("solve", str(path), "--json")
     assert result.exit_code == 2
-    assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and FIELDS[case] in lines[0]
+    # --json: the same error as one JSON object on stdout, naming the file
+    assert json.loads(result.stdout) == {"error": lines[0].removeprefix("error: "), "exit_status": 2,
+                                         "field": str(path)}
 
 
 def test_missing_and_malformed_files_exit_2(tmp_path):
@@ -121,7 +156,7 @@ def test_check_fails_on_wrong_verifier_and_saves_instance(tmp_path):
 
 def test_console_script_runs():
     proc = subprocess.run([sys.executable, "-m", "speclp", "solve", "--json"],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["lp_full"]["exact"] == "20/9"
 

@@ -7,7 +7,6 @@ anchors (p = (.5,.3,.2), q = (.2,.3,.5), K = 2: .86 i.i.d., .9857 without replac
 
 import itertools
 import math
-import time
 from fractions import Fraction
 
 import numpy as np
@@ -150,15 +149,13 @@ def test_batch_and_many_paths_agree_with_single_rows():
     assert np.allclose(results[0].acceptance, np.minimum(p, q).sum(axis=1), atol=1e-12)
 
 
-def test_large_vocabulary_is_fast_and_monotone_in_paths():
-    """V = 151,936 (a real vocabulary) with K = 1..8 in one call: the measured speed target
-    lives in benchmarks/closed_form.py; here only a loose guard against a quadratic path."""
+def test_large_vocabulary_is_monotone_in_paths():
+    """V = 151,936 (a real vocabulary) with K = 1..8 in one call (a quadratic path would not
+    finish); the measured speed target lives in benchmarks/closed_form.py."""
     rng = np.random.default_rng(0)
     vocab = 151_936
     p, q = rng.dirichlet(np.full(vocab, 0.1)), rng.dirichlet(np.full(vocab, 0.1))
-    start = time.perf_counter()
     results = one_step_optimum(p, q, list(range(1, 9)))
-    assert time.perf_counter() - start < 60
     values = [r.acceptance[0] for r in results]
     assert all(0 <= a <= 1 for a in values)
     assert all(a <= b + 1e-12 for a, b in zip(values, values[1:], strict=False))

@@ -173,15 +173,12 @@ def test_single_path_equalities_float(vocab, depth, seed):
 
 
 def test_node_optimum_scale():
-    import time
-
+    """A million nodes (its speed is measured by benchmarks/lp_scale.py, not here)."""
     rng = np.random.default_rng(0)
     count = num_nodes(2, 19)  # 2^20 - 1 nodes
     model = TreeModel(rng.dirichlet([1, 1], count), rng.dirichlet([1, 1], count), 19)
-    start = time.perf_counter()
     beta, value = node_optimum(model)
     assert len(beta) >= 1_000_000
-    assert time.perf_counter() - start <= 5.0
     assert 1.0 <= value <= 20.0
 
 

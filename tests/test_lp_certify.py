@@ -1,6 +1,5 @@
 """Exact certificates: they certify optima and refuse bases that are not optimal."""
 
-import time
 from fractions import Fraction
 
 import numpy as np
@@ -122,11 +121,10 @@ def test_refinement_certifies_float_instances(vocab, depth, paths, seed):
     assert cert2.certified and cert2.value == cert.value
 
 
-def test_certificate_speed_1e4_variables():
+def test_certificate_of_1e4_variables():
+    """Its speed (target: within 5 s) is measured by benchmarks/lp_scale.py, not here."""
     lp = full_lp(dirichlet_instance(2, 5, seed=0, alpha=2.0, denominator=24), paths=2)
     assert lp.num_vars >= 10_000
     solution = solve(lp)
-    start = time.perf_counter()
     cert = certify(lp, solution)
     assert cert.certified, cert.reason
-    assert time.perf_counter() - start <= 5.0

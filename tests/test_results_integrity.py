@@ -1,6 +1,7 @@
 """Issue 9, results integrity: no result is ever stale, duplicated or written where the user
 did not ask (speclp.experiments.store, applied to sweep, trees, realgap, bench)."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -185,29 +186,45 @@ def test_two_concurrent_sweeps_into_one_folder_give_no_duplicates(tmp_path):
         assert sorted(json.loads(out_)["computed"] for _, out_, _ in results) == [0, tasks]
 
 
+# A sweep whose pool workers each write a file once die_with_parent has armed them: the test
+# below waits on those files, not on CPU time (which depends on how busy the machine is).
+ANNOUNCING_SWEEP = """
+import os, sys
+from pathlib import Path
+from speclp.experiments import store
+
+def die_with_parent_then_announce(parent_pid):
+    store.die_with_parent(parent_pid)
+    (Path(os.environ["SPECLP_TEST_READY"]) / str(os.getpid())).touch()
+
+if __name__ == "__main__":
+    from speclp.cli import app
+    from speclp.experiments import sweep
+    sweep.die_with_parent = die_with_parent_then_announce  # the pool's initializer
+    app(sys.argv[1:])
+"""
+
+
 @pytest.mark.slow
 def test_killed_parent_leaves_no_worker_alive(tmp_path):
     psutil = pytest.importorskip("psutil", reason="psutil lists the worker processes")
-    proc = subprocess.Popen(sweep_command(tmp_path / "s", trials=4, workers=2),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
+    script, ready = tmp_path / "announcing_sweep.py", tmp_path / "ready"
+    script.write_text(ANNOUNCING_SWEEP)
+    ready.mkdir()
+    command = [sys.executable, str(script), *sweep_command(tmp_path / "s", trials=40, workers=2)[3:]]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            cwd=tmp_path, env={**os.environ, "SPECLP_TEST_READY": str(ready)})
     parent = psutil.Process(proc.pid)
-    deadline = time.monotonic() + 120
-    workers = []
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            workers = [c for c in parent.children(recursive=True)
-                       if "spawn_main" in " ".join(c.cmdline())]
-            busy = [w for w in workers if w.cpu_times().user > 2.0]  # started, computing
-        except psutil.NoSuchProcess:
-            continue
-        if len(busy) >= 2:
-            break
+    deadline = time.monotonic() + 600  # only guards against a hang
+    while time.monotonic() < deadline and proc.poll() is None and len(list(ready.iterdir())) < 2:
         time.sleep(0.2)
-    assert proc.poll() is None and len(workers) >= 2, "no busy workers to orphan"
+    armed = {int(p.name) for p in ready.iterdir()}
+    assert proc.poll() is None and len(armed) >= 2, "no two armed workers to orphan"
     everyone = parent.children(recursive=True)
+    assert armed <= {p.pid for p in everyone}
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    gone, alive = psutil.wait_procs(everyone, timeout=15)
+    gone, alive = psutil.wait_procs(everyone, timeout=60)
     assert not alive, [p.cmdline() for p in alive]
 
 
@@ -215,7 +232,7 @@ def test_die_with_parent_exits_when_the_parent_is_gone():
     """A worker whose parent is already gone exits at once (before any work)."""
     code = "from speclp.experiments import store; store.die_with_parent(1); print('alive')"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=120)
+                            timeout=600)
     assert result.returncode == 1 and "alive" not in result.stdout
 
 
@@ -233,20 +250,20 @@ def tiny_models():
 
 
 def test_trees_changed_temperature_seed_or_every_recomputes(tmp_path):
-    from speclp.experiments.trees import run_trees
-    from speclp.proofs.tree_selection import RULES
+    from speclp.experiments.trees import TreesSpec, run_trees
 
     target, draft = tiny_models()
     prompts = [{"id": "p0", "tokens": [1, 2, 3, 4]}]
     out = tmp_path / "trees.jsonl"
-    common = dict(width=2, depth=2, contexts_per_prompt=1, draft_temperature=1.5, time_rounds=False)
-    first = run_trees(target, draft, prompts, [2], RULES, out, every=2, temperature=1.0, **common)
+    base = TreesSpec(budgets=[2], top=2, depth=2, contexts_per_prompt=1, draft_temperature=1.5,
+                     no_timing=True, every=2, temperature=1.0)
+    first = run_trees(base, target, draft, prompts, out)
     assert first["computed"] == 1
     for change in ({"temperature": 0.5}, {"temperature": 1.0, "seed": 7},
                    {"temperature": 1.0, "every": 3}):
-        run = run_trees(target, draft, prompts, [2], RULES, out, **{"every": 2, **change}, **common)
+        run = run_trees(dataclasses.replace(base, **change), target, draft, prompts, out)
         assert run["computed"] == 1 and run["reused"] == 0, change
-    again = run_trees(target, draft, prompts, [2], RULES, out, every=2, temperature=1.0, **common)
+    again = run_trees(base, target, draft, prompts, out)
     assert again["computed"] == 0 and again["keys"] == first["keys"]
     records = store.load_jsonl(out)
     assert len(records) == 4 and len({r["key"] for r in records}) == 4

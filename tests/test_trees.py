@@ -6,7 +6,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import torch
-from speclp.experiments.trees import run_trees
+from speclp.experiments.trees import TreesSpec, run_trees
 from speclp.lp import optimum
 from speclp.lp.full import check_tree_nodes
 from speclp.lp.instance import dirichlet_instance, from_rows
@@ -15,9 +15,11 @@ from speclp.proofs.tree_selection import (
     draft_ranked_tree,
     gbv_shape,
     optimal_tree_value,
+    reference_value,
     reranked_tree,
     reuse_probability,
     rule_value,
+    subtree_model,
     tree_accepted,
 )
 from speclp.verifiers.tree import node_index, node_prefix, num_nodes
@@ -243,11 +245,11 @@ def test_run_trees_is_resumable(tmp_path):
     target, draft = tiny_pair()
     prompts = [{"id": "p0", "tokens": [1, 2, 3, 4]}]
     out = tmp_path / "trees.jsonl"
-    first = run_trees(target, draft, prompts, [2, 4], RULES, out, width=2, depth=3,
-                      contexts_per_prompt=2, every=2, draft_temperature=1.5)
+    spec = TreesSpec(budgets=[2, 4], top=2, depth=3, contexts_per_prompt=2, every=2,
+                     draft_temperature=1.5)
+    first = run_trees(spec, target, draft, prompts, out)
     assert first["computed"] == 2
-    again = run_trees(target, draft, prompts, [2, 4], RULES, out, width=2, depth=3,
-                      contexts_per_prompt=2, every=2, draft_temperature=1.5)
+    again = run_trees(spec, target, draft, prompts, out)
     assert again["computed"] == 0 and again["reused"] == 2
     records = load_jsonl(out)
     assert len(records) == 2
@@ -300,7 +302,215 @@ def test_engine_reuse_counts_corrections_that_are_drafted_children(tmp_path):
     hits, total = step_reuse(result.steps)
     assert hits == total > 0
     out = tmp_path / "engine.jsonl"
-    run_engine_reuse(pair, prompts, [8], ["bv"], out, max_new_tokens=8)
-    assert run_engine_reuse(pair, prompts, [8], ["bv"], out, max_new_tokens=8)["computed"] == 0
+    spec = TreesSpec(engine_budgets=[8], engine_verifiers=["bv"], engine_tokens=8)
+    run_engine_reuse(spec, pair, prompts, out)
+    assert run_engine_reuse(spec, pair, prompts, out)["computed"] == 0
     (record,) = load_jsonl(out)
     assert (record["paths"], record["depth"]) == (2, 4) and record["row_steps"] > 0
+
+
+# ---------------------------------------------------------------------------
+# the references and what bounds what (issue 19: the oracle lay below target-first,
+# target-first-gbv fell as the budget grew; both are right, and these checks say why)
+# ---------------------------------------------------------------------------
+
+def prefix_closed_subsets(vocab, depth, size):
+    nodes = range(1, num_nodes(vocab, depth))
+    for subset in itertools.combinations(nodes, size):
+        chosen = set(subset)
+        if all((s - 1) // vocab == 0 or (s - 1) // vocab in chosen for s in subset):
+            yield subset
+
+
+@pytest.mark.parametrize("vocab, depth, seed", [(2, 2, 0), (2, 3, 1), (3, 2, 2), (3, 2, 3)])
+def test_oracle_is_the_best_fixed_tree_and_bounds_draft_and_rerank(vocab, depth, seed):
+    model = dirichlet_instance(vocab, depth, alpha=0.6, seed=seed, denominator=10).model(exact=True)
+    for budget in range(1, min(6, num_nodes(vocab, depth) - 1) + 1):
+        best = max(walk_accepted(model, {node_prefix(n, vocab) for n in subset})
+                   for subset in prefix_closed_subsets(vocab, depth, budget))
+        assert reference_value(model, "oracle", budget) == best + 1
+        for rule in ("draft", "rerank"):
+            assert rule_value(model, rule, budget).tokens_per_round <= best + 1
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_target_first_is_a_fixed_tree_of_up_to_v_times_n_plus_1_nodes(seed):
+    """target-first at budget N = target sampling on the fixed tree S = {first tokens} + t T_t
+    (|S| <= V (N + 1)), so the oracle at |S| nodes bounds it, the oracle at N does not; and
+    target-first-oracle (brute force: best N-node tree below each t) bounds it."""
+    vocab, depth = 2, 3
+    inst = dirichlet_instance(vocab, depth, alpha=0.8, seed=20 + seed, denominator=8)
+    model = inst.model(exact=True)
+    for budget in (1, 2, 3):
+        value = rule_value(model, "target-first", budget).tokens_per_round
+        fixed = {(t,) for t in range(vocab)}
+        best_below = 0
+        for t in range(vocab):
+            sub = subtree_model(model, t, depth - 1)
+            fixed |= {(t, *node_prefix(int(n), vocab)) for n in draft_ranked_tree(sub, budget)}
+            best_below += model.target[0, t] * max(
+                walk_accepted(sub, {node_prefix(n, vocab) for n in subset})
+                for subset in prefix_closed_subsets(vocab, depth - 1, budget))
+        assert len(fixed) <= vocab * (budget + 1)
+        assert value == 1 + walk_accepted(model, fixed)
+        assert value <= reference_value(model, "oracle", len(fixed))
+        assert reference_value(model, "target-first-oracle", budget) == 2 + best_below >= value
+
+
+def test_target_first_exceeds_the_oracle_of_the_same_budget():
+    """V = 2, L = 2, root row (1/2, 1/2), the next token certain below each (a perfect draft):
+    a fixed 1-node tree accepts 1/2, target-first gets its free token and the certain one."""
+    half, one, zero = Fraction(1, 2), Fraction(1), Fraction(0)
+    target = np.array([[half, half], [one, zero], [zero, one]] + [[half, half]] * 4, dtype=object)
+    draft = target.copy()
+    model = from_rows(target, draft, 2).model(exact=True)
+    assert reference_value(model, "oracle", 1) == Fraction(3, 2)
+    assert rule_value(model, "target-first", 1).tokens_per_round == 3
+    assert reference_value(model, "target-first-oracle", 1) == 3
+    assert optimum(from_rows(target, draft, 2), tree_nodes=optimal_tree_value(model, 1)[1]).exact_value \
+        == Fraction(3, 2)  # the tree LP: no verifier of that fixed tree does better
+
+
+def gbv_one_step_acceptance(p, q, paths):
+    """GBV's L = 1 acceptance sum_x min(p(x), F(x)^K - F(x-)^K), F the CDF of q in the order
+    of the key (p/q, x) (THEORY.md section 4; proved symbolically at V = 2, K <= 3)."""
+    order = sorted(range(len(p)), key=lambda x: (p[x] / q[x] if q[x] else float("inf"), x))
+    total, below = Fraction(0), Fraction(0)
+    for x in order:
+        total += min(p[x], (below + q[x]) ** paths - below**paths)
+        below += q[x]
+    return total
+
+
+def test_target_first_gbv_falls_when_gbv_falls_with_more_paths():
+    """Below each first token p = q = (1/2, 1/2): BV (K = 1) accepts surely, GBV with K = 2
+    skews the selected path to token 1 (3/4) and accepts 3/4; the K-path optimum does not fall."""
+    half = Fraction(1, 2)
+    target = np.array([[Fraction(1, 3), Fraction(2, 3)]] + [[half, half]] * 6, dtype=object)
+    draft = np.array([[Fraction(2, 3), Fraction(1, 3)]] + [[half, half]] * 6, dtype=object)
+    inst = from_rows(target, draft, 2)
+    model = inst.model(exact=True)
+    values = [rule_value(model, "target-first-gbv", n) for n in (1, 2, 3)]
+    assert [v.shape for v in values] == [(1, 1), (2, 1), (3, 1)]
+    for v, (paths, _) in zip(values, [v.shape for v in values], strict=True):
+        accept = gbv_one_step_acceptance([half, half], [half, half], paths)
+        assert v.tokens_per_round == 1 + (1 + accept)  # the free token, then BE = 1 + acceptance
+    assert [v.tokens_per_round for v in values] == [3, Fraction(11, 4), Fraction(21, 8)]  # falls
+    sub = from_rows(target[[1, 3, 4]], draft[[1, 3, 4]], 1)  # below token 0 (= below token 1)
+    optima = [optimum(sub, paths=k) for k in (1, 2, 3)]
+    assert all(rec.certified for rec in optima) and [rec.exact_value for rec in optima] == [2, 2, 2]
+
+
+def test_summary_shapes_saturation_references_and_standard_error():
+    from speclp.experiments.trees import summarize_trees
+
+    def record(shift, prompt):
+        shapes = {"2": [1, 2], "4": [2, 2], "8": [2, 2]}
+        values = {"renormalised": {}, "candidate_exact": {}, "shapes": shapes}
+        for name in ("draft", "target-first-gbv", "oracle", "target-first-oracle"):
+            values["renormalised"][name] = {n: 2.0 + shift for n in ("2", "4", "8")}
+        return {"values": values, "prompt": prompt}
+
+    # prompts a (contexts 2.0, 2.0), b (3.0), c (4.0, 6.0): per-prompt means 2, 3, 5
+    records = [record(0.0, "a"), record(0.0, "a"), record(1.0, "b"), record(2.0, "c"),
+               record(4.0, "c")]
+    summary = summarize_trees(records)
+    assert [s["rule"] for s in summary[::3]] == ["draft", "target-first-gbv", "oracle",
+                                                 "target-first-oracle"]
+    assert [s["reference"] for s in summary[::3]] == [False, False, True, True]
+    gbv = [s for s in summary if s["rule"] == "target-first-gbv"]
+    assert [s["shape"] for s in gbv] == [[1, 2], [2, 2], [2, 2]]
+    assert [s["saturated"] for s in gbv] == [False, False, True]
+    assert all(s["shape"] is None for s in summary if s["rule"] != "target-first-gbv")
+    assert summary[0]["tokens_per_round"] == pytest.approx(17 / 5, abs=1e-12)  # over contexts
+    assert (summary[0]["contexts"], summary[0]["prompts"]) == (5, 3)
+    # over prompts: sd of (2, 3, 5) = sqrt(7/3), / sqrt(3)
+    assert summary[0]["tokens_per_round_se"] == pytest.approx(np.sqrt(7 / 3) / np.sqrt(3), abs=1e-12)
+
+
+# ---------------------------------------------------------------------------
+# the command (tiny random models in place of the pair)
+# ---------------------------------------------------------------------------
+
+@pytest.fixture
+def tiny_cli_pair(monkeypatch):
+    from speclp.cli import trees as cli_trees
+    from speclp.decode.models import make_pair, wrap_model
+
+    target, draft = tiny_pair()
+    pair = make_pair(wrap_model(target, "tiny-t"), wrap_model(draft, "tiny-d"))
+    loads = []
+
+    def load_run_pair(name, prompt_spec, draft_temperature, threads):
+        loads.append(name)
+        prompts = [{"id": f"p{i}", "tokens": [1 + i, 2, 3, 4]} for i in range(2)]
+        return pair, prompts, 1.5 if draft_temperature is None else draft_temperature, "tiny pair"
+
+    monkeypatch.setattr(cli_trees, "load_run_pair", load_run_pair)
+    return loads
+
+
+def trees_cli(out, *extra):
+    from speclp.cli import app
+    from typer.testing import CliRunner
+
+    return CliRunner().invoke(app, ["trees", "--pair", "smollm2-135m", "--prompts", "humaneval:2",
+                                    "--budgets", "1,2,3", "--top", "2", "--depth", "3",
+                                    "--contexts-per-prompt", "1", "--every", "2", "--no-timing",
+                                    "--out", str(out), *extra])
+
+
+def test_trees_command_shows_references_shapes_and_why(tmp_path, tiny_cli_pair):
+    import json
+
+    result = trees_cli(tmp_path / "t", "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["contexts"] == 2 and out["stopped"] is None
+    names = [s["rule"] for s in out["summary"]]
+    assert names[-6:] == ["oracle"] * 3 + ["target-first-oracle"] * 3
+    assert set(out["references"]) == {"oracle", "target-first-oracle"}
+    gbv = [s for s in out["summary"] if s["rule"] == "target-first-gbv"]
+    assert [tuple(s["shape"]) for s in gbv] == [gbv_shape(2, 3, n) for n in (1, 2, 3)]
+    assert any("not monotone in N" in line for line in out["notes"])
+    assert any("a bound for draft and rerank only" in line for line in out["notes"])
+    table = trees_cli(tmp_path / "t")  # resumed: nothing recomputed, the table and the notes
+    assert table.exit_code == 0, table.output
+    assert "oracle (reference)" in table.stdout and "K x L'" in table.stdout
+    assert "target-first-oracle (reference)" in table.stdout and "not monotone in N" in table.stdout
+
+
+def test_trees_time_limit_keeps_finished_contexts_and_resumes(tmp_path, tiny_cli_pair):
+    import json
+
+    stopped = trees_cli(tmp_path / "t", "--time-limit", "1e-9", "--json")
+    assert stopped.exit_code == 0, stopped.output
+    out = json.loads(stopped.stdout)
+    assert out["computed"] == 0 and "time limit of 1e-09 s" in out["stopped"][0]
+    assert "rerun the same command to continue" in out["stopped"][0]
+    done = json.loads(trees_cli(tmp_path / "t", "--json").stdout)
+    assert done["computed"] == 2 and done["stopped"] is None
+    for bad in ("0", "-1", "nan"):
+        refused = trees_cli(tmp_path / "t", "--time-limit", bad)
+        assert refused.exit_code == 2 and refused.stderr.startswith("error: --time-limit")
+
+
+def test_trees_rules_refuse_a_reference(tmp_path, tiny_cli_pair):
+    refused = trees_cli(tmp_path / "t", "--rules", "draft,oracle")
+    assert refused.exit_code == 2
+    assert "--rules: unknown rule 'oracle' (a reference, always shown; not a rule)" in refused.stderr
+    assert tiny_cli_pair == []  # refused before the pair was loaded
+
+
+def test_trees_cli_defaults_are_the_spec_defaults():
+    from speclp.cli import load_command
+    from speclp.experiments.trees import TreesSpec
+
+    spec, params = TreesSpec(), {p.name: p.default for p in load_command("trees").params}
+    assert params["budgets"] == ",".join(map(str, spec.budgets))
+    assert params["rules"] == ",".join(spec.rules)
+    assert (params["width"], params["depth"], params["pair"], params["prompts"]) == \
+        (spec.top, spec.depth, spec.pair, spec.prompts)
+    assert (params["contexts_per_prompt"], params["every"], params["temperature"], params["seed"]) == \
+        (spec.contexts_per_prompt, spec.every, spec.temperature, spec.seed)
+    assert params["engine_tokens"] == spec.engine_tokens

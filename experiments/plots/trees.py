@@ -1,69 +1,109 @@
-"""Tree-selection figures (`speclp trees`)."""
+"""Tree-selection figures (`speclp trees`): tokens per round per rule and budget (with the
+references that bound them), and the modelled walltime."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
-from ...proofs.tree_selection import RULES
+from ...proofs.tree_selection import REFERENCES, RULES
 from ..trees import summarize_trees
+from .style import pyplot, save
+
+COLORS = {name: f"C{i}" for i, name in enumerate(RULES)} | {"oracle": "0.35", "target-first-oracle": "C2"}
+LABELS = {
+    "oracle": "oracle (reference: best fixed N-node tree; bounds draft, rerank)",
+    "target-first-oracle": "target-first-oracle (reference: best tree below the drawn token)",
+}
 
 
-def plot_trees(records: list[dict[str, Any]], out_dir: Any, title: str = "") -> list[Any]:
-    """Two figures: expected tokens per round vs budget per rule; modelled s/token vs budget."""
+def _label(name: str) -> str:
+    return LABELS.get(name, name + (" (+1 target pass)" if name != "draft" else ""))
 
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def _acceptance_panel(ax: Any, summary: list[dict[str, Any]], key: str) -> None:
+    """One panel: mean tokens per round vs budget, +- 1 s.e. over prompts (left panel only:
+    the candidate-exact means have no s.e. column; no bar with one prompt), references
+    dashed; target-first-gbv's K x L' written at its points, hollow where saturated."""
+    for name in dict.fromkeys(s["rule"] for s in summary):
+        pts = [s for s in summary if s["rule"] == name and s[key] is not None]
+        if not pts:
+            continue
+        xs, ys = [s["budget"] for s in pts], [s[key] for s in pts]
+        errors = ([math.nan if s["tokens_per_round_se"] is None else s["tokens_per_round_se"]
+                   for s in pts] if key == "tokens_per_round" else None)
+        ax.errorbar(xs, ys, yerr=errors, fmt="--" if name in REFERENCES else "-", marker="o",
+                    ms=4, capsize=2, lw=1.2, color=COLORS.get(name), label=_label(name))
+        if name == "target-first-gbv":
+            for s in pts:
+                if s["saturated"]:
+                    ax.plot(s["budget"], s[key], "o", ms=7, mfc="white", color=COLORS[name])
+                ax.annotate("x".join(map(str, s["shape"])), (s["budget"], s[key]),
+                            textcoords="offset points", xytext=(5, -11), ha="left", fontsize=7,
+                            color=COLORS[name])
+    _budget_axis(ax, sorted({s["budget"] for s in summary}))
 
+
+def _budget_axis(ax: Any, budgets: list[int]) -> None:
+    """Log-2 budget axis labelled with the budgets themselves."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(budgets, [str(n) for n in budgets])
+    ax.minorticks_off()
+    ax.set_xlabel("budget N (drafted nodes per round)")
+    ax.grid(alpha=0.3)
+
+
+def plot_trees(records: list[dict[str, Any]], out_dir: Any, title: str = "") -> list[str]:
+    """trees_acceptance (two panels, shared y: the renormalised top-M instance, and the real
+    probabilities on the candidate tree) and trees_walltime_modelled, each PNG + PDF."""
     summary = summarize_trees(records)
     if not summary:
         return []
+    plt = pyplot()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
-    colors = {rule: f"C{i}" for i, rule in enumerate(RULES + ("oracle",))}
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    for rule in dict.fromkeys(s["rule"] for s in summary):
-        pts = [s for s in summary if s["rule"] == rule]
-        style = "--" if rule == "oracle" else "-"
-        axes[0].plot([s["budget"] for s in pts], [s["tokens_per_round"] for s in pts], style,
-                     marker="o", label=rule, color=colors.get(rule))
-        ok = [s for s in pts if s["tokens_per_round_candidate_exact"] is not None]
-        if ok:
-            axes[1].plot([s["budget"] for s in ok], [s["tokens_per_round_candidate_exact"] for s in ok],
-                         style, marker="o", label=rule, color=colors.get(rule))
-    axes[0].set_title("renormalised top-M instance (exact); target-first rules: +1 target pass",
+    contexts = max(s["contexts"] for s in summary)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
+    _acceptance_panel(axes[0], summary, "tokens_per_round")
+    _acceptance_panel(axes[1], summary, "tokens_per_round_candidate_exact")
+    prompts = max(s["prompts"] for s in summary)
+    axes[0].set_title("exact on the top-M instance, rows RENORMALISED over the M tokens\n"
+                      f"mean over {contexts} contexts; bars +- 1 standard error over {prompts} "
+                      "prompts", fontsize=9)
+    axes[1].set_title("exact with the real probabilities, trees inside the candidate tree\n"
+                      "(a lower bound on each rule; target-first-gbv needs an instance: absent)",
                       fontsize=9)
-    axes[1].set_title("real probabilities on candidate tree (exact, lower bound)", fontsize=9)
-    for ax in axes:
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("budget N (drafted nodes)")
-        ax.set_ylabel("E[tokens per round] = E[accepted] + 1")
-        ax.legend(fontsize=7)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
-    paths.append(out_dir / "trees_acceptance.png")
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+    axes[0].set_ylabel("E[tokens per round] = E[accepted] + 1")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=7, frameon=False)
+    fig.suptitle(f"{title}\ntarget-first-gbv: K x L' paths below the drawn token (hollow: shape "
+                 "capped by exact enumeration, value repeats)", fontsize=9)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    files = save(fig, out_dir, "trees_acceptance")
     timed = [s for s in summary if s["sequential_s_per_token"] is not None]
     if timed:
-        fig, ax = plt.subplots(figsize=(6, 3.8))
-        for rule in dict.fromkeys(s["rule"] for s in timed):
-            pts = [s for s in timed if s["rule"] == rule]
-            line = ax.plot([s["budget"] for s in pts], [1000 * s["sequential_s_per_token"] for s in pts],
-                           marker="o", label=f"{rule} sequential", color=colors.get(rule))
-            ax.plot([s["budget"] for s in pts],
-                    [1000 * s["overlapped_s_per_token_modelled"] for s in pts], ":", marker="x",
-                    color=line[0].get_color(), label=f"{rule} overlapped (modelled)")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("budget N")
-        ax.set_ylabel("MODELLED ms per token")
-        ax.set_title("modelled from measured draft / tree-pass / extra-pass times", fontsize=9)
-        ax.legend(fontsize=6)
-        fig.tight_layout()
-        paths.append(out_dir / "trees_walltime_modelled.png")
-        fig.savefig(paths[-1], dpi=110)
-        plt.close(fig)
-    return paths
+        files += _walltime(plt, timed, out_dir, title)
+    return files
+
+
+def _walltime(plt: Any, timed: list[dict[str, Any]], out_dir: Path, title: str) -> list[str]:
+    """Modelled ms per token: sequential (solid) and with the extra target pass overlapped
+    with drafting (dotted; not drawn for draft ranking, which has no extra pass)."""
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    for name in dict.fromkeys(s["rule"] for s in timed):
+        pts = [s for s in timed if s["rule"] == name]
+        xs = [s["budget"] for s in pts]
+        ax.plot(xs, [1000 * s["sequential_s_per_token"] for s in pts], "-", marker="o", ms=4,
+                color=COLORS.get(name), label=f"{name}: sequential")
+        if name != "draft":
+            ax.plot(xs, [1000 * s["overlapped_s_per_token_modelled"] for s in pts], ":", marker="x",
+                    ms=4, color=COLORS.get(name), label=f"{name}: extra pass overlapped")
+    _budget_axis(ax, sorted({s["budget"] for s in timed}))
+    ax.set_ylabel("MODELLED ms per generated token")
+    ax.set_title(f"{title}\nMODELLED from measured draft / tree-pass / extra-pass times of the "
+                 "draft-ranked N-node tree\n(the same passes for every rule; one measurement per "
+                 "context and budget, shared CPU; mean over contexts)", fontsize=9)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    fig.tight_layout()
+    return save(fig, out_dir, "trees_walltime_modelled")

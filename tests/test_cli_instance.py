@@ -1,0 +1,127 @@
+"""`speclp instance` (issue 19): the file it writes is a valid instance of the asked family,
+shape and seed; rational rows are exact multiples of 1/D; every bad flag is refused."""
+
+import json
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from speclp.cli import app
+from speclp.cli.instance import same_rows
+from speclp.lp.instance import dirichlet_instance, load_instance, temperature_instance
+from typer.testing import CliRunner
+
+runner = CliRunner()
+
+
+def write(tmp_path, *args):
+    out = tmp_path / "inst.json"
+    result = runner.invoke(app, ["instance", "--out", str(out), *map(str, args), "--json"])
+    assert result.exit_code == 0, result.output
+    return out, json.loads(result.stdout)
+
+
+def exact_rows(path):
+    """The rows of the file as Fractions, parsed here (not by lp.instance)."""
+    data = json.loads(path.read_text())
+    return [[[Fraction(x) for x in row] for row in data[key]] for key in ("target", "draft")]
+
+
+def test_dirichlet_rows_are_the_generator_rows(tmp_path):
+    out, summary = write(tmp_path, "--vocab", 3, "--depth", 2, "--alpha", 0.5, "--seed", 7)
+    inst = load_instance(out)
+    assert (inst.vocab_size, inst.depth, inst.rational) == (3, 2, False)
+    assert summary["rows_per_model"] == inst.target.shape[0] == 1 + 3 + 9
+    reference = dirichlet_instance(3, 2, alpha=0.5, seed=7)
+    assert np.array_equal(inst.target, reference.target) and np.array_equal(inst.draft, reference.draft)
+    other, _ = write(tmp_path / "b", "--vocab", 3, "--depth", 2, "--alpha", 0.5, "--seed", 8)
+    assert not np.array_equal(load_instance(other).target, inst.target)  # the seed is used
+
+
+@pytest.mark.parametrize("family", ["dirichlet", "temperature"])
+def test_denominator_gives_exact_rows_in_multiples_of_one_over_d(tmp_path, family):
+    out, summary = write(tmp_path, "--family", family, "--vocab", 3, "--depth", 2, "--denominator", 12)
+    assert summary["rational"] is True
+    target, draft = exact_rows(out)
+    floats = (dirichlet_instance(3, 2) if family == "dirichlet" else temperature_instance(3, 2))
+    for rows, unrounded in ((target, floats.target), (draft, floats.draft)):
+        assert len(rows) == 13
+        for row, near in zip(rows, unrounded, strict=True):
+            assert sum(row) == 1 and all(x >= 0 and (12 * x).denominator == 1 for x in row)
+            assert max(abs(float(x) - y) for x, y in zip(row, near, strict=True)) <= 1 / 12
+    assert load_instance(out).rational
+
+
+def test_temperature_draft_is_a_shifted_target(tmp_path):
+    """noise 0: draft logits are target logits / T, so log q - log p / T is constant per row."""
+    out, _ = write(tmp_path, "--family", "temperature", "--vocab", 4, "--depth", 1,
+                   "--temperature", 2.0, "--noise", 0)
+    inst = load_instance(out)
+    shift = np.log(inst.draft) - np.log(inst.target) / 2.0
+    assert np.allclose(shift - shift[:, :1], 0, atol=1e-12)
+
+
+def test_ties_rows_have_equal_ratios(tmp_path):
+    out, summary = write(tmp_path, "--family", "ties", "--vocab", 3, "--depth", 2, "--seed", 1)
+    target, draft = exact_rows(out)
+    assert summary["settings"]["denominator"] == 4
+    assert any(t == d for t, d in zip(target, draft, strict=True))  # copied rows: every ratio 1
+    assert all((4 * x).denominator == 1 for row in target + draft for x in row)
+
+
+def test_written_instance_is_solved_exactly(tmp_path):
+    out, _ = write(tmp_path, "--vocab", 2, "--depth", 2, "--denominator", 10)
+    result = runner.invoke(app, ["solve", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    solved = json.loads(result.stdout)
+    assert solved["instance"]["rational"] and solved["optimum"]["certified"]
+    assert solved["gap_to_optimum"]["bv"] == "0"  # BV is optimal (THEORY.md section 3), exactly
+
+
+def test_read_back_check_sees_a_changed_row(tmp_path):
+    out, _ = write(tmp_path, "--vocab", 2, "--depth", 1, "--denominator", 4)
+    data = json.loads(out.read_text())
+    generated = load_instance(out)
+    data["target"][1] = ["0", "1"] if data["target"][1] == ["1", "0"] else ["1", "0"]
+    out.write_text(json.dumps(data))
+    assert not same_rows(load_instance(out), generated)
+    assert same_rows(generated, generated)
+
+
+@pytest.mark.parametrize("args, field, words", [
+    ([], "--out", "give the file to write"),
+    (["--out", "@dir"], "--out", "is a folder"),
+    (["--out", "@taken"], "--out", "add --force"),
+    (["--out", "@new", "--family", "zipf"], "--family", "must be one of"),
+    (["--out", "@new", "--vocab", "1"], "--vocab", ">= 2"),
+    (["--out", "@new", "--depth", "0"], "--depth", ">= 1"),
+    (["--out", "@new", "--vocab", "1000", "--depth", "3"], "--vocab/--depth", "limits"),
+    (["--out", "@new", "--vocab", "1000", "--depth", "1"], "--vocab/--depth", "at most 1,000,000"),
+    (["--out", "@new", "--alpha", "0"], "--alpha", "> 0"),
+    (["--out", "@new", "--alpha", "nan"], "--alpha", "finite"),
+    (["--out", "@new", "--family", "ties", "--alpha", "2"], "--alpha", "does not apply"),
+    (["--out", "@new", "--noise", "1"], "--noise", "does not apply"),
+    (["--out", "@new", "--family", "temperature", "--temperature", "-1"], "--temperature", "> 0"),
+    (["--out", "@new", "--denominator", "0"], "--denominator", ">= 1"),
+    (["--out", "@new", "--seed", "-1"], "--seed", ">= 0"),
+])
+def test_bad_flags_refused_with_one_line_and_one_json_object(tmp_path, args, field, words):
+    (tmp_path / "taken").write_text("{}")
+    names = {"@dir": tmp_path, "@taken": tmp_path / "taken", "@new": tmp_path / "new.json"}
+    argv = ["instance", *[str(names.get(a, a)) for a in args], "--json"]
+    result = runner.invoke(app, argv)
+    assert result.exit_code == 2, result.output
+    (line,) = [x for x in result.stderr.splitlines() if x.strip()]
+    assert line.startswith(f"error: {field}") and words in line, line
+    assert json.loads(result.stdout) == {"error": line.removeprefix("error: "), "exit_status": 2,
+                                         "field": field}
+    assert not (tmp_path / "new.json").exists()
+    assert (tmp_path / "taken").read_text() == "{}"
+
+
+def test_force_overwrites(tmp_path):
+    out = tmp_path / "inst.json"
+    out.write_text("{}")
+    result = runner.invoke(app, ["instance", "--out", str(out), "--force"])
+    assert result.exit_code == 0, result.output
+    assert load_instance(out).vocab_size == 2 and f"wrote {out}" in result.stdout
