@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import time
+from fractions import Fraction
 from typing import Any
 
 import typer
 
 from ..lp import tolerances
-from ..lp.engine import BACKENDS
+from ..lp.engine import BACKENDS, optimum, program_optimum
+from ..lp.full import MAX_VARIABLES, full_lp_size
+from ..lp.instance import BUILTINS, builtin_instance
+from ..lp.node import node_lp
+from ..verifiers.exact import exact_result
 from . import validate as check
 from .common import BadInput, ClaimFailed, new_commands, progress, run, table
 
@@ -18,9 +23,6 @@ commands = new_commands()
 def _load(instance: str | None, builtin: str | None, depth: int | None) -> Any:
     """The instance to solve, after refusing (exit 2) one whose single-path LP or exact laws
     are over the size limits (before anything is built)."""
-    from ..lp.full import MAX_VARIABLES, full_lp_size
-    from ..lp.instance import BUILTINS, builtin_instance
-
     if instance and builtin:
         raise BadInput("INSTANCE: give either INSTANCE.json or --builtin, not both")
     if instance:
@@ -56,12 +58,6 @@ def solve(
     def body() -> dict[str, Any]:
         check.choice("--backend", backend, BACKENDS)
         inst = _load(instance, builtin, depth)
-        from fractions import Fraction
-
-        from ..lp.engine import optimum, program_optimum
-        from ..lp.node import node_lp
-        from ..verifiers.exact import exact_result
-
         records: dict[str, Any] = {}
         verifiers, verifiers_exact = {}, {}
         model = inst.model(exact=inst.rational)

@@ -16,8 +16,10 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import torch
 import typer
 
+from ..decode.models import ModelUnavailable, VocabularyMismatch, load_pair
 from ..experiments.plots import plot_trees
 from ..experiments.store import ResultsFolderError, load_jsonl, open_folder, select_records, slug
 from ..experiments.trees import (
@@ -63,10 +65,6 @@ def check_run_flags(out: Path, prompts: str, every: int, contexts_per_prompt: in
 def load_run_pair(pair_name: str, prompt_spec: str, draft_temperature: float | None,
           threads: int | None) -> tuple[Any, list[dict[str, Any]], float | None, str]:
     """Prompts (checked first: cheap), then the pair on the CPU/GPU default device."""
-    import torch
-
-    from ..decode.models import ModelUnavailable, VocabularyMismatch, load_pair
-
     prompts = check.prompts("--prompts", prompt_spec)
     if threads:
         torch.set_num_threads(threads)

@@ -261,7 +261,7 @@ CLARABEL_OPTIONS = {
 
 
 def _solve_cvxpy(lp: LinearProgram, time_limit: float | None, solver: str) -> LPSolution:
-    import cvxpy as cp
+    import cvxpy as cp  # lazy: heavy (about 1 s), needed only by --backend cvxpy
 
     start = time.perf_counter()
     x = cp.Variable(lp.num_vars, nonneg=True)

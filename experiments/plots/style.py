@@ -5,14 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import matplotlib
+import matplotlib.pyplot as plt
+
 
 def pyplot() -> Any:
     """matplotlib.pyplot on the Agg backend (no display needed)."""
-    import matplotlib  # a heavy optional import: figures only
-
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     return plt
 
 
