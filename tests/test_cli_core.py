@@ -201,9 +201,9 @@ def test_help_is_light():
 
 
 def test_solve_optimum_not_found_is_one_line_exit_1(monkeypatch):
-    import speclp.lp.engine as engine
+    import speclp.cli.core as core
 
-    real = engine.optimum
+    real = core.optimum
 
     def stopped(instance, paths=1, *args, **kwargs):
         if kwargs.get("method", "auto") == "auto":
@@ -211,7 +211,7 @@ def test_solve_optimum_not_found_is_one_line_exit_1(monkeypatch):
                                                    "method": "colgen"})
         return real(instance, paths, *args, **kwargs)
 
-    monkeypatch.setattr(engine, "optimum", stopped)
+    monkeypatch.setattr(core, "optimum", stopped)
     result = CliRunner().invoke(app, ["solve", "--builtin", "bv-toy"])
     assert result.exit_code == 1, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
