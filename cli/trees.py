@@ -20,7 +20,7 @@ import torch
 import typer
 
 from ..decode.models import ModelUnavailable, VocabularyMismatch, load_pair
-from ..experiments.plots import plot_trees
+from ..experiments.plots import plot_trees, trees_title
 from ..experiments.store import ResultsFolderError, load_jsonl, open_folder, select_records, slug
 from ..experiments.trees import (
     ENGINE_SHAPES,
@@ -242,8 +242,7 @@ def compute(out: Path, spec: TreesSpec, threads: int | None, deadline: Deadline)
                        f"of {status['contexts']} done; rerun the same command to continue)")
     # only this invocation's records (keys) are counted and plotted
     records = select_records(load_jsonl(out_file), status.pop("keys"))
-    figures = plot_trees(records, out, title=f"{label}: {len(records)} contexts, M={spec.top}, "
-                                             f"L={spec.depth}")
+    figures = plot_trees(records, out, title=trees_title(records))
     summary = summarize_trees(records)
     return {"pair": label, **status, "out": str(out), "contexts": len(records),
             "figures": [str(f) for f in figures], "rules": RULE_HELP, "references": REFERENCE_HELP,

@@ -4,10 +4,13 @@ axis, lossy verifiers marked, estimated rows kept apart; on small frames built b
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
+from speclp.experiments.plots import plot_trees_file, trees_title
 from speclp.experiments.plots.sweep import (
     _informative_panels,
     _lossy,
@@ -84,3 +87,18 @@ def test_heatmap_and_scatter_on_the_same_frame(tmp_path: Path):
     pairs = gbv_vs_bv(frame, tmp_path)
     # instance 9 (an estimated GBV value) is left out; GBV (1 - 0.1 K) < BV (0.85) at K = 2, 3
     assert pairs["pairs"] == 5 and pairs["gbv_below_bv"] == 3
+
+
+def test_trees_figures_redrawn_from_a_recorded_file(tmp_path: Path):
+    recorded = Path(__file__).resolve().parents[1] / "benchmarks/results/trees/smollm2-135m.jsonl"
+    lines = [json.loads(line) for line in recorded.read_text().splitlines() if line.strip()]
+    title = trees_title(lines)
+    assert title.startswith(lines[0]["pair"]) and f": {len(lines)} contexts, M=4, L=4" in title
+    files = plot_trees_file(recorded, tmp_path)
+    assert sorted(Path(f).name for f in files) == sorted(
+        f"{name}.{ext}" for name in ("trees_acceptance", "trees_walltime_modelled")
+        for ext in ("png", "pdf"))
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with pytest.raises(ValueError, match="no trees records"):
+        plot_trees_file(empty, tmp_path)
