@@ -288,12 +288,14 @@ def test_realgap_changed_temperature_recomputes_and_summary_counts_only_the_run(
 
 
 def test_trees_cli_refuses_another_spec_before_loading_a_model(tmp_path, monkeypatch):
+    from speclp.cli import trees as cli_trees
     from speclp.decode import models
 
     def loader(*args, **kwargs):
         raise AssertionError("a model was loaded")
 
     monkeypatch.setattr(models, "load_pair", loader)
+    monkeypatch.setattr(cli_trees, "load_pair", loader)  # imported at its top
     out = tmp_path / "t"
     with store.open_folder(out, "trees", {"pair": "smollm2-135m", "temperature": 1.0}):
         pass
