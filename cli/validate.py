@@ -134,17 +134,23 @@ def instance_shape(flag: str, vocab: int, depth: int) -> None:
         raise BadInput(f"{flag}: {problem}")
 
 
+def distinct_paths(flag: str, vocab: int, depth: int, paths: int, draft_sampling: str) -> None:
+    """Refuse K paths drafted without replacement when there are fewer than K distinct
+    paths (V^L)."""
+    if draft_sampling == "without-replacement":
+        distinct = path_count(vocab, depth)
+        if paths > distinct:
+            raise BadInput(f"{flag}: cannot draft {paths} distinct paths out of {distinct:,} "
+                           f"(V={vocab}, L={depth}, without replacement)")
+
+
 def full_lp(flag: str, vocab: int, depth: int, paths: int, draft_sampling: str = "iid",
             limit: int | None = None, suggestion: str = "use a smaller V, L or K") -> dict[str, int]:
     """Refuse a K-path LP over `limit` variables (default lp.full.MAX_VARIABLES); returns
     the size estimate (lp.full.full_lp_size)."""
 
     limit = MAX_VARIABLES if limit is None else limit
-    if draft_sampling == "without-replacement":
-        distinct = path_count(vocab, depth)
-        if paths > distinct:
-            raise BadInput(f"{flag}: cannot draft {paths} distinct paths out of {distinct:,} "
-                           f"(V={vocab}, L={depth}, without replacement)")
+    distinct_paths(flag, vocab, depth, paths, draft_sampling)
     size = full_lp_size(vocab, depth, paths, draft_sampling)
     if size["variables"] > limit:
         raise BadInput(f"{flag}: the K-path LP at V={vocab}, L={depth}, K={paths} would have "
@@ -159,11 +165,7 @@ def master_lp(flag: str, vocab: int, depth: int, paths: int, draft_sampling: str
     """Refuse a column-generation master over lp.colgen's limits (its columns, and the
     configurations it enumerates without replacement); returns lp.colgen.master_size."""
 
-    if draft_sampling == "without-replacement":
-        distinct = path_count(vocab, depth)
-        if paths > distinct:
-            raise BadInput(f"{flag}: cannot draft {paths} distinct paths out of {distinct:,} "
-                           f"(V={vocab}, L={depth}, without replacement)")
+    distinct_paths(flag, vocab, depth, paths, draft_sampling)
     size = master_size(vocab, depth, paths, draft_sampling)
     if size["columns"] > MAX_MASTER_COLUMNS:
         raise BadInput(f"{flag}: the column-generation master at V={vocab}, L={depth} would have "

@@ -5,39 +5,21 @@ defaults/help fixes and the exit statuses of the contract."""
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
-from contextlib import contextmanager
 
 import pytest
 from speclp.cli import app
 from speclp.cli import validate as cli_validate
 from speclp.lp.instance import InstanceError, dirichlet_instance, load_instance
 from typer.testing import CliRunner
-from work_guard import watch_work
+from work_guard import deadline, watch_work
 
 runner = CliRunner()
 HANG_S = 300.0  # guards against a hang only; how fast a refusal is, is not tested here
 
 
-class TooSlow(BaseException):
-    """Raised by the alarm: a case hung."""
-
-
-@contextmanager
-def deadline(seconds: float):
-    def alarm(signum, frame):
-        raise TooSlow(f"no answer within {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.fixture(scope="module", autouse=True)
