@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import time
 from fractions import Fraction
 from typing import Any
@@ -18,6 +19,8 @@ from . import validate as check
 from .common import BadInput, ClaimFailed, new_commands, progress, run, table
 
 commands = new_commands()
+DEFAULT_BUILTIN = next(iter(BUILTINS))  # bv-toy
+DEFAULT_DEPTH = inspect.signature(builtin_instance).parameters["depth"].default
 
 
 def _load(instance: str | None, builtin: str | None, depth: int | None) -> Any:
@@ -29,8 +32,8 @@ def _load(instance: str | None, builtin: str | None, depth: int | None) -> Any:
         if depth is not None:
             raise BadInput("--depth: only applies to --builtin instances (a file fixes its depth)")
         return check.instance_file(instance)
-    name = check.choice("--builtin", builtin or "bv-toy", BUILTINS)
-    depth = check.integer("--depth", 2 if depth is None else depth, 1)
+    name = check.choice("--builtin", builtin or DEFAULT_BUILTIN, BUILTINS)
+    depth = check.integer("--depth", DEFAULT_DEPTH if depth is None else depth, 1)
     fits = check.largest(lambda d: full_lp_size(2, d, 1)["variables"] <= MAX_VARIABLES, min(depth, 64))
     suggestion = f"use --depth {fits} or less"
     check.instance_shape("--depth", 2, depth)
@@ -42,10 +45,11 @@ def _load(instance: str | None, builtin: str | None, depth: int | None) -> Any:
 
 @commands.command()
 def solve(
-    instance: str = typer.Argument(None, help="Instance JSON file (default: --builtin bv-toy)."),
-    builtin: str = typer.Option(None, "--builtin", help="Built-in instance: bv-toy."),
-    depth: int = typer.Option(None, "--depth", help="Depth L of a built-in instance (default 2)."),
-    backend: str = typer.Option("highs", "--backend", help="LP backend: highs or cvxpy."),
+    instance: str = typer.Argument(None, help=f"Instance JSON file (default: --builtin {DEFAULT_BUILTIN})."),
+    builtin: str = typer.Option(None, "--builtin", help=f"Built-in instance: {', '.join(BUILTINS)}."),
+    depth: int = typer.Option(None, "--depth",
+                              help=f"Depth L of a built-in instance (default {DEFAULT_DEPTH})."),
+    backend: str = typer.Option(BACKENDS[0], "--backend", help=f"LP backend: {' or '.join(BACKENDS)}."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Solve the single-path information-agnostic LPs and compare BV and token-level.
@@ -156,8 +160,8 @@ def meaning(r: dict[str, Any]) -> str:
         else:
             shown_gap = gap if inst["rational"] else f"{float(gap):.4g}"
             lines.append(f"{label} gets {value}, {shown_gap} below the optimum.")
-    lines.append("Both verifier values come from their exact laws, not from samples (THEORY.md "
-                 "sections 2-3).")
+    lines.append("Both verifier values come from their exact laws, not from samples (docs/theory.md "
+                 "sections 2.2 and 3.3).")
     return " ".join(lines)
 
 

@@ -281,7 +281,7 @@ def notes(summary: list[dict[str, Any]]) -> list[str]:
         shapes = ", ".join(f"N={s['budget']}: {s['shape'][0]}x{s['shape'][1]}" for s in gbv)
         out.append(f"target-first-gbv drafts K x L' paths below the first token ({shapes}). It is "
                    "not monotone in N: GBV is not monotone in K (it is not always >= BV, its K = 1 "
-                   "case; THEORY.md section 4), while the K-path optimum is; 'saturated' = the "
+                   "case; docs/theory.md section 9.4), while the K-path optimum is; 'saturated' = the "
                    "exact-enumeration cap fixed the shape, so the value repeats.")
     return out
 

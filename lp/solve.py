@@ -3,7 +3,7 @@
     solve(lp, backend="highs" | "cvxpy", presolve=True, time_limit=None) -> LPSolution
 
 HiGHS: the LP is passed as one column-wise sparse matrix (equality rows first, then
-the <= rows), maximised, output silenced. Two pitfalls of THEORY.md section 6 are
+the <= rows), maximised, output silenced. Two pitfalls of docs/theory.md section 16.1 are
 handled here:
   * a bare "infeasible" / "unbounded" from presolve is never trusted: the solve is
     retried without presolve and the retry is recorded in notes;

@@ -1,10 +1,11 @@
-"""Open questions of THEORY.md section 4 on the selection class, checked on random instances.
+"""Claims on the selection class (docs/theory.md sections 5.5, 7.1), checked on random instances.
 
 class-equals-full:  is the optimum of the selection class ("select one drafted path, then
     BV on it"; speclp.lp.class_lp.class_lp_optimum, cutting planes over P_K) equal to the
     K-path optimum (speclp.lp.optimum: column generation, or the enumerated full LP with
-    method="full")? The duality argument of speclp.lp.colgen proves it; this check tests
-    the proof and both programs on random instances, each optimum computed independently.
+    method="full")? docs/theory.md Theorem 5.5 (with section 6.3) proves it; this check
+    tests the proof and both programs on random instances, each optimum computed
+    independently.
 node-form:          is the node-level form (per-depth set constraints on beta only;
     speclp.lp.node_form.node_form_optimum) equal to the class optimum (or, with
     against="full", to the full optimum)? (It is not: counterexamples are found.)

@@ -40,7 +40,7 @@ def test_solve_default_prints_table():
     result = invoke("solve")
     assert result.exit_code == 0, result.output
     assert "20/9" in result.stdout and "certified" in result.stdout
-    # and a sentence saying what the table means (THEORY.md section 2's anchor: 20/9, 19/9)
+    # and a sentence saying what the table means (docs/theory.md section 2.4 anchors: 20/9, 19/9)
     meaning = result.stdout.strip().splitlines()[-1]
     assert meaning.startswith("What this means:") and "is 20/9" in meaning
     assert "agree on it, each certified exactly" in meaning
