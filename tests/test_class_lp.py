@@ -259,6 +259,12 @@ def test_cli_exit_codes(tmp_path, monkeypatch):
     assert json.loads(ok.stdout)["passed"] is True
     bad = runner.invoke(app, ["check", "node-form", "--paths", "0"])
     assert bad.exit_code == 2 and "--paths" in bad.output
+    # node-form runs its own claim through the shared command function (at L = 1 the node
+    # form is the class LP itself, docs/theory.md section 7.1: it holds)
+    node = runner.invoke(app, ["check", "node-form", "--trials", "1", "--depth", "1", "--against",
+                               "full", "--denominator", "16", "--save-dir", str(tmp_path), "--json"])
+    assert node.exit_code == 0, node.output
+    assert json.loads(node.stdout)["claim"] == "node-form-vs-full"
     monkeypatch.setattr(class_claims, "class_lp_optimum",
                         shifted(class_lp_optimum, Fraction(-1, 1000)))
     failed = runner.invoke(app, ["check", "class-equals-full", "--trials", "2", "--denominator",

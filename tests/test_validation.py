@@ -178,6 +178,9 @@ def test_out_below_a_file_refused(tmp_path):
     (["check", "bv-optimal", "--denominator", "-1"], "--denominator"),
     (["check", "bv-optimal", "--alpha", "nan"], "--alpha"),
     (["check", "class-equals-full", "--alpha", "inf"], "--alpha"),
+    (["check", "class-equals-full", "--against", "full"], "--against"),  # node-form only
+    (["check", "node-form", "--against", "neither"], "--against"),
+    (["check", "node-form", "--draft-sampling", "poisson"], "--draft-sampling"),
     (["audit", "--verifier", "bv", "--seed", "-1"], "--seed"),
     (["sweep", "--alpha", "nan"], "--alpha"),
     (["sweep", "--workers", "100000"], "--workers"),
