@@ -102,3 +102,15 @@ def test_trees_figures_redrawn_from_a_recorded_file(tmp_path: Path):
     empty.write_text("")
     with pytest.raises(ValueError, match="no trees records"):
         plot_trees_file(empty, tmp_path)
+
+
+def test_redrawing_the_same_data_writes_the_same_bytes(tmp_path: Path):
+    """No creation date in the PDF: a redraw of unchanged data leaves recorded figures as
+    they are (no churn in benchmarks/results)."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = ratio_by_verifier(sweep_like(), tmp_path / "a")["files"]
+    second = ratio_by_verifier(sweep_like(), tmp_path / "b")["files"]
+    assert [Path(f).read_bytes() for f in first] == [Path(f).read_bytes() for f in second]
+    pdf = next(Path(f) for f in first if f.endswith(".pdf")).read_bytes()
+    assert pdf.startswith(b"%PDF") and b"/CreationDate" not in pdf

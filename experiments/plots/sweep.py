@@ -93,7 +93,7 @@ def gap_heatmap(frame: pd.DataFrame, out: Path, verifier: str = "gbv") -> dict[s
         ax.set_title(f"K = {k}")
     fig.colorbar(image, ax=axes[0].tolist(), label="mean gap (optimum - E[tau+1])")
     title = f"{verifier.upper()}: mean gap to the K-path LP optimum" + "".join(
-        f"\nK = {k} not drawn: gap 0 (below {ZERO_GAP:g}) on all {n} rows" + (
+        f"\nK = {k} not drawn: gap 0 (below {ZERO_GAP:.0e}) on all {n} rows".replace("e-0", "e-") + (
             ";\nthere GBV is BV, which attains the single-path optimum" if k == 1 and
             verifier.startswith("gbv") else "") for k, n in zero.items())
     if estimated_cells:
