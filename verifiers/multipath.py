@@ -235,8 +235,10 @@ def _naive_tree_rule(target: Array, draft: Array, through: Array, children: Arra
                      first: Array) -> tuple[Array, Array]:
     paths = children.shape[1]
     drafted = _drafted_mask(through, children, target.shape[-1])
-    # the first drafted child of node (k0, i) is the child of its canonical path k0
-    first_child = children  # [B, K0]: the child of path k0, canonical at the node (k0, i)
+    # the first drafted child of node (k0, i) is the child of the lowest path through it
+    # (for a canonical slot k0 that is path k0 itself)
+    lowest = ops.argmax(through, -1)  # [B, K0]
+    first_child = ops.gather(children, 1, lowest)  # [B, K0]
     p_first = ops.gather(target, -1, first_child[..., None])[..., 0]
     q_first = ops.gather(draft, -1, first_child[..., None])[..., 0]
     keep = ops.minimum(ops.safe_div(p_first, q_first), 1)  # [B, K0]
@@ -292,11 +294,24 @@ def _selection_laws(target: Array, draft: Array, paths: int) -> list[Array]:
     return laws
 
 
+def _distinct_selection_laws(target: Array, draft: Array, paths: int) -> list[Array]:
+    """_selection_laws computed once per distinct (target, draft) row pair of [..., V] rows
+    (the node recursion of verifiers.structure and the walk repeat a node's rows for every
+    slot and every child tuple; the laws depend on the rows only)."""
+    vocab = target.shape[-1]
+    flat_target, flat_draft = target.reshape(-1, vocab), draft.reshape(-1, vocab)
+    if flat_target.shape[0] < 16:
+        return _selection_laws(target, draft, paths)
+    distinct, inverse = ops.distinct_rows(ops.concat([flat_target, flat_draft], -1))
+    laws = _selection_laws(distinct[:, :vocab], distinct[:, vocab:], paths)
+    return [law[inverse].reshape(target.shape) for law in laws]
+
+
 def _khisti_rule(target: Array, draft: Array, through: Array, children: Array,
                  first: Array) -> tuple[Array, Array]:
     paths = children.shape[1]
     count = ops.total(ops.where(through, 1, 0), -1)  # [B, K0] paths through the node
-    laws = _selection_laws(target, draft, paths)
+    laws = _distinct_selection_laws(target, draft, paths)
     selected_law = laws[0]
     for n in range(2, paths + 1):
         selected_law = ops.where((count == n)[..., None], laws[n - 1], selected_law)
@@ -353,22 +368,48 @@ def kseq_rho(target: Array, draft: Array, count: Array, most: int,
     [1, n] shrinks below 1e-14 resp. 3e-8 of its width).
     Exact rows: bisection in float64, then the smallest of (float result, 1e-12 above
     it, n) whose exact gap h is >= 0, as an exact rational; rho = 1 whenever h(1) >= 0.
+    rho is a function of (row, n) alone: the bisection runs once per distinct (row, n),
+    each on its own (a batched float bisection can end a bit apart for equal rows in
+    different batches, and SpecTr is lossless only when every draft tuple at a node uses
+    the same rho: mixed rhos gave TV 5e-14 in exact arithmetic).
     """
     if ops.is_exact(target):
-        floats = kseq_rho(torch.as_tensor(ops.as_float64(target)),
-                          torch.as_tensor(ops.as_float64(draft)),
-                          torch.as_tensor(np.asarray(count, dtype=np.int64)), most).numpy()
-        one = target[..., 0] * 0 + 1
-        rho = ops.where(count == 0, one, one * count)  # fallback rho = n
-        candidates = [np.vectorize(lambda x: Fraction(min(x * (1 + 1e-12), 1e300)),
-                                   otypes=[object])(floats),
-                      np.vectorize(Fraction, otypes=[object])(floats), one]
-        for candidate in candidates:  # later candidates are smaller: last valid wins
-            candidate = ops.minimum(candidate, rho)
-            ok = _kseq_gap(target, draft, candidate, count, most) >= 0
-            rho = ops.where(ok, candidate, rho)
-        return rho
+        return _exact_kseq_rho(target, draft, count, most)
     return _kseq_rho_bisection(target, draft, count, most, iterations)
+
+
+def _exact_kseq_rho(target: np.ndarray, draft: np.ndarray, count: np.ndarray,
+                    most: int) -> np.ndarray:
+    """kseq_rho on exact rows [..., V] (docstring there): once per distinct (row, n)."""
+    vocab = target.shape[-1]
+    shape = target.shape[:-1]
+    counts = np.asarray(count).reshape(-1, 1)
+    keys = np.concatenate([target.reshape(-1, vocab), draft.reshape(-1, vocab),
+                           counts.astype(object)], -1)
+    distinct, inverse = ops.distinct_rows(keys)
+    target, draft = distinct[:, :vocab], distinct[:, vocab:2 * vocab]
+    count = np.asarray(distinct[:, -1], dtype=np.int64)
+    floats = np.array([float(_kseq_rho_bisection(
+        torch.as_tensor(ops.as_float64(target[r:r + 1])),
+        torch.as_tensor(ops.as_float64(draft[r:r + 1])),
+        torch.as_tensor(count[r:r + 1]), most, None)[0]) for r in range(len(count))])
+    rho = _exact_rho_candidates(target, draft, count, most, floats)
+    return rho[inverse].reshape(shape)
+
+
+def _exact_rho_candidates(target: np.ndarray, draft: np.ndarray, count: np.ndarray, most: int,
+                          floats: np.ndarray) -> np.ndarray:
+    """The smallest of (float rho (1 + 1e-12), float rho, 1) whose exact gap is >= 0, else n."""
+    one = target[..., 0] * 0 + 1
+    rho = ops.where(count == 0, one, one * count)  # fallback rho = n
+    candidates = [np.vectorize(lambda x: Fraction(min(x * (1 + 1e-12), 1e300)),
+                               otypes=[object])(floats),
+                  np.vectorize(Fraction, otypes=[object])(floats), one]
+    for candidate in candidates:  # later candidates are smaller: last valid wins
+        candidate = ops.minimum(candidate, rho)
+        ok = _kseq_gap(target, draft, candidate, count, most) >= 0
+        rho = ops.where(ok, candidate, rho)
+    return rho
 
 
 def _kseq_rho_bisection(target: torch.Tensor, draft: torch.Tensor, count: torch.Tensor,
@@ -433,39 +474,43 @@ def _spectr_rule(target: Array, draft: Array, through: Array, children: Array,
 
 
 @register("specinfer", "SpecInfer recursive rejection sampling with replacement on the tree",
-          multipath=True, draft_sampling=("iid",))
+          multipath=True, draft_sampling=("iid",),
+          node_rule=_specinfer_rule)
 def specinfer_law(tree: DraftTree) -> BlockLaw:
     return walk_tree(tree, _specinfer_rule)
 
 
 @register("rrsw", "recursive rejection sampling without replacement over the distinct "
-          "children (RRSw)", multipath=True)
+          "children (RRSw)", multipath=True,
+          node_rule=_rrsw_rule)
 def rrsw_law(tree: DraftTree) -> BlockLaw:
     return walk_tree(tree, _rrsw_rule)
 
 
 @register("naive_tree", "NaiveTree of the GBV authors: test the first drafted child, on "
           "rejection follow the residual sample if it is another drafted child", multipath=True,
-          draft_sampling=("iid",))
+          draft_sampling=("iid",),
+          node_rule=_naive_tree_rule)
 def naive_tree_law(tree: DraftTree) -> BlockLaw:
     return walk_tree(tree, _naive_tree_rule)
 
 
 @register("spectr", "SpecTr K-SEQ at every node of the tree", multipath=True,
-          draft_sampling=("iid",))
+          draft_sampling=("iid",),
+          node_rule=_spectr_rule)
 def spectr_law(tree: DraftTree) -> BlockLaw:
     return walk_tree(tree, _spectr_rule)
 
 
 @register("nss", "naive sampling: Y ~ p at the node, move down while Y is a drafted child",
-          multipath=True)
+          multipath=True, order_invariant=True, node_rule=_nss_rule)
 def nss_law(tree: DraftTree) -> BlockLaw:
     return walk_tree(tree, _nss_rule)
 
 
 @register("khisti", "Khisti et al. two-step: importance-weighted (p/q) selection of a drafted "
           "child, then speculative sampling against its law, at every node", multipath=True,
-          draft_sampling=("iid",))
+          draft_sampling=("iid",), order_invariant=True, node_rule=_khisti_rule)
 def khisti_law(tree: DraftTree) -> BlockLaw:
     return walk_tree(tree, _khisti_rule)
 

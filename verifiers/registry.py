@@ -15,7 +15,23 @@ from . import multipath  # noqa: F401  specinfer, rrsw, naive_tree, spectr, nss,
 from . import spectr_gbv  # noqa: F401  spectr_gbv (lossy as released)
 from . import nodeopt  # noqa: F401  nodeopt
 # isort: on
+from .gbv import gbv_selection
 from .law import REGISTRY, BlockLaw, DraftTree, VerifierSpec
+from .nodeopt import nodeopt_selection
+from .structure import path_selection_rows
+
+# Selection laws of the select-then-BV verifiers whose modules do not set the hook in their
+# @register call (gbv.py, nodeopt.py): their exact law on i.i.d. drafts is BV against the
+# law of the selected path (verifiers.structure), read off their own selection functions.
+# (The hook belongs in those @register calls; it is set here until their owner moves it.)
+_SELECTIONS = {
+    "gbv": lambda tree: gbv_selection(tree, clip=False)[1],
+    "gbv_clipped": lambda tree: gbv_selection(tree, clip=True)[1],
+    "nodeopt": lambda tree, support=None: nodeopt_selection(tree, support)[1][:, 0],
+}
+for _name, _selection in _SELECTIONS.items():
+    if _name in REGISTRY and REGISTRY[_name].selection_rows is None:
+        REGISTRY[_name].selection_rows = path_selection_rows(_selection)
 
 __all__ = ["REGISTRY", "block_law", "get_verifier", "verifier_names"]
 
