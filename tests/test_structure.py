@@ -94,12 +94,13 @@ def test_float_structure_matches_exact():
 
 
 def test_counts_of_the_node_recursion():
-    """At V = 3, L = 2, K = 2 the root sees 3 + 9 tuples and each of the 3 depth-1 nodes as
-    many: 48 evaluations at most (Dirichlet rows are positive, so all of them happen)."""
+    """At V = 3, L = 2, K = 2 the bound counts 3 + 9 tuples at each of the 4 nodes of depth
+    < 2 (48); the walk holds exactly K = 2 paths at the root (9 tuples) and 1 or 2 at each
+    depth-1 node (3 + 9; Dirichlet rows are positive, so all of them happen): 45."""
     assert rule_evaluations(3, 2, 2) == 4 * 12
     model = dirichlet_instance(3, 2, seed=0).model(exact=False)
     result = structured_law(model, get_verifier("specinfer"), 2)
-    assert result.evaluations == 48  # the root has K = 2 paths only: 9 + 3 * 12
+    assert result.evaluations == 45  # the root has K = 2 paths only: 9 + 3 * 12
     assert enumeration_size(model, "specinfer", 2) == 48
     assert enumeration_size(model, "gbv", 2) == 9
 
