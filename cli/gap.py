@@ -30,6 +30,8 @@ def _label(record: dict[str, Any]) -> str:
     """'certified' or 'NOT certified: reason' for an optimum record."""
     if record.get("certified"):
         return "certified"
+    if record.get("certified_within") is not None:
+        return f"certified within {record['certified_within']:.3g} (exact bounds, not exactly)"
     return f"NOT certified: {record.get('certificate') or record.get('reason') or 'unknown'}"
 
 

@@ -151,8 +151,12 @@ def sweep(
         s = r["summary"]
         rows = [["tasks (instance, K)", r["tasks"]], ["finished before this run", r["done_before"]],
                 ["computed now", r["computed"]], ["errors", len(r["errors"])],
-                ["rows", r["rows"]], ["optimum certified", f"{s['optimum_certified']}/"
-                                                           f"{s['instances']}"],
+                ["rows", r["rows"]], ["optimum certified exactly", f"{s['optimum_certified']}/"
+                                                                   f"{s['instances']}"],
+                ["optimum certified within w (exact bounds)",
+                 f"{s.get('optimum_certified_within', 0)}/{s['instances']}" + (
+                     f" (largest w {s['optimum_certified_within_max']:.3g})"
+                     if s.get("optimum_certified_within_max") is not None else "")],
                 ["complete", r["complete"]], ["results", r["results_file"] or r["out"]]]
         for name, mean in s.get("mean_gap_per_verifier", {}).items():
             per_k = s.get("mean_gap_per_verifier_per_K", {}).get(name, {})

@@ -72,6 +72,7 @@ MAX_TASKS = 1_000_000  # tasks one sweep may plan (cells x shapes x trials)
 ROW_COLUMNS = (
     "family", "vocab", "depth", "paths", "draft_sampling", "alpha", "temperature", "seed",
     "instance_id", "verifier", "multipath", "block_efficiency", "optimum", "optimum_certified",
+    "optimum_certified_within",
     "optimum_exact", "optimum_method", "gap", "ratio", "tv",
     "estimate", "standard_error", "ci_low", "ci_high", "samples", "evaluation",
     "claim_ok", "failures", "optimum_seconds", "verifier_seconds", "seconds",
@@ -257,6 +258,9 @@ def run_task(task: Task, spec: SweepSpec, run_id: str) -> dict[str, Any]:
             "multipath": bool(get_verifier(name).multipath),
             "block_efficiency": res["block_efficiency"],
             "optimum": optimum["value"], "optimum_certified": bool(optimum["certified"]),
+            "optimum_certified_within": (optimum.get("certified_within")
+                                         if optimum.get("certified_within") is not None
+                                         else math.nan),
             "optimum_exact": (str(optimum["exact_value"]) if optimum["exact_value"] is not None
                               else None),
             "optimum_method": optimum["method"],
@@ -606,6 +610,11 @@ def summarize(frame: pd.DataFrame, tolerance: float = 1e-12) -> dict[str, Any]:
                            "rows": int(len(frame)),
                            "optimum_certified": int(frame.drop_duplicates("instance_id")
                                                     ["optimum_certified"].sum())}
+    if "optimum_certified_within" in frame.columns:
+        within = frame.drop_duplicates("instance_id")["optimum_certified_within"]
+        out["optimum_certified_within"] = int(within.notna().sum())
+        out["optimum_certified_within_max"] = (float(within.max()) if within.notna().any()
+                                               else None)
     estimated = frame[frame["estimate"]]
     out["estimated_rows"] = int(len(estimated))
     out["estimated_cells"] = sorted(
