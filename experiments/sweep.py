@@ -1,4 +1,4 @@
-"""Resumable sweeps of optimality gaps over random instances (THEORY.md section 4).
+"""Resumable sweeps of optimality gaps over random instances (docs/theory.md sections 4.1, 5.5, 10).
 
 A sweep is a grid over vocabulary V, depth L, draft paths K and an instance family
     "dirichlet"    Dirichlet(alpha) target and draft rows (one cell per alpha), or

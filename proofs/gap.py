@@ -1,4 +1,4 @@
-"""Optimality gaps of multi-path verifiers (docs/theory.md, multi-path sections).
+"""Optimality gaps of multi-path verifiers (docs/theory.md sections 4.1, 5.5, 6).
 
 For one instance and K draft paths:
     optimum        the K-path information-agnostic optimum (every prefix-matching verifier
@@ -22,7 +22,7 @@ For one instance and K draft paths:
 Claims checked (a violation is reported in ``failures``, never dropped):
     * every verifier's BE <= optimum + tolerance, tolerance 1e-9 when the optimum is
       certified (1e-9 + w when certified within w by exact bounds) and 1e-7 otherwise
-      (direct HiGHS solves are accurate to about 1e-10, THEORY.md section 6);
+      (direct HiGHS solves are accurate to about 1e-10, docs/theory.md section 16.2);
     * every verifier is lossless: TV(law continued by target sampling, target) exactly 0
       when the law is computed in rationals, else TV(float64 law) <= 1e-12 (verifiers
       designed for i.i.d. drafts are reported, not held to the claims, under drafting

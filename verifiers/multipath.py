@@ -1,4 +1,4 @@
-"""Multi-path verifiers on the drafted prefix tree, law first (THEORY.md section 4).
+"""Multi-path verifiers on the drafted prefix tree, law first (docs/theory.md section 10).
 
 The K drafted paths (i.i.d. from q unless stated) form a prefix tree. A node of depth i
 is named by its *canonical* slot (k, i): k is the lowest path index whose first i
@@ -26,7 +26,7 @@ Registered here (GBV and its variants live in `gbv.py`, imported below):
              independent of the coins. (Registered as "naive_tree" before; renamed because
              the GBV authors' NaiveTree is a different rule, below.)
 "naive_tree" NaiveTree, the baseline of the GBV authors (Thomas & Pal, arXiv 2602.16961;
-             THEORY.md section 4): at node u test ONLY the first drafted child c (the child
+             docs/theory.md section 10.4): at node u test ONLY the first drafted child c (the child
              of the lowest path through u) w.p. min(1, p(c|u)/q(c|u)); on acceptance move
              to c. On rejection draw Y ~ (p - q)_+ normalised; if Y is another drafted child,
              move to it and repeat there; otherwise emit Y. Lossless for i.i.d. drafts (the
@@ -57,7 +57,7 @@ Registered here (GBV and its variants live in `gbv.py`, imported below):
              with the paths through c; else Y ∝ (p - min(q, p/rho)(1 - (1-beta)^n)/beta)_+.
              n = 1 gives rho = 1 (token level). Exact rows: rho is chosen in float64,
              converted to a rational and checked exactly (fallback rho = n).
-"traversal"  Traversal verification (arXiv 2505.12398, THEORY section 4): nodes are
+"traversal"  Traversal verification (arXiv 2505.12398, docs/theory.md section 10.8): nodes are
              tested in post-order DFS (children in order of first appearance), i.e.
              repeatedly the first leaf of the remaining tree. Weights
              w(child) = min(1, w(u) p_u(c)/q_u(c)) are set from the parent's CURRENT
@@ -70,6 +70,23 @@ Registered here (GBV and its variants live in `gbv.py`, imported below):
 
 Losslessness of all of these is claimed for i.i.d. drafting only (the default of
 `exact_result` and of the audit); drafting without replacement is not covered.
+
+Exact laws (verifiers.exact.exact_result). The walk verifiers (specinfer, rrsw, naive_tree,
+nss, khisti, spectr) register their node rule (VerifierSpec.node_rule); on i.i.d. drafts
+their exact law is the (node, m) recursion of verifiers.structure, which calls that same
+rule on every ordered child tuple at a node (exact: given the walk at u with m paths, the
+paths' continuations are i.i.d. q-paths in their original order, docs/theory.md section
+12.2). A rule may be called with one slot per node (K0 = 1); naive_tree reads its first
+drafted child from the lowest path through the node for that reason. nss and khisti are
+order-invariant (their law given the drafts depends only on the multiset of paths; tests/
+test_exact_enumeration.py checks the declaration). Traversal has no such structure: a
+child's subtree is entered with a weight set from its parent's rows AFTER the earlier
+siblings' subtrees were deleted, so its subtree's behaviour depends on the earlier siblings
+(not node-local), and its law depends on the order of first appearance of the children (not
+order-invariant: 162 of the configurations of three small instances change under a
+permutation of the paths). Its exact law therefore enumerates the ordered K-tuples
+(exact by definition; small instances only), and `gap`/`sweep` estimate it above their
+work limit, labelled so.
 
 Shapes: tokens [B, K, L], target rows [B, K, L+1, V], draft rows [B, K, L, V];
 law.stop [B, K, L+1], law.correction [B, K, L+1, V].

@@ -1,4 +1,4 @@
-"""Structure-aware exact laws on i.i.d. drafts (docs/theory.md, THEORY.md section 4b).
+"""Structure-aware exact laws on i.i.d. drafts (docs/theory.md sections 12.2, 12.3).
 
 With K i.i.d. draft paths the drafted prefix tree is a multinomial branching process:
 given that m paths pass through node u, their next tokens are m i.i.d. draws from q(.|u),
