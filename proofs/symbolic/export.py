@@ -172,6 +172,9 @@ def node_document(ex: Exporter, tree: Tree, k: int, result_export: Any) -> dict:
     if node.status == "leaf" and node.result is not None:
         result_doc, sign_values = result_export(ex, cell, node.result)
         extra |= factor_facts(cell, sign_values)
+        # every fact a sign decision of the claim's computation used (the laws' min, max and
+        # divisions): the checker re-derives the laws and decides the same signs
+        extra |= set(cell.used)
     facts, index = export_facts(ex, cell, extra)
     n_conditions = len(cell.conditions())
     doc["conditions"] = [[f["poly"], f["rel"]] for f in facts[:n_conditions]]
