@@ -67,7 +67,7 @@ import gzip
 import json
 import math
 import sys
-from itertools import combinations_with_replacement, combinations, permutations, product
+from itertools import combinations, combinations_with_replacement, permutations, product
 
 import sympy
 from sympy import QQ
@@ -785,9 +785,10 @@ class Checker:
                 children.setdefault(node["parent"], []).append(i)
         for i, node in enumerate(nodes):
             try:
-                facts = self.check_facts(node)
-                n_cond = len(node["conditions"])
-                conditions = self.condition_set(facts[:n_cond])
+                require(all(rel in REL_SIGNS for _, rel in node["conditions"]),
+                        "unknown relation in the conditions")
+                conditions = self.condition_set([(self.alg.poly(text), rel)
+                                                 for text, rel in node["conditions"]])
                 false_constant = False
                 if node["parent"] is None:
                     require(conditions == self.root_conditions(), "the root is not the domain")
@@ -811,6 +812,7 @@ class Checker:
                             seen_facts[node["parent"]][:len(parent["conditions"])]
                             + [(self.alg.poly(split["poly"]), node["outcome"])])
                         require(conditions == expected, "conditions != parent's + outcome")
+                facts = self.check_facts(node)  # conditions first, then proved facts
                 substitutions.append(substitution)
                 seen_facts.append(facts)
                 status = node["status"]
