@@ -567,6 +567,7 @@ class FullLP:
         dual = ar.zero
         for r, value in y.items():
             if not value.zero():
+                alg.signs_of(facts, value)  # a real vector on the whole cell: denominators signed
                 dual = dual + self.rhs[r] * value
         for name, (objective, entries) in self.columns.items():
             reduced = objective
