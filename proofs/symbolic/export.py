@@ -25,7 +25,9 @@ real=True)).
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 from fractions import Fraction
 from typing import Any
 
@@ -34,6 +36,7 @@ import sympy
 from .algebra import RationalFunction, Ring, to_fraction
 from .cells import Cell
 from .explore import Node, Tree
+from .lp_side import reduced_costs
 
 FORMAT = "speclp-symbolic-proof/1"
 
@@ -239,11 +242,6 @@ def program_document(ex: Exporter, lp: Any) -> dict:
 def result_document(ex: Exporter, programs: dict[str, dict], cell: Cell, result: Any,
                     claim: str) -> tuple[dict, list]:
     """(the leaf's result for the checker, the values whose signs the checker decides)."""
-    import hashlib
-    import json
-
-    from .lp_side import reduced_costs
-
     doc: dict[str, Any] = {"holds": not result.failures,
                            "failures": [name for name, _ in result.failures]}
     signs: list[Any] = []

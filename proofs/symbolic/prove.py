@@ -12,11 +12,14 @@ with the numeric engine (certified LP optimum and exact law on that instance).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from ...lp.engine import optimum
+from ...lp.instance import instance_from_json
+from ...verifiers.exact import exact_result
 from .algebra import RationalFunction, to_fraction
 from .cells import Cell
 from .claims import CLAIMS, claim_function
@@ -202,10 +205,6 @@ def _nice_point(cell: Cell, value: RationalFunction) -> list[Any] | None:
 
 def _counterexample(claim: str, paths: int, draft_sampling: str, node: Any) -> dict:
     """A concrete rational instance in the failing cell, checked with the numeric engine."""
-    from ...lp.engine import optimum
-    from ...lp.instance import instance_from_json
-    from ...verifiers.exact import exact_result
-
     cell = node.cell
     name, value = node.result.failures[0]
     point = _nice_point(cell, value) or cell.witness
