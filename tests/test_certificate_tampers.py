@@ -286,6 +286,18 @@ def primal_negative(doc):
     leaf["result"]["primal"] = ["Integer(-1)"] * len(leaf["result"]["primal"])
 
 
+def law_primal_changed(doc):
+    """bv-optimal: the file's primal (unused: the checker computes BV's law point) changed."""
+    leaf = leaves(doc, lambda n: any(v != "Integer(0)" for v in n["result"]["primal"]))[0]
+    j = next(j for j, v in enumerate(leaf["result"]["primal"]) if v != "Integer(0)")
+    leaf["result"]["primal"][j] = "Integer(0)"
+
+
+def witness_optimum_changed(doc):
+    leaf = leaves(doc)[0]
+    leaf["result"]["witness_optimum"] = "100"
+
+
 def dual_changed(doc):
     leaf = leaves(doc)[0]
     leaf["result"]["dual"][-1] = "Integer(7)"
@@ -487,6 +499,11 @@ TAMPERS = {
     "dual feasible only at the witness": (L1, dual_feasible_only_at_witness, "reduced cost of pi"),
     "primal breaks a matching row": (L1, primal_breaks_a_matching_row, r"row match\[.*A x != b"),
     "primal negative": (L1, primal_negative, ">= 0 is not shown"),
+    "bv-optimal primal changed": (BV, law_primal_changed, "primal is not the law's LP point"),
+    "LP optimum at the witness changed (bv-optimal)": (BV, witness_optimum_changed,
+                                                       "witness_optimum is not"),
+    "LP optimum at the witness changed (l1-optimum)": (L1, witness_optimum_changed,
+                                                       "witness_optimum is not"),
     "dual entry changed": (BV, dual_changed, r"(reduced cost|c\^T x != b\^T y)"),
     "LP variable labels renamed": (L1, variable_labels_renamed, "primal: not the variables"),
     "LP row labels unknown": (L1, row_labels_unknown, "dual: rows that the claim's LP does not"),

@@ -931,12 +931,17 @@ class Checker:
                     for c, _ in lp.configs}
             require("program" in result and "dual" in result,
                     "no dual solution of the claim's LP in the file")
-            efficiency = lp.check(facts, lp.law_point(laws),
-                                  self.file_vector(result, "dual", "rows"))
+            x = lp.law_point(laws)
+            efficiency = lp.check(facts, x, self.file_vector(result, "dual", "rows"))
+            if "primal" in result:  # the file's primal (not used) must be the law's point
+                given = self.file_vector(result, "primal", "variables")
+                require(set(given) == set(x) and all(given[k].equals(v) for k, v in x.items()),
+                        "the file's primal is not the law's LP point")
             self.compare(result, "block_efficiency", efficiency)
             self.compare_continued(result, ar, inst)
+            self.compare_at_witness(node, result, efficiency)
         elif self.claim == "l1-optimum":
-            self.check_l1(result, ar, facts, inst)
+            self.check_l1(node, result, ar, facts, inst)
         elif self.claim == "gbv-k1-is-bv":
             self.check_gbv_is_bv(result, ar, inst)
         elif self.claim == "gbv-l1-closed-form":
@@ -947,6 +952,15 @@ class Checker:
         if name in result:
             require(self.alg.frac(result[name]).equals(value),
                     f"the file's {name} is not the re-derived one")
+
+    def compare_at_witness(self, node: dict, result: dict, value: Frac) -> None:
+        """The file's LP optimum at the witness (if any) must be the re-derived one there."""
+        if "witness_optimum" in result:
+            point = self.point(node)
+            num, _, den = str(result["witness_optimum"]).partition("/")
+            require(self.alg.at(value.n, point) == QQ(int(num), int(den or 1))
+                    * self.alg.at(value.d, point), "the file's witness_optimum is not the "
+                                                   "re-derived one")
 
     def compare_continued(self, result: dict, ar: Arith, inst: Instance) -> None:
         """The file's continued law (if any) must be the target law of the first L + 1
@@ -989,10 +1003,12 @@ class Checker:
             out = out + term
         return out
 
-    def check_l1(self, result: dict, ar: Arith, facts: list, inst: Instance) -> None:
+    def check_l1(self, node: dict, result: dict, ar: Arith, facts: list, inst: Instance
+                 ) -> None:
         lp = FullLP(ar, inst, self.paths, self.sampling)
         primal = lp.check(facts, self.file_vector(result, "primal", "variables"),
                           self.file_vector(result, "dual", "rows"))
+        self.compare_at_witness(node, result, primal)
         p, q = inst.p(()), inst.q(())
         vocab = self.vocab
         sets = {(), tuple(range(vocab))}

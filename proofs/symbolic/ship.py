@@ -160,10 +160,34 @@ def readme(index: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+class _Progress:
+    """Prints the share of the cell tree done, cells and an extrapolated total time."""
+
+    def __init__(self, stem: str, every: float) -> None:
+        self.stem, self.every = stem, every
+        self.start = self.last = time.perf_counter()
+        self.done, self.cells = 0.0, 0
+
+    def __call__(self, share: float) -> None:
+        self.done += share
+        self.cells += 1
+        now = time.perf_counter()
+        if now - self.last >= self.every:
+            self.last = now
+            elapsed = now - self.start
+            print(f"  {self.stem}: {self.done:.1%} of the cell tree, {self.cells} cells, "
+                  f"{elapsed:.0f} s (extrapolated total {elapsed / max(self.done, 1e-9):.0f} s)",
+                  file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", default=[], help="proof stem(s) to regenerate")
     parser.add_argument("--out", default=str(CERTIFICATES))
+    parser.add_argument("--time-limit", type=float, default=None,
+                        help="seconds per proof; a proof stopped by it is reported, not written")
+    parser.add_argument("--progress-every", type=float, default=60.0,
+                        help="seconds between progress lines on stderr (share of the cell tree)")
     parser.add_argument("--readme-only", action="store_true",
                         help="rewrite README.md from index.json (and the checker times) only")
     args = parser.parse_args(argv)
@@ -182,8 +206,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.only and stem not in args.only:
             continue
         start = time.perf_counter()
-        run = prove(claim, vocab, depth, paths, sampling, stop_at_first_failure=True)
+        run = prove(claim, vocab, depth, paths, sampling, stop_at_first_failure=True,
+                    progress=_Progress(stem, args.progress_every), time_limit=args.time_limit)
         seconds = time.perf_counter() - start
+        if run.stopped.startswith("time limit"):
+            print(f"{stem}: STOPPED at the {run.stopped} ({run.counts}); nothing written",
+                  flush=True)
+            status |= 1
+            continue
         proved = run.holds and run.complete
         entry = {"command": command_line(claim, vocab, depth, paths, sampling),
                  "proved": proved, "cells": run.counts, "seconds": round(seconds, 1)}
