@@ -363,6 +363,16 @@ def strictness_claimed(doc):
     raise AssertionError("no weak combination fact")
 
 
+def combination_claims_equality(doc):
+    """A strict combination (which proves a sign) relabelled as proving poly = 0."""
+    for node in doc["nodes"]:
+        for f in node["facts"]:
+            if f["by"] == "combination" and f["rel"] in (">", "<"):
+                f["rel"] = "="
+                return
+    raise AssertionError("no strict combination fact")
+
+
 def fact_refers_forward(doc):
     for node in doc["nodes"]:
         for f in node["facts"]:
@@ -515,6 +525,8 @@ TAMPERS = {
     "derived fact: wrong combination": (BV, combination_wrong, "s \\* poly != its combination"),
     "derived fact: negative coefficient": (BV, combination_negative, "negative coefficient"),
     "derived fact: strictness claimed": (L1K3, strictness_claimed, "strictness not shown"),
+    "derived fact: a sign relabelled as an equality": (L1K3, combination_claims_equality,
+                                                       "proves a sign, not an equality"),
     "derived fact refers forward": (BV, fact_refers_forward, "not before it"),
     "emptiness certificate broken": (L1K3, empty_certificate_wrong, "not 0 > 0"),
     "kept cell declared empty": (BV, leaf_declared_empty, "no condition became a false constant"),

@@ -654,6 +654,7 @@ class Checker:
                 require(by == "condition" and [f["poly"], rel] == list(node["conditions"][i]),
                         "the conditions are not the first facts")
             elif by == "combination":
+                require(rel != "=", f"fact {i}: a combination proves a sign, not an equality")
                 total, strict = self.combination(facts, f["terms"])
                 require(f["sign"] in (1, -1) and not (p * f["sign"] - total),
                         f"fact {i}: s * poly != its combination")
@@ -820,6 +821,8 @@ class Checker:
                 counts[status] = counts.get(status, 0) + 1
                 kids = children.get(i, [])
                 require(status == "split" or not kids, "a cell that is not a split has children")
+                require(not false_constant or status == "empty",
+                        "a cell with a false condition is not declared empty")
                 if status == "split":
                     self.check_split(node, facts, [nodes[c] for c in kids])
                 elif status == "empty":
