@@ -570,3 +570,21 @@ def test_tampered_proof_is_rejected(kind):
     change(doc)
     with pytest.raises(checker().ProofError, match=message):
         checker().check_document(doc)
+
+
+def test_smt_second_check_agrees_and_can_disagree():
+    """proofs/certificates/smt_check.py (optional, z3): the inequalities check.py proves on
+    the first cells of a shipped proof are unsat when negated under the cell's conditions,
+    and a false implication is found sat (so the second check can fail)."""
+    pytest.importorskip("z3")
+    spec = importlib.util.spec_from_file_location("speclp_smt_check", CERTIFICATES / "smt_check.py")
+    smt = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(smt)
+    report = smt.run_file(str(CERTIFICATES / f"{BV}.json.gz"), 10_000, max_cells=8)
+    assert report["questions"] > 0 and report["answers"]["unsat"] == report["questions"]
+    alg = smt.check.Algebra(["p_0"])
+    p = alg.gens[0]
+    half = smt.check.Frac(p * 2 - 1, alg.R.one)  # 2 p_0 - 1 >= 0 does not follow from 0 <= p_0
+    answer, point = smt.implied([(p, ">="), (p - 1, "<=")], half, ">=", [smt.z3.Real("p_0")],
+                                10_000)
+    assert answer == "sat" and "p_0" in point
