@@ -56,24 +56,26 @@ def _rows(count: int, vocab: int, rng: np.random.Generator, alpha: float = 1.0) 
 def _clipped_ties_rows(count: int, vocab: int, rng: np.random.Generator, denominator: int = 12
                        ) -> tuple[np.ndarray, np.ndarray]:
     """Rational rows where several tokens have p > q (all tied at min(1, p/q) = 1): q gets at
-    least one unit of 1/denominator per token; p moves half the units of the other tokens onto
-    a random set S of at least two tokens (one when V = 2)."""
+    least one unit of 1/denominator per token; p moves units of the other tokens (the largest
+    first) onto a random set S of at least two tokens (one when V = 2), each of S gaining one
+    unit or more."""
     target = np.empty((count, vocab), dtype=object)
     draft = np.empty((count, vocab), dtype=object)
+    size = 1 if vocab == 2 else None
     for i in range(count):
-        cuts = np.sort(rng.integers(0, denominator - vocab + 1, size=vocab - 1))
-        q = 1 + np.diff(np.concatenate([[0], cuts, [denominator - vocab]]))
-        size = 1 if vocab == 2 else int(rng.integers(2, vocab))
-        chosen = rng.permutation(vocab)[:size]
+        chosen_size = size or int(rng.integers(2, vocab))
+        while True:
+            cuts = np.sort(rng.integers(0, denominator - vocab + 1, size=vocab - 1))
+            q = 1 + np.diff(np.concatenate([[0], cuts, [denominator - vocab]]))
+            chosen = rng.permutation(vocab)[:chosen_size]
+            spare = np.array([t for t in range(vocab) if t not in chosen])
+            if q[spare].sum() >= chosen_size:
+                break
+        move = chosen_size + int(rng.integers(0, q[spare].sum() - chosen_size + 1))
         p = q.copy()
-        spare = [t for t in range(vocab) if t not in chosen]
-        given = 0
-        for t in spare:
-            take = max(1, int(p[t]) // 2) if p[t] > 1 else 0
-            p[t] -= take
-            given += take
-        for j in range(given):
-            p[chosen[j % size]] += 1
+        for j in range(move):
+            p[spare[np.argmax(p[spare])]] -= 1
+            p[chosen[j % chosen_size]] += 1
         target[i] = [Fraction(int(x), denominator) for x in p]
         draft[i] = [Fraction(int(x), denominator) for x in q]
     return target, draft
@@ -153,7 +155,7 @@ def instance_family(instance: Instance) -> str:
 def audit(verifier: str, paths: int, vocab: int, depth: int, trials: int, ties: bool,
           seed: int = 0, draft_sampling: str = "iid",
           progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
-          exact: bool = False) -> dict[str, Any]:
+          exact: bool = False, family: str | None = None) -> dict[str, Any]:
     """Audit a verifier's losslessness on `trials` random instances.
 
     paths K, vocab V, depth L: the instance sizes ((V^L)^K ordered configurations each).
@@ -162,6 +164,7 @@ def audit(verifier: str, paths: int, vocab: int, depth: int, trials: int, ties: 
     progress: optional wrapper of the trial iterable (e.g. a progress bar).
     exact: run in exact rationals (ties instances are rational; Dirichlet float rows
     are then taken at their exact binary values).
+    family: an instance family of audit_instance (None: "ties" if ties else "dirichlet").
 
     Returns {"verifier", "paths", "vocab", "depth", "trials", "ties", "seed",
     "draft_sampling", "exact", "claimed_lossless", "max_tv", "mean_tv", "worst_trial",
@@ -189,7 +192,7 @@ def audit(verifier: str, paths: int, vocab: int, depth: int, trials: int, ties: 
     efficiencies: list[float] = []
     worst_tv, worst_trial, worst_instance = -1.0, 0, None
     for trial in iterator:
-        instance = audit_instance(vocab, depth, trial, ties, seed)
+        instance = audit_instance(vocab, depth, trial, ties, seed, family)
         result = exact_result(instance.model(exact=exact), verifier, paths=paths,
                               draft_sampling=draft_sampling)
         tv = float(result.total_variation)
@@ -205,6 +208,7 @@ def audit(verifier: str, paths: int, vocab: int, depth: int, trials: int, ties: 
         "depth": depth,
         "trials": trials,
         "ties": ties,
+        "family": family or ("ties" if ties else "dirichlet"),
         "seed": seed,
         "draft_sampling": draft_sampling,
         "exact": exact,

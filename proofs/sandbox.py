@@ -61,10 +61,15 @@ _PACKAGE = str(Path(__file__).resolve().parent.parent)
 PR_SET_PDEATHSIG = 1
 
 
+class SpecError(ValueError):
+    """The --sampler spec names nothing callable (no file, no module, no such attribute)."""
+
+
 class SamplerFailed(Exception):
     """The sampler broke its contract (exit, exception, hang, crash, malformed answer).
 
-    kind: "exit", "exception", "timeout", "crash", "answer", "load".
+    kind: "exit", "exception", "timeout", "crash", "answer", "load", or "spec" (the spec names
+    nothing callable: a bad flag rather than a failing sampler).
     where: "file:line in function" of the innermost frame of the user's code, or None.
     hint: a suggestion for the user (e.g. --unbatched), or None.
     """
@@ -87,31 +92,36 @@ def split_spec(spec: str) -> tuple[str, str]:
     """'MODULE:FUNCTION' or 'FILE.py:FUNCTION' -> (module or file, function); ValueError."""
     module_name, sep, function = spec.rpartition(":")
     if not sep or not module_name or not function:
-        raise ValueError(f"sampler: expected MODULE:FUNCTION or FILE.py:FUNCTION, got {spec!r}")
+        raise SpecError(f"sampler: expected MODULE:FUNCTION or FILE.py:FUNCTION, got {spec!r}")
     if (module_name.endswith(".py") or "/" in module_name) and not Path(module_name).is_file():
-        raise ValueError(f"sampler: no file {module_name!r}")
+        raise SpecError(f"sampler: no file {module_name!r}")
     return module_name, function
 
 
 def import_sampler(spec: str) -> Callable[..., Any]:
     """Import the sampler named by `spec` in THIS process (the child, or a trusting caller).
-    Raises ValueError for a bad spec or a missing / non-callable attribute; whatever the
-    module raises at import propagates (the caller reports it)."""
+    Raises SpecError (a ValueError) for a bad spec, a missing module or a missing /
+    non-callable attribute; whatever the module raises at import propagates."""
     module_name, function = split_spec(spec)
     if module_name.endswith(".py") or "/" in module_name:
         path = Path(module_name)
         loader_spec = importlib.util.spec_from_file_location(f"_speclp_sampler_{path.stem}", path)
         if loader_spec is None or loader_spec.loader is None:
-            raise ValueError(f"sampler: cannot load {module_name!r}")
+            raise SpecError(f"sampler: cannot load {module_name!r}")
         module = importlib.util.module_from_spec(loader_spec)
         loader_spec.loader.exec_module(module)
     else:
-        module = importlib.import_module(module_name)
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as err:
+            if err.name is not None and module_name.startswith(err.name):
+                raise SpecError(f"sampler: no module {module_name!r}") from None
+            raise
     if not hasattr(module, function):
-        raise ValueError(f"sampler: {module_name!r} has no attribute {function!r}")
+        raise SpecError(f"sampler: {module_name!r} has no attribute {function!r}")
     fn = getattr(module, function)
     if not callable(fn):
-        raise ValueError(f"sampler: {spec!r} is not callable")
+        raise SpecError(f"sampler: {spec!r} is not callable")
     return fn
 
 
@@ -128,7 +138,9 @@ def where(err: BaseException, user_file: str | None = None) -> str | None:
         chosen = next((f for f in reversed(frames) if os.path.realpath(f.filename) == target), None)
     if chosen is None:
         chosen = next((f for f in reversed(frames)
-                       if not f.filename.startswith((_PACKAGE, stdlib))), frames[-1])
+                       if not f.filename.startswith((_PACKAGE, stdlib))), None)
+    if chosen is None:  # raised at the call itself (e.g. a signature that does not match)
+        return None
     return f"{chosen.filename}:{chosen.lineno} in {chosen.name}"
 
 
@@ -248,6 +260,9 @@ def _child(conn: Any, spec: str, layout: str, seed: int, parent_pid: int) -> Non
     user_file = split_spec(spec)[0] if spec.rpartition(":")[0].endswith(".py") else None
     try:
         fn = import_sampler(spec)
+    except SpecError as err:
+        _send(conn, {"ok": False, "kind": "spec", "message": str(err), "where": None})
+        return
     except BaseException as err:  # noqa: BLE001 - anything the user's import does
         _send(conn, {"ok": False, "kind": "exit" if isinstance(err, SystemExit) else "load",
                      "message": f"at import: {describe(err)}", "where": where(err, user_file)})
@@ -295,6 +310,10 @@ def _import_path() -> list[str]:
 
 
 def _shape_hint(layout: str, message: str) -> str | None:
+    if "positional argument" in message:
+        return (f"the {layout} layout calls sampler(target_rows, draft_rows, paths, rng)"
+                if layout != "ragged" else "the ragged layout calls sampler(draft_token_ids, "
+                "num_draft_tokens, draft_probs, target_probs, bonus_token_ids, rng)")
     if layout == "batched" and any(w in message for w in ("shape", "unpack", "dimension", "index",
                                                           "blocks for a batch", "axis")):
         return "a batched call failed on shapes: if the sampler takes one configuration, use --unbatched"
