@@ -1,22 +1,28 @@
-"""Two known failure modes of public multi-path code, written as plain per-draw samplers.
+"""Known failure modes of public speculative-decoding code, as samplers the audit must fail.
 
     speclp audit --sampler examples/broken_samplers.py:gbv_first_child_on_ties --unbatched --ties
     speclp audit --sampler examples/broken_samplers.py:traversal_path_order --unbatched --ties --paths 3
+    speclp audit --sampler examples/broken_samplers.py:residual_at_drafted_only
 
-Both are written here from the published rules (THEORY.md section 4), independently of
-speclp's law functions, and each has a correct twin built from the same code
+The first two are plain per-draw samplers written from the published rules (docs/theory.md
+sections 9.2, 10.8), independently of speclp's law functions, and each has a correct twin
+built from the same code
 (`gbv_token_id_ties`, `traversal_dfs_order`) that the audit passes, so a failure is the
 bug, not the harness:
 
 gbv_first_child_on_ties   GBV with the reference code's clipped key min(1, p/q); the
     greedy selection takes the FIRST drafted child (lowest path index) among the children
     of maximal ratio, while the skewed rows' CDF orders equal ratios by token id
-    (pitfall (a) of THEORY.md: the two orders disagree on ties).
+    (docs/theory.md section 9.2, last paragraph: the two orders disagree on ties).
 traversal_path_order      Traversal verification that takes the leaves in PATH order
     (path 0's leaf, then path 1's, ...), deleting upward after each rejection, instead of
     the post-order depth-first order (finish a subtree before leaving it).
 
 Signature (unbatched): (target [K, L+1, V], draft [K, L, V], paths [K, L], rng) -> tokens.
+
+Three more (PUBLIC_BUGS, at the end: residual_at_drafted_only, bonus_wrong_slice,
+low_precision_ratio) are bugs of the kinds found in serving engines, written as exact laws,
+so that each one's TV on an instance is exact; they are batched.
 """
 
 from __future__ import annotations
@@ -63,7 +69,7 @@ def _gbv(target: np.ndarray, draft: np.ndarray, paths: np.ndarray, rng: np.rando
         alive = [k for k in alive if paths[k, i] == token]
         chosen = choice
     path = paths[chosen]
-    # block verification of `path` against the skewed rows (THEORY.md section 2)
+    # block verification of `path` against the skewed rows (docs/theory.md section 2.2)
     weights = [1.0]
     for i in range(depth):
         x = path[i]

@@ -412,7 +412,7 @@ def audit_sampler_instance(runner: Any, instance: Instance, paths: int, max_runs
     vocab, depth = model.vocab_size, model.depth
     probs = _probabilities(instance)
     record, bound = _optimum(instance, paths, draft_sampling)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng([seed, 2])  # the audit's draws (the sampler has its own stream)
     tally = _Tally(vocab, depth)
     log_threshold = float(np.log(1 / level))
     log_law = log_eff = 0.0

@@ -59,6 +59,13 @@ LOAD_TIMEOUT_FLOOR = 120.0  # the import may take this long at least (torch unde
 MAX_CAPTURE = 4000  # characters of captured sampler output kept for the report
 _PACKAGE = str(Path(__file__).resolve().parent.parent)
 PR_SET_PDEATHSIG = 1
+SAMPLER_STREAM = 0x5A11  # the sampler's generator is default_rng([seed, SAMPLER_STREAM]): a
+# stream of its own, never the one that drew the drafts (identical streams would correlate
+# the sampler's uniforms with the drafted tokens and fail lossless samplers)
+
+
+def sampler_rng(seed: int) -> np.random.Generator:
+    return np.random.default_rng([seed, SAMPLER_STREAM])
 
 
 class SpecError(ValueError):
@@ -268,7 +275,7 @@ def _child(conn: Any, spec: str, layout: str, seed: int, parent_pid: int) -> Non
                      "message": f"at import: {describe(err)}", "where": where(err, user_file)})
         return
     _send(conn, {"ok": True})
-    rng = np.random.default_rng(seed)
+    rng = sampler_rng(seed)
     while True:
         try:
             request = conn.recv()
@@ -452,7 +459,7 @@ class InProcessSampler:
         if layout not in LAYOUTS:
             raise ValueError(f"layout: must be one of {LAYOUTS}, got {layout!r}")
         self.fn, self.layout = fn, layout
-        self.rng = np.random.default_rng(seed)
+        self.rng = sampler_rng(seed)
         self.buffer = io.StringIO()
         code = getattr(fn, "__code__", None)
         self.user_file = code.co_filename if code is not None else None
