@@ -67,14 +67,14 @@ def _distinct(*parts: Array) -> tuple[Array, Array]:
     return ops.distinct_rows(ops.concat(list(parts), -1) if len(parts) > 1 else parts[0])
 
 
-RULES = ("closer", "merged", "nested")  # the node rule: registered "closer"; the others for study
+RULES = ("nested", "merged", "closer")  # the node rule: registered "nested"; the others for study
 
 
-def node_rules(target: Array, draft: Array, paths: int, cells: Cells, rule: str = "closer"
+def node_rules(target: Array, draft: Array, paths: int, cells: Cells, rule: str = "nested"
                ) -> list[Any]:
     """The node rule for n = 1..paths draws on node rows [R, V] (one batched build per n):
-    "closer" closer_to_draft (registered), "merged" nested partitions with the merged tail,
-    "nested" the plain nested partitions (the rule before issue 20)."""
+    "nested" the nested partitions (registered), "merged" nested partitions with the merged
+    low-ratio tail, "closer" closer_to_draft (module docstring, "Other node rules")."""
     if rule == "closer":
         return [closer_to_draft(target, draft, n, cells=cells) for n in range(1, paths + 1)]
     if rule not in RULES:
@@ -84,7 +84,7 @@ def node_rules(target: Array, draft: Array, paths: int, cells: Cells, rule: str 
 
 
 def nodeopt_selection(tree: DraftTree, support: int | None = DEFAULT_SUPPORT,
-                      rule: str = "closer") -> tuple[Array, Array]:
+                      rule: str = "nested") -> tuple[Array, Array]:
     """(P(select path k) [B, K], skewed rows r [B, K, L, V] along every path).
 
     Path k's rows are the law of the selected path given that its prefix is path k's
@@ -156,7 +156,7 @@ def nodeopt_selection(tree: DraftTree, support: int | None = DEFAULT_SUPPORT,
           "lexicographic), then BV on the selected path", multipath=True,
           draft_sampling=("iid",), support=DEFAULT_SUPPORT)
 def nodeopt_law(tree: DraftTree, support: int | None = DEFAULT_SUPPORT,
-                rule: str = "closer") -> BlockLaw:
+                rule: str = "nested") -> BlockLaw:
     """Exact law (module docstring); BV runs once per distinct drafted path."""
     chosen, skewed = nodeopt_selection(tree, support, rule)
     batch, paths, depth, vocab = tree.batch, tree.paths, tree.depth, tree.vocab_size

@@ -537,7 +537,7 @@ class CloserToDraft:
 
 def closer_to_draft(target: Array, draft: Array, paths: int, cells: Cells | None = None,
                     support: int | None = None) -> CloserToDraft:
-    """The rule nodeopt uses at a node (CloserToDraft; module docstring)."""
+    """The closer-to-the-draft rule at a batch of nodes (CloserToDraft; module docstring)."""
     if cells is None:
         cells = ratio_cells(target, draft, support)
     base = nested_partitions(target, draft, paths, cells=cells, merge_tail=True)
