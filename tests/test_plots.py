@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from speclp.experiments.plots import plot_trees_file, trees_title
 from speclp.experiments.plots.sweep import (
+    _gap_scale,
     _informative_panels,
     _lossy,
     _ratio_limits,
@@ -114,3 +115,18 @@ def test_redrawing_the_same_data_writes_the_same_bytes(tmp_path: Path):
     assert [Path(f).read_bytes() for f in first] == [Path(f).read_bytes() for f in second]
     pdf = next(Path(f) for f in first if f.endswith(".pdf")).read_bytes()
     assert pdf.startswith(b"%PDF") and b"/CreationDate" not in pdf
+
+
+def test_negative_gaps_get_a_diverging_scale(tmp_path: Path):
+    """A lossy verifier can sit above the optimum (negative gap): it must not share the
+    colour of a zero gap; float noise (|gap| < 1e-7) keeps the plain scale."""
+    assert _gap_scale(pd.Series([0.0, 0.2, -1e-13]))[0] == "viridis"
+    cmap, norm = _gap_scale(pd.Series([-0.1, 0.0, 0.2]))
+    assert cmap == "RdBu_r" and float(norm(0.0)) == 0.5 and float(norm(-0.1)) == 0.0
+    heat = gap_heatmap(sweep_like(), tmp_path, verifier="spectr_gbv")  # gap 0.05 everywhere
+    assert heat["lossy"] and heat["colour_map"] == "viridis"
+    frame = sweep_like()
+    frame.loc[frame.verifier == "spectr_gbv", "gap"] = -0.2
+    heat = gap_heatmap(frame, tmp_path, verifier="spectr_gbv")
+    assert heat["lossy"] and heat["colour_map"] == "RdBu_r"
+    assert not gap_heatmap(frame, tmp_path, verifier="gbv")["lossy"]

@@ -51,6 +51,18 @@ def _informative_panels(rows: pd.DataFrame) -> tuple[list[Any], dict[Any, int]]:
     return [k for k in ks if k not in zero], zero
 
 
+def _gap_scale(means: pd.Series) -> tuple[str, Any]:
+    """Colour map and norm of the gap heatmap: viridis from 0 when no mean is below
+    -ZERO_GAP (float noise); otherwise (a lossy verifier above the optimum, or estimates
+    above it by sampling error) a diverging map centred on 0, so that a negative cell does
+    not look like a zero one."""
+    colors = pyplot().matplotlib.colors
+    low, high = float(means.min()), max(float(means.max()), 1e-12)
+    if low >= -ZERO_GAP:
+        return "viridis", colors.Normalize(vmin=0.0, vmax=high)
+    return "RdBu_r", colors.TwoSlopeNorm(vmin=low, vcenter=0.0, vmax=high)
+
+
 def gap_heatmap(frame: pd.DataFrame, out: Path, verifier: str = "gbv") -> dict[str, Any]:
     """Mean gap of `verifier` to the optimum per (V, L), one panel per K; cells with
     estimated rows say "est." (mean of estimates)."""
@@ -64,7 +76,8 @@ def gap_heatmap(frame: pd.DataFrame, out: Path, verifier: str = "gbv") -> dict[s
     ks, zero = _informative_panels(rows)
     means = rows.groupby(["paths", "vocab", "depth"])["gap"].mean()
     counts = rows.groupby(["paths", "vocab", "depth"])["gap"].size()
-    vmax = max(float(means.max()), 1e-12)
+    lossy = verifier in _lossy(rows)
+    cmap, norm = _gap_scale(means)
     fig, axes = plt.subplots(1, len(ks), figsize=(3.2 * len(ks) + 1.2, 3.4), squeeze=False)
     image = None
     for ax, k in zip(axes[0], ks, strict=True):
@@ -73,14 +86,14 @@ def gap_heatmap(frame: pd.DataFrame, out: Path, verifier: str = "gbv") -> dict[s
             for j, d in enumerate(depths):
                 if (k, v, d) in means.index:
                     grid[i, j] = means[(k, v, d)]
-        image = ax.imshow(grid, cmap="viridis", vmin=0.0, vmax=vmax, origin="lower",
-                          aspect="auto")
+        image = ax.imshow(grid, cmap=cmap, norm=norm, origin="lower", aspect="auto")
         for i, v in enumerate(vocabs):
             for j, d in enumerate(depths):
                 if np.isnan(grid[i, j]):
                     ax.text(j, i, "not run", ha="center", va="center", fontsize=8, color="0.4")
                 else:
-                    dark = grid[i, j] < 0.6 * vmax
+                    level = float(norm(grid[i, j]))  # dark cells: viridis low, RdBu_r both ends
+                    dark = level < 0.6 if cmap == "viridis" else abs(level - 0.5) > 0.3
                     shown = 0.0 if abs(grid[i, j]) < 5e-4 else grid[i, j]  # no "-0.000"
                     mark = " est." if (k, v, d) in estimated_cells else ""
                     ax.text(j, i, f"{shown:.3f}{mark}\nn={counts[(k, v, d)]}", ha="center",
@@ -91,8 +104,11 @@ def gap_heatmap(frame: pd.DataFrame, out: Path, verifier: str = "gbv") -> dict[s
         if k == ks[0]:
             ax.set_ylabel("vocabulary V")
         ax.set_title(f"K = {k}")
-    fig.colorbar(image, ax=axes[0].tolist(), label="mean gap (optimum - E[tau+1])")
-    title = f"{verifier.upper()}: mean gap to the K-path LP optimum" + "".join(
+    fig.colorbar(image, ax=axes[0].tolist(), label="mean gap (optimum - E[tau+1])" + (
+        "\nnegative: above the optimum" if cmap != "viridis" else ""))
+    title = f"{verifier.upper()}: mean gap to the K-path LP optimum" + (
+        "\nLOSSY (not lossless under this draft law): the optimum does not bound it, and a "
+        "negative gap is not a better verifier" if lossy else "") + "".join(
         f"\nK = {k} not drawn: gap 0 (below {ZERO_GAP:.0e}) on all {n} rows".replace("e-0", "e-") + (
             ";\nthere GBV is BV, which attains the single-path optimum" if k == 1 and
             verifier.startswith("gbv") else "") for k, n in zero.items())
@@ -101,7 +117,7 @@ def gap_heatmap(frame: pd.DataFrame, out: Path, verifier: str = "gbv") -> dict[s
     fig.suptitle(title, y=1.0 + 0.055 * title.count("\n") + 0.03, fontsize=10)
     return {"files": save(fig, out, f"{verifier}_gap_heatmap"),
             "note": f"max cell mean {float(means.max()):.4g}", "panels": [int(k) for k in ks],
-            "not_drawn": {int(k): n for k, n in zero.items()}}
+            "not_drawn": {int(k): n for k, n in zero.items()}, "lossy": lossy, "colour_map": cmap}
 
 
 def _lossy(frame: pd.DataFrame) -> set[str]:
