@@ -16,10 +16,11 @@ from ..sweep import load_results
 from .bench import plot_bench
 from .realgap import plot_realgap, plot_renormalised
 from .sweep import gap_heatmap, gbv_vs_bv, ratio_by_verifier
-from .trees import plot_trees
+from .trees import plot_trees, plot_trees_file, trees_title
 
 __all__ = ["gap_heatmap", "gbv_vs_bv", "is_bench_results", "plot_bench", "plot_realgap",
-           "plot_renormalised", "plot_results", "plot_trees", "ratio_by_verifier"]
+           "plot_renormalised", "plot_results", "plot_trees", "plot_trees_file", "ratio_by_verifier",
+           "trees_title"]
 
 
 def is_bench_results(path: Path) -> bool:
