@@ -74,6 +74,7 @@ from ..verifiers.tree import (
     all_paths,
     capped_num_nodes,
     capped_power,
+    depth_offset,
     num_nodes,
     prefix_node_indices,
 )
@@ -290,6 +291,35 @@ def price(master: MasterData, duals: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return priority, law, float(law @ theta)
 
 
+def lagrangian_bound(master: MasterData, matching: np.ndarray,
+                     target: np.ndarray | None = None) -> float:
+    """Float value of the weak-duality upper bound of any matching-row multipliers
+    (i.i.d. drafts): the bound speclp.lp.dual_bound.dual_upper_bound certifies in exact
+    rationals, evaluated here in float64 to steer and stop column generation (never as a
+    certificate). matching [N, V] (node u shortlex, token t); target [N, V] float64 rows
+    (default: the master's model rows as floats)."""
+    model = master.model
+    vocab, depth = model.vocab_size, model.depth
+    if target is None:
+        target = np.asarray(model.target, dtype=np.float64)
+    weighted = (target * matching).sum(axis=1)  # sum_s p(s|u) theta(u, s)
+    smallest = matching.min(axis=1)
+    s_level = np.zeros(1)
+    g_level = np.array([1.0 - smallest[0]])
+    for d in range(1, depth + 1):
+        start = depth_offset(vocab, d)
+        nodes = np.arange(start, start + vocab**d)
+        parents, last = (nodes - 1) // vocab, (nodes - 1) % vocab
+        s_level = (np.repeat(s_level, vocab) + matching[parents, last] - weighted[nodes])
+        h = (d + 1) - s_level - smallest[nodes]
+        g_level = np.maximum(np.repeat(g_level, vocab), h)
+    order = np.argsort(g_level, kind="stable")
+    cumulative = np.cumsum(master.q[order])
+    powers = cumulative**master.paths
+    steps = np.diff(np.concatenate([[0.0], powers]))
+    return float((target[0] * matching[0]).sum() + (g_level[order] * steps).sum())
+
+
 # ---------------------------------------------------------------------------
 # exact certificate
 # ---------------------------------------------------------------------------
@@ -387,12 +417,17 @@ class ColgenResult:
     certify_seconds: float | None = None
     notes: list[str] = field(default_factory=list)
     exact_rounds: int = 0
+    # bound_gap runs only: the matching duals of the smallest float Lagrangian bound seen
+    # (lagrangian_bound) and that bound; the master value is a lower bound
+    best_matching: np.ndarray | None = None
+    best_bound: float = float("inf")
 
 
 def solve_colgen(model_or_instance: TreeModel | Instance, paths: int = 2,
                  draft_sampling: str = "iid", exact: bool = True, tolerance: float = 1e-9,
                  max_iterations: int = 5_000, time_limit: float | None = None,
-                 certify: bool = True, max_exact_rounds: int = 50) -> ColgenResult:
+                 certify: bool = True, max_exact_rounds: int = 50,
+                 bound_gap: float | None = None, smoothing: float = 0.0) -> ColgenResult:
     """Column generation for the K-path full LP (module docstring).
 
     The master starts from the priority "leaves by q, descending" and holds every rho and
@@ -411,6 +446,13 @@ def solve_colgen(model_or_instance: TreeModel | Instance, paths: int = 2,
     stands (status "optimal") with a certificate that is NOT certified and says so. The
     one overrun: an exact basis solve already under way finishes (no new refinement round
     or exact round starts after the limit).
+
+    bound_gap (i.i.d. drafts; for runs certified by exact bounds instead of the exact basis,
+    speclp.lp.engine): after every master solve the float Lagrangian bound of its matching
+    duals (lagrangian_bound, an upper bound on the optimum for any multipliers) is
+    evaluated; the float phase stops as soon as the smallest bound seen is within bound_gap
+    of the master value (a lower bound), and best_matching keeps the duals of that bound
+    (the tail of column generation adds priorities that move the value by less than that).
     """
     start = time.perf_counter()
 
@@ -437,6 +479,11 @@ def solve_colgen(model_or_instance: TreeModel | Instance, paths: int = 2,
         priorities.append(priority)
 
     lower_bound = float("nan")
+    vocab = master.model.vocab_size
+    track_bound = bound_gap is not None and draft_sampling == "iid"
+    float_target = np.asarray(master.model.target, dtype=np.float64) if track_bound else None
+    best_bound, best_matching = float("inf"), None
+    center = None  # full duals of the best bound (smoothing)
     while iterations < max_iterations:
         left = time_left()
         if left is not None:
@@ -459,10 +506,31 @@ def solve_colgen(model_or_instance: TreeModel | Instance, paths: int = 2,
         value = lower_bound = float(h.getInfo().objective_function_value)
         duals = np.asarray(h.getSolution().row_dual, dtype=np.float64)
         priority, law, reduced = price(master, duals)
+        if smoothing and center is not None and reduced > tolerance:
+            # Wentges smoothing: price at a point between the duals of the best bound seen
+            # and the current ones; keep the column only if it improves the current master
+            mixed = smoothing * center + (1 - smoothing) * duals
+            s_priority, s_law, _ = price(master, mixed)
+            s_reduced = float(s_law @ duals[: master.num_leaves])
+            if s_reduced > tolerance:
+                priority, law = s_priority, s_law
         history.append({"iteration": iterations, "columns": len(priorities), "value": value,
                         "max_reduced_cost": reduced, "seconds": time.perf_counter() - t0})
+        if track_bound:
+            matching = duals[master.num_leaves:].reshape(-1, vocab)
+            bound = lagrangian_bound(master, matching, float_target)
+            history[-1]["bound"] = bound
+            if bound < best_bound:
+                best_bound, best_matching, center = bound, matching, duals
         if reduced <= tolerance:
             break
+        if track_bound:
+            if best_bound - value <= bound_gap:
+                notes.append(f"float phase stopped at iteration {iterations}: the Lagrangian "
+                             f"bound {best_bound:.15g} is within {bound_gap:g} of the master "
+                             f"value {value:.15g}")
+                history[-1]["max_reduced_cost"] = 0.0  # closed by the bound, not by pricing
+                break
         add_priority(priority, law)
     if status == "optimal" and history and history[-1]["max_reduced_cost"] > tolerance:
         status = "iteration_limit"  # stopped by max_iterations with an improving priority
@@ -523,7 +591,8 @@ def solve_colgen(model_or_instance: TreeModel | Instance, paths: int = 2,
                          "optimum, not the optimum" if lower_bound == lower_bound
                          else "no master was solved"))
     return ColgenResult(status, value, lp, solution, master, iterations, seconds, history,
-                        certificate, certify_seconds if certify else None, notes, exact_rounds)
+                        certificate, certify_seconds if certify else None, notes, exact_rounds,
+                        best_matching, best_bound)
 
 
 # ---------------------------------------------------------------------------

@@ -310,7 +310,9 @@ def _colgen_optimum(model: TreeModel, paths: int, draft_sampling: str, certify: 
     rows = master_size(model.vocab_size, model.depth, paths, draft_sampling)["rows"]
     exact_phase = certify and rows <= EXACT_PHASE_MAX_ROWS
     result = solve_colgen(model, paths=paths, draft_sampling=draft_sampling, exact=certify,
-                          certify=exact_phase, time_limit=time_limit)
+                          certify=exact_phase, time_limit=time_limit,
+                          bound_gap=float(BOUNDS_WIDTH) / 10 if certify and not exact_phase
+                          else None)
     cert = result.certificate
     certified = bool(cert is not None and cert.certified)
     mixture = selection_mixture(result) if result.status == "optimal" else None
@@ -360,7 +362,8 @@ def _certify_by_bounds(record: Optimum, model: TreeModel, paths: int, result: An
     """Add the exact bounds to a colgen record that is not certified exactly; label it
     "certified within w" when they are at most BOUNDS_WIDTH apart."""
     t0 = time.perf_counter()
-    bounds = _bounds_certificate(model, paths, result, record.matching_duals)
+    duals = result.best_matching if result.best_matching is not None else record.matching_duals
+    bounds = _bounds_certificate(model, paths, result, duals)
     width = bounds["upper"] - bounds["lower"]
     why = (record.certificate if exact_phase else
            f"exact basis certificate skipped: master of {rows:,} rows > {EXACT_PHASE_MAX_ROWS:,}")
