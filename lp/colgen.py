@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+import highspy
 import numpy as np
 from flint import fmpq
 
@@ -74,16 +75,16 @@ from ..verifiers.tree import (
     all_paths,
     capped_num_nodes,
     capped_power,
-    depth_offset,
     num_nodes,
     prefix_node_indices,
 )
 from .certify import BASIC, Certificate, fmpq_to_fraction, refine_basis, to_fmpq
 from .full import as_model, label_node
 from .instance import Instance
+from .node import node_optimum
 from .program import Block, LinearProgram, ValueTable
 from .rows import depth_values, matching_a_entries, target_refs
-from .solve import LPSolution, highs_model, highs_solution, solve, status_name
+from .solve import LPSolution, highs_model, highs_solution, new_highs, solve, status_name
 
 MAX_ENUMERATED_CONFIGURATIONS = 20_000_000  # without replacement: priority laws by enumeration
 
@@ -291,35 +292,6 @@ def price(master: MasterData, duals: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return priority, law, float(law @ theta)
 
 
-def lagrangian_bound(master: MasterData, matching: np.ndarray,
-                     target: np.ndarray | None = None) -> float:
-    """Float value of the weak-duality upper bound of any matching-row multipliers
-    (i.i.d. drafts): the bound speclp.lp.dual_bound.dual_upper_bound certifies in exact
-    rationals, evaluated here in float64 to steer and stop column generation (never as a
-    certificate). matching [N, V] (node u shortlex, token t); target [N, V] float64 rows
-    (default: the master's model rows as floats)."""
-    model = master.model
-    vocab, depth = model.vocab_size, model.depth
-    if target is None:
-        target = np.asarray(model.target, dtype=np.float64)
-    weighted = (target * matching).sum(axis=1)  # sum_s p(s|u) theta(u, s)
-    smallest = matching.min(axis=1)
-    s_level = np.zeros(1)
-    g_level = np.array([1.0 - smallest[0]])
-    for d in range(1, depth + 1):
-        start = depth_offset(vocab, d)
-        nodes = np.arange(start, start + vocab**d)
-        parents, last = (nodes - 1) // vocab, (nodes - 1) % vocab
-        s_level = (np.repeat(s_level, vocab) + matching[parents, last] - weighted[nodes])
-        h = (d + 1) - s_level - smallest[nodes]
-        g_level = np.maximum(np.repeat(g_level, vocab), h)
-    order = np.argsort(g_level, kind="stable")
-    cumulative = np.cumsum(master.q[order])
-    powers = cumulative**master.paths
-    steps = np.diff(np.concatenate([[0.0], powers]))
-    return float((target[0] * matching[0]).sum() + (g_level[order] * steps).sum())
-
-
 # ---------------------------------------------------------------------------
 # exact certificate
 # ---------------------------------------------------------------------------
@@ -417,17 +389,12 @@ class ColgenResult:
     certify_seconds: float | None = None
     notes: list[str] = field(default_factory=list)
     exact_rounds: int = 0
-    # bound_gap runs only: the matching duals of the smallest float Lagrangian bound seen
-    # (lagrangian_bound) and that bound; the master value is a lower bound
-    best_matching: np.ndarray | None = None
-    best_bound: float = float("inf")
 
 
 def solve_colgen(model_or_instance: TreeModel | Instance, paths: int = 2,
                  draft_sampling: str = "iid", exact: bool = True, tolerance: float = 1e-9,
                  max_iterations: int = 5_000, time_limit: float | None = None,
-                 certify: bool = True, max_exact_rounds: int = 50,
-                 bound_gap: float | None = None, smoothing: float = 0.0) -> ColgenResult:
+                 certify: bool = True, max_exact_rounds: int = 50) -> ColgenResult:
     """Column generation for the K-path full LP (module docstring).
 
     The master starts from the priority "leaves by q, descending" and holds every rho and
@@ -446,13 +413,6 @@ def solve_colgen(model_or_instance: TreeModel | Instance, paths: int = 2,
     stands (status "optimal") with a certificate that is NOT certified and says so. The
     one overrun: an exact basis solve already under way finishes (no new refinement round
     or exact round starts after the limit).
-
-    bound_gap (i.i.d. drafts; for runs certified by exact bounds instead of the exact basis,
-    speclp.lp.engine): after every master solve the float Lagrangian bound of its matching
-    duals (lagrangian_bound, an upper bound on the optimum for any multipliers) is
-    evaluated; the float phase stops as soon as the smallest bound seen is within bound_gap
-    of the master value (a lower bound), and best_matching keeps the duals of that bound
-    (the tail of column generation adds priorities that move the value by less than that).
     """
     start = time.perf_counter()
 
@@ -479,11 +439,6 @@ def solve_colgen(model_or_instance: TreeModel | Instance, paths: int = 2,
         priorities.append(priority)
 
     lower_bound = float("nan")
-    vocab = master.model.vocab_size
-    track_bound = bound_gap is not None and draft_sampling == "iid"
-    float_target = np.asarray(master.model.target, dtype=np.float64) if track_bound else None
-    best_bound, best_matching = float("inf"), None
-    center = None  # full duals of the best bound (smoothing)
     while iterations < max_iterations:
         left = time_left()
         if left is not None:
@@ -506,31 +461,10 @@ def solve_colgen(model_or_instance: TreeModel | Instance, paths: int = 2,
         value = lower_bound = float(h.getInfo().objective_function_value)
         duals = np.asarray(h.getSolution().row_dual, dtype=np.float64)
         priority, law, reduced = price(master, duals)
-        if smoothing and center is not None and reduced > tolerance:
-            # Wentges smoothing: price at a point between the duals of the best bound seen
-            # and the current ones; keep the column only if it improves the current master
-            mixed = smoothing * center + (1 - smoothing) * duals
-            s_priority, s_law, _ = price(master, mixed)
-            s_reduced = float(s_law @ duals[: master.num_leaves])
-            if s_reduced > tolerance:
-                priority, law = s_priority, s_law
         history.append({"iteration": iterations, "columns": len(priorities), "value": value,
                         "max_reduced_cost": reduced, "seconds": time.perf_counter() - t0})
-        if track_bound:
-            matching = duals[master.num_leaves:].reshape(-1, vocab)
-            bound = lagrangian_bound(master, matching, float_target)
-            history[-1]["bound"] = bound
-            if bound < best_bound:
-                best_bound, best_matching, center = bound, matching, duals
         if reduced <= tolerance:
             break
-        if track_bound:
-            if best_bound - value <= bound_gap:
-                notes.append(f"float phase stopped at iteration {iterations}: the Lagrangian "
-                             f"bound {best_bound:.15g} is within {bound_gap:g} of the master "
-                             f"value {value:.15g}")
-                history[-1]["max_reduced_cost"] = 0.0  # closed by the bound, not by pricing
-                break
         add_priority(priority, law)
     if status == "optimal" and history and history[-1]["max_reduced_cost"] > tolerance:
         status = "iteration_limit"  # stopped by max_iterations with an improving priority
@@ -591,8 +525,7 @@ def solve_colgen(model_or_instance: TreeModel | Instance, paths: int = 2,
                          "optimum, not the optimum" if lower_bound == lower_bound
                          else "no master was solved"))
     return ColgenResult(status, value, lp, solution, master, iterations, seconds, history,
-                        certificate, certify_seconds if certify else None, notes, exact_rounds,
-                        best_matching, best_bound)
+                        certificate, certify_seconds if certify else None, notes, exact_rounds)
 
 
 # ---------------------------------------------------------------------------
@@ -649,3 +582,196 @@ def selection_mixture(result: ColgenResult) -> SelectionMixture:
         leaf_law = leaf_law + weights_all[k] * law
     return SelectionMixture([np.asarray(priorities[k]) for k in chosen],
                             [weights_all[k] for k in chosen], leaf_law, master.path_tokens, exact)
+
+
+# ---------------------------------------------------------------------------
+# the node-budget master: the same column generation on the class LP's node form
+# ---------------------------------------------------------------------------
+
+@dataclass
+class NodeMasterResult:
+    """Column generation over priorities on the node-budget form of the class LP.
+
+    value: float optimum of the last master (a lower bound on the optimum up to float
+    error); priorities / weights: the priorities with lambda > 0 and their float weights;
+    chain_duals [N] float duals nu(z) of the chain rows beta(z) <= p(t|u) beta(u) (root
+    children: beta(t) <= p(t)); history: one dict per master solve."""
+
+    status: str
+    value: float
+    priorities: list[np.ndarray]
+    weights: list[float]
+    chain_duals: np.ndarray
+    iterations: int
+    seconds: float
+    history: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _node_marginals(law: np.ndarray, vocab: int, depth: int) -> np.ndarray:
+    """[N-1] r(z) for the nodes of depth 1..L of a leaf law [P] (lexicographic)."""
+    levels = [law]
+    for _ in range(depth - 1):
+        levels.append(levels[-1].reshape(-1, vocab).sum(axis=1))
+    return np.concatenate(levels[::-1])
+
+
+def solve_node_master(master: MasterData, tolerance: float = 1e-10,
+                      max_iterations: int = 20_000, time_limit: float | None = None,
+                      smoothing: float = 0.5) -> NodeMasterResult:
+    """The K-path optimum by column generation on the class LP in node-budget form
+    (docs/theory.md sections 5.4, 5.5: class LP = full LP), float64, i.i.d. drafts:
+
+        max 1 + sum_z beta(z)  s.t.  beta(z) - sum_k lambda_k r_k(z) <= 0   (budget rows)
+                                     beta(u t) - p(t|u) beta(u) <= 0         (chain rows;
+                                                                root children: beta(t) <= p(t))
+                                     sum_k lambda_k = 1,  beta, lambda >= 0,
+    z over the nodes of depth 1..L, r_k(z) the node marginal of priority k's law. For a fixed
+    mixture the beta part is BV's node LP against it; pricing: with mu(z) >= 0 the budget
+    duals, Theta(x) = sum of mu over the prefixes of leaf x, the best priority ranks the
+    leaves by Theta (the greedy vertex), reduced cost r . Theta - sigma (sigma the
+    convexity dual). About 2N rows instead of the selection master's P + N V (no rho
+    columns): the solve of choice where the optimum is certified by exact bounds
+    (node_master_bounds), not by an exact basis. Wentges smoothing of mu (weight
+    `smoothing` on the duals of the best bound seen) when it finds an improving column."""
+    start = time.perf_counter()
+    model = master.model
+    vocab, depth = model.vocab_size, model.depth
+    count = num_nodes(vocab, depth) - 1  # nodes of depth 1..L (node index - 1)
+    target = np.asarray(model.target, dtype=np.float64)
+    h = new_highs()
+    h.setOptionValue("presolve", "off")
+    h.setOptionValue("solver", "simplex")
+    h.changeObjectiveSense(highspy.ObjSense.kMaximize)
+    h.setOptionValue("primal_feasibility_tolerance", 1e-10)
+    h.setOptionValue("dual_feasibility_tolerance", 1e-10)
+    h.setOptionValue("small_matrix_value", 1e-12)
+    # rows: budget z (0..count-1), chain z (count..2 count-1), convexity (2 count)
+    lower = np.concatenate([np.full(2 * count, -np.inf), [1.0]])
+    upper = np.zeros(2 * count + 1)
+    upper[count: count + vocab] = target[0]  # root children: beta(t) <= p(t)
+    upper[-1] = 1.0
+    h.addRows(len(lower), lower, upper, 0, np.zeros(1, dtype=np.int32),
+              np.zeros(0, dtype=np.int32), np.zeros(0))
+    nodes = np.arange(1, count + 1)
+    children = nodes * vocab + 1  # first child of every node (depth < L)
+    for z in range(count):  # beta(z): budget z, chain z, and the chains of its children
+        rows = [z, count + z]
+        values = [1.0, 1.0]
+        node = z + 1
+        if nodes[z] < num_nodes(vocab, depth - 1):
+            first = children[z]
+            rows += list(range(count + first - 1, count + first - 1 + vocab))
+            values += list(-target[node])
+        h.addCol(1.0, 0.0, np.inf, len(rows), np.asarray(rows, dtype=np.int32),
+                 np.asarray(values, dtype=np.float64))
+    priorities: list[np.ndarray] = []
+
+    def add(priority: np.ndarray) -> None:
+        law = priority_law(master, priority)
+        marginal = _node_marginals(law, vocab, depth)
+        nz = np.nonzero(marginal)[0]
+        rows = np.concatenate([nz, [2 * count]]).astype(np.int32)
+        h.addCol(0.0, 0.0, np.inf, len(rows), rows, np.concatenate([-marginal[nz], [1.0]]))
+        priorities.append(np.asarray(priority))
+
+    add(np.argsort(-master.q, kind="stable"))
+    leaf_paths = prefix_node_indices(master.path_tokens, vocab)[:, 1:] - 1  # [P, L] rows
+    history: list[dict[str, Any]] = []
+    status, value, iterations = "unknown", float("nan"), 0
+    center, best = None, float("inf")
+    while iterations < max_iterations:
+        if time_limit is not None:
+            left = time_limit - (time.perf_counter() - start)
+            if left <= 0:
+                status = "time_limit"
+                break
+            h.setOptionValue("time_limit", float(h.getRunTime() + left))
+        h.run()
+        iterations += 1
+        status = status_name(h, h.getModelStatus())
+        if status == "not_set":  # warm start failed: solve cold
+            h.clearSolver()
+            h.run()
+            status = status_name(h, h.getModelStatus())
+        if status != "optimal":
+            break
+        value = 1.0 + float(h.getInfo().objective_function_value)
+        row_dual = np.asarray(h.getSolution().row_dual, dtype=np.float64)
+        mu = np.abs(row_dual[:count])
+        sigma = abs(row_dual[-1])
+        nu = np.abs(row_dual[count: 2 * count])
+        bound = 1.0 + float(target[0] @ nu[:vocab]) + _expected_max(master, mu[leaf_paths]
+                                                                     .sum(axis=1))[1]
+        if bound < best:
+            best, center = bound, mu
+        theta = mu[leaf_paths].sum(axis=1)
+        priority, expected = _expected_max(master, theta)
+        reduced = expected - sigma
+        history.append({"iteration": iterations, "value": value, "bound": bound,
+                        "max_reduced_cost": reduced})
+        if reduced <= tolerance or best - value <= tolerance:
+            break
+        if smoothing and center is not None:
+            mixed = (smoothing * center + (1 - smoothing) * mu)[leaf_paths].sum(axis=1)
+            s_priority, _ = _expected_max(master, mixed)
+            if float(priority_law(master, s_priority) @ theta) - sigma > tolerance:
+                priority = s_priority
+        add(priority)
+    solution = h.getSolution()
+    weights_all = np.asarray(solution.col_value[count:], dtype=np.float64)
+    chosen = [k for k, w in enumerate(weights_all) if w > 0]
+    nu = np.abs(np.asarray(solution.row_dual[count: 2 * count], dtype=np.float64))
+    return NodeMasterResult(status, value, [priorities[k] for k in chosen],
+                            [float(weights_all[k]) for k in chosen], nu, iterations,
+                            time.perf_counter() - start, history)
+
+
+def _expected_max(master: MasterData, theta: np.ndarray) -> tuple[np.ndarray, float]:
+    """(greedy priority: leaves by theta descending, E[max_k theta(X_k)] in float64)."""
+    priority = np.argsort(-theta, kind="stable")
+    return priority, float(priority_law(master, priority) @ theta)
+
+
+def node_master_bounds(model: TreeModel, master: MasterData, result: NodeMasterResult
+                       ) -> tuple[Fraction, Fraction]:
+    """Exact (lower, upper) bounds on the K-path optimum (i.i.d.) from a node-master run.
+
+    lower: BV's exact value against the mixture of the result's priorities, its float
+    weights rationalised and renormalised (a lossless select-then-BV verifier: a mixture of
+    greedy vertices is a reachable skewed law, docs/theory.md section 5.3).
+    upper: weak duality of the node-budget class LP with the chain duals nu >= 0
+    rationalised and the budget duals set to the smallest feasible
+    mu(z) = max(0, 1 - nu(z) + sum_t p(t|z) nu(z t)) (nu(z t) = 0 below depth L): every
+    beta column is then dual feasible, and sigma = max over ALL priorities of r . Theta =
+    E[max of Theta over the K drafts] (exact pricing of every priority at once), so
+        upper = 1 + sum_t p(t) nu(t) + E[max_k Theta(X_k)].
+    Both in exact rationals of the model's rows (model exact)."""
+    vocab, depth = model.vocab_size, model.depth
+    count = num_nodes(vocab, depth) - 1
+    weights = [Fraction(w) for w in result.weights]
+    total = sum(weights, Fraction(0))
+    leaf_law = np.array([Fraction(0)] * master.num_leaves, dtype=object)
+    for weight, priority in zip(weights, result.priorities, strict=True):
+        leaf_law = leaf_law + (weight / total) * priority_law(master, priority, exact=True)
+    _, lower = node_optimum(model, exact=True, leaf_law=leaf_law)
+    nu = np.array([max(Fraction(float(v)), Fraction(0)) for v in result.chain_duals],
+                  dtype=object)
+    mu = np.empty(count, dtype=object)
+    inner = num_nodes(vocab, depth - 1) - 1  # nodes of depth 1..L-1 have children rows
+    for z in range(count):
+        node = z + 1
+        below = Fraction(0)
+        if z < inner:
+            first = node * vocab + 1
+            below = sum((model.target[node, t] * nu[first - 1 + t] for t in range(vocab)),
+                        Fraction(0))
+        mu[z] = max(Fraction(0), 1 - nu[z] + below)
+    leaf_rows = prefix_node_indices(master.path_tokens, vocab)[:, 1:] - 1
+    theta = [sum((mu[r] for r in row), Fraction(0)) for row in leaf_rows]
+    order = sorted(range(master.num_leaves), key=lambda x: theta[x], reverse=True)
+    expected = sum((a * b for a, b in zip(priority_law(master, np.asarray(order), exact=True)
+                                          [order], [theta[x] for x in order], strict=True)),
+                   Fraction(0))
+    upper = 1 + sum((model.target[0, t] * nu[t] for t in range(vocab)), Fraction(0)) + expected
+    return Fraction(lower), Fraction(upper)
