@@ -594,8 +594,9 @@ class NodeMasterResult:
 
     value: float optimum of the last master (a lower bound on the optimum up to float
     error); priorities / weights: the priorities with lambda > 0 and their float weights;
-    chain_duals [N] float duals nu(z) of the chain rows beta(z) <= p(t|u) beta(u) (root
-    children: beta(t) <= p(t)); history: one dict per master solve."""
+    chain_duals [N-1] float duals nu(z) >= 0 of the chain rows beta(z) <= p(t|u) beta(u)
+    (root children: beta(t) <= p(t)) of the solve whose weak-duality bound (with the
+    smallest feasible budget duals) was the smallest; history: one dict per master solve."""
 
     status: str
     value: float
@@ -676,10 +677,12 @@ def solve_node_master(master: MasterData, tolerance: float = 1e-10,
         priorities.append(np.asarray(priority))
 
     add(np.argsort(-master.q, kind="stable"))
+    for ratio in (target_over_draft(model, clip=False), target_over_draft(model, clip=True)):
+        add(lexicographic_priority(ratio, vocab, depth))  # GBV's orders (docs/theory.md 9.1)
     leaf_paths = prefix_node_indices(master.path_tokens, vocab)[:, 1:] - 1  # [P, L] rows
     history: list[dict[str, Any]] = []
     status, value, iterations = "unknown", float("nan"), 0
-    center, best = None, float("inf")
+    center, best, best_nu = None, float("inf"), np.zeros(count)
     while iterations < max_iterations:
         if time_limit is not None:
             left = time_limit - (time.perf_counter() - start)
@@ -690,21 +693,27 @@ def solve_node_master(master: MasterData, tolerance: float = 1e-10,
         h.run()
         iterations += 1
         status = status_name(h, h.getModelStatus())
-        if status == "not_set":  # warm start failed: solve cold
-            h.clearSolver()
-            h.run()
-            status = status_name(h, h.getModelStatus())
-        if status != "optimal":
-            break
+        if status != "optimal":  # the warm start failed: solve cold, then with presolve
+            for presolve in ("off", "on"):
+                h.clearSolver()
+                h.setOptionValue("presolve", presolve)
+                h.run()
+                status = status_name(h, h.getModelStatus())
+                if status == "optimal":
+                    break
+            h.setOptionValue("presolve", "off")
+            if status != "optimal":
+                break
         value = 1.0 + float(h.getInfo().objective_function_value)
         row_dual = np.asarray(h.getSolution().row_dual, dtype=np.float64)
         mu = np.abs(row_dual[:count])
         sigma = abs(row_dual[-1])
         nu = np.abs(row_dual[count: 2 * count])
-        bound = 1.0 + float(target[0] @ nu[:vocab]) + _expected_max(master, mu[leaf_paths]
-                                                                     .sum(axis=1))[1]
+        feasible = _feasible_budget_duals(nu, target, vocab, depth)
+        bound = 1.0 + float(target[0] @ nu[:vocab]) + _expected_max(
+            master, feasible[leaf_paths].sum(axis=1))[1]
         if bound < best:
-            best, center = bound, mu
+            best, center, best_nu = bound, mu, nu
         theta = mu[leaf_paths].sum(axis=1)
         priority, expected = _expected_max(master, theta)
         reduced = expected - sigma
@@ -712,19 +721,58 @@ def solve_node_master(master: MasterData, tolerance: float = 1e-10,
                         "max_reduced_cost": reduced})
         if reduced <= tolerance or best - value <= tolerance:
             break
-        if smoothing and center is not None:
-            mixed = (smoothing * center + (1 - smoothing) * mu)[leaf_paths].sum(axis=1)
-            s_priority, _ = _expected_max(master, mixed)
-            if float(priority_law(master, s_priority) @ theta) - sigma > tolerance:
-                priority = s_priority
+        # the greedy priority of the current duals, plus those of the smoothed duals and of
+        # the smallest feasible budget duals when they also improve the current master
         add(priority)
+        others = [feasible[leaf_paths].sum(axis=1)]
+        if smoothing and center is not None:
+            others.append((smoothing * center + (1 - smoothing) * mu)[leaf_paths].sum(axis=1))
+        for point in others:
+            candidate, _ = _expected_max(master, point)
+            if (not any(np.array_equal(candidate, p) for p in priorities[-3:])
+                    and float(priority_law(master, candidate) @ theta) - sigma > tolerance):
+                add(candidate)
     solution = h.getSolution()
     weights_all = np.asarray(solution.col_value[count:], dtype=np.float64)
     chosen = [k for k, w in enumerate(weights_all) if w > 0]
-    nu = np.abs(np.asarray(solution.row_dual[count: 2 * count], dtype=np.float64))
     return NodeMasterResult(status, value, [priorities[k] for k in chosen],
-                            [float(weights_all[k]) for k in chosen], nu, iterations,
+                            [float(weights_all[k]) for k in chosen], best_nu, iterations,
                             time.perf_counter() - start, history)
+
+
+def target_over_draft(model: TreeModel, clip: bool = False) -> np.ndarray:
+    """[N, V] float64 p(t|u)/q(t|u) (0 where q = 0), clipped at 1 when clip."""
+    target = np.asarray(model.target, dtype=np.float64)
+    draft = np.asarray(model.draft, dtype=np.float64)
+    ratio = np.divide(target, draft, out=np.zeros_like(target), where=draft > 0)
+    return np.minimum(ratio, 1.0) if clip else ratio
+
+
+def lexicographic_priority(ratio: np.ndarray, vocab: int, depth: int) -> np.ndarray:
+    """[P] the leaves best first under the lexicographic order of the node keys
+    (ratio(t|u), t), higher better (GBV's priority): an initial column of the node master."""
+    leaf_tokens = all_paths(vocab, depth)
+    nodes = prefix_node_indices(leaf_tokens, vocab)  # [P, L+1]
+    tokens = np.arange(vocab)[None, :].repeat(len(ratio), 0)
+    order = np.lexsort((-tokens, -ratio), axis=1)  # per node: best token first
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, tokens, axis=1)  # rank[u, t]: 0 = best
+    keys = [rank[nodes[:, i], leaf_tokens[:, i]] for i in range(depth)]
+    return np.lexsort(keys[::-1])  # the depth-1 rank is the primary key
+
+
+def _feasible_budget_duals(nu: np.ndarray, target: np.ndarray, vocab: int, depth: int
+                           ) -> np.ndarray:
+    """[N-1] the smallest budget duals mu(z) = max(0, 1 - nu(z) + sum_t p(t|z) nu(z t)) that
+    make every beta column dual feasible for chain duals nu >= 0 (float64; node_master_bounds
+    evaluates the same in exact rationals)."""
+    count = len(nu)
+    inner = num_nodes(vocab, depth - 1) - 1  # nodes of depth 1..L-1 (rows 0..inner-1)
+    below = np.zeros(count)
+    if inner:
+        node = np.arange(1, inner + 1)
+        below[:inner] = (target[node] * nu[node[:, None] * vocab + np.arange(vocab)]).sum(1)
+    return np.maximum(0.0, 1.0 - nu + below)
 
 
 def _expected_max(master: MasterData, theta: np.ndarray) -> tuple[np.ndarray, float]:
