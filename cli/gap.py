@@ -95,10 +95,12 @@ def gap(
                                      help="Seconds for the optimum (colgen or full LP); when hit: "
                                           "one line, exit 1."),
     max_enumerated: int = typer.Option(1_000_000, "--max-enumerated",
-                                       help="Work one verifier's exact law may take (node-rule "
-                                            "evaluations, paths or enumerated configurations); "
-                                            "above it the block efficiency is estimated from "
-                                            "--samples sampled configurations."),
+                                       help="Draft configurations one verifier's exact law may "
+                                            "enumerate (traversal, spectr_gbv, drafts without "
+                                            "replacement); above it the block efficiency is "
+                                            "estimated from --samples sampled configurations. "
+                                            "Laws by structure take up to max(this, 5e7) "
+                                            "evaluations."),
     samples: int = typer.Option(4096, "--samples",
                                 help="Sampled draft configurations per estimated verifier."),
     seed: int = typer.Option(0, "--seed", help="Seed of the sampled configurations."),

@@ -283,7 +283,7 @@ def test_gap_raises_optimum_not_found_with_the_record():
     assert "\n" not in str(info.value)
 
 
-def test_estimated_verifiers_are_labelled_and_close_to_the_exact_laws():
+def test_estimated_verifiers_are_labelled_and_close_to_the_exact_laws(monkeypatch):
     # V=2, L=3, K=3: 512 ordered tuples. With max_enumerated below that, multi-path verifiers
     # are estimated from sampled configurations; the exact laws (max_enumerated above) are the
     # independent reference: every estimate within 5 standard errors of its exact value
@@ -291,6 +291,7 @@ def test_estimated_verifiers_are_labelled_and_close_to_the_exact_laws():
     exact = gap(inst, 3)
     # node recursion: 98 rule evaluations, selection laws and single paths: 8 paths, ordered
     # tuples (traversal, spectr_gbv): 512
+    monkeypatch.setattr(gap_module, "MAX_STRUCTURED", 0)  # structure work capped at 20 too
     estimated = gap(inst, 3, max_enumerated=20, samples=4000, seed=11)
     assert estimated["failures"] == [] and exact["failures"] == []
     labelled = 0
@@ -371,3 +372,13 @@ def test_certified_within_w_by_exact_bounds(monkeypatch):
     monkeypatch.setattr(engine, "solve_node_master", tampered_duals)
     tampered = engine.optimum(inst, 3)
     assert tampered.certified_within is None and "NOT certified" in tampered.label
+
+
+def test_structure_is_not_capped_by_the_enumeration_limit():
+    """--max-enumerated limits enumerations; laws by structure have their own, larger cap."""
+    result = gap(dirichlet_instance(2, 3, alpha=0.7, seed=3), 3, max_enumerated=20,
+                 samples=200)
+    rows = result["verifiers"]
+    assert rows["specinfer"]["evaluation"] == "node recursion"
+    assert rows["nodeopt"]["evaluation"] == "selection law"
+    assert rows["traversal"]["evaluation"] == "estimate"  # 512 ordered tuples > 20
