@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
-# The recorded sweep (benchmarks/results/sweep) and its figures: V in {2,3,4,8}, L in {1..4},
+# The recorded sweep (benchmarks/results/sweep_grid) and its figures: V in {2,3,4,8}, L in {1..4},
 # K in {1..4}, Dirichlet alpha 0.5 and 1, 2 seeds; every verifier the registry compares by
 # default (no list here: a registered verifier is in). Exact laws by the structure of i.i.d.
 # drafting (node recursion / selection law); traversal and spectr_gbv, which have no such
-# structure, are enumerated up to --max-enumerated ordered tuples and ESTIMATED above it
+# structure, are enumerated up to 100,000 ordered tuples and ESTIMATED above it
 # (rows say estimate). Optima certified exactly, or within w <= 1e-9 by exact bounds.
 # Resumable: rerun this script after an interrupt; finished tasks are kept.
 # Run from the repository root with `speclp` importable (e.g. PYTHONPATH=<parent of the repo>),
 # niced: nice -n 15 bash benchmarks/record_sweep.sh
 set -u
-OUT=${OUT:-benchmarks/results/sweep}
+OUT=${OUT:-benchmarks/results/sweep_grid}  # supersedes sweep/ and sweep_L4/ (older grids)
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 start=$(date +%s)
 python -m speclp sweep --vocab 2,3,4,8 --depth 1,2,3,4 --paths 1,2,3,4 --alpha 0.5,1 --trials 2 \
-    --seed 0 --max-enumerated 1000000 --samples 4096 --workers 1 --out "$OUT" --json \
+    --seed 0 --max-enumerated 100000 --samples 4096 --workers 1 --out "$OUT" --json \
     > "$OUT"_summary.json
 status=$?
 echo "sweep exit $status after $(( $(date +%s) - start )) s"

@@ -95,10 +95,12 @@ def gap(
                                      help="Seconds for the optimum (colgen or full LP); when hit: "
                                           "one line, exit 1."),
     max_enumerated: int = typer.Option(1_000_000, "--max-enumerated",
-                                       help="Work one verifier's exact law may take (node-rule "
-                                            "evaluations, paths or enumerated configurations); "
-                                            "above it the block efficiency is estimated from "
-                                            "--samples sampled configurations."),
+                                       help="Draft configurations one verifier's exact law may "
+                                            "enumerate (traversal, spectr_gbv, drafts without "
+                                            "replacement); above it the block efficiency is "
+                                            "estimated from --samples sampled configurations. "
+                                            "Laws by structure take up to max(this, 5e7) "
+                                            "evaluations."),
     samples: int = typer.Option(4096, "--samples",
                                 help="Sampled draft configurations per estimated verifier."),
     seed: int = typer.Option(0, "--seed", help="Seed of the sampled configurations."),
@@ -157,16 +159,18 @@ def gap(
             return
         inst, opt, class_row = r["instance"], r["optimum"], r["class_optimum"]
         rows = [[f"K-path optimum ({opt['method']})", f"{opt['value']:.12g}",
-                 short_fraction(opt["exact"]), "", "", _label(opt)],
+                 short_fraction(opt["exact"]), "", "", "", _label(opt)],
                 ["class optimum (select + BV)", f"{class_row['value']:.12g}",
-                 short_fraction(class_row["exact"]), "0", "1",
+                 short_fraction(class_row["exact"]), "0", "1", "",
                  "= K-path optimum (theorem; same solve)"]]
         for name, v in r["verifiers"].items():
             rows.append([name, f"{v['block_efficiency']:.12g}", short_fraction(v.get("exact")),
-                         f"{v['gap']:.3g}", f"{v['ratio']:.6f}", status_text(v)])
+                         f"{v['gap']:.3g}", f"{v['ratio']:.6f}", v.get("evaluation", ""),
+                         status_text(v)])
         title = (f"{inst['name']}  V={inst['vocab_size']} L={inst['depth']} K={r['paths']} "
                  f"({r['draft_sampling']})  E[tau + 1]")
-        table(title, ["quantity", "value", "exact", "gap to optimum", "ratio", "status"], rows)
+        table(title, ["quantity", "value", "exact", "gap to optimum", "ratio", "law by",
+                      "status"], rows)
         not_claimed = [n for n, v in r["verifiers"].items() if not v["lossless_claimed"]]
         if not_claimed:
             stderr.print(f"not claimed lossless under {r['draft_sampling']} drafts (reported, "

@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+import highspy
 import numpy as np
 from flint import fmpq
 
@@ -80,9 +81,10 @@ from ..verifiers.tree import (
 from .certify import BASIC, Certificate, fmpq_to_fraction, refine_basis, to_fmpq
 from .full import as_model, label_node
 from .instance import Instance
+from .node import node_optimum
 from .program import Block, LinearProgram, ValueTable
 from .rows import depth_values, matching_a_entries, target_refs
-from .solve import LPSolution, highs_model, highs_solution, solve, status_name
+from .solve import LPSolution, highs_model, highs_solution, new_highs, solve, status_name
 
 MAX_ENUMERATED_CONFIGURATIONS = 20_000_000  # without replacement: priority laws by enumeration
 
@@ -580,3 +582,244 @@ def selection_mixture(result: ColgenResult) -> SelectionMixture:
         leaf_law = leaf_law + weights_all[k] * law
     return SelectionMixture([np.asarray(priorities[k]) for k in chosen],
                             [weights_all[k] for k in chosen], leaf_law, master.path_tokens, exact)
+
+
+# ---------------------------------------------------------------------------
+# the node-budget master: the same column generation on the class LP's node form
+# ---------------------------------------------------------------------------
+
+@dataclass
+class NodeMasterResult:
+    """Column generation over priorities on the node-budget form of the class LP.
+
+    value: float optimum of the last master (a lower bound on the optimum up to float
+    error); priorities / weights: the priorities with lambda > 0 and their float weights;
+    chain_duals [N-1] float duals nu(z) >= 0 of the chain rows beta(z) <= p(t|u) beta(u)
+    (root children: beta(t) <= p(t)) of the solve whose weak-duality bound (with the
+    smallest feasible budget duals) was the smallest; history: one dict per master solve."""
+
+    status: str
+    value: float
+    priorities: list[np.ndarray]
+    weights: list[float]
+    chain_duals: np.ndarray
+    iterations: int
+    seconds: float
+    history: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _node_marginals(law: np.ndarray, vocab: int, depth: int) -> np.ndarray:
+    """[N-1] r(z) for the nodes of depth 1..L of a leaf law [P] (lexicographic)."""
+    levels = [law]
+    for _ in range(depth - 1):
+        levels.append(levels[-1].reshape(-1, vocab).sum(axis=1))
+    return np.concatenate(levels[::-1])
+
+
+def solve_node_master(master: MasterData, tolerance: float = 1e-10,
+                      max_iterations: int = 20_000, time_limit: float | None = None,
+                      smoothing: float = 0.5) -> NodeMasterResult:
+    """The K-path optimum by column generation on the class LP in node-budget form
+    (docs/theory.md sections 5.4, 5.5: class LP = full LP), float64, i.i.d. drafts:
+
+        max 1 + sum_z beta(z)  s.t.  beta(z) - sum_k lambda_k r_k(z) <= 0   (budget rows)
+                                     beta(u t) - p(t|u) beta(u) <= 0         (chain rows;
+                                                                root children: beta(t) <= p(t))
+                                     sum_k lambda_k = 1,  beta, lambda >= 0,
+    z over the nodes of depth 1..L, r_k(z) the node marginal of priority k's law. For a fixed
+    mixture the beta part is BV's node LP against it; pricing: with mu(z) >= 0 the budget
+    duals, Theta(x) = sum of mu over the prefixes of leaf x, the best priority ranks the
+    leaves by Theta (the greedy vertex), reduced cost r . Theta - sigma (sigma the
+    convexity dual). About 2N rows instead of the selection master's P + N V (no rho
+    columns): the solve of choice where the optimum is certified by exact bounds
+    (node_master_bounds), not by an exact basis. Wentges smoothing of mu (weight
+    `smoothing` on the duals of the best bound seen) when it finds an improving column."""
+    start = time.perf_counter()
+    model = master.model
+    vocab, depth = model.vocab_size, model.depth
+    count = num_nodes(vocab, depth) - 1  # nodes of depth 1..L (node index - 1)
+    target = np.asarray(model.target, dtype=np.float64)
+    h = new_highs()
+    h.setOptionValue("presolve", "off")
+    h.setOptionValue("solver", "simplex")
+    h.changeObjectiveSense(highspy.ObjSense.kMaximize)
+    h.setOptionValue("primal_feasibility_tolerance", 1e-10)
+    h.setOptionValue("dual_feasibility_tolerance", 1e-10)
+    h.setOptionValue("small_matrix_value", 1e-12)
+    # rows: budget z (0..count-1), chain z (count..2 count-1), convexity (2 count)
+    lower = np.concatenate([np.full(2 * count, -np.inf), [1.0]])
+    upper = np.zeros(2 * count + 1)
+    upper[count: count + vocab] = target[0]  # root children: beta(t) <= p(t)
+    upper[-1] = 1.0
+    h.addRows(len(lower), lower, upper, 0, np.zeros(1, dtype=np.int32),
+              np.zeros(0, dtype=np.int32), np.zeros(0))
+    nodes = np.arange(1, count + 1)
+    children = nodes * vocab + 1  # first child of every node (depth < L)
+    for z in range(count):  # beta(z): budget z, chain z, and the chains of its children
+        rows = [z, count + z]
+        values = [1.0, 1.0]
+        node = z + 1
+        if nodes[z] < num_nodes(vocab, depth - 1):
+            first = children[z]
+            rows += list(range(count + first - 1, count + first - 1 + vocab))
+            values += list(-target[node])
+        h.addCol(1.0, 0.0, np.inf, len(rows), np.asarray(rows, dtype=np.int32),
+                 np.asarray(values, dtype=np.float64))
+    priorities: list[np.ndarray] = []
+
+    def add(priority: np.ndarray) -> None:
+        law = priority_law(master, priority)
+        marginal = _node_marginals(law, vocab, depth)
+        nz = np.nonzero(marginal)[0]
+        rows = np.concatenate([nz, [2 * count]]).astype(np.int32)
+        h.addCol(0.0, 0.0, np.inf, len(rows), rows, np.concatenate([-marginal[nz], [1.0]]))
+        priorities.append(np.asarray(priority))
+
+    add(np.argsort(-master.q, kind="stable"))
+    for ratio in (target_over_draft(model, clip=False), target_over_draft(model, clip=True)):
+        add(lexicographic_priority(ratio, vocab, depth))  # GBV's orders (docs/theory.md 9.1)
+    leaf_paths = prefix_node_indices(master.path_tokens, vocab)[:, 1:] - 1  # [P, L] rows
+    history: list[dict[str, Any]] = []
+    status, value, iterations = "unknown", float("nan"), 0
+    center, best, best_nu = None, float("inf"), np.zeros(count)
+    while iterations < max_iterations:
+        if time_limit is not None:
+            left = time_limit - (time.perf_counter() - start)
+            if left <= 0:
+                status = "time_limit"
+                break
+            h.setOptionValue("time_limit", float(h.getRunTime() + left))
+        h.run()
+        iterations += 1
+        status = status_name(h, h.getModelStatus())
+        if status != "optimal":  # the warm start failed: solve cold, then with presolve
+            for presolve in ("off", "on"):
+                h.clearSolver()
+                h.setOptionValue("presolve", presolve)
+                h.run()
+                status = status_name(h, h.getModelStatus())
+                if status == "optimal":
+                    break
+            h.setOptionValue("presolve", "off")
+            if status != "optimal":
+                break
+        value = 1.0 + float(h.getInfo().objective_function_value)
+        row_dual = np.asarray(h.getSolution().row_dual, dtype=np.float64)
+        mu = np.abs(row_dual[:count])
+        sigma = abs(row_dual[-1])
+        nu = np.abs(row_dual[count: 2 * count])
+        feasible = _feasible_budget_duals(nu, target, vocab, depth)
+        bound = 1.0 + float(target[0] @ nu[:vocab]) + _expected_max(
+            master, feasible[leaf_paths].sum(axis=1))[1]
+        if bound < best:
+            best, center, best_nu = bound, mu, nu
+        theta = mu[leaf_paths].sum(axis=1)
+        priority, expected = _expected_max(master, theta)
+        reduced = expected - sigma
+        history.append({"iteration": iterations, "value": value, "bound": bound,
+                        "max_reduced_cost": reduced})
+        if reduced <= tolerance or best - value <= tolerance:
+            break
+        # the greedy priority of the current duals, plus those of the smoothed duals and of
+        # the smallest feasible budget duals when they also improve the current master
+        add(priority)
+        others = [feasible[leaf_paths].sum(axis=1)]
+        if smoothing and center is not None:
+            others.append((smoothing * center + (1 - smoothing) * mu)[leaf_paths].sum(axis=1))
+        for point in others:
+            candidate, _ = _expected_max(master, point)
+            if (not any(np.array_equal(candidate, p) for p in priorities[-3:])
+                    and float(priority_law(master, candidate) @ theta) - sigma > tolerance):
+                add(candidate)
+    solution = h.getSolution()
+    weights_all = np.asarray(solution.col_value[count:], dtype=np.float64)
+    chosen = [k for k, w in enumerate(weights_all) if w > 0]
+    return NodeMasterResult(status, value, [priorities[k] for k in chosen],
+                            [float(weights_all[k]) for k in chosen], best_nu, iterations,
+                            time.perf_counter() - start, history)
+
+
+def target_over_draft(model: TreeModel, clip: bool = False) -> np.ndarray:
+    """[N, V] float64 p(t|u)/q(t|u) (0 where q = 0), clipped at 1 when clip."""
+    target = np.asarray(model.target, dtype=np.float64)
+    draft = np.asarray(model.draft, dtype=np.float64)
+    ratio = np.divide(target, draft, out=np.zeros_like(target), where=draft > 0)
+    return np.minimum(ratio, 1.0) if clip else ratio
+
+
+def lexicographic_priority(ratio: np.ndarray, vocab: int, depth: int) -> np.ndarray:
+    """[P] the leaves best first under the lexicographic order of the node keys
+    (ratio(t|u), t), higher better (GBV's priority): an initial column of the node master."""
+    leaf_tokens = all_paths(vocab, depth)
+    nodes = prefix_node_indices(leaf_tokens, vocab)  # [P, L+1]
+    tokens = np.arange(vocab)[None, :].repeat(len(ratio), 0)
+    order = np.lexsort((-tokens, -ratio), axis=1)  # per node: best token first
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, tokens, axis=1)  # rank[u, t]: 0 = best
+    keys = [rank[nodes[:, i], leaf_tokens[:, i]] for i in range(depth)]
+    return np.lexsort(keys[::-1])  # the depth-1 rank is the primary key
+
+
+def _feasible_budget_duals(nu: np.ndarray, target: np.ndarray, vocab: int, depth: int
+                           ) -> np.ndarray:
+    """[N-1] the smallest budget duals mu(z) = max(0, 1 - nu(z) + sum_t p(t|z) nu(z t)) that
+    make every beta column dual feasible for chain duals nu >= 0 (float64; node_master_bounds
+    evaluates the same in exact rationals)."""
+    count = len(nu)
+    inner = num_nodes(vocab, depth - 1) - 1  # nodes of depth 1..L-1 (rows 0..inner-1)
+    below = np.zeros(count)
+    if inner:
+        node = np.arange(1, inner + 1)
+        below[:inner] = (target[node] * nu[node[:, None] * vocab + np.arange(vocab)]).sum(1)
+    return np.maximum(0.0, 1.0 - nu + below)
+
+
+def _expected_max(master: MasterData, theta: np.ndarray) -> tuple[np.ndarray, float]:
+    """(greedy priority: leaves by theta descending, E[max_k theta(X_k)] in float64)."""
+    priority = np.argsort(-theta, kind="stable")
+    return priority, float(priority_law(master, priority) @ theta)
+
+
+def node_master_bounds(model: TreeModel, master: MasterData, result: NodeMasterResult
+                       ) -> tuple[Fraction, Fraction]:
+    """Exact (lower, upper) bounds on the K-path optimum (i.i.d.) from a node-master run.
+
+    lower: BV's exact value against the mixture of the result's priorities, its float
+    weights rationalised and renormalised (a lossless select-then-BV verifier: a mixture of
+    greedy vertices is a reachable skewed law, docs/theory.md section 5.3).
+    upper: weak duality of the node-budget class LP with the chain duals nu >= 0
+    rationalised and the budget duals set to the smallest feasible
+    mu(z) = max(0, 1 - nu(z) + sum_t p(t|z) nu(z t)) (nu(z t) = 0 below depth L): every
+    beta column is then dual feasible, and sigma = max over ALL priorities of r . Theta =
+    E[max of Theta over the K drafts] (exact pricing of every priority at once), so
+        upper = 1 + sum_t p(t) nu(t) + E[max_k Theta(X_k)].
+    Both in exact rationals of the model's rows (model exact)."""
+    vocab, depth = model.vocab_size, model.depth
+    count = num_nodes(vocab, depth) - 1
+    weights = [Fraction(w) for w in result.weights]
+    total = sum(weights, Fraction(0))
+    leaf_law = np.array([Fraction(0)] * master.num_leaves, dtype=object)
+    for weight, priority in zip(weights, result.priorities, strict=True):
+        leaf_law = leaf_law + (weight / total) * priority_law(master, priority, exact=True)
+    _, lower = node_optimum(model, exact=True, leaf_law=leaf_law)
+    nu = np.array([max(Fraction(float(v)), Fraction(0)) for v in result.chain_duals],
+                  dtype=object)
+    mu = np.empty(count, dtype=object)
+    inner = num_nodes(vocab, depth - 1) - 1  # nodes of depth 1..L-1 have children rows
+    for z in range(count):
+        node = z + 1
+        below = Fraction(0)
+        if z < inner:
+            first = node * vocab + 1
+            below = sum((model.target[node, t] * nu[first - 1 + t] for t in range(vocab)),
+                        Fraction(0))
+        mu[z] = max(Fraction(0), 1 - nu[z] + below)
+    leaf_rows = prefix_node_indices(master.path_tokens, vocab)[:, 1:] - 1
+    theta = [sum((mu[r] for r in row), Fraction(0)) for row in leaf_rows]
+    order = sorted(range(master.num_leaves), key=lambda x: theta[x], reverse=True)
+    expected = sum((a * b for a, b in zip(priority_law(master, np.asarray(order), exact=True)
+                                          [order], [theta[x] for x in order], strict=True)),
+                   Fraction(0))
+    upper = 1 + sum((model.target[0, t] * nu[t] for t in range(vocab)), Fraction(0)) + expected
+    return Fraction(lower), Fraction(upper)

@@ -35,13 +35,13 @@ The record (Optimum)
                      when details["certified_within"] is set)
     details["certified_within"], ["lower_bound_exact"], ["upper_bound_exact"] (colgen,
                      i.i.d. drafts, where the exact certificate was skipped or failed): exact
-                     bounds lower <= optimum <= upper with upper - lower = w <= 1e-9. lower =
-                     the exact value of the float master's mixture (its weights rationalised
-                     and renormalised, BV against the mixture's skewed law r: a lossless
-                     verifier); upper = the weak-duality bound of the rationalised float
-                     matching duals with every configuration priced exactly
-                     (speclp.lp.dual_bound.dual_upper_bound). "certified within w" is
-                     labelled apart from "certified" (exactly).
+                     bounds lower <= optimum <= upper with upper - lower = w <= 1e-9 from the
+                     node-budget master (speclp.lp.colgen.node_master_bounds). lower = the
+                     exact value of the float master's mixture (weights rationalised and
+                     renormalised, BV against the mixture's skewed law r: a lossless
+                     verifier); upper = weak duality with the rationalised float duals and
+                     every priority priced exactly. "certified within w" is labelled apart
+                     from "certified" (exactly); value is then the exact lower bound.
     certificate      text: what was checked, or why it failed
     status           solver status ("optimal", "time_limit", ...)
     method           "colgen" | "full" | "closed-form" | "tree" | "lp" | a cutting-plane
@@ -76,17 +76,17 @@ from typing import Any
 import numpy as np
 
 from ..verifiers.drafts import check_draft_sampling
-from ..verifiers.tree import TreeModel
+from ..verifiers.tree import TreeModel, num_nodes
 from .certify import refine_basis
 from .closed_form import one_step_optimum
 from .colgen import (
     SelectionMixture,
-    master_size,
-    priority_law,
+    master_data,
+    node_master_bounds,
     selection_mixture,
     solve_colgen,
+    solve_node_master,
 )
-from .dual_bound import dual_upper_bound
 from .full import full_lp, tree_lp
 from .instance import Instance
 from .node import node_optimum
@@ -95,9 +95,11 @@ from .solve import solve
 
 METHODS = ("auto", "colgen", "full", "closed-form")
 BOUNDS_WIDTH = Fraction(1, 10**9)  # "certified within w" needs exact bounds at most this apart
-EXACT_PHASE_MAX_ROWS = 4_000  # masters with more rows skip the exact basis certificate (its
-# dense core exceeded certify.MAX_DENSE_CORE after minutes at V = 8, L = 3, K = 4) and are
-# certified by exact bounds instead (_bounds_certificate)
+EXACT_PHASE_MAX_LEAVES = 128  # i.i.d. instances with more leaves V^L are solved on the node-budget
+# master and certified by exact bounds (colgen.solve_node_master, node_master_bounds) instead
+# of the selection master's exact basis certificate (its dense core exceeded
+# certify.MAX_DENSE_CORE after minutes at V = 8, L = 3, K = 4; 15 min did not finish at
+# V = 4, L = 4, K = 4); a failed exact certificate also falls back to the bounds
 DEFAULT_TIME_LIMIT = 600.0  # seconds: column generation and the full LP never run on unbounded
 BACKENDS = ("highs", "cvxpy")
 
@@ -288,29 +290,16 @@ def _closed_form_optimum(model: TreeModel, paths: int, exact: bool,
     return record
 
 
-def _bounds_certificate(model: TreeModel, paths: int, result: Any,
-                        duals: np.ndarray) -> dict[str, Any]:
-    """Exact lower and upper bounds on the K-path optimum from a float master solution
-    (i.i.d. drafts; the Optimum docstring, details["certified_within"])."""
-    master = result.master
-    floats = selection_mixture(result)  # float weights of the priorities with lambda > 0
-    weights = [Fraction(float(w)) for w in floats.weights]
-    total = sum(weights, Fraction(0))
-    leaf_law = np.array([Fraction(0)] * master.num_leaves, dtype=object)
-    for weight, priority in zip(weights, floats.priorities, strict=True):
-        leaf_law = leaf_law + (weight / total) * priority_law(master, priority, exact=True)
-    _, lower = node_optimum(model, exact=True, leaf_law=leaf_law)
-    upper = dual_upper_bound(model, duals, paths)
-    return {"lower": Fraction(lower), "upper": Fraction(upper), "priorities": len(weights)}
-
-
 def _colgen_optimum(model: TreeModel, paths: int, draft_sampling: str, certify: bool,
                     rational: bool, time_limit: float | None) -> Optimum:
     start = time.perf_counter()
-    rows = master_size(model.vocab_size, model.depth, paths, draft_sampling)["rows"]
-    exact_phase = certify and rows <= EXACT_PHASE_MAX_ROWS
+    leaves = model.vocab_size ** model.depth
+    if certify and draft_sampling == "iid" and leaves > EXACT_PHASE_MAX_LEAVES:
+        return _bounded_optimum(model, paths, rational, time_limit, start,
+                                f"{leaves:,} leaves > {EXACT_PHASE_MAX_LEAVES}: the exact "
+                                "basis certificate is not attempted")
     result = solve_colgen(model, paths=paths, draft_sampling=draft_sampling, exact=certify,
-                          certify=exact_phase, time_limit=time_limit)
+                          certify=certify, time_limit=time_limit)
     cert = result.certificate
     certified = bool(cert is not None and cert.certified)
     mixture = selection_mixture(result) if result.status == "optimal" else None
@@ -348,36 +337,56 @@ def _colgen_optimum(model: TreeModel, paths: int, draft_sampling: str, certify: 
                                   f"{float(record.exact_value):.17g})")
             record.certified = False
             record.exact_value = None
-    if (certify and not record.certified and result.status == "optimal"
-            and draft_sampling == "iid" and record.matching_duals is not None):
-        _certify_by_bounds(record, model, paths, result, exact_phase, rows)
+    if certify and not record.certified and result.status == "optimal" and draft_sampling == "iid":
+        left = None if time_limit is None else time_limit - (time.perf_counter() - start)
+        if left is None or left > 0:
+            return _bounded_optimum(model, paths, rational, left, start,
+                                    f"exact certificate failed ({record.certificate})")
     record.seconds = time.perf_counter() - start
     return record
 
 
-def _certify_by_bounds(record: Optimum, model: TreeModel, paths: int, result: Any,
-                       exact_phase: bool, rows: int) -> None:
-    """Add the exact bounds to a colgen record that is not certified exactly; label it
-    "certified within w" when they are at most BOUNDS_WIDTH apart."""
+def _bounded_optimum(model: TreeModel, paths: int, rational: bool, time_limit: float | None,
+                     start: float, why: str) -> Optimum:
+    """The optimum from the node-budget master, certified within w by exact bounds when they
+    are at most BOUNDS_WIDTH apart (the Optimum docstring); model exact, i.i.d. drafts."""
+    master = master_data(model, paths, "iid", exact=True)
+    result = solve_node_master(master, time_limit=time_limit)
+    record = Optimum(
+        value=None, exact_value=None, certified=False, certificate="", status=result.status,
+        method="colgen", rational=rational, seconds=0.0, solve_seconds=result.seconds,
+        size={"configurations": master.count_configurations(),
+              "node_master_rows": 2 * (num_nodes(model.vocab_size, model.depth) - 1) + 1,
+              "priorities": len(result.priorities)},
+        notes=[why, f"node-budget master: {result.iterations} solves"] + list(result.notes),
+        details={"iterations": result.iterations, "exact_rounds": 0,
+                 "master": "node-budget"})
+    if result.status != "optimal":
+        record.certificate = (f"time limit {time_limit:g} s hit after {result.iterations} "
+                              "node-master solves" if result.status == "time_limit"
+                              else f"node master: solver status {result.status}")
+        if result.status == "time_limit" and result.value == result.value:
+            record.details["lower_bound"] = result.value
+        record.seconds = time.perf_counter() - start
+        return record
     t0 = time.perf_counter()
-    bounds = _bounds_certificate(model, paths, result, record.matching_duals)
-    width = bounds["upper"] - bounds["lower"]
-    why = (record.certificate if exact_phase else
-           f"exact basis certificate skipped: master of {rows:,} rows > {EXACT_PHASE_MAX_ROWS:,}")
-    record.details["lower_bound_exact"] = str(bounds["lower"])
-    record.details["upper_bound_exact"] = str(bounds["upper"])
-    record.details["bounds_width"] = float(width)
-    record.details["bounds_seconds"] = round(time.perf_counter() - t0, 6)
-    record.certify_seconds = (record.certify_seconds or 0.0) + (time.perf_counter() - t0)
+    lower, upper = node_master_bounds(model, master, result)
+    width = upper - lower
+    record.certify_seconds = time.perf_counter() - t0
+    record.value = float(lower)
+    record.details.update({"lower_bound_exact": str(lower), "upper_bound_exact": str(upper),
+                           "bounds_width": float(width)})
     if 0 <= width <= BOUNDS_WIDTH:
         record.details["certified_within"] = float(width)
         record.certificate = (
             f"certified within {float(width):.3g} (not exactly): exact lower bound "
-            f"{float(bounds['lower']):.15g} = BV against the float master's mixture of "
-            f"{bounds['priorities']} priorities (weights rationalised), exact upper bound "
-            f"{float(bounds['upper']):.15g} = weak duality of the rationalised matching duals, "
-            f"every configuration priced exactly; {why}")
+            f"{float(lower):.15g} = BV against the node master's mixture of "
+            f"{len(result.priorities)} priorities (weights rationalised), exact upper bound "
+            f"{float(upper):.15g} = weak duality of the rationalised duals with every priority "
+            f"priced exactly; {why}")
     else:
-        record.certificate = (f"{why}; exact bounds [{float(bounds['lower']):.15g}, "
-                              f"{float(bounds['upper']):.15g}] are {float(width):.3g} apart "
-                              f"(> {float(BOUNDS_WIDTH):g}): NOT certified")
+        record.certificate = (f"{why}; exact bounds [{float(lower):.15g}, {float(upper):.15g}] "
+                              f"are {float(width):.3g} apart (> {float(BOUNDS_WIDTH):g}): NOT "
+                              "certified")
+    record.seconds = time.perf_counter() - start
+    return record

@@ -45,9 +45,11 @@ from ..verifiers.exact import enumeration_size, exact_result, sampled_result
 from ..verifiers.registry import (
     claimed_lossless,
     compared_verifiers,
+    get_verifier,
     unknown_verifiers,
     verifier_names,
 )
+from ..verifiers.structure import evaluation_kind
 from ..verifiers.tree import ESTIMATE_SAMPLES, MAX_TUPLES
 
 CERTIFIED_TOLERANCE = tolerances.CERTIFIED
@@ -56,8 +58,10 @@ TV_TOLERANCE = tolerances.TOTAL_VARIATION
 EXACT_WORK = 5_000  # rational instances whose exact law costs at most this many node-rule
 # evaluations, paths or configurations (verifiers.exact.enumeration_size) also get every
 # verifier's block efficiency and TV in exact rationals ("exact", "tv_exact")
-MAX_ENUMERATED = MAX_TUPLES  # work (enumeration_size) one verifier's exact law may take; above
-# it the block efficiency is ESTIMATED from sampled configurations (labelled "estimate")
+MAX_ENUMERATED = MAX_TUPLES  # configurations one verifier's exact law may ENUMERATE; above it
+# the block efficiency is ESTIMATED from sampled configurations (labelled "estimate")
+MAX_STRUCTURED = 50_000_000  # node-rule evaluations (or paths) of a structure-aware exact law
+# (verifiers.structure; about 1e6 per second in float64) above which it is estimated too
 SAMPLES = ESTIMATE_SAMPLES  # sampled draft configurations per estimated verifier
 ESTIMATE_CLAIM_Z = 5.0  # an estimate fails "BE <= optimum" only when mean - 5 SE > optimum + tol
 
@@ -119,8 +123,10 @@ def gap(instance: Instance, paths: int, draft_sampling: str = "iid", backend: st
                        computed: "node recursion", "selection law", "single path", "ordered",
                        "multisets", or "estimate"), estimate, seconds}}; estimate is None for
                        an exact law, else {samples, seed, standard_error, ci_low, ci_high}:
-                       the verifier's exact law would cost more than max_enumerated
-                       (verifiers.exact.enumeration_size), so block_efficiency is the mean over `samples`
+                       the verifier's exact law would enumerate more than max_enumerated
+                       configurations (or, by structure, take more than MAX_STRUCTURED
+                       evaluations; verifiers.exact.enumeration_size), so block_efficiency is
+                       the mean over `samples`
                        sampled draft configurations of the exact conditional law
                        (speclp.verifiers.exact.sampled_result), with its 95% confidence
                        interval; tv is None (not checked) and the claim BE <= optimum fails
@@ -219,7 +225,8 @@ def _compare(instance: Instance, name: str, paths: int, draft_sampling: str, rec
     one requested by name is held to them (and fails)."""
     model = instance.model(exact=False)
     work = enumeration_size(model, name, paths, draft_sampling)
-    if work > max_enumerated:
+    structured = evaluation_kind(get_verifier(name), paths, draft_sampling) is not None
+    if work > (max(max_enumerated, MAX_STRUCTURED) if structured else max_enumerated):
         return _estimated(model, name, paths, draft_sampling, record, tolerance, samples, seed)
     value = record.value
     law = exact_result(model, name, paths=paths, draft_sampling=draft_sampling)

@@ -283,7 +283,7 @@ def test_gap_raises_optimum_not_found_with_the_record():
     assert "\n" not in str(info.value)
 
 
-def test_estimated_verifiers_are_labelled_and_close_to_the_exact_laws():
+def test_estimated_verifiers_are_labelled_and_close_to_the_exact_laws(monkeypatch):
     # V=2, L=3, K=3: 512 ordered tuples. With max_enumerated below that, multi-path verifiers
     # are estimated from sampled configurations; the exact laws (max_enumerated above) are the
     # independent reference: every estimate within 5 standard errors of its exact value
@@ -291,6 +291,7 @@ def test_estimated_verifiers_are_labelled_and_close_to_the_exact_laws():
     exact = gap(inst, 3)
     # node recursion: 98 rule evaluations, selection laws and single paths: 8 paths, ordered
     # tuples (traversal, spectr_gbv): 512
+    monkeypatch.setattr(gap_module, "MAX_STRUCTURED", 0)  # structure work capped at 20 too
     estimated = gap(inst, 3, max_enumerated=20, samples=4000, seed=11)
     assert estimated["failures"] == [] and exact["failures"] == []
     labelled = 0
@@ -343,26 +344,41 @@ def test_cli_verifiers_option(tmp_path):
 
 
 def test_certified_within_w_by_exact_bounds(monkeypatch):
-    """With the exact basis certificate skipped, the exact bounds bracket the exactly
-    certified optimum and are labelled apart from it; tampered duals widen them (NOT
-    certified)."""
+    """With the exact basis certificate skipped (node-budget master), the exact bounds
+    bracket the exactly certified optimum and are labelled apart from it; tampered duals
+    widen them (NOT certified)."""
     from speclp.lp import engine
 
     inst = dirichlet_instance(3, 2, alpha=0.7, seed=1, denominator=12)
     exact = engine.optimum(inst, 3)
     assert exact.certified and exact.certified_within is None
-    monkeypatch.setattr(engine, "EXACT_PHASE_MAX_ROWS", 0)
+    monkeypatch.setattr(engine, "EXACT_PHASE_MAX_LEAVES", 0)
     bounded = engine.optimum(inst, 3)
     assert not bounded.certified and bounded.certified_within is not None
-    assert bounded.certified_within <= 1e-9
+    assert bounded.certified_within <= 1e-9 and bounded.details["master"] == "node-budget"
     lower = Fraction(bounded.details["lower_bound_exact"])
     upper = Fraction(bounded.details["upper_bound_exact"])
     assert lower <= exact.exact_value <= upper
     assert bounded.label.startswith("certified within")
     result = gap(inst, 3)  # through gap, with the exact certificate still skipped
     assert result["optimum"]["certified_within"] is not None and result["failures"] == []
-    real = engine.dual_upper_bound
-    monkeypatch.setattr(engine, "dual_upper_bound",
-                        lambda model, duals, paths: real(model, duals * 1.01, paths))
+    real = engine.solve_node_master
+
+    def tampered_duals(master, **kw):
+        out = real(master, **kw)
+        out.chain_duals = out.chain_duals * 1.01
+        return out
+
+    monkeypatch.setattr(engine, "solve_node_master", tampered_duals)
     tampered = engine.optimum(inst, 3)
     assert tampered.certified_within is None and "NOT certified" in tampered.label
+
+
+def test_structure_is_not_capped_by_the_enumeration_limit():
+    """--max-enumerated limits enumerations; laws by structure have their own, larger cap."""
+    result = gap(dirichlet_instance(2, 3, alpha=0.7, seed=3), 3, max_enumerated=20,
+                 samples=200)
+    rows = result["verifiers"]
+    assert rows["specinfer"]["evaluation"] == "node recursion"
+    assert rows["nodeopt"]["evaluation"] == "selection law"
+    assert rows["traversal"]["evaluation"] == "estimate"  # 512 ordered tuples > 20

@@ -279,9 +279,9 @@ def test_bench_results_are_dispatched(tmp_path, monkeypatch):
 
 
 def test_cli_method_and_estimated_rows(tmp_path):
-    # V=2, L=2, K=3: specinfer's node recursion needs 42 rule evaluations, traversal's
-    # enumeration 64 ordered tuples, BV 4 paths; --max-enumerated 10 makes the two
-    # multi-path verifiers estimates (labelled in the rows and the summary), BV stays exact
+    # V=2, L=2, K=3: traversal's enumeration needs 64 ordered tuples; --max-enumerated 10
+    # makes it an estimate (labelled in the rows and the summary); BV (4 paths) and
+    # specinfer (node recursion, 42 rule evaluations, under the structure cap) stay exact
     out = tmp_path / "est"
     result = runner.invoke(app, ["sweep", "--vocab", "2", "--depth", "2", "--paths", "3",
                                  "--alpha", "1", "--trials", "1", "--method", "full",
@@ -290,18 +290,19 @@ def test_cli_method_and_estimated_rows(tmp_path):
                                  "--json"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
-    assert summary["summary"]["estimated_rows"] == 2
+    assert summary["summary"]["estimated_rows"] == 1
     assert summary["summary"]["estimated_cells"] == ["V2-L2-K3"]
     frame = load_results(out)
     assert set(frame["optimum_method"]) == {"full"} and frame["optimum_certified"].all()
     estimated = frame[frame["estimate"]]
-    assert set(estimated["verifier"]) == {"specinfer", "traversal"}
+    assert set(estimated["verifier"]) == {"traversal"}
     assert set(estimated["evaluation"]) == {"estimate"}
     assert (estimated["samples"] == 300).all() and estimated["tv"].isna().all()
     assert ((estimated["ci_low"] < estimated["block_efficiency"])
             & (estimated["block_efficiency"] < estimated["ci_high"])).all()
     exact = frame[~frame["estimate"]]
-    assert list(exact["verifier"]) == ["bv"] and (exact["samples"] == 0).all()
+    assert list(exact["verifier"]) == ["bv", "specinfer"] and (exact["samples"] == 0).all()
+    assert list(exact["evaluation"]) == ["single path", "node recursion"]
     assert json.loads((out / "spec.json").read_text())["spec"]["method"] == "full"
 
 
