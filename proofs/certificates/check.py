@@ -181,10 +181,22 @@ class Frac:
         return not (self.n * o.d - o.n * self.d)
 
     def reduced(self) -> Frac:
+        """Lowest terms (cached: the same fractions recur across the configurations)."""
         if not self.n:
             return Frac(self.n, self.d.ring.one)
-        n, d = self.n.cancel(self.d)
-        return Frac(n, d)
+        if self.d.is_ground:
+            return self if self.d == 1 else Frac(self.n * (1 / self.d.LC), self.d.ring.one)
+        key = (self.n, self.d)
+        out = _REDUCED.get(key)
+        if out is None:
+            out = self.n.cancel(self.d)
+            if len(_REDUCED) > 200_000:
+                _REDUCED.clear()
+            _REDUCED[key] = out
+        return Frac(*out)
+
+
+_REDUCED: dict = {}
 
 
 class Algebra:
@@ -201,6 +213,7 @@ class Algebra:
         self._parsed: dict[str, Frac] = {}
         self._keys: dict = {}
         self._factors: dict = {}
+        self._fact_index: dict = {}
 
     def frac(self, text: str) -> Frac:
         out = self._parsed.get(text)
@@ -251,12 +264,28 @@ class Algebra:
             return {0}
         if p.is_ground:
             return {sign(p.LC)}
-        possible = {-1, 0, 1}
+        allowed = self.fact_index(facts).get(k, {-1, 0, 1})
+        return set(allowed) if s > 0 else {-x for x in allowed}
+
+    def fact_index(self, facts: list) -> dict:
+        """normalized polynomial -> the signs the facts allow it (cached per fact list; the
+        entry keeps the list, so its id is not reused while cached; facts lists are never
+        changed after a node's facts are checked, and a list being built is re-indexed
+        whenever it has grown)."""
+        entry = self._fact_index.get(id(facts))
+        if entry is not None and entry[0] is facts and entry[1] == len(facts):
+            return entry[2]
+        index: dict = {}
         for fp, rel in facts:
             fs, fk = self.key(fp)
-            if fk == k:
-                possible &= REL_SIGNS[rel if fs == s else FLIP[rel]]
-        return possible
+            if fs == 0:
+                continue
+            allowed = REL_SIGNS[rel if fs > 0 else FLIP[rel]]
+            index[fk] = index.get(fk, {-1, 0, 1}) & allowed
+        if len(self._fact_index) > 4096:
+            self._fact_index.clear()
+        self._fact_index[id(facts)] = (facts, len(facts), index)
+        return index
 
     def signs_of(self, facts: list, f: Frac, weak: bool = False) -> set[int]:
         """Possible signs of f from the signs of the irreducible factors of its numerator
@@ -431,7 +460,8 @@ def bv_law(ar: Arith, inst: Instance, path: tuple, r_rows: list) -> dict:
         stop[i] = h[i] * survive
         survive = survive * (ar.one - h[i])
     stop[0] = survive
-    return {(d, y): stop[d] * residual[d][y] for d in range(depth + 1) for y in range(vocab)}
+    return {(d, y): (stop[d] * residual[d][y]).reduced() for d in range(depth + 1)
+            for y in range(vocab)}
 
 
 def gbv_law(ar: Arith, inst: Instance, config: tuple, paths: int, order: list | None) -> tuple:
@@ -536,13 +566,13 @@ class FullLP:
             for (d, y), prob in law.items():
                 if prob.zero():
                     continue
-                value = w * prob
+                value = (w * prob).reduced()
                 key = self.pi(c, path[:d], y)
                 x[key] = x[key] + value
                 for k in range(1, d + 1):
                     a = f"A[{label(path[:k])}]"
                     x[a] = x[a] + value
-        return x
+        return {k: v.reduced() for k, v in x.items()}
 
     def check(self, facts: list, x: dict[str, Frac], y: dict[str, Frac], optimal: bool = True
               ) -> Frac:
@@ -551,6 +581,8 @@ class FullLP:
         ar, alg = self.ar, self.ar.a
         require(set(x) == set(self.columns), "primal: not the variables of the claim's LP")
         require(set(y) <= set(self.rhs), "dual: rows that the claim's LP does not have")
+        x = {k: v.reduced() for k, v in x.items()}
+        y = {k: v.reduced() for k, v in y.items()}
         activity = {r: ar.zero for r in self.rhs}
         primal = ar.zero
         for name, (objective, entries) in self.columns.items():
