@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Standalone checker of speclp symbolic proofs (depends on sympy only).
 
-    python check.py PROOF.json[.gz] [...]     exit 0 when every proof checks
+    python check.py [-v] PROOF.json[.gz] [...]     exit 0 when every proof checks
+                                                   (-v: progress on stderr)
 
 A proof (written by `speclp prove`) claims a statement for EVERY instance of a shape
 (V, L, K, draft sampling). It is a decision tree of cells; a cell is a set of sign
@@ -85,7 +86,8 @@ CLAIMS = {
     "token-optimal": "token-level verification's law is an optimal point of the single-path "
                      "full LP, for every instance",
     "l1-optimum": "at L = 1 the K-path full LP optimum is 1 + min over threshold sets H of "
-                  "p(H) + 1 - Q(H), for every instance",
+                  "p(H) + 1 - Q(H), for every instance (without replacement: every instance "
+                  "with at least K drafted tokens)",
     "gbv-k1-is-bv": "GBV with one path has BV's law, for every instance",
     "gbv-l1-closed-form": "at L = 1 GBV's E[tau] = sum_x min(p(x), F(x)^K - F(x-)^K) and GBV "
                           "is lossless, for every instance",
@@ -818,6 +820,8 @@ class Checker:
                         f"node {node.get('id')}: its parent is not an earlier node")
                 children.setdefault(node["parent"], []).append(i)
         for i, node in enumerate(nodes):
+            if VERBOSE and i % 500 == 0:
+                print(f"  node {i} of {len(nodes)}", file=sys.stderr, flush=True)
             try:
                 require(all(rel in REL_SIGNS for _, rel in node["conditions"]),
                         "unknown relation in the conditions")
@@ -1194,7 +1198,13 @@ def check_file(path: str) -> dict:
     return report
 
 
+VERBOSE = False
+
+
 def main(argv: list[str]) -> int:
+    global VERBOSE
+    if argv[:1] == ["-v"]:
+        VERBOSE, argv = True, argv[1:]
     if not argv:
         print(__doc__.strip().splitlines()[2])
         return 2
