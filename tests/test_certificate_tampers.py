@@ -210,6 +210,25 @@ def elimination_symbol(doc):
     node["elimination"]["symbol"] = others[-1]
 
 
+def elimination_reintroduces_a_symbol(doc):
+    """A second elimination whose value uses the symbol the first one eliminated."""
+    nodes = doc["nodes"]
+
+    def earlier(n):
+        k = n["parent"]
+        while k is not None:
+            if nodes[k].get("outcome") == "=":
+                return nodes[k]["elimination"]
+            k = nodes[k]["parent"]
+        return None
+
+    node = next(n for n in nodes if n.get("outcome") == "=" and earlier(n) is not None)
+    first_elim = earlier(node)
+    value = sympy.sympify(node["elimination"]["value"])
+    node["elimination"]["value"] = srepr(
+        f"{value} + {first_elim['symbol']} - ({sympy.sympify(first_elim['value'])})")
+
+
 def threshold_best_not_a_threshold_set(doc):
     leaf = leaves(doc, lambda n: len(n["result"]["threshold_sets"]) == 3)[0]
     sets = [tuple(h) for h in leaf["result"]["threshold_sets"]]
@@ -500,6 +519,8 @@ TAMPERS = {
     "elimination of another polynomial": (BV, elimination_polynomial,
                                           "not the parent's split polynomial"),
     "elimination symbol changed": (BV, elimination_symbol, "elimination: not linear"),
+    "elimination reintroduces an eliminated symbol": (BV, elimination_reintroduces_a_symbol,
+                                                      "contains an eliminated symbol"),
     "H* not a threshold set": (L1, threshold_best_not_a_threshold_set, "is not a threshold set"),
     "denominator vanishing on part of the cell": (L1, vanishing_denominator,
                                                   "denominator factor p_0 may vanish"),

@@ -836,6 +836,11 @@ class Checker:
                     require(parent["status"] == "split", "the parent is not a split")
                     substitution = list(substitutions[node["parent"]])
                     if node["outcome"] == "=":
+                        value = self.alg.frac(node["elimination"]["value"])
+                        require(all(value.n.degree(self.alg.gens[v]) <= 0
+                                    and value.d.degree(self.alg.gens[v]) <= 0
+                                    for v, _ in substitution),
+                                "elimination: the value contains an eliminated symbol")
                         derived, false_constant = self.eliminated_conditions(
                             parent, seen_facts[node["parent"]], node["elimination"])
                         if not false_constant:
