@@ -42,7 +42,9 @@ Taken from the file (what the checker cannot cheaply find, all of it verified):
   certificates, witness points, dual solutions y of the LP (and for l1-optimum the primal
   x: verified against the rebuilt LP), the GBV key order at L = 1 (verified by adjacent
   comparisons). Laws, block efficiencies, continued laws, acceptances, closed forms,
-  threshold sets, LP matrices in the file are ignored.
+  threshold sets, configurations, x*, the LP optimum at the witness and (bv-optimal) the
+  primal in the file are never used: where present they are compared with the re-derived
+  ones, and a difference is a rejection. The file's LP matrices are not read at all.
 
 Claims (checked on every kept cell):
   bv-optimal      BV's law (computed here) is a feasible point of the K = 1 full LP, and a
