@@ -609,3 +609,64 @@ def test_smt_second_check_agrees_and_can_disagree():
     answer, point = smt.implied([(p, ">="), (p - 1, "<=")], half, ">=", [smt.z3.Real("p_0")],
                                 10_000)
     assert answer == "sat" and "p_0" in point
+
+
+# ---- the checker's own laws against the project's (two implementations, one value) ------
+def _checker_values(model, paths: int) -> dict[str, object]:
+    """Block efficiencies from check.py's own laws and LP point on a rational instance."""
+    from fractions import Fraction
+
+    ck = checker()
+    vocab, depth = model.vocab_size, model.depth
+    alg = ck.Algebra(ck.symbol_names(vocab, depth))
+    ar = ck.Arith(alg, [])
+
+    def frac(x):
+        x = Fraction(x)
+        return alg.const(ck.QQ(x.numerator, x.denominator))
+
+    inst = ck.Instance(vocab, depth, [[frac(v) for v in row] for row in model.target],
+                       [[frac(v) for v in row] for row in model.draft])
+
+    def value(lp, laws):
+        v = lp.check([], lp.law_point(laws), {}, optimal=False)  # rows (1.4): lossless
+        return Fraction(int(v.n.LC.numerator), int(v.n.LC.denominator)) if v.n else Fraction(0)
+
+    out = {}
+    if paths == 1:
+        lp = ck.FullLP(ar, inst, 1, "iid")
+        for verifier in ("token", "bv"):
+            out[verifier] = value(lp, {c: (c[0], ck.single_path_law(verifier, ar, inst, c[0]))
+                                       for c, _ in lp.configs})
+        out["gbv"] = value(lp, {c: ck.gbv_law(ar, inst, c, 1, None) for c, _ in lp.configs})
+    if depth == 1:
+        p, q = model.target[0], model.draft[0]
+        ratio = [Fraction(p[x]) / Fraction(q[x]) if q[x] != 0 else Fraction(0)
+                 for x in range(vocab)]
+        order = sorted(range(vocab), key=lambda x: (ratio[x], x))  # key (p/q, x), ascending
+        lp = ck.FullLP(ar, inst, paths, "iid")
+        out["gbv"] = value(lp, {c: ck.gbv_law(ar, inst, c, paths, order) for c, _ in lp.configs})
+    return out
+
+
+@pytest.mark.parametrize("vocab,depth,paths,kind,seed", [
+    (2, 1, 1, "ties", 0), (3, 1, 2, "ties", 1), (3, 1, 3, "ties", 2), (3, 1, 2, "dirichlet", 3),
+    (2, 2, 1, "ties", 4), (2, 2, 1, "dirichlet", 5), (3, 2, 1, "ties", 6), (2, 1, 3, "dirichlet", 7),
+])
+def test_checker_laws_agree_with_the_projects(vocab, depth, paths, kind, seed):
+    """check.py's token / BV / GBV laws (its own few dozen lines) give the block efficiency
+    of speclp.verifiers' exact laws, in rationals, on instances with ties and zeros; and
+    the laws pass the rebuilt LP's matching rows (lossless)."""
+    from fractions import Fraction
+
+    from speclp.lp.instance import dirichlet_instance, ties_instance
+    from speclp.verifiers.exact import exact_result
+
+    inst = (ties_instance(vocab, depth, seed=seed, denominator=4) if kind == "ties"
+            else dirichlet_instance(vocab, depth, seed=seed, denominator=12))
+    model = inst.model(exact=True)
+    mine = _checker_values(model, paths)
+    for verifier, value in mine.items():
+        k = paths if verifier == "gbv" else 1
+        expected = Fraction(exact_result(model, verifier, paths=k).block_efficiency)
+        assert value == expected, (verifier, value, expected)
