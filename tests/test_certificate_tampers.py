@@ -14,10 +14,13 @@ import functools
 import gzip
 import importlib.util
 import json
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
 import sympy
+from speclp.lp.instance import dirichlet_instance, ties_instance
+from speclp.verifiers.exact import exact_result
 
 ROOT = Path(__file__).resolve().parent.parent
 CERTIFICATES = ROOT / "proofs" / "certificates"
@@ -614,8 +617,6 @@ def test_smt_second_check_agrees_and_can_disagree():
 # ---- the checker's own laws against the project's (two implementations, one value) ------
 def _checker_values(model, paths: int) -> dict[str, object]:
     """Block efficiencies from check.py's own laws and LP point on a rational instance."""
-    from fractions import Fraction
-
     ck = checker()
     vocab, depth = model.vocab_size, model.depth
     alg = ck.Algebra(ck.symbol_names(vocab, depth))
@@ -657,11 +658,6 @@ def test_checker_laws_agree_with_the_projects(vocab, depth, paths, kind, seed):
     """check.py's token / BV / GBV laws (its own few dozen lines) give the block efficiency
     of speclp.verifiers' exact laws, in rationals, on instances with ties and zeros; and
     the laws pass the rebuilt LP's matching rows (lossless)."""
-    from fractions import Fraction
-
-    from speclp.lp.instance import dirichlet_instance, ties_instance
-    from speclp.verifiers.exact import exact_result
-
     inst = (ties_instance(vocab, depth, seed=seed, denominator=4) if kind == "ties"
             else dirichlet_instance(vocab, depth, seed=seed, denominator=12))
     model = inst.model(exact=True)
