@@ -628,6 +628,7 @@ class Checker:
         require(doc.get("symbols") == names, "symbols: not the symbols of the shape")
         self.alg = Algebra(names)
         self.index = self.alg.index
+        self._rows_cache: dict = {}
         self.rows_ = self.shape_rows()
         for which in ("target", "draft"):
             given = doc.get("rows", {}).get(which)
@@ -744,6 +745,9 @@ class Checker:
     def substitute(self, f: Frac, var: int, value: Frac) -> Frac:
         """f with symbol var replaced by value."""
         R = self.alg.R
+        x = self.alg.gens[var]
+        if f.n.degree(x) <= 0 and f.d.degree(x) <= 0:
+            return f  # var does not occur
 
         def poly(p) -> Frac:
             groups: dict[int, object] = {}
@@ -943,18 +947,24 @@ class Checker:
 
     # ---- claims on a kept cell -------------------------------------------------------
     def instance(self, substitution: list) -> Instance:
-        table = {}
-        for which in ("target", "draft"):
-            out = []
-            for row in self.rows_[which]:
-                entries = []
-                for f in row:
-                    for var, value in substitution:
-                        f = self.substitute(f, var, value)
-                    entries.append(f)
-                out.append(entries)
-            table[which] = out
-        return Instance(self.vocab, self.depth, table["target"], table["draft"])
+        """The shape's rows with the path's eliminations substituted (in order); memoised
+        along the tree (a child's rows are its parent's with one more substitution)."""
+        return Instance(self.vocab, self.depth, *self.substituted_rows(substitution))
+
+    def substituted_rows(self, substitution: list) -> tuple[list, list]:
+        key = tuple((var, id(value)) for var, value in substitution)  # values live in _parsed
+        out = self._rows_cache.get(key)
+        if out is None:
+            if not substitution:
+                out = (self.rows_["target"], self.rows_["draft"])
+            else:
+                var, value = substitution[-1]
+                out = tuple([[self.substitute(f, var, value) for f in row] for row in table]
+                            for table in self.substituted_rows(substitution[:-1]))
+            if len(self._rows_cache) > 20_000:
+                self._rows_cache.clear()
+            self._rows_cache[key] = out
+        return out
 
     def file_vector(self, result: dict, which: str, part: str) -> dict[str, Frac]:
         """The file's primal (part "variables") or dual (part "rows"), placed by the labels
