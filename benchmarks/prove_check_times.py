@@ -5,7 +5,8 @@
 Runs `python proofs/certificates/check.py FILE` once per shipped proof, each in its own
 process (wall time and CPU time of the child, so the load of a shared machine shows as
 wall > CPU), and writes DIR/check_times.{json,md} (default benchmarks/results/prove/).
-Partial results are saved after every file. A proof the checker rejects or that runs past
+Partial results are saved after every file; with --only the other files' rows of the
+previous run are kept. A proof the checker rejects or that runs past
 --timeout is recorded as such (status FAIL / TIMEOUT), never as a time.
 """
 
@@ -73,10 +74,15 @@ def main(argv: list[str] | None = None) -> int:
                        f"{platform.python_version()}",
             "load_before": [round(x, 1) for x in os.getloadavg()]}
     rows: list[dict] = []
+    previous = out / "check_times.json"
+    if args.only and previous.exists():  # keep the other files' rows of an earlier run
+        rows = [r for r in json.loads(previous.read_text())["rows"]
+                if Path(r["file"]).name.split(".json")[0] not in args.only]
     status = 0
     for path in files(args.only):
         row = check_one(path, args.timeout)
         rows.append(row)
+        rows.sort(key=lambda r: r["file"])
         status |= row["status"] != "OK"
         print(f"{row['status']:7s} {row['wall_s']:8.2f} s wall {row['cpu_s']:8.2f} s CPU  "
               f"{row['file']}", flush=True)

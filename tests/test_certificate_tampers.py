@@ -14,10 +14,13 @@ import functools
 import gzip
 import importlib.util
 import json
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
 import sympy
+from speclp.lp.instance import dirichlet_instance, ties_instance
+from speclp.verifiers.exact import exact_result
 
 ROOT = Path(__file__).resolve().parent.parent
 CERTIFICATES = ROOT / "proofs" / "certificates"
@@ -208,6 +211,25 @@ def elimination_symbol(doc):
     node = first(doc, "leaf", lambda n: n.get("outcome") == "=")
     others = [s for s in doc["symbols"] if s != node["elimination"]["symbol"]]
     node["elimination"]["symbol"] = others[-1]
+
+
+def elimination_reintroduces_a_symbol(doc):
+    """A second elimination whose value uses the symbol the first one eliminated."""
+    nodes = doc["nodes"]
+
+    def earlier(n):
+        k = n["parent"]
+        while k is not None:
+            if nodes[k].get("outcome") == "=":
+                return nodes[k]["elimination"]
+            k = nodes[k]["parent"]
+        return None
+
+    node = next(n for n in nodes if n.get("outcome") == "=" and earlier(n) is not None)
+    first_elim = earlier(node)
+    value = sympy.sympify(node["elimination"]["value"])
+    node["elimination"]["value"] = srepr(
+        f"{value} + {first_elim['symbol']} - ({sympy.sympify(first_elim['value'])})")
 
 
 def threshold_best_not_a_threshold_set(doc):
@@ -500,6 +522,8 @@ TAMPERS = {
     "elimination of another polynomial": (BV, elimination_polynomial,
                                           "not the parent's split polynomial"),
     "elimination symbol changed": (BV, elimination_symbol, "elimination: not linear"),
+    "elimination reintroduces an eliminated symbol": (BV, elimination_reintroduces_a_symbol,
+                                                      "contains an eliminated symbol"),
     "H* not a threshold set": (L1, threshold_best_not_a_threshold_set, "is not a threshold set"),
     "denominator vanishing on part of the cell": (L1, vanishing_denominator,
                                                   "denominator factor p_0 may vanish"),
@@ -588,3 +612,57 @@ def test_smt_second_check_agrees_and_can_disagree():
     answer, point = smt.implied([(p, ">="), (p - 1, "<=")], half, ">=", [smt.z3.Real("p_0")],
                                 10_000)
     assert answer == "sat" and "p_0" in point
+
+
+# ---- the checker's own laws against the project's (two implementations, one value) ------
+def _checker_values(model, paths: int) -> dict[str, object]:
+    """Block efficiencies from check.py's own laws and LP point on a rational instance."""
+    ck = checker()
+    vocab, depth = model.vocab_size, model.depth
+    alg = ck.Algebra(ck.symbol_names(vocab, depth))
+    ar = ck.Arith(alg, [])
+
+    def frac(x):
+        x = Fraction(x)
+        return alg.const(ck.QQ(x.numerator, x.denominator))
+
+    inst = ck.Instance(vocab, depth, [[frac(v) for v in row] for row in model.target],
+                       [[frac(v) for v in row] for row in model.draft])
+
+    def value(lp, laws):
+        v = lp.check([], lp.law_point(laws), {}, optimal=False)  # rows (1.4): lossless
+        return Fraction(int(v.n.LC.numerator), int(v.n.LC.denominator)) if v.n else Fraction(0)
+
+    out = {}
+    if paths == 1:
+        lp = ck.FullLP(ar, inst, 1, "iid")
+        for verifier in ("token", "bv"):
+            out[verifier] = value(lp, {c: (c[0], ck.single_path_law(verifier, ar, inst, c[0]))
+                                       for c, _ in lp.configs})
+        out["gbv"] = value(lp, {c: ck.gbv_law(ar, inst, c, 1, None) for c, _ in lp.configs})
+    if depth == 1:
+        p, q = model.target[0], model.draft[0]
+        ratio = [Fraction(p[x]) / Fraction(q[x]) if q[x] != 0 else Fraction(0)
+                 for x in range(vocab)]
+        order = sorted(range(vocab), key=lambda x: (ratio[x], x))  # key (p/q, x), ascending
+        lp = ck.FullLP(ar, inst, paths, "iid")
+        out["gbv"] = value(lp, {c: ck.gbv_law(ar, inst, c, paths, order) for c, _ in lp.configs})
+    return out
+
+
+@pytest.mark.parametrize("vocab,depth,paths,kind,seed", [
+    (2, 1, 1, "ties", 0), (3, 1, 2, "ties", 1), (3, 1, 3, "ties", 2), (3, 1, 2, "dirichlet", 3),
+    (2, 2, 1, "ties", 4), (2, 2, 1, "dirichlet", 5), (3, 2, 1, "ties", 6), (2, 1, 3, "dirichlet", 7),
+])
+def test_checker_laws_agree_with_the_projects(vocab, depth, paths, kind, seed):
+    """check.py's token / BV / GBV laws (its own few dozen lines) give the block efficiency
+    of speclp.verifiers' exact laws, in rationals, on instances with ties and zeros; and
+    the laws pass the rebuilt LP's matching rows (lossless)."""
+    inst = (ties_instance(vocab, depth, seed=seed, denominator=4) if kind == "ties"
+            else dirichlet_instance(vocab, depth, seed=seed, denominator=12))
+    model = inst.model(exact=True)
+    mine = _checker_values(model, paths)
+    for verifier, value in mine.items():
+        k = paths if verifier == "gbv" else 1
+        expected = Fraction(exact_result(model, verifier, paths=k).block_efficiency)
+        assert value == expected, (verifier, value, expected)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Standalone checker of speclp symbolic proofs (depends on sympy only).
 
-    python check.py PROOF.json[.gz] [...]     exit 0 when every proof checks
+    python check.py [-v] PROOF.json[.gz] [...]     exit 0 when every proof checks
+                                                   (-v: progress on stderr)
 
 A proof (written by `speclp prove`) claims a statement for EVERY instance of a shape
 (V, L, K, draft sampling). It is a decision tree of cells; a cell is a set of sign
@@ -41,7 +42,9 @@ Taken from the file (what the checker cannot cheaply find, all of it verified):
   certificates, witness points, dual solutions y of the LP (and for l1-optimum the primal
   x: verified against the rebuilt LP), the GBV key order at L = 1 (verified by adjacent
   comparisons). Laws, block efficiencies, continued laws, acceptances, closed forms,
-  threshold sets, LP matrices in the file are ignored.
+  threshold sets, configurations, x*, the LP optimum at the witness and (bv-optimal) the
+  primal in the file are never used: where present they are compared with the re-derived
+  ones, and a difference is a rejection. The file's LP matrices are not read at all.
 
 Claims (checked on every kept cell):
   bv-optimal      BV's law (computed here) is a feasible point of the K = 1 full LP, and a
@@ -85,7 +88,8 @@ CLAIMS = {
     "token-optimal": "token-level verification's law is an optimal point of the single-path "
                      "full LP, for every instance",
     "l1-optimum": "at L = 1 the K-path full LP optimum is 1 + min over threshold sets H of "
-                  "p(H) + 1 - Q(H), for every instance",
+                  "p(H) + 1 - Q(H), for every instance (without replacement: every instance "
+                  "with at least K drafted tokens)",
     "gbv-k1-is-bv": "GBV with one path has BV's law, for every instance",
     "gbv-l1-closed-form": "at L = 1 GBV's E[tau] = sum_x min(p(x), F(x)^K - F(x-)^K) and GBV "
                           "is lossless, for every instance",
@@ -181,10 +185,22 @@ class Frac:
         return not (self.n * o.d - o.n * self.d)
 
     def reduced(self) -> Frac:
+        """Lowest terms (cached: the same fractions recur across the configurations)."""
         if not self.n:
             return Frac(self.n, self.d.ring.one)
-        n, d = self.n.cancel(self.d)
-        return Frac(n, d)
+        if self.d.is_ground:
+            return self if self.d == 1 else Frac(self.n * (1 / self.d.LC), self.d.ring.one)
+        key = (self.n, self.d)
+        out = _REDUCED.get(key)
+        if out is None:
+            out = self.n.cancel(self.d)
+            if len(_REDUCED) > 200_000:
+                _REDUCED.clear()
+            _REDUCED[key] = out
+        return Frac(*out)
+
+
+_REDUCED: dict = {}
 
 
 class Algebra:
@@ -201,6 +217,7 @@ class Algebra:
         self._parsed: dict[str, Frac] = {}
         self._keys: dict = {}
         self._factors: dict = {}
+        self._fact_index: dict = {}
 
     def frac(self, text: str) -> Frac:
         out = self._parsed.get(text)
@@ -251,12 +268,28 @@ class Algebra:
             return {0}
         if p.is_ground:
             return {sign(p.LC)}
-        possible = {-1, 0, 1}
+        allowed = self.fact_index(facts).get(k, {-1, 0, 1})
+        return set(allowed) if s > 0 else {-x for x in allowed}
+
+    def fact_index(self, facts: list) -> dict:
+        """normalized polynomial -> the signs the facts allow it (cached per fact list; the
+        entry keeps the list, so its id is not reused while cached; facts lists are never
+        changed after a node's facts are checked, and a list being built is re-indexed
+        whenever it has grown)."""
+        entry = self._fact_index.get(id(facts))
+        if entry is not None and entry[0] is facts and entry[1] == len(facts):
+            return entry[2]
+        index: dict = {}
         for fp, rel in facts:
             fs, fk = self.key(fp)
-            if fk == k:
-                possible &= REL_SIGNS[rel if fs == s else FLIP[rel]]
-        return possible
+            if fs == 0:
+                continue
+            allowed = REL_SIGNS[rel if fs > 0 else FLIP[rel]]
+            index[fk] = index.get(fk, {-1, 0, 1}) & allowed
+        if len(self._fact_index) > 4096:
+            self._fact_index.clear()
+        self._fact_index[id(facts)] = (facts, len(facts), index)
+        return index
 
     def signs_of(self, facts: list, f: Frac, weak: bool = False) -> set[int]:
         """Possible signs of f from the signs of the irreducible factors of its numerator
@@ -431,7 +464,8 @@ def bv_law(ar: Arith, inst: Instance, path: tuple, r_rows: list) -> dict:
         stop[i] = h[i] * survive
         survive = survive * (ar.one - h[i])
     stop[0] = survive
-    return {(d, y): stop[d] * residual[d][y] for d in range(depth + 1) for y in range(vocab)}
+    return {(d, y): (stop[d] * residual[d][y]).reduced() for d in range(depth + 1)
+            for y in range(vocab)}
 
 
 def gbv_law(ar: Arith, inst: Instance, config: tuple, paths: int, order: list | None) -> tuple:
@@ -536,13 +570,13 @@ class FullLP:
             for (d, y), prob in law.items():
                 if prob.zero():
                     continue
-                value = w * prob
+                value = (w * prob).reduced()
                 key = self.pi(c, path[:d], y)
                 x[key] = x[key] + value
                 for k in range(1, d + 1):
                     a = f"A[{label(path[:k])}]"
                     x[a] = x[a] + value
-        return x
+        return {k: v.reduced() for k, v in x.items()}
 
     def check(self, facts: list, x: dict[str, Frac], y: dict[str, Frac], optimal: bool = True
               ) -> Frac:
@@ -551,6 +585,8 @@ class FullLP:
         ar, alg = self.ar, self.ar.a
         require(set(x) == set(self.columns), "primal: not the variables of the claim's LP")
         require(set(y) <= set(self.rhs), "dual: rows that the claim's LP does not have")
+        x = {k: v.reduced() for k, v in x.items()}
+        y = {k: v.reduced() for k, v in y.items()}
         activity = {r: ar.zero for r in self.rhs}
         primal = ar.zero
         for name, (objective, entries) in self.columns.items():
@@ -592,6 +628,7 @@ class Checker:
         require(doc.get("symbols") == names, "symbols: not the symbols of the shape")
         self.alg = Algebra(names)
         self.index = self.alg.index
+        self._rows_cache: dict = {}
         self.rows_ = self.shape_rows()
         for which in ("target", "draft"):
             given = doc.get("rows", {}).get(which)
@@ -708,6 +745,9 @@ class Checker:
     def substitute(self, f: Frac, var: int, value: Frac) -> Frac:
         """f with symbol var replaced by value."""
         R = self.alg.R
+        x = self.alg.gens[var]
+        if f.n.degree(x) <= 0 and f.d.degree(x) <= 0:
+            return f  # var does not occur
 
         def poly(p) -> Frac:
             groups: dict[int, object] = {}
@@ -786,6 +826,8 @@ class Checker:
                         f"node {node.get('id')}: its parent is not an earlier node")
                 children.setdefault(node["parent"], []).append(i)
         for i, node in enumerate(nodes):
+            if VERBOSE and i % 500 == 0:
+                print(f"  node {i} of {len(nodes)}", file=sys.stderr, flush=True)
             try:
                 require(all(rel in REL_SIGNS for _, rel in node["conditions"]),
                         "unknown relation in the conditions")
@@ -800,6 +842,11 @@ class Checker:
                     require(parent["status"] == "split", "the parent is not a split")
                     substitution = list(substitutions[node["parent"]])
                     if node["outcome"] == "=":
+                        value = self.alg.frac(node["elimination"]["value"])
+                        require(all(value.n.degree(self.alg.gens[v]) <= 0
+                                    and value.d.degree(self.alg.gens[v]) <= 0
+                                    for v, _ in substitution),
+                                "elimination: the value contains an eliminated symbol")
                         derived, false_constant = self.eliminated_conditions(
                             parent, seen_facts[node["parent"]], node["elimination"])
                         if not false_constant:
@@ -900,18 +947,24 @@ class Checker:
 
     # ---- claims on a kept cell -------------------------------------------------------
     def instance(self, substitution: list) -> Instance:
-        table = {}
-        for which in ("target", "draft"):
-            out = []
-            for row in self.rows_[which]:
-                entries = []
-                for f in row:
-                    for var, value in substitution:
-                        f = self.substitute(f, var, value)
-                    entries.append(f)
-                out.append(entries)
-            table[which] = out
-        return Instance(self.vocab, self.depth, table["target"], table["draft"])
+        """The shape's rows with the path's eliminations substituted (in order); memoised
+        along the tree (a child's rows are its parent's with one more substitution)."""
+        return Instance(self.vocab, self.depth, *self.substituted_rows(substitution))
+
+    def substituted_rows(self, substitution: list) -> tuple[list, list]:
+        key = tuple((var, id(value)) for var, value in substitution)  # values live in _parsed
+        out = self._rows_cache.get(key)
+        if out is None:
+            if not substitution:
+                out = (self.rows_["target"], self.rows_["draft"])
+            else:
+                var, value = substitution[-1]
+                out = tuple([[self.substitute(f, var, value) for f in row] for row in table]
+                            for table in self.substituted_rows(substitution[:-1]))
+            if len(self._rows_cache) > 20_000:
+                self._rows_cache.clear()
+            self._rows_cache[key] = out
+        return out
 
     def file_vector(self, result: dict, which: str, part: str) -> dict[str, Frac]:
         """The file's primal (part "variables") or dual (part "rows"), placed by the labels
@@ -1162,7 +1215,13 @@ def check_file(path: str) -> dict:
     return report
 
 
+VERBOSE = False
+
+
 def main(argv: list[str]) -> int:
+    global VERBOSE
+    if argv[:1] == ["-v"]:
+        VERBOSE, argv = True, argv[1:]
     if not argv:
         print(__doc__.strip().splitlines()[2])
         return 2

@@ -56,13 +56,18 @@ def write(run: object, claim: str, vocab: int, depth: int, paths: int, draft_sam
 # shapes of SHIPPED without a shipped proof, and why (the README lists them; the tests check it)
 NOT_SHIPPED: dict[str, str] = {
     "bv-optimal-V3-L1": "produced (8575 kept cells, 1631.5 s) before the export of elimination "
-                        "signs and of the laws' sign facts; the file in unchecked/ is not "
-                        "accepted by the checker; must be regenerated (~27 min or more)",
-    "bv-optimal-V2-L2": "the run was stopped unfinished after ~50 min on the shared machine",
+                        "signs and of the laws' sign facts, so the file in unchecked/ lacks "
+                        "facts the checker needs (unchecked/README.md); a regeneration "
+                        "(issue 17) got 112 s of CPU in 24 min at nice 15 on the shared "
+                        "machine (load 9-14) and was stopped",
+    "bv-optimal-V2-L2": "the run was stopped unfinished after ~50 min (issue 13); not rerun "
+                        "(issue 17: the shared machine at load 9-14)",
     "l1-optimum-V3-L1-K1, -K2, -K3 (both draft samplings)": "runs stopped unfinished to free "
-                                                            "the machine; never completed",
-    "gbv-l1-closed-form-V3-L1-K3": "NOT PROVED: 6 unresolved cells on cubic surfaces (see "
-                                   "unchecked/README.md)",
+                                                            "the machine (issue 13); not "
+                                                            "rerun (issue 17, same load)",
+    "gbv-l1-closed-form-V3-L1-K3": "NOT PROVED: 6 unresolved cells on cubic surfaces that are "
+                                   "linear in no symbol (unchecked/README.md); the cell method "
+                                   "for them is not implemented",
 }
 
 CHECKER_SCOPE = """\
@@ -106,17 +111,22 @@ conditions, renamed claims and shapes, empty LPs, laws set to 7, changed elimina
 non-threshold H*, vanishing denominators, swapped cells, a dual feasible only at the
 witness, a primal breaking a matching row, a dropped vocabulary token, ...) and asserts that
 the checker rejects every one, naming what failed.
+
+A second, independent check of the inequalities (optional, `pip install speclp[smt]`):
+`python proofs/certificates/smt_check.py FILE` asks z3 whether the cell's conditions (not
+its derived facts) imply each inequality the checker proved there. On the shipped proofs it
+agreed on all 5370 (no counterexample, no timeout; benchmarks/results/prove/smt_check.txt).
 """
 
 
-def check_times() -> dict[str, float]:
-    """Checker wall seconds per proof stem, from benchmarks/results/prove/check_times.json."""
+def check_times() -> dict[str, str]:
+    """Checker "CPU / wall" seconds per proof stem (benchmarks/results/prove/check_times.json)."""
     path = CERTIFICATES.parent.parent / "benchmarks" / "results" / "prove" / "check_times.json"
     try:
         rows = json.loads(path.read_text())["rows"]
     except (OSError, ValueError, KeyError):
         return {}
-    return {Path(r["file"]).name.split(".json")[0]: r["wall_s"] for r in rows
+    return {Path(r["file"]).name.split(".json")[0]: f"{r['cpu_s']} / {r['wall_s']}" for r in rows
             if r.get("status") == "OK"}
 
 
@@ -137,11 +147,12 @@ def readme(index: dict) -> str:
              "Regenerate all (smallest first; writes the files and this README):", "",
              "    python -m speclp.proofs.symbolic.ship", "",
              "or one proof: the command in the table with `--out proofs/certificates`.",
-             "Seconds: wall time of the proof (cell exploration, laws, LP bases, export) and of",
-             "the checker (`python benchmarks/prove_check_times.py`, one process per file), on a",
-             "shared 2-core machine (load 5-10), so upper bounds.", "",
+             "Seconds: wall time of the proof (cell exploration, laws, LP bases, export); check:",
+             "CPU / wall seconds of the checker (`python benchmarks/prove_check_times.py`, one",
+             "process per file, nice 15); all on a shared 2-core machine at load 5-14, so the",
+             "wall times are upper bounds and the CPU times the better measure.", "",
              "| proof | command | result | kept cells | empty | outside domain | seconds | "
-             "check seconds |",
+             "check CPU / wall s |",
              "|---|---|---|---|---|---|---|---|"]
     checked = check_times()
     for stem in sorted(index):
