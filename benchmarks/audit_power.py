@@ -11,9 +11,10 @@ audited on 2 instances of the mixed family per seed, at most 20,000 runs each (t
 holds at every stopping time, so a short audit is a valid check of it, with less power to
 reveal a violation than a long one); the false-alarm rate is the fraction of seeds that fail.
 
-Seeds are interleaved (seed 0 of every sampler, then seed 1, ...) and the results are saved
-after every audit (audit_power.json, audit_power.md), so a run stopped by --budget (seconds)
-keeps a table over the seeds it finished; a rerun resumes.
+Detection runs first (seed 0 of every broken sampler, then seed 1, ...), then the false-alarm
+audits (seed 0 of every lossless sampler, then seed 1, ...); the results are saved after every
+audit (audit_power.json, audit_power.md), so a run stopped by --budget (seconds) keeps a table
+over the seeds it finished; a rerun resumes.
 """
 
 from __future__ import annotations
@@ -125,20 +126,19 @@ def main() -> None:
     data["exact_tv"] = {name: _exact_tv(name) for name in BROKEN}
     done = {(r["kind"], r["sampler"], r["seed"]) for r in data["records"]}
     start = time.perf_counter()
-    for seed in range(max(args.detect_seeds, args.alarm_seeds)):
-        jobs = ([("detect", n) for n in BROKEN] if seed < args.detect_seeds else []) + \
-               ([("false_alarm", n) for n in verifier_names()] if seed < args.alarm_seeds else [])
-        for kind, name in jobs:
-            if (kind, name, seed) in done:
-                continue
-            if time.perf_counter() - start > args.budget:
-                print("budget spent; partial results saved", flush=True)
-                return
-            record = detect(name, seed) if kind == "detect" else false_alarm(name, seed)
-            data["records"].append(record)
-            path.write_text(json.dumps(data, indent=1))
-            (out / "audit_power.md").write_text(table(data["records"], data["exact_tv"]))
-            print(json.dumps(record), flush=True)
+    jobs = [("detect", n, s) for s in range(args.detect_seeds) for n in BROKEN]
+    jobs += [("false_alarm", n, s) for s in range(args.alarm_seeds) for n in verifier_names()]
+    for kind, name, seed in jobs:
+        if (kind, name, seed) in done:
+            continue
+        if time.perf_counter() - start > args.budget:
+            print("budget spent; partial results saved", flush=True)
+            return
+        record = detect(name, seed) if kind == "detect" else false_alarm(name, seed)
+        data["records"].append(record)
+        path.write_text(json.dumps(data, indent=1))
+        (out / "audit_power.md").write_text(table(data["records"], data["exact_tv"]))
+        print(json.dumps(record), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,18 +1,23 @@
 """Losslessness audits: of a registered verifier's exact law, and of anyone's sampler code.
 
-For each trial an instance is drawn (Dirichlet rows with a random concentration, or a
-`ties_instance` with many equal ratios p/q), every ordered draft configuration is
-enumerated, and the verifier's exact output law, continued by target sampling to
-depth L+1, is compared with the target law in total variation (verifiers.exact).
-A lossless verifier has TV 0; the audit passes when the largest TV over the trials is
-at most `tolerance` (1e-12; float64 rounding stays far below it on these sizes).
+Instances come from families (`audit_instance`, `FAMILIES`) that trip the rules public code
+uses: Dirichlet rows, ties of the clipped ratio min(1, p/q) (several tokens with p > q), exact
+p = q ties, zero draft probabilities, near-deterministic rows, tiny next to large
+probabilities; "mixed" cycles through all of them.
+
+`audit` (registered verifiers): every ordered draft configuration of each instance is
+enumerated, and the verifier's exact output law, continued by target sampling to depth L+1,
+is compared with the target law in total variation (verifiers.exact). A lossless verifier has
+TV 0; the audit passes when the largest TV over the trials is at most `tolerance` (1e-12;
+float64 rounding stays far below it on these sizes).
 
     audit("gbv", paths=3, vocab=3, depth=2, trials=20, ties=True)
     -> {"verifier": "gbv", ..., "max_tv": 2e-16, "passed": True, "worst_instance": {...}}
 
-Foreign code (`audit_sampler`, below) is audited statistically: a sampler function is
-run on drafts drawn from random instances and its emitted blocks are tested against the
-target law and against the certified K-path optimum.
+`audit_sampler` (foreign code): the sampler runs in a child process (proofs.sandbox) on
+drafts drawn from the instances, and its blocks, continued by target sampling, are tested
+against the exact target law of paths and its block efficiency against the certified K-path
+optimum, by anytime-valid e-processes (proofs.evalues) at one family-wise error level.
 """
 
 from __future__ import annotations
@@ -420,7 +425,7 @@ def audit_sampler_instance(runner: Any, instance: Instance, paths: int, max_runs
     while tally.runs < max_runs:
         _sample(runner, model, paths, min(batch, max_runs - tally.runs), rng, layout,
                 draft_sampling, tally)
-        batch = min(2 * batch, MAX_BATCH)
+        batch = min(2 * batch, MAX_BATCH if layout != "unbatched" else 4 * UNBATCHED_BATCH)
         log_law = log_law_evalue(tally.cells, probs, vocab, depth + 1)
         log_eff = log_efficiency_evalue(tally.lengths, bound)
         if tally.malformed or max(log_law, log_eff) >= log_threshold:
