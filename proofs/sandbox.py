@@ -205,6 +205,9 @@ def check_blocks(answer: Any, count: int, depth: int, vocab: int) -> np.ndarray:
         raise SamplerFailed(f"returned an array of shape {tuple(answer.shape)} for a batch of "
                             f"{count}, expected [{count}, {depth + 1}] (or a list of {count} "
                             "sequences)", "answer")
+    if (isinstance(answer, np.ndarray) and answer.dtype.kind in "iu" and answer.shape[0] == count
+            and 1 <= answer.shape[1] <= depth + 1):
+        return _check_array(answer.astype(np.int64), count, depth, vocab)
     try:
         sequences = list(answer)
     except TypeError:
@@ -217,6 +220,28 @@ def check_blocks(answer: Any, count: int, depth: int, vocab: int) -> np.ndarray:
         arr = _sequence(seq, depth, b)
         out[b, : len(arr)] = arr
     bad = (out >= vocab) | (out < -1)
+    if bad.any():
+        b = int(np.flatnonzero(bad.any(-1))[0])
+        raise SamplerFailed(f"returned token id {int(out[bad][0])} outside the vocabulary "
+                            f"0..{vocab - 1} (configuration {b}: {out[b].tolist()})", "answer")
+    return out
+
+
+def _check_array(blocks: np.ndarray, count: int, depth: int, vocab: int) -> np.ndarray:
+    """check_blocks for an integer array [count, <= L+1] (vectorised; the same verdicts)."""
+    out = np.full((count, depth + 1), -1, dtype=np.int64)
+    out[:, : blocks.shape[1]] = blocks
+    negative = out < 0
+    after = np.cumsum(negative, axis=1) > 0  # at or after the first negative entry
+    if (out[after] != -1).any() or (after & ~negative).any():
+        b = int(np.flatnonzero(((out != -1) & after).any(1))[0])
+        raise SamplerFailed(f"returned {out[b].tolist()} for configuration {b}: negative ids "
+                            "other than trailing -1 padding", "answer")
+    if negative[:, 0].any():
+        b = int(np.flatnonzero(negative[:, 0])[0])
+        raise SamplerFailed(f"returned a block of 0 tokens for configuration {b} "
+                            f"(allowed 1..{depth + 1})", "answer")
+    bad = out >= vocab
     if bad.any():
         b = int(np.flatnonzero(bad.any(-1))[0])
         raise SamplerFailed(f"returned token id {int(out[bad][0])} outside the vocabulary "

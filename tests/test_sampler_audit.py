@@ -31,6 +31,7 @@ from speclp.proofs.evalues import (
     log_law_evalue,
     shifted_law,
 )
+from speclp.proofs.sandbox import SamplerFailed, check_blocks
 from speclp.verifiers.exact import continued_law, exact_result
 from speclp.verifiers.registry import verifier_names
 from typer.testing import CliRunner
@@ -508,3 +509,22 @@ def test_search_screens_and_names_the_family():
                            family="mixed", runs=100_000)
     assert len(report["screened"]) == 6 and report["trials"] == 1
     assert not report["passed"] and "(family " in report["failures"][0]
+
+
+@pytest.mark.parametrize("bad,words", [
+    ([[1, -1, 2], [0, 0, 0]], "other than trailing -1 padding"),
+    ([[-1, -1, -1], [0, 0, 0]], "block of 0 tokens"),
+    ([[3, 0, 0], [0, 0, 0]], "token id 3 outside the vocabulary"),
+    ([[1, -2, -1], [0, 0, 0]], "other than trailing -1 padding"),
+    ([[0.5, 1, 1], [0, 0, 0]], "non-integer token ids"),
+    ([[0, 0, 0]], "returned 1 blocks for a batch of 2"),
+])
+def test_answer_checks_refuse_tampered_answers(bad, words):
+    """The parent's answer check (vectorised for integer arrays, per row otherwise) refuses
+    every malformed answer with the same verdict, and keeps good ones."""
+    for answer in (np.array(bad), [list(r) for r in bad]):
+        with pytest.raises(SamplerFailed, match=re.escape(words)):
+            check_blocks(answer, 2, 2, 3)
+    good = [[1, 2, 0], [0, -1, -1]]
+    assert check_blocks(np.array(good), 2, 2, 3).tolist() == good
+    assert check_blocks([[1, 2, 0], [0]], 2, 2, 3).tolist() == good
