@@ -51,6 +51,9 @@ BROKEN = {
                           broken_samplers.public_bug_law("bonus_wrong_slice")),
     "low_precision_ratio": (broken_samplers.low_precision_ratio, "batched", 2, ("dirichlet", 0),
                             broken_samplers.public_bug_law("low_precision_ratio")),
+    "low_precision_ratio (clipped-ties)": (broken_samplers.low_precision_ratio, "batched", 2,
+                                           ("clipped-ties", 0),
+                                           broken_samplers.public_bug_law("low_precision_ratio")),
     "ragged fp8 ratio": (ragged_sampler.rejection_sample_fp8_ratio, "ragged", 1,
                          ("dirichlet", 0), None),
 }
