@@ -32,9 +32,11 @@ sys.path.insert(0, str(ROOT / "examples"))
 import broken_samplers  # noqa: E402
 import law_samplers  # noqa: E402
 import ragged_sampler  # noqa: E402
+from speclp.lp.instance import from_rows  # noqa: E402
 from speclp.proofs.audit import audit_instance, audit_sampler  # noqa: E402
-from speclp.verifiers.exact import exact_result  # noqa: E402
+from speclp.verifiers.exact import continued_law, exact_result  # noqa: E402
 from speclp.verifiers.registry import verifier_names  # noqa: E402
+from speclp.verifiers.tree import depth_offset, num_nodes  # noqa: E402
 
 # name -> (sampler, layout, paths, instance, exact law for the TV or None)
 BROKEN = {
@@ -55,7 +57,7 @@ BROKEN = {
                                            ("clipped-ties", 0),
                                            broken_samplers.public_bug_law("low_precision_ratio")),
     "ragged fp8 ratio": (ragged_sampler.rejection_sample_fp8_ratio, "ragged", 1,
-                         ("dirichlet", 0), None),
+                         ("dirichlet", 0), "ragged:low_precision_ratio"),
 }
 
 
@@ -64,10 +66,31 @@ def _instance(spec):
     return audit_instance(3, 2, trial, family=family, seed=0)
 
 
+def _ragged_exact_tv(instance, bug: str) -> float:
+    """Exact TV of the ragged layout's law: request counts n uniform on 1..L (as the audit
+    draws them), each block the bug's token-level law on the depth-n instance (the first
+    num_nodes(V, n) rows), continued by target sampling to L + 1 tokens, averaged over n."""
+    vocab, depth = instance.vocab_size, instance.depth
+    model = instance.model()
+    mixture = np.zeros(vocab ** (depth + 1))
+    for n in range(1, depth + 1):
+        rows = num_nodes(vocab, n)
+        sub = from_rows(instance.target[:rows], instance.draft[:rows], n).model()
+        law = continued_law(sub, exact_result(sub, broken_samplers.public_bug_law(bug),
+                                              paths=1).emit)
+        for d in range(n + 1, depth + 1):  # continue to depth + 1 tokens by target sampling
+            start = depth_offset(vocab, d)
+            law = (law[:, None] * model.target[start : start + vocab**d]).reshape(-1)
+        mixture += law / depth
+    return float(0.5 * np.abs(mixture - model.target_path_probabilities(depth + 1)).sum())
+
+
 def _exact_tv(name: str) -> float | None:
     _, _, paths, spec, law = BROKEN[name]
     if law is None:
         return None
+    if isinstance(law, str) and law.startswith("ragged:"):
+        return _ragged_exact_tv(_instance(spec), law.split(":", 1)[1])
     return float(exact_result(_instance(spec).model(), law, paths=paths).total_variation)
 
 
@@ -128,6 +151,7 @@ def main() -> None:
     data = json.loads(path.read_text()) if path.exists() else {"records": []}
     data["exact_tv"] = {name: _exact_tv(name) for name in BROKEN}
     done = {(r["kind"], r["sampler"], r["seed"]) for r in data["records"]}
+    (out / "audit_power.md").write_text(table(data["records"], data["exact_tv"]))
     start = time.perf_counter()
     jobs = [("detect", n, s) for s in range(args.detect_seeds) for n in BROKEN]
     jobs += [("false_alarm", n, s) for s in range(args.alarm_seeds) for n in verifier_names()]

@@ -414,9 +414,17 @@ class SandboxedSampler:
         text = data.decode("utf-8", "replace")
         return text if len(text) <= MAX_CAPTURE else text[:MAX_CAPTURE] + "..."
 
+    def _kill(self) -> None:
+        """SIGKILL the child's whole process group (its session, so that what it started dies
+        too); called only while the child is alive and unreaped (its pid is its group id)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            self.process.kill()
+
     def _fail(self, message: str, kind: str, where_: str | None = None) -> SamplerFailed:
         if kind == "timeout" and self.process is not None:
-            self.process.kill()
+            self._kill()
         output = self.captured_output()
         self.close()
         return SamplerFailed(message, kind, where_, _shape_hint(self.layout, message), output)
@@ -461,7 +469,7 @@ class SandboxedSampler:
             with contextlib.suppress(Exception):
                 self.conn.send(None)
             if _wait(self.process, 2) is None:
-                self.process.kill()
+                self._kill()  # still alive, so its group id is still its own
                 _wait(self.process, 5)
             with contextlib.suppress(Exception):
                 self.conn.close()
@@ -503,6 +511,8 @@ class InProcessSampler:
         pass
 
     def __call__(self, request: dict[str, Any]) -> np.ndarray:
+        # copies: the caller keeps its arrays whatever the sampler writes into them
+        request = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in request.items()}
         try:
             with contextlib.redirect_stdout(self.buffer), contextlib.redirect_stderr(self.buffer):
                 answer = call_layout(self.fn, self.layout, request, self.rng)

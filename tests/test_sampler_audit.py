@@ -262,6 +262,12 @@ def hangs(target, draft, paths, rng):
 
 def hard_exit(target, draft, paths, rng):
     os._exit(7)
+
+def scribbles(target, draft, paths, rng):
+    out = lossless(target, draft, paths, rng)
+    paths[...] = 0  # writes into its inputs after answering
+    target[...] = 0
+    return out
 '''
 
 FAILURES = [  # function, words the one line must contain
@@ -338,6 +344,13 @@ def test_lossless_user_sampler_passes_in_the_sandbox(sampler_file, tmp_path):
                     tmp_path)
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["instances"][0]["runs"] == 2000
+
+
+def test_sampler_writing_into_its_inputs_does_not_fool_the_audit(sampler_file):
+    """In this process too (a function object), the sampler gets copies: zeroing the drafted
+    paths after answering does not make its blocks look malformed (or well-formed)."""
+    report = audit_sampler(load_sampler(f"{sampler_file}:scribbles"), trials=1, runs=3000)
+    assert report["passed"] and report["instances"][0]["malformed"] == 0
 
 
 def test_several_failing_instances_are_all_saved(tmp_path):
