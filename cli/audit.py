@@ -215,7 +215,9 @@ def _sampler_body(sampler: str, o: dict[str, Any]):
                 raise BadInput(f"--{err}") from None
             raise _contract_failure(sampler, err, o["alpha"]) from None
         except ValueError as err:
-            raise BadInput(f"--sampler: {err}") from None
+            field, _, text = str(err).partition(": ")
+            flag = f"--{field.replace('_', '-')}" if field in ("paths", "search", "trials") else None
+            raise BadInput(f"{flag}: {text}" if flag else f"--sampler: {err}") from None
         if result["captured_output"]:
             stderr.print(f"note: the sampler printed {len(result['captured_output'])} characters "
                          "(kept out of the output; in the JSON as captured_output)",

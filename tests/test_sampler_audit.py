@@ -541,3 +541,17 @@ def test_answer_checks_refuse_tampered_answers(bad, words):
     good = [[1, 2, 0], [0, -1, -1]]
     assert check_blocks(np.array(good), 2, 2, 3).tolist() == good
     assert check_blocks([[1, 2, 0], [0]], 2, 2, 3).tolist() == good
+
+
+def test_without_replacement_skips_instances_with_too_few_paths():
+    """Zero-draft instances can have fewer than K positive paths: without replacement the
+    stream skips them (a given one is refused), and the registered rrsw sampler passes."""
+    report = audit_sampler(law_samplers.sampler_for("rrsw"), paths=3, trials=3, runs=3000,
+                           family="zero-draft", draft_sampling="without-replacement")
+    assert report["passed"] and report["trials"] == 3
+    few = next(audit_instance(3, 2, t, family="zero-draft") for t in range(50)
+               if (audit_instance(3, 2, t, family="zero-draft").model()
+                   .draft_path_probabilities() > 0).sum() < 3)
+    with pytest.raises(ValueError, match="paths: .* fewer than 3 paths"):
+        audit_sampler(law_samplers.sampler_for("rrsw"), paths=3, instances=[few], runs=3000,
+                      draft_sampling="without-replacement")
