@@ -478,3 +478,107 @@ def test_one_threshold_implementation_on_every_backend(rows):
     for backend in (lambda r: r, torch.from_numpy):
         value, _, _ = threshold_optimum(*(backend(r) for r in rows_float), n)
         assert abs(float(value[0]) - float(exact_value[0])) <= 1e-12
+
+
+# ---------------------------------------------------------------------------
+# issue 20, part 0: nodeopt and BV; the other node rules (merged tail, closer to the draft)
+# ---------------------------------------------------------------------------
+
+def _model_with_rows(vocab: int, depth: int, rows: dict) -> object:
+    """Exact model: uniform rows everywhere except rows[prefix] = (p, q)."""
+    size = num_nodes(vocab, depth)
+    target = np.empty((size, vocab), dtype=object)
+    draft = np.empty((size, vocab), dtype=object)
+    for i in range(size):
+        target[i] = [F(1, vocab)] * vocab
+        draft[i] = [F(1, vocab)] * vocab
+    for prefix, (p, q) in rows.items():
+        target[node_index(prefix, vocab)] = p
+        draft[node_index(prefix, vocab)] = q
+    return from_rows(target, draft, depth).model(exact=True)
+
+
+def _nodeopt_value(model, paths: int, rule: str) -> Fraction:
+    from speclp.verifiers.nodeopt import nodeopt_law
+
+    law = exact_result(model, lambda tree: nodeopt_law(tree, support=None, rule=rule), paths=paths)
+    assert law.total_variation == 0
+    return law.block_efficiency
+
+
+def test_issue_20_counterexample_nodeopt_below_bv_exactly():
+    """The exact counterexample of issue 20 (V = 3, L = 2, K = 3; rows below the depth-1 nodes
+    uniform, never read by the block efficiency at L = 2 except as bonus rows): the registered
+    nodeopt is 1051/88000 below BV, which equals the certified optimum; the closer-to-the-draft
+    rule puts 1/10 on token 0 at the root (the draft's mass) and reaches BV."""
+    rows = {(): ([F(1, 20), F(17, 20), F(1, 10)], [F(1, 10), F(9, 10), F(0)]),
+            (0,): ([F(9, 10), F(1, 20), F(1, 20)], [F(1, 2), F(1, 2), F(0)]),
+            (1,): ([F(0), F(0), F(1)], [F(1), F(0), F(0)]),
+            (2,): ([F(1, 10), F(3, 10), F(3, 5)], [F(9, 10), F(0), F(1, 10)])}
+    model = _model_with_rows(3, 2, rows)
+    bv = exact_result(model, "bv", paths=3).block_efficiency
+    assert bv == F(779, 400)
+    assert exact_result(model, "nodeopt", paths=3).block_efficiency == F(170329, 88000)
+    assert _nodeopt_value(model, 3, "nested") - bv == F(-1051, 88000)
+    record = optimum(model, paths=3, method="full")
+    assert record.certified and record.exact_value == bv
+    assert _nodeopt_value(model, 3, "closer") == bv
+    root = model.target[:1], model.draft[:1]
+    from speclp.verifiers.single_step import closer_to_draft
+
+    assert list(closer_to_draft(*root, 3).law()[0]) == [F(1, 10), F(9, 10), F(0)]
+    assert nested_partitions(*root, 3).law()[0][0] == F(3, 50)
+
+
+def test_no_node_optimal_rule_is_always_above_bv():
+    """docs/theory.md, Proposition 10.3: V = 2, L = 3, K = 2. Root p = (1/3, 2/3), q = (0, 1);
+    node (1): p = (1/4, 3/4), q = (1/2, 1/2) (alpha* = 1 forces r = p there); node (1, 0):
+    p = (0, 1), q = (2/3, 1/3); every other row uniform. BV = 3 = the certified optimum (by
+    hand: 1 + 2/3 + (1/6 + 1/2) + (1/6 + 1/2)), and ANY rule attaining the single-step optimum
+    at every node gives at most 3 - 1/36: here each of the three node rules gives exactly that."""
+    rows = {(): ([F(1, 3), F(2, 3)], [F(0), F(1)]),
+            (1,): ([F(1, 4), F(3, 4)], [F(1, 2), F(1, 2)]),
+            (1, 0): ([F(0), F(1)], [F(2, 3), F(1, 3)])}
+    model = _model_with_rows(2, 3, rows)
+    bv = exact_result(model, "bv", paths=2).block_efficiency
+    assert bv == 1 + F(2, 3) + (F(1, 6) + F(1, 2)) + (F(1, 6) + F(1, 2)) == 3
+    record = optimum(model, paths=2, method="full")
+    assert record.certified and record.exact_value == 3
+    for rule in ("nested", "merged", "closer"):
+        assert _nodeopt_value(model, 2, rule) == 3 - F(1, 36), rule
+
+
+@pytest.mark.parametrize("rule", ["merged", "closer"])
+@settings(max_examples=60, deadline=None)
+@given(rows=node_rows(max_vocab=4, max_paths=3))
+def test_other_node_rules_attain_the_optimum_and_their_law_is_their_selection(rule, rows):
+    """The merged-tail rule and the closer-to-the-draft rule: reachable laws that attain the
+    single-step optimum (brute force over every set), whose closed-form law and count law are
+    those of their own selection step (enumerated over every draw tuple)."""
+    from speclp.verifiers.single_step import closer_to_draft
+
+    a, q, n = rows
+    if rule == "merged":
+        made = nested_partitions(*as_rows(a, q), n, merge_tail=True)
+    else:
+        made = closer_to_draft(*as_rows(a, q), n)
+    r = list(made.law()[0])
+    assert in_selection_polytope(r, q, n)
+    assert sum(min(x, y) for x, y in zip(a, r, strict=True)) == optimum_over_all_sets(a, q, n)
+    law, counts = enumerated_laws(made, q, n)
+    assert law == r
+    for y in range(len(q)):
+        rho = made.count_law(np.array([y]))[0]
+        assert list(rho) == [counts[m][y] for m in range(n + 1)]
+
+
+def test_closer_rule_keeps_the_draft_where_the_draft_is_optimal():
+    """When q itself attains the single-step optimum (every drafted token has p <= q and the
+    optimal high-ratio set has no draft mass), the closer rule returns q; the nested rule does
+    not (it favours higher ratios)."""
+    from speclp.verifiers.single_step import closer_to_draft
+
+    a, q = [F(1, 20), F(17, 20), F(1, 10)], [F(1, 10), F(9, 10), F(0)]
+    for n in (2, 3, 4):
+        assert list(closer_to_draft(*as_rows(a, q), n).law()[0]) == q
+        assert list(nested_partitions(*as_rows(a, q), n).law()[0]) != q

@@ -40,12 +40,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from . import ops
 from .law import BlockLaw, DraftTree, register
 from .ops import torch  # imported on first use (ops._LazyTorch)
-from .single_path import bv_path_law
+from .single_path import broadcast_paths, bv_path_law
 
 Array = Any
 
@@ -66,35 +64,51 @@ def power_difference_sum(a: Array, c: Array, paths: int) -> Array:
 _PACKABLE = ("torch.float32", "torch.float16", "torch.bfloat16")  # dtypes by name: no torch import
 
 
+def ratio_row(target_row: Array, draft_row: Array, clip: bool = False) -> Array:
+    """p/q (0 where q = 0), min(1, p/q) when clipped; [B, V]. One fused pass on torch."""
+    if ops.is_torch(draft_row):
+        ratio = torch.where(draft_row > 0, target_row / draft_row, 0.0)
+    else:
+        ratio = ops.safe_div(target_row, draft_row)
+    return ops.minimum(ratio, 1) if clip else ratio
+
+
 def key_order(ratio: Array) -> Array:
     """[B, V] token ids in ascending key order, key = (ratio, token id).
 
-    Generic: a stable ascending argsort of the ratio. Fast path for torch rows in
-    float32/float16/bfloat16: the ratio (>= 0) as float32 bits and the token id are
-    packed into one int64 (bits << id_bits | id), whose plain sort IS the key order (the
-    bit pattern of a non-negative float is monotone in its value); on the CPU the sort of
-    those int64 values runs in numpy, which is about 2x faster here than torch's sort.
+    Generic: a stable ascending argsort of the ratio. Torch rows in float32/float16/bfloat16:
+    the stable argsort of the ratio's float32 bit pattern as int32 (for a non-negative float
+    the bit pattern is monotone in the value; + 0.0 turns -0.0 into 0.0), the same order;
+    one sort, on any device.
     """
-    vocab = ratio.shape[-1]
     if not (ops.is_torch(ratio) and str(ratio.dtype) in _PACKABLE):
         return ops.argsort(ratio, -1)
-    id_bits = max(1, (vocab - 1).bit_length())
-    bits = (ratio.float() + 0.0).view(torch.int32).to(torch.int64)  # + 0.0: no -0.0
-    packed = (bits << id_bits) | torch.arange(vocab, device=ratio.device)
-    if packed.device.type == "cpu":
-        ordered = torch.from_numpy(np.sort(packed.numpy(), axis=-1))
-    else:
-        ordered = torch.sort(packed, dim=-1).values
-    return ordered & ((1 << id_bits) - 1)
+    bits = (ratio.float() + 0.0).view(torch.int32)
+    return torch.sort(bits, dim=-1, stable=True).indices
+
+
+def _ranks(order: Array, positions: Array | None = None) -> Array:
+    """rank [B, V] with rank[order[j]] = j (positions: a cached arange(V) expanded to [B, V])."""
+    if positions is None or not ops.is_torch(order):
+        return ops.inverse_permutation(order, -1)
+    return torch.empty_like(order).scatter_(-1, order, positions)
+
+
+def _exclusive_cumsum(sorted_row: Array) -> Array:
+    """[B, V] sum of the entries before each position (0 first)."""
+    cumulative = ops.cumsum(sorted_row, -1)
+    if ops.is_torch(cumulative):
+        out = torch.zeros_like(cumulative)
+        out[:, 1:] = cumulative[:, :-1]
+        return out
+    return ops.concat([cumulative[..., :1] * 0, cumulative[..., :-1]], -1)
 
 
 def below_mass(draft_row: Array, ratio: Array) -> tuple[Array, Array]:
     """(below [B, V], rank [B, V]): q-mass of tokens ranked strictly below each token."""
     order = key_order(ratio)  # [B, V] token ids, lowest key first
     rank = ops.inverse_permutation(order, -1)
-    q_sorted = ops.gather(draft_row, -1, order)
-    cumulative = ops.cumsum(q_sorted, -1)
-    exclusive = ops.concat([cumulative[..., :1] * 0, cumulative[..., :-1]], -1)
+    exclusive = _exclusive_cumsum(ops.gather(draft_row, -1, order))
     return ops.gather(exclusive, -1, rank), rank
 
 
@@ -113,23 +127,32 @@ def gbv_selection(tree: DraftTree, clip: bool = False,
     Returns (selected path index [B] (a path whose prefix is y*), r rows [B, L, V]).
     first_child_wins: the broken public-code rule (lowest path index among the children
     of maximal ratio), while the CDF still uses the token-id tie-break.
+
+    Per depth, on the selected node's rows: one pass for the ratio, ONE sort of the key, a
+    gather of q into key order, its exclusive prefix sum, the skewed row in key order (the
+    factored power difference, K - 1 Horner steps) and one scatter (the ranks) and one
+    gather (back to token order); no host synchronisation (the selection is argmax on
+    device). Values are those of the per-token formula (elementwise, order-independent).
     """
     target, draft = tree.target_rows, tree.draft_rows
     tokens = ops.index_like(target, tree.tokens)  # [B, K, L]
-    batch, paths, depth = tree.batch, tree.paths, tree.depth
+    batch, paths, depth, vocab = tree.batch, tree.paths, tree.depth, tree.vocab_size
     rows = ops.arange(batch, tokens)
+    positions = None
+    if ops.is_torch(tokens):
+        positions = torch.arange(vocab, device=tokens.device).expand(batch, vocab)
     selected = tokens[:, 0, 0] * 0  # [B] path carrying the current prefix
     alive = tokens[:, :, 0] == tokens[:, :, 0]  # [B, K] paths through the current prefix
     mu = ops.zeros((batch,), like=target)
     nu = ops.ones((batch,), like=target)
-    skewed = []
+    skewed = ops.zeros((batch, depth, vocab), like=target)
     for i in range(depth):
-        p_row = target[rows, selected, i]  # [B, V]
-        q_row = draft[rows, selected, i]
-        ratio = ops.safe_div(p_row, q_row)
-        if clip:
-            ratio = ops.minimum(ratio, 1)
-        below, rank = below_mass(q_row, ratio)
+        q_row = draft[rows, selected, i]  # [B, V]
+        ratio = ratio_row(target[rows, selected, i], q_row, clip)
+        order = key_order(ratio)  # [B, V] token ids, lowest key first
+        rank = _ranks(order, positions)
+        q_sorted = ops.gather(q_row, -1, order)
+        below_sorted = _exclusive_cumsum(q_sorted)
         children = tokens[:, :, i]  # [B, K]
         if first_child_wins:
             child_ratio = ops.gather(ratio, -1, children)
@@ -140,29 +163,30 @@ def gbv_selection(tree: DraftTree, clip: bool = False,
             child_rank = ops.gather(rank, -1, children)
             choice = ops.argmax(ops.where(alive, child_rank, -1), 1)
         token = children[rows, choice]  # [B]
-        skewed.append(skewed_row(q_row, below, mu, nu, paths))
-        below_y = below[rows, token]
-        q_y = q_row[rows, token]
+        skewed[:, i] = ops.gather(skewed_row(q_sorted, below_sorted, mu, nu, paths), -1, rank)
+        place = ops.take_rows(rank, token[:, None])  # [B, 1] the chosen token's key position
+        below_y = ops.take_rows(below_sorted, place)[:, 0]
+        q_y = ops.take_rows(q_sorted, place)[:, 0]
         scale = mu + nu * (below_y + q_y)
         mu, nu = (mu + nu * below_y) / scale, nu * q_y / scale
         alive = alive & (children == token[:, None])
         selected = choice
-    return selected, ops.stack(skewed, 1)
+    return selected, skewed
 
 
 def gbv_law(tree: DraftTree, clip: bool = False, first_child_wins: bool = False) -> BlockLaw:
     """Exact GBV law: BV on the greedy path with the skewed rows (see module docstring)."""
     selected, skewed = gbv_selection(tree, clip, first_child_wins)
-    batch, paths, depth, vocab = tree.batch, tree.paths, tree.depth, tree.vocab_size
+    batch, paths, depth = tree.batch, tree.paths, tree.depth
     rows = ops.arange(batch, ops.index_like(tree.target_rows, tree.tokens))
     path_tokens = ops.index_like(tree.target_rows, tree.tokens)[rows, selected]  # [B, L]
     stop_path, correction_path = bv_path_law(path_tokens, tree.target_rows[rows, selected],
                                              skewed)
     stop = ops.zeros((batch, paths, depth + 1), like=stop_path)
-    correction = ops.zeros((batch, paths, depth + 1, vocab), like=correction_path)
     stop[rows, selected] = stop_path
-    correction[rows, selected] = correction_path
-    return BlockLaw(stop, correction)
+    # every path's rows are the selected path's (a view, no copy): a row may be anything where
+    # stop is 0 (verifiers.law), and stop is 0 off the selected path
+    return BlockLaw(stop, broadcast_paths(correction_path, paths))
 
 
 @register("gbv", "greedy multi-path block verification, key (p/q, token id)", multipath=True,

@@ -41,7 +41,7 @@ from typing import Any
 from . import ops
 from .law import BlockLaw, DraftTree, register
 from .single_path import bv_path_law
-from .single_step import nested_partitions, ratio_cells
+from .single_step import Cells, closer_to_draft, nested_partitions, ratio_cells
 
 Array = Any
 
@@ -67,8 +67,24 @@ def _distinct(*parts: Array) -> tuple[Array, Array]:
     return ops.distinct_rows(ops.concat(list(parts), -1) if len(parts) > 1 else parts[0])
 
 
-def nodeopt_selection(tree: DraftTree, support: int | None = DEFAULT_SUPPORT
-                      ) -> tuple[Array, Array]:
+RULES = ("nested", "merged", "closer")  # the node rule: registered "nested"; the others for study
+
+
+def node_rules(target: Array, draft: Array, paths: int, cells: Cells, rule: str = "nested"
+               ) -> list[Any]:
+    """The node rule for n = 1..paths draws on node rows [R, V] (one batched build per n):
+    "nested" the nested partitions (registered), "merged" nested partitions with the merged
+    low-ratio tail, "closer" closer_to_draft (module docstring, "Other node rules")."""
+    if rule == "closer":
+        return [closer_to_draft(target, draft, n, cells=cells) for n in range(1, paths + 1)]
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
+    return [nested_partitions(target, draft, n, cells=cells, merge_tail=rule == "merged")
+            for n in range(1, paths + 1)]
+
+
+def nodeopt_selection(tree: DraftTree, support: int | None = DEFAULT_SUPPORT,
+                      rule: str = "nested") -> tuple[Array, Array]:
     """(P(select path k) [B, K], skewed rows r [B, K, L, V] along every path).
 
     Path k's rows are the law of the selected path given that its prefix is path k's
@@ -89,8 +105,7 @@ def nodeopt_selection(tree: DraftTree, support: int | None = DEFAULT_SUPPORT
         a_distinct, q_distinct = distinct[:, :vocab], distinct[:, vocab:]
     inverse = inverse.reshape(batch, paths, depth)
     cells = ratio_cells(a_distinct, q_distinct, support)
-    rules = [nested_partitions(a_distinct, q_distinct, n, cells=cells)
-             for n in range(1, paths + 1)]
+    rules = node_rules(a_distinct, q_distinct, paths, cells, rule)
     same = tokens[:, :, None, :] == tokens[:, None, :, :]  # [B, K, K, L]
     through = same[..., 0] | True  # [B, K, K]: path j passes through path k's depth-i node
     count_shape = (batch, paths, paths + 1)
@@ -140,9 +155,10 @@ def nodeopt_selection(tree: DraftTree, support: int | None = DEFAULT_SUPPORT
 @register("nodeopt", "node-optimal selection (the single-step optimum at every node, "
           "lexicographic), then BV on the selected path", multipath=True,
           draft_sampling=("iid",), support=DEFAULT_SUPPORT)
-def nodeopt_law(tree: DraftTree, support: int | None = DEFAULT_SUPPORT) -> BlockLaw:
+def nodeopt_law(tree: DraftTree, support: int | None = DEFAULT_SUPPORT,
+                rule: str = "nested") -> BlockLaw:
     """Exact law (module docstring); BV runs once per distinct drafted path."""
-    chosen, skewed = nodeopt_selection(tree, support)
+    chosen, skewed = nodeopt_selection(tree, support, rule)
     batch, paths, depth, vocab = tree.batch, tree.paths, tree.depth, tree.vocab_size
     tokens = ops.index_like(tree.target_rows, tree.tokens).reshape(batch * paths, depth)
     owner = ops.arange(batch * paths, tokens) // paths  # batch row of every path

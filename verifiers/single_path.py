@@ -17,8 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from . import ops
 from .law import BlockLaw, DraftTree, register
+from .ops import torch  # imported on first use (ops._LazyTorch)
 
 Array = Any
 
@@ -27,11 +30,25 @@ def residual_rows(weight: Array, target_rows: Array, draft_rows: Array) -> tuple
     """Residual (w p - q)_+ and its mass Z.
 
     weight [...], target_rows/draft_rows [..., V] -> (normalised rows [..., V], Z [...]).
-    A row whose mass is 0 is returned as zeros (it is never emitted).
+    A row whose mass is 0 is returned as zeros (it is never emitted). On torch: the raw row
+    divided by where(Z > 0, Z, 1), the same values as safe_div (a row of mass 0 is all zeros
+    already) in fewer passes.
     """
     raw = ops.positive_part(weight[..., None] * target_rows - draft_rows)
     mass = ops.total(raw, -1)
+    if ops.is_torch(raw):
+        return raw / torch.where(mass > 0, mass, 1.0)[..., None], mass
     return ops.safe_div(raw, mass[..., None]), mass
+
+
+def broadcast_paths(rows: Array, paths: int) -> Array:
+    """[B, ...] -> [B, K, ...] every path's copy of the rows, as a view (no copy): the law of a
+    verifier that puts its mass on one path per batch row may give the other paths any rows
+    (verifiers.law: a row may be anything where stop is 0)."""
+    shape = (rows.shape[0], paths, *rows.shape[1:])
+    if ops.is_torch(rows):
+        return rows.unsqueeze(1).expand(shape)
+    return np.broadcast_to(rows[:, None], shape)
 
 
 def bv_path_law(tokens: Array, target_rows: Array, draft_rows: Array) -> tuple[Array, Array]:
@@ -91,10 +108,8 @@ def _on_first_path(path_law, tree: DraftTree) -> BlockLaw:
     stop0, correction0 = path_law(tree.tokens[:, 0], tree.target_rows[:, 0], tree.draft_rows[:, 0])
     batch, paths, depth = tree.tokens.shape
     stop = ops.zeros((batch, paths, depth + 1), like=stop0)
-    correction = ops.zeros((batch, paths, depth + 1, tree.vocab_size), like=correction0)
     stop[:, 0] = stop0
-    correction[:, 0] = correction0
-    return BlockLaw(stop, correction)
+    return BlockLaw(stop, broadcast_paths(correction0, paths))  # stop is 0 off path 0
 
 
 @register("bv", "block verification on the first drafted path (Sun et al.)", multipath=False)

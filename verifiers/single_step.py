@@ -271,7 +271,8 @@ def _bend(mass: Array, values: Array, left: Array, right: Array) -> Array:
             - ops.take_rows(values, right) * (mass - x_i))
 
 
-def boundary_times(mass: Array, target: Array, capacity_: Array) -> Array:
+def boundary_times(mass: Array, target: Array, capacity_: Array, never: Array | None = None
+                   ) -> Array:
     """theta [R, C+1] (module docstring): when each boundary leaves the concave majorant of
     E_U = A - U G. mass x, target A, capacity_ G: [R, C+1] at the boundaries.
 
@@ -282,12 +283,14 @@ def boundary_times(mass: Array, target: Array, capacity_: Array) -> Array:
     the vertex with the earliest such time, until every remaining time is >= 1: C rounds of
     O(C) each, batched over the rows. This equals the closed form min over all triples
     i < b < k (tested). Boundaries at x = 0 (before every drafted token) and at the end get 1;
-    boundaries of zero-width cells share the time of the point they coincide with."""
+    boundaries of zero-width cells share the time of the point they coincide with.
+    never [R, C+1] bool (optional): boundaries that are never cuts (theta = 0); the others'
+    times are those of the majorant of the remaining points (merged cells, tail_boundaries)."""
     rows, points = mass.shape
     ids = ops.arange(points, mass)[None, :]
     last = mass[:, 1:] != mass[:, :-1]
     last = ops.concat([last, last[:, :1] | True], -1)  # last boundary of its x
-    alive = last | False
+    alive = (last | False) if never is None else (last & ~never)
     zero = mass * 0
     theta = zero + 1
     late = zero + 2  # "no event before U = 1"
@@ -315,6 +318,8 @@ def boundary_times(mass: Array, target: Array, capacity_: Array) -> Array:
         now = ops.where(active, time, now)
     owner = ops.flip(ops.cummin(ops.flip(ops.where(last, ids, points - 1), -1), -1), -1)
     theta = ops.take_rows(theta, owner)  # zero-width boundaries: the time of their point
+    if never is not None:
+        theta = ops.where(never, zero, theta)
     theta = ops.minimum(ops.maximum(theta, zero), zero + 1)
     return ops.where((mass == 0) | (ids == points - 1), zero + 1, theta)
 
@@ -406,10 +411,29 @@ class NestedPartitions:
         return ops.total(ops.where(member, share[:, :, None], 0), 1)
 
 
+def tail_boundaries(cells: Cells, paths: int) -> Array:
+    """[R, C+1] bool: the boundaries strictly inside the merged tail T (module docstring).
+
+    T = cells t..C-1 for the smallest t with width_t > 0 and
+    height_t <= width_t q(T)^(n-1), q(T) = width_t + ... + width_(C-1) (the suffix sum: no
+    cancellation); cell t has the largest ratio in T, so every token of T has
+    a(x) <= q(T)^(n-1) q(x). No such t: nothing is merged (all False)."""
+    width, height = cells.width, cells.height
+    count = width.shape[-1]
+    tail = ops.flip(ops.cumsum(ops.flip(width, -1), -1), -1)  # [R, C] q(cells t..C-1)
+    fits = (width > 0) & (height <= width * tail ** (paths - 1))
+    ids = ops.arange(count, fits)[None, :] + 0 * ops.where(fits, 1, 0)
+    start = ops.amin(ops.where(fits, ids, count), -1)  # [R]; count: no tail
+    boundary = ops.arange(count + 1, fits)[None, :]
+    return (boundary > start[:, None]) & (boundary < count)
+
+
 def nested_partitions(target: Array, draft: Array, paths: int, support: int | None = None,
-                      cells: Cells | None = None) -> NestedPartitions:
+                      cells: Cells | None = None, merge_tail: bool = False) -> NestedPartitions:
     """Build the rule for n = paths draws at every row (module docstring). target, draft [R, V];
-    cells: ratio_cells(target, draft, support) when already computed (they do not depend on n)."""
+    cells: ratio_cells(target, draft, support) when already computed (they do not depend on n);
+    merge_tail: never cut inside the low-ratio tail T of tail_boundaries (the rule returns T's
+    tokens in proportion to q; still single-step optimal, module docstring)."""
     if paths < 1:
         raise ValueError(f"paths must be >= 1, got {paths}")
     if cells is None:
@@ -422,7 +446,8 @@ def nested_partitions(target: Array, draft: Array, paths: int, support: int | No
     if paths == 1:
         theta = mass * 0 + 1  # g is linear: every grouping gives r = q
     else:
-        theta = boundary_times(mass, height, cap)
+        never = tail_boundaries(cells, paths) if merge_tail else None
+        theta = boundary_times(mass, height, cap, never)
     # levels: [edge_t, edge_t+1) between the sorted inner theta values (and 0, 1)
     inner = theta[:, 1:count]
     edges = ops.concat([zero, ops.gather(inner, -1, ops.argsort(inner, -1)), zero + 1], -1)
@@ -442,3 +467,95 @@ def nested_partitions(target: Array, draft: Array, paths: int, support: int | No
     rate = ops.total(lengths[:, :, None] * slope, 1)  # [R, C]
     return NestedPartitions(paths, draft, cells, mass, height, cap, theta, lengths, low, high,
                             rate)
+
+
+@dataclass
+class CloserToDraft:
+    """The nested-partition rule moved towards the draft on the low-ratio side (module
+    docstring, "Closer to the draft"): run `base` (merge_tail=True); when it returns a draw
+    of the optimal low-ratio cells H* (cells split..C-1), with probability `weight` return a
+    uniformly random draw instead. split [R], weight [R], tail [R] = q(H*)."""
+
+    base: NestedPartitions
+    split: Array
+    weight: Array
+    tail: Array
+
+    @property
+    def paths(self) -> int:
+        return self.base.paths
+
+    @property
+    def cells(self) -> Cells:
+        return self.base.cells
+
+    @property
+    def rate(self) -> Array:
+        """[R, C] the law per unit q of every cell."""
+        ids = ops.arange(self.cells.count, self.split)[None, :]
+        low = ids >= self.split[:, None]
+        uniform = self.tail[:, None] ** (self.paths - 1) + self.base.rate * 0
+        mixed = self.base.rate + self.weight[:, None] * (uniform - self.base.rate)
+        return ops.where(low, mixed, self.base.rate)
+
+    def law(self) -> Array:
+        return self.base.draft * ops.take_rows(self.rate, self.cells.cell_of)
+
+    def _rows(self, rows: Array | None) -> tuple[Array, Array, Array]:
+        if rows is None:
+            return self.split, self.weight, self.tail
+        return self.split[rows], self.weight[rows], self.tail[rows]
+
+    def count_law(self, token: Array, rows: Array | None = None) -> Array:
+        """[Q, n+1] as NestedPartitions.count_law; on H* mixed with the uniform draw's
+        C(n-1, m-1) q_y^m (q(H*) - q_y)^(n-m) (all n draws in H*, m of them equal y)."""
+        n = self.paths
+        base = self.base.count_law(token, rows)
+        cell, q_y = self.base._token_cells(rows, token[:, None])
+        split, weight, tail = self._rows(rows)
+        low = cell[:, 0] >= split
+        others = tail - q_y[:, 0]
+        uniform = [q_y[:, 0] * 0]
+        for m in range(1, n + 1):
+            uniform.append(math.comb(n - 1, m - 1) * q_y[:, 0] ** m * others ** (n - m))
+        uniform = ops.stack(uniform, -1)
+        mixed = base + weight[:, None] * (uniform - base)
+        return ops.where(low[:, None], mixed, base)
+
+    def select(self, tokens: Array, present: Array, rows: Array | None = None) -> Array:
+        """[Q, J] as NestedPartitions.select; when every present draw is in H*, mixed with
+        the uniform choice 1/n."""
+        base = self.base.select(tokens, present, rows)
+        cell, _ = self.base._token_cells(rows, tokens)
+        split, weight, _ = self._rows(rows)
+        low = ops.where(present, ops.where(cell >= split[:, None], 1, 0), 1)
+        all_low = ops.amin(low, -1) == 1  # [Q]
+        uniform = ops.where(present, base * 0 + 1, base * 0) / self.paths  # no int64 * Fraction
+        mixed = base + weight[:, None] * (uniform - base)
+        return ops.where(all_low[:, None], mixed, base)
+
+
+def closer_to_draft(target: Array, draft: Array, paths: int, cells: Cells | None = None,
+                    support: int | None = None) -> CloserToDraft:
+    """The closer-to-the-draft rule at a batch of nodes (CloserToDraft; module docstring)."""
+    if cells is None:
+        cells = ratio_cells(target, draft, support)
+    base = nested_partitions(target, draft, paths, cells=cells, merge_tail=True)
+    count = cells.count
+    score = base.capacity - base.target  # [R, C+1] G_b - A_b
+    best = ops.amin(score, -1)
+    split = count - ops.argmax(ops.flip(score, -1) == best[:, None], -1)  # last minimiser
+    one = base.theta[:, :1] * 0 + 1
+    always_cut = ops.take_rows(base.theta, split[:, None])[:, 0] == one[:, 0]  # [R]
+    ids = ops.arange(count, split)[None, :]
+    low = ids >= split[:, None]  # [R, C] cells of H*
+    tail = ops.total(ops.where(low, cells.width, 0), -1)
+    r0 = base.rate * cells.width
+    u = tail[:, None] ** (paths - 1) * cells.width
+    slack, drop = r0 - cells.height, r0 - u
+    bound = ops.where(low & (drop > 0), ops.safe_div(slack, drop), one + 1)
+    weight = ops.minimum(ops.maximum(ops.amin(bound, -1), 0), 1)
+    weight = ops.where(always_cut & (split < count), weight, 0 * weight)
+    if paths == 1:
+        weight = 0 * weight
+    return CloserToDraft(base, split, weight, tail)

@@ -1,0 +1,87 @@
+"""nodeopt's node rules side by side on the recorded sweep tasks (issue 20, part 0).
+
+Reads the tasks of benchmarks/results/beyond/sweep/rows.jsonl (528 (instance, K) tasks of the
+recorded sweep, with their certified optimum and the nodeopt value recorded then), regenerates
+every instance from its seed and computes nodeopt's exact block efficiency (float64) with each
+node rule: "nested" (registered), "merged" and "closer" (studied in issue 20), plus
+BV, by BV against the selected path's law (benchmarks/nodeopt_adversarial.py: path_rows,
+class_values; checked there against enumeration). The recorded nodeopt value must equal the
+"nested" value recomputed here (a consistency check of the regeneration, reported).
+
+    nice -n 15 python benchmarks/nodeopt_rules_sweep.py --out benchmarks/results/beyond/rules_sweep.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from speclp.experiments.sweep import Task
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nodeopt_adversarial import class_values, path_rows  # noqa: E402
+
+ROWS = Path(__file__).resolve().parent / "results" / "beyond" / "sweep" / "rows.jsonl"
+RULES = ("nested", "merged", "closer")
+
+
+def task_values(record: dict) -> dict:
+    task = Task(record["family"], int(record["vocab"]), int(record["depth"]),
+                int(record["paths"]), int(record["seed"]), record["alpha"],
+                record["temperature"], record["draft_sampling"])
+    model = task.instance().model()
+    target = torch.as_tensor(np.asarray(model.target, dtype=np.float64))[None]
+    draft = torch.as_tensor(np.asarray(model.draft, dtype=np.float64))[None]
+    depth, paths = model.depth, int(record["paths"])
+    out = {"bv": float(class_values(target, draft, depth)[0])}
+    for rule in RULES:
+        rows = path_rows(target, draft, depth, paths, rule)
+        out[rule] = float(class_values(target, rows, depth)[0])
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=Path, default=ROWS)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    records = [json.loads(line) for line in args.rows.read_text().splitlines() if line.strip()]
+    records = [r for r in records if r["draft_sampling"] == "iid"]
+    start = time.perf_counter()
+    per_k: dict[int, dict[str, list[float]]] = {}
+    below = {rule: 0 for rule in RULES}
+    worst = {rule: 0.0 for rule in RULES}
+    regenerated = 0.0
+    for record in records:
+        values = task_values(record)
+        regenerated = max(regenerated, abs(values["nested"] - record["nodeopt"]))
+        entry = per_k.setdefault(int(record["paths"]), {name: [] for name in (*RULES, "bv")})
+        for name in (*RULES, "bv"):
+            entry[name].append(record["optimum"] - values[name])
+        for rule in RULES:
+            below[rule] += int(values[rule] < values["bv"] - 1e-12)
+            worst[rule] = max(worst[rule], values["bv"] - values[rule])
+    summary = {
+        "benchmark": "nodeopt node rules on the recorded sweep tasks (gap = optimum - E[tau+1])",
+        "tasks": len(records), "seconds": round(time.perf_counter() - start, 1),
+        "recorded_nodeopt_vs_nested_recomputed_max_abs": regenerated,
+        "mean_gap_per_K": {k: {name: round(float(np.mean(v)), 6) for name, v in e.items()}
+                           | {"tasks": len(e["bv"])} for k, e in sorted(per_k.items())},
+        "below_bv": below, "worst_below_bv": {k: round(v, 9) for k, v in worst.items()},
+        "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    print(json.dumps(summary, indent=1))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
+
+
+if __name__ == "__main__":
+    main()
