@@ -555,3 +555,15 @@ def test_without_replacement_skips_instances_with_too_few_paths():
     with pytest.raises(ValueError, match="paths: .* fewer than 3 paths"):
         audit_sampler(law_samplers.sampler_for("rrsw"), paths=3, instances=[few], runs=3000,
                       draft_sampling="without-replacement")
+
+
+def test_time_limit_stops_after_a_batch():
+    """A time limit far below one batch's cost stops each instance after its first batch
+    (deterministic whatever the load: every batch takes longer than a microsecond)."""
+    result = runner.invoke(app, ["audit", "--sampler", f"{EXAMPLES / 'law_samplers.py'}:bv",
+                                 "--trials", "2", "--time-limit", "0.000001", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert [i["runs"] for i in out["instances"]] == [1024, 1024]
+    bad = runner.invoke(app, ["audit", "--sampler", "x:y", "--time-limit", "0"])
+    assert bad.exit_code == 2 and "--time-limit" in bad.stderr
