@@ -11,9 +11,10 @@ audited on 2 instances of the mixed family per seed, at most 20,000 runs each (t
 holds at every stopping time, so a short audit is a valid check of it, with less power to
 reveal a violation than a long one); the false-alarm rate is the fraction of seeds that fail.
 
-Seeds are interleaved (seed 0 of every sampler, then seed 1, ...) and the results are saved
-after every audit (audit_power.json, audit_power.md), so a run stopped by --budget (seconds)
-keeps a table over the seeds it finished; a rerun resumes.
+Detection runs first (seed 0 of every broken sampler, then seed 1, ...), then the false-alarm
+audits (seed 0 of every lossless sampler, then seed 1, ...); the results are saved after every
+audit (audit_power.json, audit_power.md), so a run stopped by --budget (seconds) keeps a table
+over the seeds it finished; a rerun resumes.
 """
 
 from __future__ import annotations
@@ -31,9 +32,11 @@ sys.path.insert(0, str(ROOT / "examples"))
 import broken_samplers  # noqa: E402
 import law_samplers  # noqa: E402
 import ragged_sampler  # noqa: E402
+from speclp.lp.instance import from_rows  # noqa: E402
 from speclp.proofs.audit import audit_instance, audit_sampler  # noqa: E402
-from speclp.verifiers.exact import exact_result  # noqa: E402
+from speclp.verifiers.exact import continued_law, exact_result  # noqa: E402
 from speclp.verifiers.registry import verifier_names  # noqa: E402
+from speclp.verifiers.tree import depth_offset, num_nodes  # noqa: E402
 
 # name -> (sampler, layout, paths, instance, exact law for the TV or None)
 BROKEN = {
@@ -50,8 +53,11 @@ BROKEN = {
                           broken_samplers.public_bug_law("bonus_wrong_slice")),
     "low_precision_ratio": (broken_samplers.low_precision_ratio, "batched", 2, ("dirichlet", 0),
                             broken_samplers.public_bug_law("low_precision_ratio")),
+    "low_precision_ratio (clipped-ties)": (broken_samplers.low_precision_ratio, "batched", 2,
+                                           ("clipped-ties", 0),
+                                           broken_samplers.public_bug_law("low_precision_ratio")),
     "ragged fp8 ratio": (ragged_sampler.rejection_sample_fp8_ratio, "ragged", 1,
-                         ("dirichlet", 0), None),
+                         ("dirichlet", 0), "ragged:low_precision_ratio"),
 }
 
 
@@ -60,10 +66,31 @@ def _instance(spec):
     return audit_instance(3, 2, trial, family=family, seed=0)
 
 
+def _ragged_exact_tv(instance, bug: str) -> float:
+    """Exact TV of the ragged layout's law: request counts n uniform on 1..L (as the audit
+    draws them), each block the bug's token-level law on the depth-n instance (the first
+    num_nodes(V, n) rows), continued by target sampling to L + 1 tokens, averaged over n."""
+    vocab, depth = instance.vocab_size, instance.depth
+    model = instance.model()
+    mixture = np.zeros(vocab ** (depth + 1))
+    for n in range(1, depth + 1):
+        rows = num_nodes(vocab, n)
+        sub = from_rows(instance.target[:rows], instance.draft[:rows], n).model()
+        law = continued_law(sub, exact_result(sub, broken_samplers.public_bug_law(bug),
+                                              paths=1).emit)
+        for d in range(n + 1, depth + 1):  # continue to depth + 1 tokens by target sampling
+            start = depth_offset(vocab, d)
+            law = (law[:, None] * model.target[start : start + vocab**d]).reshape(-1)
+        mixture += law / depth
+    return float(0.5 * np.abs(mixture - model.target_path_probabilities(depth + 1)).sum())
+
+
 def _exact_tv(name: str) -> float | None:
     _, _, paths, spec, law = BROKEN[name]
     if law is None:
         return None
+    if isinstance(law, str) and law.startswith("ragged:"):
+        return _ragged_exact_tv(_instance(spec), law.split(":", 1)[1])
     return float(exact_result(_instance(spec).model(), law, paths=paths).total_variation)
 
 
@@ -124,21 +151,21 @@ def main() -> None:
     data = json.loads(path.read_text()) if path.exists() else {"records": []}
     data["exact_tv"] = {name: _exact_tv(name) for name in BROKEN}
     done = {(r["kind"], r["sampler"], r["seed"]) for r in data["records"]}
+    (out / "audit_power.md").write_text(table(data["records"], data["exact_tv"]))
     start = time.perf_counter()
-    for seed in range(max(args.detect_seeds, args.alarm_seeds)):
-        jobs = ([("detect", n) for n in BROKEN] if seed < args.detect_seeds else []) + \
-               ([("false_alarm", n) for n in verifier_names()] if seed < args.alarm_seeds else [])
-        for kind, name in jobs:
-            if (kind, name, seed) in done:
-                continue
-            if time.perf_counter() - start > args.budget:
-                print("budget spent; partial results saved", flush=True)
-                return
-            record = detect(name, seed) if kind == "detect" else false_alarm(name, seed)
-            data["records"].append(record)
-            path.write_text(json.dumps(data, indent=1))
-            (out / "audit_power.md").write_text(table(data["records"], data["exact_tv"]))
-            print(json.dumps(record), flush=True)
+    jobs = [("detect", n, s) for s in range(args.detect_seeds) for n in BROKEN]
+    jobs += [("false_alarm", n, s) for s in range(args.alarm_seeds) for n in verifier_names()]
+    for kind, name, seed in jobs:
+        if (kind, name, seed) in done:
+            continue
+        if time.perf_counter() - start > args.budget:
+            print("budget spent; partial results saved", flush=True)
+            return
+        record = detect(name, seed) if kind == "detect" else false_alarm(name, seed)
+        data["records"].append(record)
+        path.write_text(json.dumps(data, indent=1))
+        (out / "audit_power.md").write_text(table(data["records"], data["exact_tv"]))
+        print(json.dumps(record), flush=True)
 
 
 if __name__ == "__main__":

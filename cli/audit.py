@@ -215,7 +215,9 @@ def _sampler_body(sampler: str, o: dict[str, Any]):
                 raise BadInput(f"--{err}") from None
             raise _contract_failure(sampler, err, o["alpha"]) from None
         except ValueError as err:
-            raise BadInput(f"--sampler: {err}") from None
+            field, _, text = str(err).partition(": ")
+            flag = f"--{field.replace('_', '-')}" if field in ("paths", "search", "trials") else None
+            raise BadInput(f"{flag}: {text}" if flag else f"--sampler: {err}") from None
         if result["captured_output"]:
             stderr.print(f"note: the sampler printed {len(result['captured_output'])} characters "
                          "(kept out of the output; in the JSON as captured_output)",
@@ -278,6 +280,11 @@ def _render_sampler(r: dict[str, Any]) -> None:
           ["instance", "family", "runs", "law e-value", "efficiency e-value",
            f"TV detectable (power {r['power']:g})", "empirical TV [95% CI]",
            "E[tau+1] [95% CI]", "K-path optimum", "malformed"], rows)
+    if r.get("screened"):
+        families = ", ".join(dict.fromkeys(x["family"] for x in r["screened"]))
+        print(f"search: screened {len(r['screened'])} instances ({families}) on separate draws; "
+              "audited the ones above, furthest from the target (first-token law or block "
+              "efficiency)")
     print(f"{r['error_level']}; a test rejects when its e-value reaches 1/{r['level']:.3g}.")
     if r["passed"]:
         print(f"passed: would have detected TV >= {r['max_detectable_tv']:.4f} with probability "

@@ -1,18 +1,23 @@
 """Losslessness audits: of a registered verifier's exact law, and of anyone's sampler code.
 
-For each trial an instance is drawn (Dirichlet rows with a random concentration, or a
-`ties_instance` with many equal ratios p/q), every ordered draft configuration is
-enumerated, and the verifier's exact output law, continued by target sampling to
-depth L+1, is compared with the target law in total variation (verifiers.exact).
-A lossless verifier has TV 0; the audit passes when the largest TV over the trials is
-at most `tolerance` (1e-12; float64 rounding stays far below it on these sizes).
+Instances come from families (`audit_instance`, `FAMILIES`) that trip the rules public code
+uses: Dirichlet rows, ties of the clipped ratio min(1, p/q) (several tokens with p > q), exact
+p = q ties, zero draft probabilities, near-deterministic rows, tiny next to large
+probabilities; "mixed" cycles through all of them.
+
+`audit` (registered verifiers): every ordered draft configuration of each instance is
+enumerated, and the verifier's exact output law, continued by target sampling to depth L+1,
+is compared with the target law in total variation (verifiers.exact). A lossless verifier has
+TV 0; the audit passes when the largest TV over the trials is at most `tolerance` (1e-12;
+float64 rounding stays far below it on these sizes).
 
     audit("gbv", paths=3, vocab=3, depth=2, trials=20, ties=True)
     -> {"verifier": "gbv", ..., "max_tv": 2e-16, "passed": True, "worst_instance": {...}}
 
-Foreign code (`audit_sampler`, below) is audited statistically: a sampler function is
-run on drafts drawn from random instances and its emitted blocks are tested against the
-target law and against the certified K-path optimum.
+`audit_sampler` (foreign code): the sampler runs in a child process (proofs.sandbox) on
+drafts drawn from the instances, and its blocks, continued by target sampling, are tested
+against the exact target law of paths and its block efficiency against the certified K-path
+optimum, by anytime-valid e-processes (proofs.evalues) at one family-wise error level.
 """
 
 from __future__ import annotations
@@ -247,6 +252,7 @@ CONFIDENCE = 0.95  # level of the TV and block-efficiency intervals (finite-samp
 SCREEN_RUNS = 2_000  # runs per instance when --search screens candidates
 FIRST_BATCH, MAX_BATCH = 1024, 16384  # batches double from FIRST_BATCH up to MAX_BATCH
 UNBATCHED_BATCH = 512  # configurations per sandbox call in the unbatched layout
+REDRAWS = 2000  # rounds of redrawing clashing paths (without replacement) before giving up
 
 
 def load_sampler(spec: str) -> Callable[..., Any]:
@@ -295,13 +301,16 @@ def draw_drafts(model: Any, paths: int, runs: int, rng: np.random.Generator,
     for k in range(paths):
         out[:, k] = one_path(runs)
         if draft_sampling == "without-replacement":
-            while True:
+            for _ in range(REDRAWS):
                 clash = np.zeros(runs, dtype=bool)
                 for j in range(k):
                     clash |= (out[:, k] == out[:, j]).all(-1)
                 if not clash.any():
                     break
                 out[clash, k] = one_path(int(clash.sum()))
+            else:
+                raise ValueError(f"paths: {REDRAWS} redraws did not give {paths} distinct paths "
+                                 "(the draft law puts almost all its mass on fewer paths)")
     return out
 
 
@@ -420,7 +429,7 @@ def audit_sampler_instance(runner: Any, instance: Instance, paths: int, max_runs
     while tally.runs < max_runs:
         _sample(runner, model, paths, min(batch, max_runs - tally.runs), rng, layout,
                 draft_sampling, tally)
-        batch = min(2 * batch, MAX_BATCH)
+        batch = min(2 * batch, MAX_BATCH if layout != "unbatched" else 4 * UNBATCHED_BATCH)
         log_law = log_law_evalue(tally.cells, probs, vocab, depth + 1)
         log_eff = log_efficiency_evalue(tally.lengths, bound)
         if tally.malformed or max(log_law, log_eff) >= log_threshold:
@@ -531,6 +540,36 @@ def _screen(runner: Any, candidates: list[Instance], keep: int, paths: int, layo
     return [candidates[i] for i in order], scores
 
 
+def _enough_paths(instance: Instance, paths: int) -> bool:
+    """Whether K distinct paths of positive draft probability exist (without replacement)."""
+    return int((np.asarray(instance.model().draft_path_probabilities()) > 0).sum()) >= paths
+
+
+def _instances(given: list[Instance] | None, count: int, vocab: int, depth: int, ties: bool,
+               seed: int, family: str | None, paths: int, draft_sampling: str) -> list[Instance]:
+    """The instances to audit: the given ones, or `count` of the stream. Without replacement,
+    an instance with fewer than K paths of positive draft probability cannot be drafted: a
+    given one is refused (ValueError), a random one is skipped for the next trial."""
+    if given is not None:
+        if draft_sampling == "without-replacement":
+            for instance in given:
+                if not _enough_paths(instance, paths):
+                    raise ValueError(f"paths: {instance.name} has fewer than {paths} paths of "
+                                     "positive draft probability; cannot draft them distinct")
+        return list(given)
+    out: list[Instance] = []
+    trial = 0
+    while len(out) < count:
+        if trial >= 20 * count:
+            raise ValueError(f"paths: fewer than {count} of {trial} instances of this family have "
+                             f"{paths} paths of positive draft probability (without replacement)")
+        instance = audit_instance(vocab, depth, trial, ties, seed, family)
+        trial += 1
+        if draft_sampling != "without-replacement" or _enough_paths(instance, paths):
+            out.append(instance)
+    return out
+
+
 def _check_sampler_args(paths: int, vocab: int, depth: int, trials: int, runs: int,
                         alpha: float, draft_sampling: str, layout: str, search: int) -> None:
     for field_name, value, low in (("paths", paths, 1), ("vocab", vocab, 2), ("depth", depth, 1),
@@ -596,11 +635,8 @@ def audit_sampler(sampler: Callable[..., Any] | str, paths: int = 2, vocab: int 
     """
     layout = layout or ("batched" if batched else "unbatched")
     _check_sampler_args(paths, vocab, depth, trials, runs, alpha, draft_sampling, layout, search)
-    if instances is not None:
-        chosen = list(instances)
-    else:
-        chosen = [audit_instance(vocab, depth, t, ties, seed, family)
-                  for t in range(max(search, trials))]
+    chosen = _instances(instances, max(search, trials), vocab, depth, ties, seed, family, paths,
+                        draft_sampling)
     runner = (SandboxedSampler(sampler, layout, seed, call_timeout) if isinstance(sampler, str)
               else InProcessSampler(sampler, layout, seed))
     try:

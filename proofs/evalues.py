@@ -45,20 +45,26 @@ def log_law_evalue(counts: np.ndarray, probs: np.ndarray, vocab: int, depth: int
     """log of the averaged mixture e-value of the full-path counts [V^depth] against probs.
 
     +inf when a cell of probability 0 has a count (an impossible outcome)."""
+    return float(log_law_evalues(np.asarray(counts)[None], probs, vocab, depth, concentrations)[0])
+
+
+def log_law_evalues(counts: np.ndarray, probs: np.ndarray, vocab: int, depth: int,
+                    concentrations: tuple[float, ...] = CONCENTRATIONS) -> np.ndarray:
+    """log_law_evalue of every row of counts [S, V^depth] (vectorised over S)."""
     counts = np.asarray(counts, dtype=np.float64)
-    if (counts[probs <= 0] > 0).any():
-        return float("inf")
     logs = []
     for d, pi in law_components(probs, vocab, depth):
-        n_d = counts.reshape(vocab**d, -1).sum(1)
+        n_d = counts.reshape(len(counts), vocab**d, -1).sum(2)
         keep = pi > 0
-        pi, n_d = pi[keep], n_d[keep]
-        n = n_d.sum()
-        base = -(n_d * np.log(pi)).sum()
+        pi, n_d = pi[keep], n_d[:, keep]
+        n = n_d.sum(1)
+        base = -(n_d * np.log(pi)).sum(1)
         for c in concentrations:
-            logs.append(gammaln(c) - gammaln(c + n) + (gammaln(c * pi + n_d) - gammaln(c * pi)).sum()
-                        + base)
-    return float(logsumexp(logs) - np.log(len(logs)))
+            logs.append(gammaln(c) - gammaln(c + n)
+                        + (gammaln(c * pi + n_d) - gammaln(c * pi)).sum(1) + base)
+    out = logsumexp(np.stack(logs), axis=0) - np.log(len(logs))
+    impossible = (counts[:, probs <= 0] > 0).any(1)
+    return np.where(impossible, np.inf, out)
 
 
 def log_efficiency_evalue(length_counts: np.ndarray, bound: float) -> float:
@@ -107,8 +113,7 @@ def detectable_tv(probs: np.ndarray, vocab: int, depth: int, runs: int, log_thre
     def rate(d: float) -> float:
         law = np.clip(shifted_law(probs, d, signs), 0, None)
         draws = rng.multinomial(runs, law / law.sum(), size=simulations)
-        return float(np.mean([log_law_evalue(c, probs, vocab, depth) >= log_threshold
-                              for c in draws]))
+        return float(np.mean(log_law_evalues(draws, probs, vocab, depth) >= log_threshold))
 
     if rate(top) < power:
         return 1.0

@@ -205,6 +205,9 @@ def check_blocks(answer: Any, count: int, depth: int, vocab: int) -> np.ndarray:
         raise SamplerFailed(f"returned an array of shape {tuple(answer.shape)} for a batch of "
                             f"{count}, expected [{count}, {depth + 1}] (or a list of {count} "
                             "sequences)", "answer")
+    if (isinstance(answer, np.ndarray) and answer.dtype.kind in "iu" and answer.shape[0] == count
+            and 1 <= answer.shape[1] <= depth + 1):
+        return _check_array(answer.astype(np.int64), count, depth, vocab)
     try:
         sequences = list(answer)
     except TypeError:
@@ -217,6 +220,28 @@ def check_blocks(answer: Any, count: int, depth: int, vocab: int) -> np.ndarray:
         arr = _sequence(seq, depth, b)
         out[b, : len(arr)] = arr
     bad = (out >= vocab) | (out < -1)
+    if bad.any():
+        b = int(np.flatnonzero(bad.any(-1))[0])
+        raise SamplerFailed(f"returned token id {int(out[bad][0])} outside the vocabulary "
+                            f"0..{vocab - 1} (configuration {b}: {out[b].tolist()})", "answer")
+    return out
+
+
+def _check_array(blocks: np.ndarray, count: int, depth: int, vocab: int) -> np.ndarray:
+    """check_blocks for an integer array [count, <= L+1] (vectorised; the same verdicts)."""
+    out = np.full((count, depth + 1), -1, dtype=np.int64)
+    out[:, : blocks.shape[1]] = blocks
+    negative = out < 0
+    after = np.cumsum(negative, axis=1) > 0  # at or after the first negative entry
+    if (out[after] != -1).any() or (after & ~negative).any():
+        b = int(np.flatnonzero(((out != -1) & after).any(1))[0])
+        raise SamplerFailed(f"returned {out[b].tolist()} for configuration {b}: negative ids "
+                            "other than trailing -1 padding", "answer")
+    if negative[:, 0].any():
+        b = int(np.flatnonzero(negative[:, 0])[0])
+        raise SamplerFailed(f"returned a block of 0 tokens for configuration {b} "
+                            f"(allowed 1..{depth + 1})", "answer")
+    bad = out >= vocab
     if bad.any():
         b = int(np.flatnonzero(bad.any(-1))[0])
         raise SamplerFailed(f"returned token id {int(out[bad][0])} outside the vocabulary "
@@ -389,9 +414,17 @@ class SandboxedSampler:
         text = data.decode("utf-8", "replace")
         return text if len(text) <= MAX_CAPTURE else text[:MAX_CAPTURE] + "..."
 
+    def _kill(self) -> None:
+        """SIGKILL the child's whole process group (its session, so that what it started dies
+        too); called only while the child is alive and unreaped (its pid is its group id)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            self.process.kill()
+
     def _fail(self, message: str, kind: str, where_: str | None = None) -> SamplerFailed:
         if kind == "timeout" and self.process is not None:
-            self.process.kill()
+            self._kill()
         output = self.captured_output()
         self.close()
         return SamplerFailed(message, kind, where_, _shape_hint(self.layout, message), output)
@@ -436,7 +469,7 @@ class SandboxedSampler:
             with contextlib.suppress(Exception):
                 self.conn.send(None)
             if _wait(self.process, 2) is None:
-                self.process.kill()
+                self._kill()  # still alive, so its group id is still its own
                 _wait(self.process, 5)
             with contextlib.suppress(Exception):
                 self.conn.close()
@@ -478,6 +511,8 @@ class InProcessSampler:
         pass
 
     def __call__(self, request: dict[str, Any]) -> np.ndarray:
+        # copies: the caller keeps its arrays whatever the sampler writes into them
+        request = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in request.items()}
         try:
             with contextlib.redirect_stdout(self.buffer), contextlib.redirect_stderr(self.buffer):
                 answer = call_layout(self.fn, self.layout, request, self.rng)

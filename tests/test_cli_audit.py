@@ -34,3 +34,15 @@ def test_audit_bad_input():
         result = runner.invoke(app, ["audit", *args])
         assert result.exit_code == 2 and flag in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_audit_verifier_family_and_conflicts():
+    result = runner.invoke(app, ["audit", "--verifier", "gbv_clipped", "--family", "clipped-ties",
+                                 "--trials", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["passed"] and out["family"] == "clipped-ties"
+    for args, flag in ((["--family", "nope"], "--family"),
+                       (["--family", "tiny", "--ties"], "--ties")):
+        bad = runner.invoke(app, ["audit", "--verifier", "gbv", *args])
+        assert bad.exit_code == 2 and flag in bad.stderr

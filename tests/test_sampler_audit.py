@@ -31,6 +31,7 @@ from speclp.proofs.evalues import (
     log_law_evalue,
     shifted_law,
 )
+from speclp.proofs.sandbox import SamplerFailed, check_blocks
 from speclp.verifiers.exact import continued_law, exact_result
 from speclp.verifiers.registry import verifier_names
 from typer.testing import CliRunner
@@ -261,6 +262,12 @@ def hangs(target, draft, paths, rng):
 
 def hard_exit(target, draft, paths, rng):
     os._exit(7)
+
+def scribbles(target, draft, paths, rng):
+    out = lossless(target, draft, paths, rng)
+    paths[...] = 0  # writes into its inputs after answering
+    target[...] = 0
+    return out
 '''
 
 FAILURES = [  # function, words the one line must contain
@@ -337,6 +344,13 @@ def test_lossless_user_sampler_passes_in_the_sandbox(sampler_file, tmp_path):
                     tmp_path)
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["instances"][0]["runs"] == 2000
+
+
+def test_sampler_writing_into_its_inputs_does_not_fool_the_audit(sampler_file):
+    """In this process too (a function object), the sampler gets copies: zeroing the drafted
+    paths after answering does not make its blocks look malformed (or well-formed)."""
+    report = audit_sampler(load_sampler(f"{sampler_file}:scribbles"), trials=1, runs=3000)
+    assert report["passed"] and report["instances"][0]["malformed"] == 0
 
 
 def test_several_failing_instances_are_all_saved(tmp_path):
@@ -508,3 +522,48 @@ def test_search_screens_and_names_the_family():
                            family="mixed", runs=100_000)
     assert len(report["screened"]) == 6 and report["trials"] == 1
     assert not report["passed"] and "(family " in report["failures"][0]
+
+
+@pytest.mark.parametrize("bad,words", [
+    ([[1, -1, 2], [0, 0, 0]], "other than trailing -1 padding"),
+    ([[-1, -1, -1], [0, 0, 0]], "block of 0 tokens"),
+    ([[3, 0, 0], [0, 0, 0]], "token id 3 outside the vocabulary"),
+    ([[1, -2, -1], [0, 0, 0]], "other than trailing -1 padding"),
+    ([[0.5, 1, 1], [0, 0, 0]], "non-integer token ids"),
+    ([[0, 0, 0]], "returned 1 blocks for a batch of 2"),
+])
+def test_answer_checks_refuse_tampered_answers(bad, words):
+    """The parent's answer check (vectorised for integer arrays, per row otherwise) refuses
+    every malformed answer with the same verdict, and keeps good ones."""
+    for answer in (np.array(bad), [list(r) for r in bad]):
+        with pytest.raises(SamplerFailed, match=re.escape(words)):
+            check_blocks(answer, 2, 2, 3)
+    good = [[1, 2, 0], [0, -1, -1]]
+    assert check_blocks(np.array(good), 2, 2, 3).tolist() == good
+    assert check_blocks([[1, 2, 0], [0]], 2, 2, 3).tolist() == good
+
+
+def test_without_replacement_skips_instances_with_too_few_paths():
+    """Zero-draft instances can have fewer than K positive paths: without replacement the
+    stream skips them (a given one is refused), and the registered rrsw sampler passes."""
+    report = audit_sampler(law_samplers.sampler_for("rrsw"), paths=3, trials=3, runs=3000,
+                           family="zero-draft", draft_sampling="without-replacement")
+    assert report["passed"] and report["trials"] == 3
+    few = next(audit_instance(3, 2, t, family="zero-draft") for t in range(50)
+               if (audit_instance(3, 2, t, family="zero-draft").model()
+                   .draft_path_probabilities() > 0).sum() < 3)
+    with pytest.raises(ValueError, match="paths: .* fewer than 3 paths"):
+        audit_sampler(law_samplers.sampler_for("rrsw"), paths=3, instances=[few], runs=3000,
+                      draft_sampling="without-replacement")
+
+
+def test_time_limit_stops_after_a_batch():
+    """A time limit far below one batch's cost stops each instance after its first batch
+    (deterministic whatever the load: every batch takes longer than a microsecond)."""
+    result = runner.invoke(app, ["audit", "--sampler", f"{EXAMPLES / 'law_samplers.py'}:bv",
+                                 "--trials", "2", "--time-limit", "0.000001", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert [i["runs"] for i in out["instances"]] == [1024, 1024]
+    bad = runner.invoke(app, ["audit", "--sampler", "x:y", "--time-limit", "0"])
+    assert bad.exit_code == 2 and "--time-limit" in bad.stderr
