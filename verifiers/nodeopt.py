@@ -41,7 +41,7 @@ from typing import Any
 from . import ops
 from .law import BlockLaw, DraftTree, register
 from .single_path import bv_path_law
-from .single_step import Cells, closer_to_draft, nested_partitions, ratio_cells
+from .single_step import Cells, closer_to_draft, nested_partitions_for, ratio_cells
 
 Array = Any
 
@@ -49,8 +49,9 @@ DEFAULT_SUPPORT = 64
 
 
 def _needed(mask: Array) -> bool:
-    """True when any entry of a bool array is set (host sync on torch)."""
-    return bool(mask.any())
+    """True when any entry of a bool array is set; always True on torch (asking would be a
+    host synchronisation; the work it could skip is small)."""
+    return True if ops.is_torch(mask) else bool(mask.any())
 
 
 MIN_DEDUPLICATED = 16  # below this many rows every row is kept (comparing costs more)
@@ -61,7 +62,8 @@ def _distinct(*parts: Array) -> tuple[Array, Array]:
     """(distinct rows, inverse) of the rows concat(parts, -1), as ops.distinct_rows; with
     fewer than MIN_DEDUPLICATED rows every row is kept (inverse = identity)."""
     count = parts[0].shape[0]
-    if count < MIN_DEDUPLICATED:
+    if count < MIN_DEDUPLICATED or (ops.is_torch(parts[0]) and parts[0].device.type != "cpu"):
+        # few rows, or an accelerator (torch.unique there waits for the device): keep all
         rows = parts[0] if len(parts) == 1 else ops.concat(list(parts), -1)
         return rows, ops.arange(count, parts[0])
     return ops.distinct_rows(ops.concat(list(parts), -1) if len(parts) > 1 else parts[0])
@@ -79,8 +81,8 @@ def node_rules(target: Array, draft: Array, paths: int, cells: Cells, rule: str 
         return [closer_to_draft(target, draft, n, cells=cells) for n in range(1, paths + 1)]
     if rule not in RULES:
         raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
-    return [nested_partitions(target, draft, n, cells=cells, merge_tail=rule == "merged")
-            for n in range(1, paths + 1)]
+    return nested_partitions_for(target, draft, list(range(1, paths + 1)), cells=cells,
+                                 merge_tail=rule == "merged")
 
 
 def nodeopt_selection(tree: DraftTree, support: int | None = DEFAULT_SUPPORT,
@@ -98,7 +100,10 @@ def nodeopt_selection(tree: DraftTree, support: int | None = DEFAULT_SUPPORT,
     # every node row of the tree (row (b, k, i) = path k's depth-i node), deduplicated
     node_target = target[:, :, :depth].reshape(rows * depth, vocab)
     node_draft = draft.reshape(rows * depth, vocab)
-    if rows * depth < MIN_DEDUPLICATED or vocab > MAX_DEDUPLICATED_VOCAB:
+    identity = rows * depth < MIN_DEDUPLICATED or vocab > MAX_DEDUPLICATED_VOCAB
+    if ops.is_torch(tokens) and tokens.device.type != "cpu":
+        identity = True  # no torch.unique (a host synchronisation) on an accelerator
+    if identity:
         a_distinct, q_distinct, inverse = node_target, node_draft, ops.arange(rows * depth, tokens)
     else:
         distinct, inverse = _distinct(node_target, node_draft)
@@ -112,7 +117,7 @@ def nodeopt_selection(tree: DraftTree, support: int | None = DEFAULT_SUPPORT,
     counts = ops.zeros(count_shape, like=target)  # law of N at path k's node
     counts[:, :, paths] = 1
     selected = ops.ones((batch, paths), like=target)
-    skewed = []
+    rates = []
     for i in range(depth):
         q = draft[:, :, i].reshape(rows, vocab)
         node = inverse[:, :, i].reshape(rows)  # rule row of path k's depth-i node
@@ -142,14 +147,23 @@ def nodeopt_selection(tree: DraftTree, support: int | None = DEFAULT_SUPPORT,
                                    rows=select_keys[:, 0])
                 mine = ops.total(ops.where(select_drafts == select_keys[:, 1:2], draw, 0), -1)
                 choose = ops.where(used[select_inverse], mine[select_inverse], choose)
-        law = q * ops.take_rows(rate, cells.cell_of[node])  # r(.|u) [R, V]
-        skewed.append(law.reshape(batch, paths, vocab))
-        law_own = ops.take_rows(law, own[:, None])  # [R, 1] r(y|u)
+        rates.append(rate)
+        # r(y|u) = q(y|u) rate[cell of y] for the own child only (the full rows come after)
+        law_own = ops.take_rows(q, own[:, None]) * ops.take_rows(
+            rate, cells.cell_at(own[:, None], node))  # [R, 1]
         counts = ops.safe_div(count_law, law_own).reshape(count_shape)
         selected = selected * choose.reshape(batch, paths)
         through = through & same[..., i]
     multiplicity = ops.total(ops.where(through, 1, 0), -1)  # identical full paths
-    return ops.safe_div(selected, multiplicity * (selected[:, :1] * 0 + 1)), ops.stack(skewed, 2)
+    # r(.|u) at every node of every path in one pass: q times the cell rates read per token
+    every = ops.stack(rates, 1).reshape(rows * depth, cells.count)  # row (b, k, i)
+    nodes = inverse.reshape(rows * depth)
+    if identity:
+        per_token = cells.per_token(every)
+    else:
+        per_token = cells.per_token(every, nodes)
+    skewed = (node_draft * per_token).reshape(batch, paths, depth, vocab)
+    return ops.safe_div(selected, multiplicity * (selected[:, :1] * 0 + 1)), skewed
 
 
 @register("nodeopt", "node-optimal selection (the single-step optimum at every node, "

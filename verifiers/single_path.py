@@ -66,12 +66,26 @@ def bv_path_law(tokens: Array, target_rows: Array, draft_rows: Array) -> tuple[A
     weights = [ops.ones(q_drafted.shape[:1], like=q_drafted)]  # w_0 = 1
     for i in range(depth):
         weights.append(ops.minimum(weights[-1] * ratio[:, i], 1))
-    residuals, stop_probs = [], []
+    stop_probs = []
+    if ops.is_torch(target_rows):  # rows written in place: no stacking copy
+        dtype = torch.promote_types(target_rows.dtype, draft_rows.dtype)
+        correction = torch.empty(target_rows[:, : depth + 1].shape, dtype=dtype,
+                                 device=target_rows.device)
+    else:
+        correction = None
+        residuals = []
     for i in range(depth):
         row, mass = residual_rows(weights[i], target_rows[:, i], draft_rows[:, i])
-        residuals.append(row)
+        if correction is None:
+            residuals.append(row)
+        else:
+            correction[:, i] = row
         stop_probs.append(ops.safe_div(mass, mass + 1 - weights[i]))  # h_i
-    residuals.append(target_rows[:, depth])
+    if correction is None:
+        residuals.append(target_rows[:, depth])
+        correction = ops.stack(residuals, 1)
+    else:
+        correction[:, depth] = target_rows[:, depth]
     stop_probs.append(weights[depth])  # h_L = w_L
     # P(tau = i) = h_i prod_{j > i} (1 - h_j) for i >= 1, P(tau = 0) = prod_{j >= 1} (1 - h_j)
     stop = []
@@ -81,7 +95,7 @@ def bv_path_law(tokens: Array, target_rows: Array, draft_rows: Array) -> tuple[A
         survive = survive * (1 - stop_probs[i])
     stop.append(survive)
     stop.reverse()
-    return ops.stack(stop, 1), ops.stack(residuals, 1)
+    return ops.stack(stop, 1), correction
 
 
 def token_path_law(tokens: Array, target_rows: Array, draft_rows: Array) -> tuple[Array, Array]:

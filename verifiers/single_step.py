@@ -175,17 +175,42 @@ def single_step_optimum(target: Array, draft: Array, paths: int) -> tuple[Array,
 class Cells:
     """Tokens grouped into cells listed in descending ratio order.
 
-    cell_of [R, V] int: the cell of every token; width [R, C] q-mass and height [R, C]
-    a-mass of every cell. Tokens of one cell are always returned together (in proportion
-    to q)."""
+    width [R, C] q-mass and height [R, C] a-mass of every cell (in that order). The cell of
+    every token is cell_of [R, V] = relabel[raw] (relabel None: raw itself): the pooled layout
+    keeps its unordered cell ids `raw` and the small map `relabel` [R, C] to the order, so
+    that per-token values (per_token) cost one gather of a [R, V] row and no [R, V] integer
+    row is ever built for the order. Tokens of one cell are always returned together (in
+    proportion to q)."""
 
-    cell_of: Array
+    raw: Array
     width: Array
     height: Array
+    relabel: Array | None = None
 
     @property
     def count(self) -> int:
         return int(self.width.shape[-1])
+
+    @property
+    def cell_of(self) -> Array:
+        """[R, V] the (ordered) cell of every token."""
+        return self.raw if self.relabel is None else ops.take_rows(self.relabel, self.raw)
+
+    def per_token(self, values: Array, rows: Array | None = None) -> Array:
+        """values[cell_of] per token: [R, C] -> [R, V] (rows [Q]: the rows' values [Q, C] read
+        through the cells of rows `rows`, [Q, V])."""
+        raw = self.raw if rows is None else self.raw[rows]
+        if self.relabel is not None:
+            values = ops.take_rows(values, self.relabel if rows is None else self.relabel[rows])
+        return ops.take_rows(values, raw)
+
+    def cell_at(self, tokens: Array, rows: Array | None = None) -> Array:
+        """[Q, J] the cells of tokens [Q, J] in rows `rows` [Q] (None: Q = R)."""
+        if rows is None:
+            raw = ops.take_rows(self.raw, tokens)
+            return raw if self.relabel is None else ops.take_rows(self.relabel, raw)
+        raw = self.raw[rows[:, None], tokens]
+        return raw if self.relabel is None else self.relabel[rows[:, None], raw]
 
 
 SINGLETONS = 8  # pooled layout: the tokens of largest max(a, q) that keep their own cell
@@ -232,19 +257,28 @@ def ratio_cells(target: Array, draft: Array, support: int | None = None,
                      ops.gather(target, -1, order))
     singles = min(singletons, vocab)
     score = ops.maximum(target, draft)
+    buckets = 2 * OCTAVES * BUCKETS_PER_OCTAVE + 2
     if ops.is_torch(score):
         chosen = torch.topk(score, singles, dim=-1).indices  # [R, M]
+        # ratio_bucket folded into the cell index: 1 + M + clamp(offset - bits >> 22); q = 0
+        # (ratio inf or nan) -> cell 0; the same cells in fewer passes
+        first = 1 + singles
+        if score.dtype == torch.float32:  # in place in the score's buffer (no fresh rows)
+            ratio = torch.div(target, draft, out=score)
+        else:
+            ratio = target.float() / draft.float()
+        half_octave = ratio.view(torch.int32).bitwise_right_shift_(22)
+        raw = half_octave.neg_().add_(first + 2 * OCTAVES + 1 + 254)
+        raw = raw.clamp_(first, first + buckets - 1).masked_fill_(draft == 0, 0).long()
+        ids = torch.arange(1, singles + 1, device=raw.device).expand(rows, singles)
+        raw.scatter_(-1, chosen, torch.where(ops.take_rows(draft, chosen) == 0, 0, ids))
     else:
         chosen = ops.argsort(-score, -1)[:, :singles]
-    buckets = 2 * OCTAVES * BUCKETS_PER_OCTAVE + 2
-    bucket = ratio_bucket(target, draft, buckets)
-    raw = 1 + singles + bucket  # [R, V] cell before ordering: 0 never, 1..M singletons, buckets
-    ids = ops.arange(singles, chosen)[None, :] + 1 + chosen * 0
-    if ops.is_torch(raw):
-        raw = raw.scatter(-1, chosen, ids)
-    else:
+        bucket = ratio_bucket(target, draft, buckets)
+        raw = 1 + singles + bucket  # [R, V] cell: 0 never, 1..M singletons, buckets
+        ids = ops.arange(singles, chosen)[None, :] + 1 + chosen * 0
         np.put_along_axis(raw, chosen, ids, axis=-1)
-    raw = ops.where(draft == 0, 0, raw)
+        raw = ops.where(draft == 0, 0, raw)
     count = 1 + singles + buckets
     width = ops.scatter_sum(draft, raw, count)
     height = ops.scatter_sum(target, raw, count)
@@ -255,8 +289,7 @@ def ratio_cells(target: Array, draft: Array, support: int | None = None,
     key = ops.concat([top + 1, key[:, 1:]], -1)  # cell 0 before all
     order = ops.argsort(-key, -1)
     rank = ops.inverse_permutation(order, -1)
-    return Cells(ops.take_rows(rank, raw), ops.gather(width, -1, order),
-                 ops.gather(height, -1, order))
+    return Cells(raw, ops.gather(width, -1, order), ops.gather(height, -1, order), rank)
 
 
 # ---------------------------------------------------------------------------
@@ -311,7 +344,7 @@ def boundary_times(mass: Array, target: Array, capacity_: Array, never: Array | 
         first = ops.argmin(event, -1)
         time = ops.take_rows(event, first[:, None])[:, 0]
         active = time < 1
-        if not bool(active.any()):
+        if not ops.is_torch(active) and not active.any():  # torch: all rounds, no host sync
             break
         theta[row_ids, first] = ops.where(active, time, theta[row_ids, first])
         alive[row_ids, first] = alive[row_ids, first] & ~active
@@ -347,13 +380,13 @@ class NestedPartitions:
 
     def law(self) -> Array:
         """r [R, V]: the law of the returned token."""
-        return self.draft * ops.take_rows(self.rate, self.cells.cell_of)
+        return self.draft * self.cells.per_token(self.rate)
 
     def _token_cells(self, rows: Array | None, tokens: Array) -> tuple[Array, Array]:
         """(cell [Q, J], q [Q, J]) of tokens [Q, J] read in rule rows `rows` [Q] (None: Q = R)."""
         if rows is None:
-            return ops.take_rows(self.cells.cell_of, tokens), ops.take_rows(self.draft, tokens)
-        return self.cells.cell_of[rows[:, None], tokens], self.draft[rows[:, None], tokens]
+            return self.cells.cell_at(tokens), ops.take_rows(self.draft, tokens)
+        return self.cells.cell_at(tokens, rows), self.draft[rows[:, None], tokens]
 
     def count_law(self, token: Array, rows: Array | None = None) -> Array:
         """rho [Q, n+1]: rho[:, m] = P(return token and exactly m draws equal it), m = 1..n
@@ -436,23 +469,40 @@ def nested_partitions(target: Array, draft: Array, paths: int, support: int | No
     tokens in proportion to q; still single-step optimal, module docstring)."""
     if paths < 1:
         raise ValueError(f"paths must be >= 1, got {paths}")
+    return nested_partitions_for(target, draft, [paths], support, cells, merge_tail)[0]
+
+
+def nested_partitions_for(target: Array, draft: Array, counts: list[int],
+                          support: int | None = None, cells: Cells | None = None,
+                          merge_tail: bool = False) -> list[NestedPartitions]:
+    """nested_partitions for every n in counts, built in ONE batched pass: the rows of all n
+    are stacked (they share the cells, x and A; only G = g_n(x) differs), so the boundary
+    times and the levels cost one call for all n instead of one per n."""
     if cells is None:
         cells = ratio_cells(target, draft, support)
+    rows, count = cells.width.shape[0], cells.count
     zero = cells.width[:, :1] * 0
-    mass = ops.concat([zero, ops.cumsum(cells.width, -1)], -1)  # [R, C+1]
-    height = ops.concat([zero, ops.cumsum(cells.height, -1)], -1)
-    cap = capacity(mass, paths)
-    count = cells.count
-    if paths == 1:
-        theta = mass * 0 + 1  # g is linear: every grouping gives r = q
-    else:
-        never = tail_boundaries(cells, paths) if merge_tail else None
-        theta = boundary_times(mass, height, cap, never)
+    mass1 = ops.concat([zero, ops.cumsum(cells.width, -1)], -1)  # [R, C+1]
+    height1 = ops.concat([zero, ops.cumsum(cells.height, -1)], -1)
+    stack = len(counts)
+    mass = ops.concat([mass1] * stack, 0)  # [S R, C+1], S = len(counts)
+    height = ops.concat([height1] * stack, 0)
+    cap = ops.concat([capacity(mass1, n) for n in counts], 0)
+    curved = [n for n in counts if n > 1]
+    theta = mass * 0 + 1  # n = 1: g is linear, every grouping gives r = q
+    if curved:
+        pick = [j for j, n in enumerate(counts) if n > 1]
+        index = ops.arange(rows, mass)
+        chosen = ops.concat([index + j * rows for j in pick], 0)
+        never = (ops.concat([tail_boundaries(cells, n) for n in curved], 0) if merge_tail
+                 else None)
+        theta[chosen] = boundary_times(mass[chosen], height[chosen], cap[chosen], never)
+    zero = mass[:, :1] * 0
     # levels: [edge_t, edge_t+1) between the sorted inner theta values (and 0, 1)
     inner = theta[:, 1:count]
     edges = ops.concat([zero, ops.gather(inner, -1, ops.argsort(inner, -1)), zero + 1], -1)
-    lengths = edges[:, 1:] - edges[:, :-1]  # [R, T = C]
-    cut = theta[:, None, :] > edges[:, :-1, None]  # [R, T, C+1]
+    lengths = edges[:, 1:] - edges[:, :-1]  # [S R, T = C]
+    cut = theta[:, None, :] > edges[:, :-1, None]  # [S R, T, C+1]
     ids = ops.arange(count + 1, cut)
     low_all = ops.cummax(ops.where(cut, ids[None, None, :], 0), -1)  # last cut at or before b
     high_all = ops.flip(ops.cummin(ops.flip(ops.where(cut, ids[None, None, :], count), -1), -1),
@@ -463,10 +513,14 @@ def nested_partitions(target: Array, draft: Array, paths: int, support: int | No
     g_high = ops.take_rows(cap, high.reshape(-1, levels * count)).reshape(high.shape)
     x_low = ops.take_rows(mass, low.reshape(-1, levels * count)).reshape(low.shape)
     x_high = ops.take_rows(mass, high.reshape(-1, levels * count)).reshape(high.shape)
-    slope = ops.safe_div(g_high - g_low, x_high - x_low)  # [R, T, C]
-    rate = ops.total(lengths[:, :, None] * slope, 1)  # [R, C]
-    return NestedPartitions(paths, draft, cells, mass, height, cap, theta, lengths, low, high,
-                            rate)
+    slope = ops.safe_div(g_high - g_low, x_high - x_low)  # [S R, T, C]
+    rate = ops.total(lengths[:, :, None] * slope, 1)  # [S R, C]
+    out = []
+    for j, n in enumerate(counts):
+        part = slice(j * rows, (j + 1) * rows)
+        out.append(NestedPartitions(n, draft, cells, mass1, height1, cap[part], theta[part],
+                                    lengths[part], low[part], high[part], rate[part]))
+    return out
 
 
 @dataclass
@@ -499,7 +553,7 @@ class CloserToDraft:
         return ops.where(low, mixed, self.base.rate)
 
     def law(self) -> Array:
-        return self.base.draft * ops.take_rows(self.rate, self.cells.cell_of)
+        return self.base.draft * self.cells.per_token(self.rate)
 
     def _rows(self, rows: Array | None) -> tuple[Array, Array, Array]:
         if rows is None:
