@@ -1,10 +1,10 @@
 """The single-step optimum as a selection rule (verifiers.single_step) and the nodeopt verifier.
 
 Expected values are derived independently of the code under test: the optimum by brute force
-over every token set (THEORY.md section 4 states it over ratio prefixes), the selection
+over every token set (docs/theory.md sections 8.1, 8.3 state it over ratio prefixes), the selection
 polytope by brute force over every set, the laws by enumerating every draft tuple through
 the rule's own selection step, the concave majorant by brute force over chords, and the
-block efficiency by the closed form of BV with the selected path's law (THEORY.md section 3).
+block efficiency by the closed form of BV with the selected path's law (docs/theory.md sections 3.3, 12.3).
 """
 
 from __future__ import annotations
@@ -232,7 +232,7 @@ def test_ratio_buckets_are_half_octaves_on_every_backend():
 
 
 def test_single_step_anchor_from_theory():
-    """THEORY.md section 4: p = (.5, .3, .2), q = (.2, .3, .5), K = 2 i.i.d.: optimal .86."""
+    """docs/theory.md sections 8.3, 10.11: p = (.5, .3, .2), q = (.2, .3, .5), K = 2 i.i.d.: optimal .86."""
     a, q = [F(1, 2), F(3, 10), F(1, 5)], [F(1, 5), F(3, 10), F(1, 2)]
     value, _ = single_step_optimum(*as_rows(a, q), 2)
     assert value[0] == F(86, 100)
@@ -281,7 +281,7 @@ def test_nodeopt_lossless_exact_rationals(vocab, depth, paths):
 
 def class_value(model, paths: int) -> Fraction:
     """1 + sum_z beta(z), beta(z) = min(r(z), p(t|u) beta(u)) (BV with the selected path's law
-    r, THEORY.md section 3), r built node by node from the rule's law and count law with the
+    r, docs/theory.md sections 3.3, 12.3), r built node by node from the rule's law and count law with the
     law of N tracked along the path (module docstring of verifiers.nodeopt)."""
     vocab, depth = model.vocab_size, model.depth
     total = F(1)

@@ -1,4 +1,4 @@
-"""Greedy multi-path block verification (GBV; THEORY.md section 4), law first.
+"""Greedy multi-path block verification (GBV; docs/theory.md section 9), law first.
 
 GBV = "select one path with a strict greedy order, then run BV on it with the skewed
 draft law of the selected path in place of q".
@@ -30,7 +30,13 @@ Verification. `bv_path_law(y*, p rows along y*, r rows)`; the output mass is put
 selected path k (whose prefix is y*). Lossless for i.i.d. drafting (the r rows are the
 conditional law of y* under i.i.d. paths); NOT for drafting without replacement.
 
-Cost: one stable sort of a [B, V] row per depth, O(B L V log V).
+Why the rows are the law of y* and why BV against them is lossless: docs/theory.md Lemma 9.1
+and Lemma 5.1; the scaled factored power difference: section 9.3.
+
+Cost per depth, on the selected node's rows: ONE sort of the key (on the CPU a 1-D radix
+sort per batch row), a gather of q into key order, its prefix sum, the skewed row evaluated
+in key order and scattered back, and a few elementwise passes (gbv_selection); no host
+synchronisation; the K path's correction rows are views of the selected path's.
 
 Shapes: tokens [B, K, L], target rows [B, K, L+1, V], draft rows [B, K, L, V];
 law.stop [B, K, L+1], law.correction [B, K, L+1, V].

@@ -1,7 +1,8 @@
 """Node-optimal selection, then block verification ("nodeopt"), law first.
 
-A member of the "select one path, then BV" class (THEORY.md section 4) whose selection uses,
-at every node of the drafted tree, the single-step-optimal rule of verifiers.single_step.
+A member of the "select one path, then BV" class (docs/theory.md sections 5.1, 10.9) whose
+selection uses, at every node of the drafted tree, the single-step-optimal rule of
+verifiers.single_step.
 
 Selection (lexicographic). From the root, at the current node u with n drafted paths
 through it, run the nested-partition rule for n i.i.d. draws with target a = p(.|u) and draft
@@ -12,23 +13,39 @@ its acceptance is alpha* = min_H [p(H) + 1 - q(H)^K] (single_step.single_step_op
 
 Skewed rows. BV needs r(x|u) = P(y*_{i+1} = x | y*_1..i = u), the law of the selected path;
 the rule used at u depends on the number N_u of paths through u, which is random given
-that u was selected. Its law pi_u(n) = P(N_u = n | u selected) is tracked along the path:
+that u was selected. Its law pi_u(n) = P(N_u = n | u selected) is tracked along the path
+(docs/theory.md Lemma 10.2):
     pi_root = [N = K],   r(.|u) = sum_n pi_u(n) r_n(.|u),
     pi_{u x}(m) = sum_n pi_u(n) rho_n[m, x|u] / r(x|u),
 with rho_n[m, x|u] = P(the rule on n draws returns x and m of them equal x)
 (NestedPartitions.count_law). Then BV runs on y* with r in place of q
-(single_path.bv_path_law): lossless for any selection rule whose path law is r.
+(single_path.bv_path_law): lossless by Lemma 5.1.
+
+Not always at least BV, and no rule of this kind can be (docs/theory.md Proposition 10.3):
+on V = 2, L = 3, K = 2 (root p = (1/3, 2/3), q = (0, 1); node (1): p = (1/4, 3/4),
+q = (1/2, 1/2); node (1, 0): p = (0, 1), q = (2/3, 1/3)) BV = 3 is the certified optimum and
+EVERY selection rule that attains the single-step optimum at every node it visits, whatever
+its choices among optimal rules and its count law, gives at most 3 - 1/36 (tests/test_nodeopt
+.py). The issue-20 instance (V = 3, L = 2, K = 3; nodeopt 1051/88000 below BV) is fixed by the
+"closer" node rule (single_step.closer_to_draft), but on the recorded sweep both "closer" and
+"merged" raise the mean gap to the optimum (benchmarks/results/beyond/rules_sweep.json) and an
+adversarial search still finds instances below BV for them (benchmarks/nodeopt_adversarial.py):
+the registered rule stays "nested"; the others are options (rule=...) for study.
 
 Law. Path k of the tree is selected with probability prod_i P(the rule at path k's depth-i
 node returns path k's child | the children drafted there) divided by the number of paths
 equal to path k; its output mass is P(select k) times BV's law on path k, put on path k.
 
 Options: support (verifiers.single_step): vocabularies larger than support pool the tail
-tokens of each node into ratio runs (still lossless; exactly the single-step optimum when
-V <= support). Lossless for i.i.d. drafting only (the rule's law assumes i.i.d. children).
+tokens of each node into ratio cells (still lossless; exactly the single-step optimum when
+V <= support); rule: "nested" (registered), "merged", "closer" (node_rules). Lossless for
+i.i.d. drafting only (the rule's law assumes i.i.d. children).
 
-Cost per depth: for each of the K path slots and each n = 1..K, one nested-partition rule
-(one sort of the node row, O(C^3) on its C cells); the BV step as in single_path.
+Cost per step: the pooled cells of the K L node rows (a top-k and a few in-place elementwise
+passes and two scatter sums per row), the node rules for n = 1..K on the cells in one batched
+build, a selection loop on [B K, C]-sized arrays, the skewed rows in one pass, and BV on each
+distinct path (the selected path is random, so the law covers all K); no host synchronisation
+on torch (no bool() of a tensor; no torch.unique off the CPU).
 
 Shapes: tokens [B, K, L], target rows [B, K, L+1, V], draft rows [B, K, L, V];
 law.stop [B, K, L+1], law.correction [B, K, L+1, V].

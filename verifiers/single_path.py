@@ -1,7 +1,7 @@
 """Single-path verifiers: token-level speculative sampling and block verification (BV).
 
 Both read path 0 of the drafted tree (so they also serve as K-path baselines) and
-return the exact law of (tau, Y) given the path (THEORY.md section 2):
+return the exact law of (tau, Y) given the path (docs/theory.md sections 2.1, 2.2):
 
 BV:   w_0 = 1, w_i = min(1, w_{i-1} p(X_i|X_<i) / q(X_i|X_<i))
       Z_i = sum_x (w_i p(x|X_1..i) - q(x|X_1..i))_+                (i < L)
@@ -138,7 +138,7 @@ def token_law(tree: DraftTree) -> BlockLaw:
 
 def bv_stop_at_first_failure_path_law(tokens: Array, target_rows: Array,
                                       draft_rows: Array) -> tuple[Array, Array]:
-    """A deliberately WRONG BV (THEORY.md section 2): tests i = 1..L in order, stops at the
+    """A deliberately WRONG BV (docs/theory.md section 2.3): tests i = 1..L in order, stops at the
     first failure. Same h_i and residuals as BV; not lossless. Kept to prove the checks fail."""
     _, residuals = bv_path_law(tokens, target_rows, draft_rows)
     depth = tokens.shape[-1]

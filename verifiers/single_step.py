@@ -6,7 +6,7 @@ returns one of the draws; the law r of the returned token lies in
     P_n = { r : r(S) <= g(q(S)) for every token set S },   g(s) = 1 - (1 - s)^n,
 and "select, then accept/correct against r" accepts with probability sum_x min(a(x), r(x)).
 
-The optimum (Hu et al. 2025, THEORY.md section 4; single_step_optimum)
+The optimum (Hu et al. 2025; docs/theory.md sections 8.2, 8.3; single_step_optimum)
     alpha* = max_{r in P_n} sum_x min(a(x), r(x)) = min_H [a(H) + 1 - q(H)^n]
 with H ranging over the prefixes of the tokens sorted by ratio a/q ASCENDING (<= is the
 weak duality a(H) + r(H^c) <= a(H) + g(q(H^c)); the rule below attains it). The threshold
@@ -45,12 +45,29 @@ falls after it; where it rises r = a - (slope) <= a, where it falls r >= a, and
 R_b* = G_b* = g(q(first b* tokens)). Hence sum_x min(a, r) = g(q(G)) + a(H*) = alpha*.
 
 Coarse cells (support). The rule only needs the tokens in ratio order. With support M and
-V > M, the M tokens of largest max(a, q) keep their own cells and the other tokens are
-pooled, in ratio order, into the runs between consecutive support tokens (a run is one
-"super-token": its tokens share a group at every level and are returned in proportion to q).
-The rule stays lossless (its law is computed exactly); it is optimal among rules that pool
-those runs, and exactly optimal when V <= M. Cells: [R, C], C = V (no pooling) or 2 M + 2
-(a cell of all q = 0 tokens, then run, support token, run, ...).
+V > M, the SINGLETONS tokens of largest max(a, q) keep their own cells and the other tokens
+are pooled by the half-octave bucket of their ratio (ratio_cells); a cell is one
+"super-token": its tokens share a group at every level and are returned in proportion to q.
+The rule stays lossless (its law is computed exactly); exactly optimal when V <= M (Theorem
+8.5 of docs/theory.md proves the CELL-level acceptance optimal; section 8.6). Cells: [R, C],
+C = V (no pooling) or SINGLETONS + 2 OCTAVES BUCKETS_PER_OCTAVE + 3 = 35.
+
+Merged tail (merge_tail=True; tail_boundaries). Let T be the longest suffix of the cell order
+(lowest ratios) whose first cell t (largest ratio in T) has a_t <= q(T)^(n-1) q_t, so every
+token of T has a(x) <= q(T)^(n-1) q(x). Never cutting inside T (theta = 0 there; the other
+boundaries' times are those of the majorant of the remaining points) keeps the rule optimal:
+T lies inside an optimal H (for an optimal suffix H inside T, q(T)^n - q(H)^n >= q(T)^(n-1)
+q(T - H) >= a(T - H)), T's cell is last, its rate is the integral of (1 - x_lo(U))^(n-1) >=
+q(T)^(n-1), so r >= a on T, and the cell-level optimum (Theorem 8.5) is the token-level one.
+
+Closer to the draft (closer_to_draft; CloserToDraft). Run the merged-tail rule; when it
+returns a draw of the optimal low-ratio cells H* (after the last minimiser b* of G - A, a cut
+at every level: theta_b* = 1, checked, else weight 0), with probability w return a uniformly
+random draw instead (all n draws lie in H* then). The law is unchanged on B* and becomes
+(1 - w) r + w q(H*)^(n-1) q on H*; w is the largest value in [0, 1] keeping r >= a on H*
+(one closed form per cell), so the rule stays single-step optimal and moves its H* mass
+towards q. Both rules are lossless for any w (their laws and count laws are computed exactly)
+and are tested against their own selection step by enumeration.
 
 Counts (count_law). For the lexicographic multi-path rule (verifiers.nodeopt) the number of
 draws equal to the returned token matters: rho[m, y] = P(return y and exactly m of the n
