@@ -108,14 +108,28 @@ def counted_syncs():
 
 
 def _big_tree(paths: int = 3, depth: int = 4, vocab: int = 5000) -> DraftTree:
+    """A float32 tree above nodeopt's support (the pooled layout); paths that share a prefix
+    share its rows (the DraftTree contract), drafted depth by depth; two paths are made equal
+    on their first two tokens so that shared nodes occur."""
     generator = torch.Generator().manual_seed(0)
     logits = 3 * torch.randn(1, paths, depth + 1, vocab, generator=generator)
     target = torch.softmax(logits, -1)
     draft = torch.softmax(logits[:, :, :depth] / 1.3
                           + 0.5 * torch.randn(1, paths, depth, vocab, generator=generator), -1)
-    target[:, :, 0], draft[:, :, 0] = target[:, :1, 0], draft[:, :1, 0]
-    tokens = torch.multinomial(draft.reshape(-1, vocab), 1, generator=generator)
-    return DraftTree(tokens.reshape(1, paths, depth), target, draft)
+    tokens = torch.zeros(1, paths, depth, dtype=torch.long)
+    for i in range(depth + 1):
+        for k in range(1, paths):
+            for j in range(k):
+                if bool((tokens[0, j, :i] == tokens[0, k, :i]).all()):
+                    target[0, k, i] = target[0, j, i]
+                    if i < depth:
+                        draft[0, k, i] = draft[0, j, i]
+                    break
+        if i < depth:
+            tokens[0, :, i] = torch.multinomial(draft[0, :, i], 1, generator=generator)[:, 0]
+            if i < 2:
+                tokens[0, 1, i] = tokens[0, 0, i]
+    return DraftTree(tokens, target, draft)
 
 
 def test_the_sync_counter_counts():
@@ -136,3 +150,4 @@ def test_no_host_synchronisation_inside_a_step(verifier):
     path, accepted, token = sample_block(law, torch.Generator().manual_seed(1))
     assert 0 <= int(path[0]) < tree.paths and 0 <= int(accepted[0]) <= tree.depth
     assert law.stop[0, int(path[0]), int(accepted[0])] > 0
+    assert abs(float(law.joint().double().sum()) - 1) <= 1e-4
