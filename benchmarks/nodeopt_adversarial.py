@@ -40,7 +40,7 @@ import torch
 from speclp.lp.instance import from_rows
 from speclp.verifiers.exact import exact_result
 from speclp.verifiers.law import DraftTree
-from speclp.verifiers.nodeopt import nodeopt_selection
+from speclp.verifiers.nodeopt import nodeopt_law, nodeopt_selection
 from speclp.verifiers.tree import all_paths, depth_offset, num_nodes, prefix_node_indices
 
 BELOW = 1e-12  # float64 values on these sizes are accurate to ~1e-14
@@ -149,7 +149,6 @@ def confirm(weights_t: np.ndarray, weights_q: np.ndarray, depth: int, paths: int
     model = from_rows(rows[0], rows[1], depth).model(exact=True)
 
     def law(tree: DraftTree):
-        from speclp.verifiers.nodeopt import nodeopt_law  # lazy: only on a hit
         return nodeopt_law(tree, support=None, rule=rule)
 
     value = exact_result(model, law, paths=paths).block_efficiency
@@ -233,6 +232,27 @@ def tally(part: dict, name: str, values: np.ndarray, wt: np.ndarray, wq: np.ndar
         sink.flush()
 
 
+def random_counts(rng: np.random.Generator, per_shape: int, block: int, top: int) -> dict:
+    """Fresh random instances only (no search): per shape, how many are below BV (float64,
+    margin < -1e-12) for each rule, and the smallest margin."""
+    out = {}
+    for vocab, depth, paths in SHAPES:
+        nodes, counts, worst, done = num_nodes(vocab, depth), [0, 0], [0.0, 0.0], 0
+        while done < per_shape:
+            size = min(block, per_shape - done)
+            wt = random_weights(rng, size, nodes, vocab, top)
+            wq = random_weights(rng, size, nodes, vocab, top)
+            for j, values in enumerate(margins(wt, wq, depth, paths)):
+                counts[j] += int((values < -BELOW).sum())
+                worst[j] = min(worst[j], float(values.min()))
+            done += size
+        out[f"V{vocab}_L{depth}_K{paths}"] = {"instances": per_shape, "nested_below": counts[0],
+                                              "closer_below": counts[1],
+                                              "nested_worst": worst[0], "closer_worst": worst[1]}
+        print(vocab, depth, paths, out[f"V{vocab}_L{depth}_K{paths}"], flush=True)
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--instances", type=int, default=100_000, help="total, over all shapes")
@@ -241,11 +261,24 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="speclp-results/nodeopt_adversarial")
     parser.add_argument("--resume", action="store_true", help="skip the shapes in OUT's summary")
+    parser.add_argument("--random-only", type=int, default=None, metavar="N",
+                        help="no search: N fresh random instances per shape, counts to "
+                             "OUT/random.json")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(args.seed)
+    if args.random_only:
+        counts = random_counts(rng, args.random_only, args.block, args.top)
+        record = {"benchmark": "fresh random instances (no search): nodeopt - BV",
+                  "weights": f"integers 0..{args.top}", "seed": args.seed,
+                  "total": sum(v["instances"] for v in counts.values()),
+                  "nested_below": sum(v["nested_below"] for v in counts.values()),
+                  "closer_below": sum(v["closer_below"] for v in counts.values()),
+                  "per_shape": counts}
+        (out / "random.json").write_text(json.dumps(record, indent=1) + "\n")
+        return record
     record = {"benchmark": "adversarial search: nodeopt - BV (issue 20, part 0)",
               "shapes": "V in 2..4, L in 1..3, K in 2..4", "weights": f"integers 0..{args.top}",
               "instances": 0, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -75,8 +75,9 @@ def bv_before(tree: DraftTree) -> BlockLaw:
     stop.append(survive)
     stop.reverse()
     batch, paths, _ = tree.tokens.shape
-    out_stop = torch.zeros(batch, paths, depth + 1, dtype=q_drafted.dtype)
-    out_rows = torch.zeros(batch, paths, depth + 1, tree.vocab_size, dtype=q_drafted.dtype)
+    like = {"dtype": q_drafted.dtype, "device": q_drafted.device}
+    out_stop = torch.zeros(batch, paths, depth + 1, **like)
+    out_rows = torch.zeros(batch, paths, depth + 1, tree.vocab_size, **like)
     out_stop[:, 0] = torch.stack(stop, 1)
     out_rows[:, 0] = torch.stack(residuals, 1)
     return BlockLaw(out_stop, out_rows)
