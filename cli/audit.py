@@ -9,8 +9,21 @@ from typing import Any
 
 import typer
 
+from ..lp.instance import load_instance
+from ..proofs.audit import (
+    FAMILIES,
+    MAX_RUNS,
+    MIXED,
+    RUNS_LIMIT,
+    SAMPLER_ALPHA,
+    TIME_LIMIT,
+    audit_sampler,
+)
+from ..proofs.audit import audit as run_audit
+from ..proofs.sandbox import CALL_TIMEOUT, LAYOUTS, SamplerFailed, split_spec
+from ..verifiers.registry import get_verifier
 from . import validate as check
-from .common import BadInput, ClaimFailed, new_commands, progress, run, table
+from .common import BadInput, ClaimFailed, new_commands, progress, run, stderr, table
 
 commands = new_commands()
 
@@ -20,22 +33,40 @@ def audit(
     verifier: str = typer.Option(None, "--verifier", help="Registered verifier name (exact audit; "
                                  "a wrong name prints the list)."),
     sampler: str = typer.Option(None, "--sampler", help="MODULE:FUNCTION or FILE.py:FUNCTION: a "
-                                "sampler (target_rows, draft_rows, paths, rng) -> blocks, audited "
-                                "statistically (see README)."),
-    paths: int = typer.Option(2, "--paths", help="Draft paths K."),
+                                "sampler (target_rows, draft_rows, paths, rng) -> blocks, run in a "
+                                "child process and audited statistically (see README)."),
+    paths: int = typer.Option(None, "--paths", help="Draft paths K (default 2; 1 with --layout "
+                              "ragged)."),
     vocab: int = typer.Option(3, "--vocab", help="Vocabulary size V."),
     depth: int = typer.Option(2, "--depth", help="Depth L."),
     trials: int = typer.Option(None, "--trials", help="Random instances (default 20 for --verifier, "
-                               "3 for --sampler)."),
+                               "6 for --sampler: one per family with --family mixed)."),
     ties: bool = typer.Option(False, "--ties", help="Instances with many equal ratios p/q, one-hot "
-                              "and zero entries."),
+                              "and zero entries (the same as --family ties)."),
+    family: str = typer.Option(None, "--family", help="Instance family: dirichlet, clipped-ties, "
+                               "ties, zero-draft, near-deterministic, tiny, or mixed (all in turn; "
+                               "the default of --sampler; --verifier: dirichlet)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the instance stream (and of the draws)."),
     draft_sampling: str = typer.Option("iid", "--draft-sampling", help="iid or without-replacement."),
-    exact: bool = typer.Option(False, "--exact", help="--verifier: exact rational arithmetic."),
-    runs: int = typer.Option(20_000, "--runs", help="--sampler: calls per instance."),
-    alpha: float = typer.Option(1e-3, "--alpha", help="--sampler: family-wise test level."),
+    exact: bool = typer.Option(False, "--exact", help="--verifier: exact rational arithmetic "
+                               "(refused with --sampler: a sampler is audited statistically)."),
+    runs: int = typer.Option(MAX_RUNS, "--max-runs", "--runs", help="--sampler: most sampler runs "
+                             f"per instance (at most {RUNS_LIMIT:,}); sampling stops earlier on a "
+                             "rejection or at --time-limit."),
+    time_limit: float = typer.Option(TIME_LIMIT, "--time-limit", help="--sampler: seconds of "
+                                     "sampling for the whole audit, shared by its instances."),
+    call_timeout: float = typer.Option(CALL_TIMEOUT, "--call-timeout", help="--sampler: seconds "
+                                       "one call of the sampler (one batch) may take before the "
+                                       "sampler counts as hung (exit 1)."),
+    alpha: float = typer.Option(SAMPLER_ALPHA, "--alpha", help="--sampler: family-wise error "
+                                "level of all the tests of the audit."),
     unbatched: bool = typer.Option(False, "--unbatched", help="--sampler: call it once per draft "
-                                   "configuration (no leading batch axis)."),
+                                   "configuration (no leading batch axis); = --layout unbatched."),
+    layout: str = typer.Option(None, "--layout", help="--sampler: batched (default), unbatched, or "
+                               "ragged (the flat layout of serving-engine rejection samplers, "
+                               "see README)."),
+    search: int = typer.Option(0, "--search", help="--sampler: screen N random instances and "
+                               "audit the --trials that look furthest from the target."),
     instance: str = typer.Option(None, "--instance", help="--sampler: audit this instance file "
                                  "instead of random ones."),
     save_dir: str = typer.Option("counterexamples", "--save-dir", help="Where a failing instance is saved."),
@@ -45,18 +76,26 @@ def audit(
 
     --verifier: largest TV distance of the verifier's exact output law (continued by target
     sampling) from the target law over random instances; exit 1 (worst instance saved) when
-    TV > 1e-12. --sampler: run foreign sampler code on drafts of random instances; chi-square
-    test of the first two emitted tokens (p-value and detectable TV), TV and block efficiency
-    with 95% intervals against the certified K-path optimum; exit 1 (instance saved) when the
-    test rejects, a block is malformed, or the efficiency is impossibly high."""
+    TV > 1e-12. --sampler: run foreign sampler code in a child process on drafts of random
+    instances; anytime-valid tests of the emitted block (continued by target sampling to L+1
+    tokens) against the exact target law and of its block efficiency against the certified
+    K-path optimum, all at one family-wise error level (--alpha); exit 1 (failing instances
+    saved) when a test rejects, a block is malformed, or the sampler breaks its contract
+    (exits, raises, hangs past --call-timeout, returns a malformed answer)."""
     if (verifier is None) == (sampler is None):
         body = _bad("--verifier: give exactly one of --verifier and --sampler")
     elif sampler is not None:
-        body = _sampler_body(sampler, paths, vocab, depth, trials if trials is not None else 3, ties,
-                             seed, draft_sampling, runs, alpha, unbatched, instance, save_dir)
+        options = {"paths": paths, "vocab": vocab, "depth": depth, "trials": trials, "ties": ties,
+                   "family": family, "seed": seed, "draft_sampling": draft_sampling,
+                   "exact": exact, "runs": runs, "time_limit": time_limit,
+                   "call_timeout": call_timeout, "alpha": alpha, "unbatched": unbatched,
+                   "layout": layout, "search": search, "instance": instance,
+                   "save_dir": save_dir}
+        body = _sampler_body(sampler, options)
     else:
-        body = _verifier_body(verifier, paths, vocab, depth, trials if trials is not None else 20,
-                              ties, seed, draft_sampling, exact, save_dir)
+        body = _verifier_body(verifier, paths if paths is not None else 2, vocab, depth,
+                              trials if trials is not None else 20, ties, family, seed,
+                              draft_sampling, exact, save_dir)
     run(body, as_json, _render_sampler if sampler is not None else _render_verifier)
 
 
@@ -81,27 +120,35 @@ def _check_common(paths: int, vocab: int, depth: int, trials: int, seed: int, dr
                        f"{check.path_count(vocab, depth):,} (V={vocab}, L={depth})")
 
 
-def _verifier_body(verifier, paths, vocab, depth, trials, ties, seed, draft_sampling, exact, save_dir):
-    def body() -> dict[str, Any]:
-        from ..proofs.audit import audit as run_audit
-        from ..verifiers.registry import get_verifier
+def _family(family: str | None, ties: bool, default: str) -> str:
+    if family is None:
+        return "ties" if ties else default
+    check.choice("--family", family, FAMILIES + (MIXED,))
+    if ties and family != "ties":
+        raise BadInput(f"--ties: means --family ties; it contradicts --family {family}")
+    return family
 
+
+def _verifier_body(verifier, paths, vocab, depth, trials, ties, family, seed, draft_sampling,
+                   exact, save_dir):
+    def body() -> dict[str, Any]:
         _check_common(paths, vocab, depth, trials, seed, draft_sampling, save_dir)
         check.enumeration("--paths", vocab, depth, paths)
+        chosen = _family(family, ties, "dirichlet")
         try:
             spec = get_verifier(verifier)
         except KeyError as err:
             raise BadInput(f"--verifier: {err.args[0]}") from None
         try:
             result = run_audit(verifier, paths, vocab, depth, trials, ties, seed=seed,
-                               draft_sampling=draft_sampling, exact=exact,
+                               draft_sampling=draft_sampling, exact=exact, family=chosen,
                                progress=lambda it: progress(it, trials, f"audit {verifier}"))
         except ValueError as err:
             raise BadInput(str(err)) from None
         result["lossless_claimed"] = spec.lossless and draft_sampling in spec.draft_sampling
         if not result["passed"]:
             path = Path(save_dir) / (f"audit-{verifier}-K{paths}-V{vocab}-L{depth}-"
-                                     f"{'ties' if ties else 'dirichlet'}-s{seed}.json")
+                                     f"{chosen}-s{seed}.json")
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(result["worst_instance"], indent=1))
             result["saved"] = str(path)
@@ -111,42 +158,95 @@ def _verifier_body(verifier, paths, vocab, depth, trials, ties, seed, draft_samp
     return body
 
 
-def _sampler_body(sampler, paths, vocab, depth, trials, ties, seed, draft_sampling, runs, alpha,
-                  unbatched, instance, save_dir):
-    def body() -> dict[str, Any]:
-        from ..lp.instance import load_instance
-        from ..proofs.audit import audit_sampler, load_sampler
+def _check_sampler(o: dict[str, Any]) -> tuple[str, int, int, str]:
+    """(layout, paths, trials, family) after the --sampler checks (exit 2 on bad input)."""
+    if o["exact"]:
+        raise BadInput("--exact: applies to --verifier (exact laws); a sampler is audited "
+                       "statistically, drop --exact")
+    layout = o["layout"]
+    if layout is not None:
+        check.choice("--layout", layout, LAYOUTS)
+        if o["unbatched"] and layout != "unbatched":
+            raise BadInput(f"--unbatched: means --layout unbatched; it contradicts --layout {layout}")
+    layout = layout or ("unbatched" if o["unbatched"] else "batched")
+    paths = o["paths"] if o["paths"] is not None else (1 if layout == "ragged" else 2)
+    if layout == "ragged" and paths != 1:
+        raise BadInput(f"--paths: the ragged layout has one draft chain per request (K = 1), "
+                       f"got {paths}")
+    trials = o["trials"] if o["trials"] is not None else 6
+    _check_common(paths, o["vocab"], o["depth"], trials, o["seed"], o["draft_sampling"],
+                  o["save_dir"])
+    check.integer("--max-runs", o["runs"], 2, RUNS_LIMIT)
+    check.number("--alpha", o["alpha"], 0, 1, low_open=True)
+    if not o["alpha"] < 1:
+        raise BadInput(f"--alpha: must be < 1, got {o['alpha']:g}")
+    check.number("--time-limit", o["time_limit"], 0, 7 * 24 * 3600, low_open=True)
+    check.number("--call-timeout", o["call_timeout"], 0, 24 * 3600, low_open=True)
+    check.integer("--search", o["search"], 0, 10_000)
+    if o["search"] and o["search"] < trials:
+        raise BadInput(f"--search: must be at least --trials ({trials}), got {o['search']}")
+    if o["search"] and o["instance"] is not None:
+        raise BadInput("--search: screens random instances; it cannot be used with --instance")
+    check.enumeration("--paths", o["vocab"], o["depth"], 1)  # the exact law of paths fits
+    return layout, paths, trials, _family(o["family"], o["ties"], MIXED)
 
-        _check_common(paths, vocab, depth, trials, seed, draft_sampling, save_dir)
-        check.integer("--runs", runs, 2)
-        if not 0 < alpha < 1:
-            raise BadInput(f"--alpha: must be in (0, 1), got {alpha}")
+
+def _sampler_body(sampler: str, o: dict[str, Any]):
+    def body() -> dict[str, Any]:
+        layout, paths, trials, family = _check_sampler(o)
         try:
-            fn = load_sampler(sampler)
+            split_spec(sampler)
         except ValueError as err:
             raise BadInput(f"--sampler: {err}") from None
         chosen = None
-        if instance is not None:
-            chosen = [load_instance(instance)]  # InstanceError -> exit 2 naming the file
+        if o["instance"] is not None:
+            chosen = [load_instance(o["instance"])]  # InstanceError -> exit 2 naming the file
         count = len(chosen) if chosen else trials
         try:
-            result = audit_sampler(fn, paths, vocab, depth, trials, ties, runs, seed,
-                                   batched=not unbatched, alpha=alpha, draft_sampling=draft_sampling,
-                                   instances=chosen, name=sampler,
+            result = audit_sampler(sampler, paths, o["vocab"], o["depth"], trials, o["ties"],
+                                   o["runs"], o["seed"], alpha=o["alpha"],
+                                   draft_sampling=o["draft_sampling"], instances=chosen,
+                                   name=sampler, family=family, layout=layout,
+                                   time_limit=o["time_limit"], call_timeout=o["call_timeout"],
+                                   search=o["search"],
                                    progress=lambda it: progress(it, count, "audit sampler"))
+        except SamplerFailed as err:
+            if err.kind == "spec":
+                raise BadInput(f"--{err}") from None
+            raise _contract_failure(sampler, err, o["alpha"]) from None
         except ValueError as err:
             raise BadInput(f"--sampler: {err}") from None
+        if result["captured_output"]:
+            stderr.print(f"note: the sampler printed {len(result['captured_output'])} characters "
+                         "(kept out of the output; in the JSON as captured_output)",
+                         markup=False, highlight=False, soft_wrap=True)
         if not result["passed"]:
             stem = Path(sampler.rpartition(":")[2]).name
-            path = Path(save_dir) / (f"audit-sampler-{stem}-K{paths}-V{vocab}-L{depth}-"
-                                     f"{'ties' if ties else 'dirichlet'}-s{seed}.json")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(result["worst_instance"], indent=1))
-            result["saved"] = str(path)
+            saved = []
+            for index, data in enumerate(result["failed_instances"]):
+                path = Path(o["save_dir"]) / (f"audit-sampler-{stem}-K{paths}-V{o['vocab']}-"
+                                              f"L{o['depth']}-{family}-s{o['seed']}-{index}.json")
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(json.dumps(data, indent=1))
+                saved.append(str(path))
+            result["saved"] = saved
             raise ClaimFailed(f"{sampler}: " + "; ".join(result["failures"])
-                              + f" (instance saved to {path})", result)
+                              + f" ({len(saved)} failing instance(s) saved: {', '.join(saved)})",
+                              result)
         return result
     return body
+
+
+def _contract_failure(sampler: str, err: SamplerFailed, alpha: float) -> ClaimFailed:
+    """The sampler broke its contract: exit 1, one line naming it, what it did and where."""
+    line = f"sampler {sampler} {err}"
+    if err.where:
+        line += f" (at {err.where})"
+    if err.hint:
+        line += f"; hint: {err.hint}"
+    payload = {"sampler": sampler, "passed": False, "alpha": alpha, "failures": [line],
+               "sampler_failure": err.record(), "captured_output": err.output}
+    return ClaimFailed(line, payload)
 
 
 def _render_verifier(r: dict[str, Any]) -> None:
@@ -160,18 +260,28 @@ def _render_verifier(r: dict[str, Any]) -> None:
 
 
 def _render_sampler(r: dict[str, Any]) -> None:
+    if "instances" not in r:  # the sampler broke its contract before any instance finished
+        for failure in r["failures"]:
+            print(f"FAILED: {failure}")
+        return
     verdict = "no evidence of loss" if r["passed"] else "FAILED"
     rows = []
     for i in r["instances"]:
-        rows.append([i["instance"], i["runs"], f"{i['p_value']:.3g}", f"{i['detectable_tv']:.4f}",
+        rows.append([i["instance"], i["family"], f"{i['runs']:,}", f"{i['law_evalue']:.3g}",
+                     f"{i['efficiency_evalue']:.3g}", f"{i['detectable_tv']:.4f}",
                      f"{i['tv']:.4f} [{i['tv_ci'][0]:.4f}, {i['tv_ci'][1]:.4f}]",
                      f"{i['block_efficiency']:.4f} [{i['block_efficiency_ci'][0]:.4f}, "
                      f"{i['block_efficiency_ci'][1]:.4f}]",
                      f"{i['optimum']:.6f}" + ("" if i["optimum_certified"] else " NOT certified"),
-                     "IMPOSSIBLE" if i["above_optimum"] else "ok", i["malformed"]])
-    table(f"audit {r['sampler']} (K={r['paths']}, level {r['threshold']:.2g} per instance, "
-          f"power {r['power']:g}): {verdict}",
-          ["instance", "runs", "p-value", f"TV detectable (power {r['power']:g})",
-           "TV [95% CI]", "E[tau+1] [95% CI]", "K-path optimum", "vs optimum", "malformed"], rows)
+                     i["malformed"]])
+    table(f"audit {r['sampler']} (K={r['paths']}, layout {r['layout']}): {verdict}",
+          ["instance", "family", "runs", "law e-value", "efficiency e-value",
+           f"TV detectable (power {r['power']:g})", "empirical TV [95% CI]",
+           "E[tau+1] [95% CI]", "K-path optimum", "malformed"], rows)
+    print(f"{r['error_level']}; a test rejects when its e-value reaches 1/{r['level']:.3g}.")
+    if r["passed"]:
+        print(f"passed: would have detected TV >= {r['max_detectable_tv']:.4f} with probability "
+              f"{r['power']:g} on every instance (a deviation spread over all outcomes of the "
+              "block continued to L+1 tokens; simulated at the runs drawn)")
     for failure in r["failures"]:
         print(f"FAILED: {failure}")

@@ -10,9 +10,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import torch
 import typer
 
+from ..decode.models import ModelUnavailable, VocabularyMismatch, load_pair, parse_dtype
+from ..experiments.bench import (
+    HUMANEVAL_SIZE,
+    load_records,
+    random_prompts,
+    run_bench,
+    summarize_bench,
+)
+from ..experiments.intervals import format_interval
+from ..experiments.plots import plot_bench
 from ..experiments.store import slug
+from ..verifiers.registry import verifier_names
 from . import validate as check
 from .common import BadInput, new_commands, progress, run, stderr, table
 
@@ -22,8 +34,6 @@ DEFAULT_OUT = Path("speclp-results") / "bench"  # relative to the working direct
 def humaneval_prompts(count: int) -> list[dict[str, str]]:
     """The first `count` HumanEval prompts: [{"id": task_id, "text": prompt}]."""
     return check.humaneval_prompts("--prompts", count)
-
-
 
 
 commands = new_commands()
@@ -44,14 +54,21 @@ def bench(
         help="Verifiers scored on every step's drafted tree (paired).",
     ),
     drive: str = typer.Option("gbv", "--drive", help="The verifier that decodes (its blocks are committed)."),
-    paths: str = typer.Option("1,2,3,4", "--paths", help="Comma list of K (one run per K, L, T)."),
-    depth: str = typer.Option("8", "--depth", help="Draft depth L, or a comma list."),
+    paths: str = typer.Option("4", "--paths", help="K_max (or a comma list: its largest is K_max); "
+                              "every K' <= K_max is scored on the same trees."),
+    depth: str = typer.Option("8", "--depth", help="L_max (or a comma list: its largest is L_max); "
+                              "every L' <= L_max is scored on the same trees."),
     temperature: str = typer.Option("1.0", "--temperature", help="T, or a comma list."),
     top_p: float = typer.Option(1.0, "--top-p", help="Top-p applied to both models."),
     draft_temperature: float = typer.Option(
         None, "--draft-temperature", help="Draft T (default: T; single model: 1.5 T)."
     ),
-    max_new_tokens: int = typer.Option(32, "--max-new-tokens"),
+    max_new_tokens: int = typer.Option(32, "--max-new-tokens", help="New tokens per prompt."),
+    prompt_seed: int = typer.Option(
+        None, "--prompt-seed", help="With humaneval:N: draw the N prompts at random from the 164 "
+        "with this seed (recorded; a larger N with the same seed adds prompts to the runs)."),
+    grid: bool = typer.Option(True, "--grid/--no-grid", help="One run per T at (K_max, L_max) "
+                              "scoring every (K', L') (default), or one run per (K, L, T)."),
     batch: int = typer.Option(8, "--batch", help="Prompts decoded together (one engine call)."),
     baseline: bool = typer.Option(False, "--baseline", help="Also decode autoregressively (tokens/s)."),
     out: Path = typer.Option(DEFAULT_OUT, "--out", help="Folder of the JSONL results and figure."),
@@ -64,11 +81,14 @@ def bench(
 ) -> None:
     """Paired decoding comparison: every verifier scored on the same drafted trees.
 
-    One run per (K, L, T) decodes the prompts with --drive; at every step each verifier in
-    --verifiers gets its exact conditional E[tau+1] on that step's tree. Reports per run
-    the mean E[tau+1] per step of every verifier and the paired difference to bv, with 95%
-    bootstrap intervals over prompts, plus the driver's realised tokens per call and
-    decode speed. Resumable: records already in --out are not recomputed.
+    One run per T decodes the prompts with --drive at (K_max, L_max); at every step each
+    verifier in --verifiers gets its exact conditional E[tau+1] on that step's tree, cut to
+    every (K', L') <= (K_max, L_max) (the first K' paths to depth L'). Reports per cell the
+    mean E[tau+1] per step of every verifier and the paired difference to bv, with t
+    intervals on the per-prompt means (coverage simulated in
+    benchmarks/interval_coverage.py), plus the driver's realised tokens per call, decode
+    speed and the per-step cost split. Resumable: records already in --out are not
+    recomputed.
     """
 
     def body() -> dict[str, Any]:
@@ -88,9 +108,13 @@ def bench(
         if threads is not None:
             check.integer("--threads", threads, 1, 1024)
         prompt_list = check.prompts("--prompts", prompts)
-        # the checks below import torch (seconds): after the cheap ones
+        if prompt_seed is not None:
+            check.seed("--prompt-seed", prompt_seed)
+            if not prompts.startswith("humaneval:"):
+                raise BadInput("--prompt-seed: only with --prompts humaneval:N")
+            every = check.humaneval_prompts("--prompts", HUMANEVAL_SIZE)
+            prompt_list = random_prompts(every, len(prompt_list), prompt_seed)
         check.device("--device", device)
-        from ..verifiers.registry import verifier_names
 
         lossless = verifier_names(draft_sampling="iid")
         names = [v.strip() for v in verifiers.split(",") if v.strip()]
@@ -102,12 +126,6 @@ def bench(
                 raise BadInput(f"{flag}: unknown verifier {name!r} (or not lossless under i.i.d. "
                                f"drafts); known: {', '.join(lossless)}")
         check.model_pair("--pair", pair)
-        import torch
-
-        from ..decode.models import ModelUnavailable, VocabularyMismatch, load_pair, parse_dtype
-        from ..experiments.bench import load_records, run_bench, summarize_bench
-        from ..experiments.plots import plot_bench
-
         torch_dtype = parse_dtype(None if dtype == "auto" else dtype)
         if threads is not None:
             torch.set_num_threads(threads)
@@ -123,44 +141,57 @@ def bench(
             check.vocabulary_limits("--verifiers", names + [drive], ks, loaded.target.vocab_size)
             return loaded
 
-        stderr.print(f"bench: {len(ks) * len(depths) * len(temps)} runs x {len(prompt_list)} prompts "
+        runs = len(temps) if grid else len(ks) * len(depths) * len(temps)
+        stderr.print(f"bench: {runs} runs x {len(prompt_list)} prompts "
                      f"-> {out}", highlight=False)
         out_file = out / f"{slug(pair)}.jsonl"
         status = run_bench(
             load, pair, prompt_list, ks, depths, temps, names, out_file, drive=drive, top_p=top_p,
             draft_temperature=draft_temperature, max_new_tokens=max_new_tokens, batch=batch,
             seed=seed, dtype=None if dtype == "auto" else dtype, device=device,
-            score_dtype=score_dtype, baseline=baseline,
+            score_dtype=score_dtype, baseline=baseline, grid=grid,
             progress=lambda it, total: progress(it, total, "bench"))
         records = [r for r in load_records(out) if r.get("pair") == pair]
+        wanted_k = {max(ks)} if grid else set(ks)
+        wanted_l = {max(depths)} if grid else set(depths)
         rows = [r for r in summarize_bench(records)
-                if r["temperature"] in temps and (r["depth"] in depths or r["depth"] == 0)
-                and (r["paths"] in ks or r["paths"] == 0) and r["max_new_tokens"] == max_new_tokens]
+                if r["temperature"] in temps and r["tree_depth"] in wanted_l | {0}
+                and r["tree_paths"] in wanted_k | {0} and r["max_new_tokens"] == max_new_tokens
+                and bool(r["score_grid"]) == (grid and r["drive"] != "autoregressive")]
         figures = []
         if any(r["drive"] != "autoregressive" for r in rows):
             figures = [str(f) for f in plot_bench(records, out / f"bench_{slug(pair)}")]
         return {**status, "runs": rows, "figures": figures}
 
     def render(r: dict[str, Any]) -> None:
-        from ..experiments.intervals import format_interval
-
+        runs = [c for c in r["runs"] if c["drive"] != "autoregressive"]
+        names = sorted({n for c in runs for n in c["differences"]})
         rows = []
         for c in r["runs"]:
             if c["drive"] == "autoregressive":
-                rows.append([c["temperature"], "-", "-", c["prompts"], "autoregressive", "1", "", "",
-                             f"{c['decode_tokens_per_s']:.2f}"])
+                rows.append([c["temperature"], "-", "-", c["prompts"], "autoregressive",
+                             *[""] * len(names), f"{c['decode_tokens_per_s']:.2f}"])
                 continue
-            for name, iv in sorted(c["verifiers"].items(), key=lambda kv: -kv[1]["estimate"]):
-                diff = c["differences"].get(name)
-                rel = c["relative"].get(name)
-                rows.append([c["temperature"], c["depth"], c["paths"], c["prompts"], name,
-                             format_interval(iv), format_interval(diff) if diff else "",
-                             format_interval(rel) if rel else "",
-                             f"{c['decode_tokens_per_s']:.2f} ({c['drive']})"])
+            ref = c["verifiers"].get("bv")
+            rows.append([c["temperature"], c["depth"], c["paths"], c["prompts"],
+                         format_interval(ref) if ref else "",
+                         *[format_interval(c["differences"][n]) if n in c["differences"] else ""
+                           for n in names],
+                         f"{c['decode_tokens_per_s']:.2f} ({c['drive']})"])
         table(f"bench {pair} ({r['computed']} computed, {r['reused']} reused) -> {r['file']}",
-              ["T", "L", "K", "prompts", "verifier", "E[tau+1] per step", "minus bv", "/ bv - 1",
-               "tok/s"], rows)
-        print("95% percentile bootstrap intervals over prompts; every verifier scored on the same trees")
+              ["T", "L", "K", "prompts", "bv E[tau+1]", *[f"{n} - bv" for n in names], "tok/s"],
+              rows)
+        print("estimates: mean over prompts of the per-step exact conditional E[tau+1]; "
+              "[95% t interval on per-prompt means; coverage simulated in "
+              "benchmarks/interval_coverage.py]; every verifier and (K, L) scored on the same trees")
+        for c in runs:
+            if c["realised"] is not None and c["cost_per_step"]:
+                cost = c["cost_per_step"]
+                laws = ", ".join(f"{n} {s:.2f}" for n, s in cost["laws_s"].items())
+                print(f"T={c['temperature']} K={c['paths']} L={c['depth']}: seconds per step: draft "
+                      f"{cost['draft_s']:.2f}, target tree pass {cost['target_s']:.2f}, driver law "
+                      f"{cost['verifier_s']:.2f}; scored laws (every cell) {laws}; "
+                      f"prompts per hour {c['prompts_per_hour'] or 0:.1f}")
         print("figures:", ", ".join(r["figures"]))
 
     run(body, as_json, render)

@@ -1,8 +1,11 @@
-"""`speclp check class-equals-full` and `speclp check node-form` (selection class, K paths).
+"""`speclp check class-equals-full | node-form | bv-optimal`: claims checked on random
+Dirichlet instances (speclp.proofs.class_claims, speclp.proofs.bv_optimal).
 
-Open questions of THEORY.md section 4, checked on random Dirichlet instances
-(speclp.proofs.class_claims). Exit 0 when the claim held on every trial, 1 with the
-counterexample (printed and saved) on the first trial where it fails, 2 on bad input.
+class-equals-full and node-form are the claims on the selection class of docs/theory.md
+sections 5.5 and 7.1 (class = full is Theorem 5.5; node-form is looser in general);
+bv-optimal is Theorem 3.3. Exit 0 when the claim held on every trial, 1 with the
+counterexample (printed and saved) on the first trial where it fails, 2 on bad input. The
+flags' defaults are the library's (ClaimSettings).
 """
 
 from __future__ import annotations
@@ -12,8 +15,7 @@ from typing import Any
 import typer
 
 from ..lp.engine import BACKENDS
-from ..proofs import class_claims
-from ..proofs.bv_optimal import check_bv_optimal
+from ..proofs import bv_optimal, class_claims
 from ..verifiers.drafts import DRAFT_SAMPLING
 from ..verifiers.registry import get_verifier
 from . import validate as check
@@ -21,27 +23,34 @@ from .common import BadInput, ClaimFailed, new_commands, progress, run, table
 
 DENOMINATOR_HELP = "Round rows to multiples of 1/D (rational, exact comparison); 0: floats."
 SAVE_HELP = "Where a counterexample is saved."
+BACKEND_HELP = f"LP backend: {' or '.join(BACKENDS)}."
+CLASS = class_claims.DEFAULTS
+BV = bv_optimal.DEFAULTS
+CLAIM_HELP = {
+    "class-equals-full": 'Selection-class optimum ("select one path, then BV") = full K-path LP '
+                         "optimum? (docs/theory.md Theorem 5.5: it is; this tests the proof and "
+                         "both programs.)",
+    "node-form": "Node-level form (per-depth set budgets on beta) optimum = class (or full) "
+                 "optimum? (docs/theory.md section 7.1: looser in general; counterexamples exist.)",
+}
 
 commands = new_commands()
 check_group = new_commands(help="Check a claim of the theory; exit 1 with a counterexample if it fails.")
 commands.add_typer(check_group, name="check")
 
 
-def _validate(trials: int, vocab: int, depth: int, paths: int, seed: int, alpha: float,
-              denominator: int, draft_sampling: str, backend: str, save_dir: str) -> None:
+def _validate(trials: int, vocab: int, depth: int, seed: int, alpha: float, denominator: int,
+              backend: str, save_dir: str) -> None:
+    """The flags every claim shares (cheap checks, before any LP)."""
     check.integer("--trials", trials, 1)
     check.integer("--vocab", vocab, 2)
     check.integer("--depth", depth, 1)
-    check.integer("--paths", paths, 1)
     check.seed("--seed", seed)
     check.number("--alpha", alpha, 0, low_open=True)
     check.integer("--denominator", denominator, 0, 2**31)
-    check.choice("--draft-sampling", draft_sampling, DRAFT_SAMPLING)
     check.choice("--backend", backend, BACKENDS)
     check.output_dir("--save-dir", save_dir)
     check.instance_shape("--vocab/--depth", vocab, depth)
-    check.full_lp("--paths", vocab, depth, paths, draft_sampling, suggestion="use a smaller V, L or K")
-    check.enumeration("--paths", vocab, depth, paths, suggestion="use a smaller V, L or K")
 
 
 def _counts(counts: Any, trials: int) -> str:
@@ -90,110 +99,102 @@ def _render(r: dict[str, Any]) -> None:
 
 
 def _check(claim: str, trials: int, vocab: int, depth: int, paths: int, seed: int, alpha: float,
-           denominator: int, draft_sampling: str, backend: str, save_dir: str, as_json: bool,
-           against: str = "class") -> None:
-    def body() -> dict[str, Any]:
-        _validate(trials, vocab, depth, paths, seed, alpha, denominator, draft_sampling, backend,
-                  save_dir)
+           denominator: int, draft_sampling: str, backend: str, save_dir: str,
+           against: str | None) -> dict[str, Any]:
+    """The body of class-equals-full / node-form: checks, then the claim; ClaimFailed on a
+    counterexample."""
+    _validate(trials, vocab, depth, seed, alpha, denominator, backend, save_dir)
+    check.integer("--paths", paths, 1)
+    check.choice("--draft-sampling", draft_sampling, DRAFT_SAMPLING)
+    if claim == "node-form":
+        check.choice("--against", against or "class", ("class", "full"))
+    elif against is not None:
+        raise BadInput("--against: only applies to `check node-form`")
+    check.full_lp("--paths", vocab, depth, paths, draft_sampling, suggestion="use a smaller V, L or K")
+    check.enumeration("--paths", vocab, depth, paths, suggestion="use a smaller V, L or K")
+    bar = lambda it: progress(it, trials, f"{claim} V={vocab} L={depth} K={paths}")  # noqa: E731
+    common = dict(seed=seed, alpha=alpha, progress=bar, denominator=denominator or None,
+                  draft_sampling=draft_sampling, backend=backend, save_dir=save_dir)
+    if claim == "class-equals-full":
+        result = class_claims.check_class_equals_full(trials, vocab, depth, paths, **common)
+    else:
+        result = class_claims.check_node_form(trials, vocab, depth, paths, against=against or "class",
+                                              **common)
+    if not result["passed"]:
+        what = "BUG (a theorem failed)" if result["kind"] == "bug" else result["kind"]
+        instance = result["counterexample"]["instance"]
+        raise ClaimFailed(f"{result['claim']}: {what} on {instance}: {result['message']}"
+                          + "".join(f"; BUG: {bug}" for bug in result["bugs"])
+                          + f" (instance saved to {result['saved']})", result)
+    return result
 
-        bar = lambda it: progress(it, trials, f"{claim} V={vocab} L={depth} K={paths}")  # noqa: E731
-        common = dict(seed=seed, alpha=alpha, progress=bar, denominator=denominator or None,
-                      draft_sampling=draft_sampling, backend=backend, save_dir=save_dir)
-        if claim == "class-equals-full":
-            result = class_claims.check_class_equals_full(trials, vocab, depth, paths, **common)
-        else:
-            if against not in ("class", "full"):
-                raise BadInput(f"--against: must be class or full, got {against!r}")
-            result = class_claims.check_node_form(trials, vocab, depth, paths, against=against,
-                                                  **common)
-        if not result["passed"]:
-            what = "BUG (a theorem failed)" if result["kind"] == "bug" else result["kind"]
-            instance = result["counterexample"]["instance"]
-            raise ClaimFailed(f"{result['claim']}: {what} on {instance}: "
-                              f"{result['message']}"
-                              + "".join(f"; BUG: {bug}" for bug in result["bugs"])
-                              + f" (instance saved to {result['saved']})", result)
-        return result
 
-    run(body, as_json, _render)
-
-
-@check_group.command("class-equals-full")
-def check_class_equals_full_cmd(
-    trials: int = typer.Option(100, "--trials", help="Random instances."),
-    vocab: int = typer.Option(2, "--vocab", help="Vocabulary size V."),
-    depth: int = typer.Option(2, "--depth", help="Depth L."),
-    paths: int = typer.Option(2, "--paths", help="Number K of drafted paths."),
-    seed: int = typer.Option(0, "--seed", help="First seed."),
-    alpha: float = typer.Option(1.0, "--alpha", help="Dirichlet concentration of the rows."),
-    denominator: int = typer.Option(0, "--denominator", help=DENOMINATOR_HELP),
-    draft_sampling: str = typer.Option("iid", "--draft-sampling",
-                                       help="iid or without-replacement."),
-    backend: str = typer.Option("highs", "--backend", help="LP backend: highs or cvxpy."),
-    save_dir: str = typer.Option("counterexamples", "--save-dir", help=SAVE_HELP),
+@check_group.command("node-form", help=CLAIM_HELP["node-form"])
+@check_group.command("class-equals-full", help=CLAIM_HELP["class-equals-full"])
+def check_class_claim_cmd(
+    ctx: typer.Context,
+    trials: int = typer.Option(CLASS.trials, "--trials", help="Random instances."),
+    vocab: int = typer.Option(CLASS.vocab, "--vocab", help="Vocabulary size V."),
+    depth: int = typer.Option(CLASS.depth, "--depth", help="Depth L."),
+    paths: int = typer.Option(CLASS.paths, "--paths", help="Number K of drafted paths."),
+    seed: int = typer.Option(CLASS.seed, "--seed", help="First seed."),
+    alpha: float = typer.Option(CLASS.alpha, "--alpha", help="Dirichlet concentration of the rows."),
+    denominator: int = typer.Option(CLASS.denominator, "--denominator", help=DENOMINATOR_HELP),
+    draft_sampling: str = typer.Option(CLASS.draft_sampling, "--draft-sampling",
+                                       help=f"Draft law: {' or '.join(DRAFT_SAMPLING)}."),
+    against: str = typer.Option(None, "--against",
+                                help="node-form only: compare the node form with class (default) "
+                                     "or full."),
+    backend: str = typer.Option(CLASS.backend, "--backend", help=BACKEND_HELP),
+    save_dir: str = typer.Option(CLASS.save_dir, "--save-dir", help=SAVE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """Selection-class optimum ("select one path, then BV") = full K-path LP optimum?"""
-    _check("class-equals-full", trials, vocab, depth, paths, seed, alpha, denominator,
-           draft_sampling, backend, save_dir, as_json)
+    """The two claims on the selection class (one command function, registered under both
+    names: the name invoked, ctx.info_name, is the claim)."""
+    run(lambda: _check(ctx.info_name, trials, vocab, depth, paths, seed, alpha, denominator,
+                       draft_sampling, backend, save_dir, against), as_json, _render)
 
 
-@check_group.command("node-form")
-def check_node_form_cmd(
-    trials: int = typer.Option(100, "--trials", help="Random instances."),
-    vocab: int = typer.Option(2, "--vocab", help="Vocabulary size V."),
-    depth: int = typer.Option(2, "--depth", help="Depth L."),
-    paths: int = typer.Option(2, "--paths", help="Number K of drafted paths."),
-    seed: int = typer.Option(0, "--seed", help="First seed."),
-    alpha: float = typer.Option(1.0, "--alpha", help="Dirichlet concentration of the rows."),
-    denominator: int = typer.Option(0, "--denominator", help=DENOMINATOR_HELP),
-    draft_sampling: str = typer.Option("iid", "--draft-sampling",
-                                       help="iid or without-replacement."),
-    against: str = typer.Option("class", "--against",
-                                help="Compare the node form with: class or full."),
-    backend: str = typer.Option("highs", "--backend", help="LP backend: highs or cvxpy."),
-    save_dir: str = typer.Option("counterexamples", "--save-dir", help=SAVE_HELP),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
-) -> None:
-    """Node-level form (per-depth set budgets on beta) optimum = class (or full) optimum?"""
-    _check("node-form", trials, vocab, depth, paths, seed, alpha, denominator, draft_sampling,
-           backend, save_dir, as_json, against=against)
+def _render_bv(r: dict[str, Any]) -> None:
+    if r["passed"]:
+        table("claim bv-optimal: HOLDS", ["trials", "V", "L", "certified", "max |LP - BV| (float)",
+                                          "max TV (float64)"],
+              [[r["trials"], r["vocab"], r["depth"], f"{r['certified']}/{r['trials']}",
+                f"{r['max_float_gap_lp_vs_bv']:.3g}", f"{r['max_tv_float64']:.3g}"]])
+        return
+    ce = r["counterexample"]
+    table("counterexample", ["quantity", "value"], [
+        ["instance", ce["instance"]], ["saved", r["saved"]],
+        ["full LP optimum", ce["lp_full"]["value"]], ["node LP optimum", ce["lp_node"]["value"]],
+        [f"{r['verifier']} block efficiency", ce["block_efficiency"]],
+        ["TV (float64)", ce["tv_float64"]], ["failures", "; ".join(ce["failures"])]])
 
 
 @check_group.command("bv-optimal")
 def check_bv_optimal_cmd(
-    trials: int = typer.Option(200, "--trials", help="Random instances."),
-    vocab: int = typer.Option(3, "--vocab", help="Vocabulary size V."),
-    depth: int = typer.Option(3, "--depth", help="Depth L."),
-    seed: int = typer.Option(0, "--seed", help="First seed."),
-    alpha: float = typer.Option(1.0, "--alpha", help="Dirichlet concentration of the rows."),
-    denominator: int = typer.Option(0, "--denominator",
-                                    help="Round rows to multiples of 1/D (rational instances); 0: floats."),
+    trials: int = typer.Option(BV.trials, "--trials", help="Random instances."),
+    vocab: int = typer.Option(BV.vocab, "--vocab", help="Vocabulary size V."),
+    depth: int = typer.Option(BV.depth, "--depth", help="Depth L."),
+    seed: int = typer.Option(BV.seed, "--seed", help="First seed."),
+    alpha: float = typer.Option(BV.alpha, "--alpha", help="Dirichlet concentration of the rows."),
+    denominator: int = typer.Option(BV.denominator, "--denominator", help=DENOMINATOR_HELP),
     verifier: str = typer.Option("bv", "--verifier", help="Verifier claimed optimal (bv)."),
-    backend: str = typer.Option("highs", "--backend", help="LP backend: highs or cvxpy."),
-    save_dir: str = typer.Option("counterexamples", "--save-dir", help="Where a counterexample is saved."),
+    backend: str = typer.Option(BV.backend, "--backend", help=BACKEND_HELP),
+    save_dir: str = typer.Option(BV.save_dir, "--save-dir", help=SAVE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """Full LP optimum = node LP optimum = exact BV block efficiency, BV lossless."""
+    """Full LP optimum = node LP optimum = exact BV block efficiency, BV lossless
+    (docs/theory.md Theorem 3.3)."""
 
     def body() -> dict[str, Any]:
-        check.integer("--trials", trials, 1)
-        check.integer("--vocab", vocab, 2)
-        check.integer("--depth", depth, 1)
-        check.seed("--seed", seed)
-        check.number("--alpha", alpha, 0, low_open=True)
-        check.integer("--denominator", denominator, 0, 2**31)
-        check.choice("--backend", backend, BACKENDS)
-        check.output_dir("--save-dir", save_dir)
-        check.instance_shape("--vocab/--depth", vocab, depth)
+        _validate(trials, vocab, depth, seed, alpha, denominator, backend, save_dir)
         check.full_lp("--vocab/--depth", vocab, depth, 1)
         check.enumeration("--vocab/--depth", vocab, depth, 1)
-
         try:
             get_verifier(verifier)
         except KeyError as err:
             raise BadInput(f"--verifier: {err.args[0]}") from None
-        result = check_bv_optimal(
+        result = bv_optimal.check_bv_optimal(
             trials, vocab, depth, seed=seed, alpha=alpha, denominator=denominator or None,
             verifier=verifier, backend=backend, save_dir=save_dir,
             progress=lambda it: progress(it, trials, f"bv-optimal V={vocab} L={depth}"))
@@ -204,18 +205,4 @@ def check_bv_optimal_cmd(
                               f"{failures} (instance saved to {result['saved']})", result)
         return result
 
-    def render(r: dict[str, Any]) -> None:
-        if r["passed"]:
-            table("claim bv-optimal: HOLDS", ["trials", "V", "L", "certified", "max |LP - BV| (float)",
-                                              "max TV (float64)"],
-                  [[r["trials"], r["vocab"], r["depth"], f"{r['certified']}/{r['trials']}",
-                    f"{r['max_float_gap_lp_vs_bv']:.3g}", f"{r['max_tv_float64']:.3g}"]])
-        else:
-            ce = r["counterexample"]
-            table("counterexample", ["quantity", "value"], [
-                ["instance", ce["instance"]], ["saved", r["saved"]],
-                ["full LP optimum", ce["lp_full"]["value"]], ["node LP optimum", ce["lp_node"]["value"]],
-                [f"{r['verifier']} block efficiency", ce["block_efficiency"]],
-                ["TV (float64)", ce["tv_float64"]], ["failures", "; ".join(ce["failures"])]])
-
-    run(body, as_json, render)
+    run(body, as_json, _render_bv)

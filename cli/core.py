@@ -2,33 +2,38 @@
 
 from __future__ import annotations
 
+import inspect
 import time
+from fractions import Fraction
 from typing import Any
 
 import typer
 
 from ..lp import tolerances
-from ..lp.engine import BACKENDS
+from ..lp.engine import BACKENDS, optimum, program_optimum
+from ..lp.full import MAX_VARIABLES, full_lp_size
+from ..lp.instance import BUILTINS, builtin_instance
+from ..lp.node import node_lp
+from ..verifiers.exact import exact_result
 from . import validate as check
 from .common import BadInput, ClaimFailed, new_commands, progress, run, table
 
 commands = new_commands()
+DEFAULT_BUILTIN = next(iter(BUILTINS))  # bv-toy
+DEFAULT_DEPTH = inspect.signature(builtin_instance).parameters["depth"].default
 
 
 def _load(instance: str | None, builtin: str | None, depth: int | None) -> Any:
     """The instance to solve, after refusing (exit 2) one whose single-path LP or exact laws
     are over the size limits (before anything is built)."""
-    from ..lp.full import MAX_VARIABLES, full_lp_size
-    from ..lp.instance import BUILTINS, builtin_instance
-
     if instance and builtin:
         raise BadInput("INSTANCE: give either INSTANCE.json or --builtin, not both")
     if instance:
         if depth is not None:
             raise BadInput("--depth: only applies to --builtin instances (a file fixes its depth)")
         return check.instance_file(instance)
-    name = check.choice("--builtin", builtin or "bv-toy", BUILTINS)
-    depth = check.integer("--depth", 2 if depth is None else depth, 1)
+    name = check.choice("--builtin", builtin or DEFAULT_BUILTIN, BUILTINS)
+    depth = check.integer("--depth", DEFAULT_DEPTH if depth is None else depth, 1)
     fits = check.largest(lambda d: full_lp_size(2, d, 1)["variables"] <= MAX_VARIABLES, min(depth, 64))
     suggestion = f"use --depth {fits} or less"
     check.instance_shape("--depth", 2, depth)
@@ -40,10 +45,11 @@ def _load(instance: str | None, builtin: str | None, depth: int | None) -> Any:
 
 @commands.command()
 def solve(
-    instance: str = typer.Argument(None, help="Instance JSON file (default: --builtin bv-toy)."),
-    builtin: str = typer.Option(None, "--builtin", help="Built-in instance: bv-toy."),
-    depth: int = typer.Option(None, "--depth", help="Depth L of a built-in instance (default 2)."),
-    backend: str = typer.Option("highs", "--backend", help="LP backend: highs or cvxpy."),
+    instance: str = typer.Argument(None, help=f"Instance JSON file (default: --builtin {DEFAULT_BUILTIN})."),
+    builtin: str = typer.Option(None, "--builtin", help=f"Built-in instance: {', '.join(BUILTINS)}."),
+    depth: int = typer.Option(None, "--depth",
+                              help=f"Depth L of a built-in instance (default {DEFAULT_DEPTH})."),
+    backend: str = typer.Option(BACKENDS[0], "--backend", help=f"LP backend: {' or '.join(BACKENDS)}."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Solve the single-path information-agnostic LPs and compare BV and token-level.
@@ -56,12 +62,6 @@ def solve(
     def body() -> dict[str, Any]:
         check.choice("--backend", backend, BACKENDS)
         inst = _load(instance, builtin, depth)
-        from fractions import Fraction
-
-        from ..lp.engine import optimum, program_optimum
-        from ..lp.node import node_lp
-        from ..verifiers.exact import exact_result
-
         records: dict[str, Any] = {}
         verifiers, verifiers_exact = {}, {}
         model = inst.model(exact=inst.rational)
@@ -160,8 +160,8 @@ def meaning(r: dict[str, Any]) -> str:
         else:
             shown_gap = gap if inst["rational"] else f"{float(gap):.4g}"
             lines.append(f"{label} gets {value}, {shown_gap} below the optimum.")
-    lines.append("Both verifier values come from their exact laws, not from samples (THEORY.md "
-                 "sections 2-3).")
+    lines.append("Both verifier values come from their exact laws, not from samples (docs/theory.md "
+                 "sections 2.2 and 3.3).")
     return " ".join(lines)
 
 

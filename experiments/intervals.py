@@ -6,10 +6,13 @@ Two situations occur in the real-model runs:
     `betting_interval`, valid at any sample size (on peaked rows a rare low value is
     often never sampled and the t interval then collapses to a point that excludes the
     mean); `t_interval`, the Student t interval, is kept for comparison;
-  * per-cluster sums (a prompt's sum over its decoding steps, or over its contexts) whose
-    ratio estimates a mean per step: `bootstrap_ratio`, the percentile bootstrap over
-    clusters of sum(numerator) / sum(denominator); a paired difference of two verifiers
-    is the same with numerator = the difference of their sums.
+  * per-cluster sums (a prompt's sum over its decoding steps) and counts:
+    `cluster_mean_interval`, the t interval on the per-prompt means (prompts drawn at
+    random; its coverage at 3..48 prompts is simulated in benchmarks/interval_coverage.py),
+    used by `bench`; a paired difference of two verifiers is the same with sums = the
+    difference of their sums. `bootstrap_ratio`, the percentile bootstrap over clusters
+    of sum(numerator) / sum(denominator), undercovers at few clusters (same simulation)
+    and is kept for realgap's pooled summaries and for comparison.
 Every interval is returned with its level, the number of samples/clusters and the method.
 """
 
@@ -18,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
 LEVEL = 0.95
 RESAMPLES = 4000
@@ -29,8 +33,6 @@ def t_interval(values: np.ndarray | list[float], level: float = LEVEL) -> dict[s
     One sample gives an infinite interval (no variance estimate). Returns {mean, stderr,
     low, high, n, level, method}.
     """
-    from scipy import stats
-
     x = np.asarray(values, dtype=np.float64).reshape(-1)
     n = len(x)
     if n == 0:
@@ -142,7 +144,49 @@ def bootstrap_relative(numerator: np.ndarray | list[float], reference: np.ndarra
     return out
 
 
+def cluster_mean_interval(sums: np.ndarray | list[float], counts: np.ndarray | list[float],
+                          level: float = LEVEL) -> dict[str, Any]:
+    """Mean over clusters of the per-cluster mean sums[i] / counts[i], with a t interval.
+
+    The clusters (prompts) are taken as an i.i.d. sample (prompts drawn at random): the
+    per-cluster means m_i = sums[i] / counts[i] are i.i.d., and the Student t interval on
+    them is the interval of their expectation (the prompt-average of the per-step mean). A
+    paired difference of two verifiers is the same with sums = the difference of their
+    per-prompt sums. Coverage at the cluster counts used is simulated in
+    benchmarks/interval_coverage.py (docs/theory.md section 15.3). With one cluster there
+    is no variance estimate: low = high = None and `note` says so (never a zero-width
+    interval). Returns {estimate, low, high, stderr, clusters, level, method[, note]}.
+    """
+    s = np.asarray(sums, dtype=np.float64).reshape(-1)
+    c = np.asarray(counts, dtype=np.float64).reshape(-1)
+    if len(s) != len(c) or len(s) == 0:
+        raise ValueError(f"need equal, non-empty lengths, got {len(s)} and {len(c)}")
+    if (c <= 0).any():
+        raise ValueError("every cluster needs a positive count")
+    means = s / c
+    out = t_interval(means, level)
+    record = {"estimate": out["mean"], "low": out["low"], "high": out["high"],
+              "stderr": out["stderr"], "clusters": len(means), "level": level,
+              "method": "t interval on per-prompt means"}
+    if len(means) == 1:
+        record.update(low=None, high=None, stderr=None, note="n/a (1 prompt)")
+    elif means.max() == means.min():
+        record.update(note="equal on every prompt")  # e.g. gbv - bv at K = 1: identically 0
+    return record
+
+
+def _number(value: float, digits: int) -> str:
+    """A float with `digits` decimals, never "-0.000"."""
+    text = f"{value:.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
+
+
 def format_interval(record: dict[str, Any], digits: int = 3) -> str:
-    """'m [lo, hi]' for a t_interval or bootstrap record."""
-    centre = record.get("mean", record.get("estimate"))
-    return f"{centre:.{digits}f} [{record['low']:.{digits}f}, {record['high']:.{digits}f}]"
+    """'m [lo, hi]' for a t_interval, cluster or bootstrap record; 'm [n/a (1 prompt)]'
+    where the record has no interval (one cluster)."""
+    centre = _number(record.get("mean", record.get("estimate")), digits)
+    if record.get("low") is None or record.get("high") is None:
+        return f"{centre} [{record.get('note', 'n/a')}]"
+    if record["low"] == record["high"]:  # no spread: say so rather than print [x, x]
+        return f"{centre} [{record.get('note', 'zero width')}]"
+    return f"{centre} [{_number(record['low'], digits)}, {_number(record['high'], digits)}]"

@@ -35,9 +35,11 @@ API (small on purpose):
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
+import signal
 import socket
 import sys
 import threading
@@ -46,6 +48,11 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX: no lock, single writer assumed
+    fcntl = None
 
 RESULTS_ROOT = Path("speclp-results")
 SPEC_FILE = "spec.json"
@@ -247,9 +254,7 @@ def _record_run(path: Path, kind: str, spec: dict[str, Any]) -> None:
 
 
 def _try_lock(handle: Any) -> bool:
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX: no lock, single writer assumed
+    if fcntl is None:  # pragma: no cover - not POSIX
         return True
     try:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -259,11 +264,11 @@ def _try_lock(handle: Any) -> bool:
 
 
 def _unlock(handle: Any) -> None:
+    if fcntl is None:  # pragma: no cover - not POSIX
+        return
     try:
-        import fcntl
-
         fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-    except (ImportError, OSError, ValueError):
+    except (OSError, ValueError):
         pass
 
 
@@ -325,13 +330,9 @@ def die_with_parent(parent_pid: int) -> None:
     pid every half second. Either way the worker exits at once when the parent is already
     gone. Call it first thing in a worker (a process pool's initializer).
     """
-    import signal
-
     armed = False
     if sys.platform.startswith("linux"):
         try:
-            import ctypes
-
             libc = ctypes.CDLL(None, use_errno=True)
             armed = libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) == 0
         except (OSError, AttributeError):

@@ -1,4 +1,4 @@
-"""Resumable sweeps of optimality gaps over random instances (THEORY.md section 4).
+"""Resumable sweeps of optimality gaps over random instances (docs/theory.md sections 4.1, 5.5, 10).
 
 A sweep is a grid over vocabulary V, depth L, draft paths K and an instance family
     "dirichlet"    Dirichlet(alpha) target and draft rows (one cell per alpha), or
@@ -41,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import multiprocessing
 import os
 import signal
 import socket
@@ -53,12 +54,15 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import torch
 
 from ..lp.colgen import MAX_MASTER_COLUMNS, master_size
 from ..lp.engine import METHODS
 from ..lp.full import MAX_VARIABLES, full_lp_size
 from ..lp.instance import Instance, dirichlet_instance, temperature_instance
+from ..proofs.gap import gap
 from ..verifiers.drafts import DRAFT_SAMPLING
+from ..verifiers.registry import get_verifier
 from ..verifiers.tree import ESTIMATE_SAMPLES, MAX_TUPLES, ordered_tuple_count
 from .store import SpecMismatch, die_with_parent, open_folder, read_spec, spec_differences
 
@@ -68,8 +72,9 @@ MAX_TASKS = 1_000_000  # tasks one sweep may plan (cells x shapes x trials)
 ROW_COLUMNS = (
     "family", "vocab", "depth", "paths", "draft_sampling", "alpha", "temperature", "seed",
     "instance_id", "verifier", "multipath", "block_efficiency", "optimum", "optimum_certified",
+    "optimum_certified_within",
     "optimum_exact", "optimum_method", "gap", "ratio", "tv",
-    "estimate", "standard_error", "ci_low", "ci_high", "samples",
+    "estimate", "standard_error", "ci_low", "ci_high", "samples", "evaluation",
     "claim_ok", "failures", "optimum_seconds", "verifier_seconds", "seconds",
     "run_id", "computed_at", "worker",
 )
@@ -226,10 +231,6 @@ def plan(spec: SweepSpec, skip_large: bool = False) -> tuple[list[Task], list[di
 
 def run_task(task: Task, spec: SweepSpec, run_id: str) -> dict[str, Any]:
     """Compute one task: {"instance_id", "rows": [...]} or {"instance_id", "error": text}."""
-    import torch
-
-    from ..proofs.gap import gap
-
     torch.set_num_threads(1)
     start = time.perf_counter()
     try:
@@ -245,8 +246,6 @@ def run_task(task: Task, spec: SweepSpec, run_id: str) -> dict[str, Any]:
     computed_at = datetime.now(UTC).isoformat(timespec="milliseconds")
     worker = f"{socket.gethostname()}:{os.getpid()}"
     failures = result["failures"]
-    from ..verifiers.registry import get_verifier
-
     rows = []
     for name, res in result["verifiers"].items():
         mine = [f for f in failures if f.startswith(f"{name}:")]
@@ -259,6 +258,9 @@ def run_task(task: Task, spec: SweepSpec, run_id: str) -> dict[str, Any]:
             "multipath": bool(get_verifier(name).multipath),
             "block_efficiency": res["block_efficiency"],
             "optimum": optimum["value"], "optimum_certified": bool(optimum["certified"]),
+            "optimum_certified_within": (optimum.get("certified_within")
+                                         if optimum.get("certified_within") is not None
+                                         else math.nan),
             "optimum_exact": (str(optimum["exact_value"]) if optimum["exact_value"] is not None
                               else None),
             "optimum_method": optimum["method"],
@@ -272,6 +274,7 @@ def run_task(task: Task, spec: SweepSpec, run_id: str) -> dict[str, Any]:
             "ci_high": (res["estimate"]["ci_high"] if res["estimate"] is not None
                         else res["block_efficiency"]),
             "samples": res["estimate"]["samples"] if res["estimate"] is not None else 0,
+            "evaluation": res["evaluation"],
             "claim_ok": not mine, "failures": "; ".join(mine),
             "optimum_seconds": optimum["seconds"],
             "verifier_seconds": res["seconds"], "seconds": round(seconds, 6),
@@ -397,8 +400,6 @@ def _in_process(tasks: list[Task], spec: SweepSpec, run_id: str) -> Iterator[dic
 
 def _process_pool(tasks: list[Task], spec: SweepSpec, run_id: str, workers: int
                   ) -> Iterator[dict[str, Any]]:
-    import multiprocessing
-
     executor = ProcessPoolExecutor(max_workers=workers,
                                    mp_context=multiprocessing.get_context("spawn"),
                                    initializer=die_with_parent, initargs=(os.getpid(),))
@@ -417,8 +418,8 @@ def _process_pool(tasks: list[Task], spec: SweepSpec, run_id: str, workers: int
 
 def _dask(tasks: list[Task], spec: SweepSpec, run_id: str, cluster: Any, workers: int
           ) -> Iterator[dict[str, Any]]:
-    from dask.distributed import Client, LocalCluster
-    from dask.distributed import as_completed as dask_completed
+    from dask.distributed import Client, LocalCluster  # lazy: optional dependency
+    from dask.distributed import as_completed as dask_completed  # lazy: optional dependency
 
     own_client = None
     own_cluster = None
@@ -594,8 +595,9 @@ def _only_tasks(frame: pd.DataFrame, tasks: list[Task]) -> pd.DataFrame:
 
 
 def summarize(frame: pd.DataFrame, tolerance: float = 1e-12) -> dict[str, Any]:
-    """Headline numbers of a sweep: GBV's mean gap to the optimum (overall and per K) and how
-    often GBV < BV (block efficiency lower by more than `tolerance`) on the same task.
+    """Headline numbers of a sweep: every verifier's mean gap to the optimum (overall and per
+    K, mean_gap_per_verifier[_per_K]), GBV's (gbv_mean_gap...) and how often GBV < BV (block
+    efficiency lower by more than `tolerance`) on the same task.
 
     Rows whose block efficiency is an ESTIMATE (column estimate; sampled configurations) are
     counted in estimated_rows / estimated_cells; the means include them (unbiased
@@ -608,6 +610,11 @@ def summarize(frame: pd.DataFrame, tolerance: float = 1e-12) -> dict[str, Any]:
                            "rows": int(len(frame)),
                            "optimum_certified": int(frame.drop_duplicates("instance_id")
                                                     ["optimum_certified"].sum())}
+    if "optimum_certified_within" in frame.columns:
+        within = frame.drop_duplicates("instance_id")["optimum_certified_within"]
+        out["optimum_certified_within"] = int(within.notna().sum())
+        out["optimum_certified_within_max"] = (float(within.max()) if within.notna().any()
+                                               else None)
     estimated = frame[frame["estimate"]]
     out["estimated_rows"] = int(len(estimated))
     out["estimated_cells"] = sorted(
@@ -630,7 +637,12 @@ def summarize(frame: pd.DataFrame, tolerance: float = 1e-12) -> dict[str, Any]:
                                "tolerance": tolerance,
                                "per_K": {int(k): int(v)
                                          for k, v in worse.groupby(both["paths"]).sum().items()}}
-    out["mean_gap_per_verifier"] = {str(k): float(v) for k, v in
-                                    frame.groupby("verifier")["gap"].mean().items()}
+    order = list(dict.fromkeys(frame["verifier"]))  # the rows' (registry) order
+    means = frame.groupby("verifier")["gap"].mean()
+    out["mean_gap_per_verifier"] = {str(k): float(means[k]) for k in order}
+    per_k = frame.groupby(["verifier", "paths"])["gap"].mean()
+    out["mean_gap_per_verifier_per_K"] = {
+        str(v): {int(k): float(per_k[(v, k)]) for k in sorted(frame["paths"].unique())
+                 if (v, k) in per_k.index} for v in order}
     out["claim_violations"] = int((~frame["claim_ok"].astype(bool)).sum())
     return out

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..decode.engine import EngineConfig, SpeculativeEngine
 from ..decode.tree_rows import sample_contexts, time_tree_round, tree_rows
 from ..proofs.tree_selection import (
     MAX_CONFIGURATIONS,
@@ -324,8 +325,6 @@ def run_engine_reuse(spec: TreesSpec, pair: Any, prompts: list[dict[str, Any]], 
     advance() is called after each of the len(budgets) * len(verifiers) * len(prompts) runs;
     deadline (None: none): no new run is started once it has passed.
     Returns {"file", "computed", "keys", "runs" (asked), "stopped" (None, or why)}."""
-    from ..decode.engine import EngineConfig, SpeculativeEngine
-
     budgets, verifiers = spec.engine_budgets, spec.engine_verifiers
     max_new_tokens, temperature, seed = spec.engine_tokens, spec.temperature, spec.seed
     deadline = deadline or Deadline(None)

@@ -1,12 +1,12 @@
 """The selection-class LP ("select one of the K drafted paths, then run BV on it").
 
 The object of study of `speclp check class-equals-full` and `speclp check node-form`. The
-engine never solves it: by the theorem of speclp.lp.colgen (class LP = full LP = the
+engine never solves it: by Theorem 5.5 of docs/theory.md (class LP = full LP = the
 selection master) the class optimum IS the K-path optimum, which speclp.lp.engine.optimum
 computes by column generation. Here it is computed independently, by cutting planes over
 the polytope P_K, so that the claims can compare the two.
 
-THEORY.md section 4. Notation: P = V^L paths in lexicographic order (speclp.verifiers.tree
+docs/theory.md sections 5.2-5.4, 7.2. Notation: P = V^L paths in lexicographic order (speclp.verifiers.tree
 .all_paths), N = (V^(L+1) - 1)/(V - 1) nodes in shortlex order, D = the random set of
 drafted paths (K i.i.d. draws, or K distinct draws without replacement).
 
@@ -15,7 +15,8 @@ Reachable skewed laws (speclp.lp.hitting)
 A selection rule picks one drafted path; its law r on the leaves is a *skewed draft law*.
 The reachable r form the polytope P_K = { r >= 0 : r(all) = 1, r(S) <= f(S) for every S },
 f(S) = P(the drafted set meets S) (the hitting function); its vertices are the laws of
-"select the highest-ranked drafted path" for the orders of the leaves (greedy_vertex).
+"select the highest-ranked drafted path" for the orders of the leaves (greedy_vertex;
+docs/theory.md Theorem 5.3).
 
 Class LP (variables r(x), x in V^L, then beta(z), z of depth 1..L; all >= 0)
 ----------------------------------------------------------------------------
@@ -25,10 +26,10 @@ Class LP (variables r(x), x in V^L, then beta(z), z of depth 1..L; all >= 0)
     beta(u t) - p(t|u) beta(u) <= 0      (root children: beta(t) <= p(t))
     r(S) <= f(S)                         for the subsets S in the LP ("cuts")
 For a fixed r the best beta is BV's closed form beta(z) = min(r(z), p(t|u) beta(u))
-(THEORY section 3 with r in place of q), so this is "best skewed law, then BV".
+(docs/theory.md Theorem 3.3 with r in place of q), so this is "best skewed law, then BV".
 
-(Theorem, speclp.lp.colgen: class optimum = full optimum. The node-level form of
-speclp.lp.node_form is a relaxation of both.)
+(docs/theory.md Theorem 5.5: class optimum = full optimum. The node-level form of
+speclp.lp.node_form is a relaxation of both, section 7.1.)
 
 Separation: speclp.lp.hitting (the i.i.d. lemma: the most violated r(S) <= f(S) is a
 prefix of one sort; without replacement, all 2^n subsets are enumerated).

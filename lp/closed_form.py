@@ -7,42 +7,28 @@ the K drafted tokens and H ranging over the subsets of the vocabulary,
     alpha* = min_H [ p(H) + 1 - Q(H) ],     Q(H) = P(D is inside H),
     optimum E[tau + 1] = 1 + alpha*.
 
-Weak duality is one line: a lossless verifier accepts when its output Y (a sample of p)
-is drafted, and P(Y in D) <= P(Y in H) + P(D not inside H) = p(H) + 1 - Q(H) for every H.
-The equality (the min is attained) is the max-flow/min-cut theorem of the paper;
-tests/test_closed_form.py checks it against the certified LP exactly, in rationals.
+This is docs/theory.md Theorem 8.2 (a self-contained proof, for any draft law; the
+minimum-cut formula is Hu et al.'s). tests/test_closed_form.py checks it against the
+certified LP exactly, in rationals.
 
 i.i.d. drafts: Q(H) = q(H)^K, and the minimum is attained at a THRESHOLD set: H = the
-first k tokens in the order of increasing p/q (tokens with q = 0 last), k = 0..V.
-Proof (the separation lemma of speclp.lp.hitting, applied to B = the complement of H,
-which is how it is computed: threshold_scores with values p): let H* minimise
-F(H) = p(H) - q(H)^K and b = K q(H*)^(K-1) >= 0, a subgradient of the convex s -> s^K at
-q(H*), so q(T)^K >= q(H*)^K + b (q(T) - q(H*)) for every T. Then
-    F(T) <= F(H*) + [p(T) - b q(T)] - [p(H*) - b q(H*)],
-and the modular function T -> p(T) - b q(T) is minimised by T_b = {t : p(t) < b q(t)},
-so F(T_b) <= F(H*): T_b is a minimiser. T_b holds exactly the tokens with q > 0 and
-p/q < b (whole tie classes), i.e. it is a prefix of the order. QED. So alpha* costs one
-sort and two cumulative sums: O(V log V), batched over rows [B, V] in float64, or exact
-in rationals. ONE implementation: speclp.verifiers.single_step.threshold_optimum (written
-against verifiers/ops.py, so the verifiers' single-step rule runs the same code on torch
-rows); this module calls it on numpy rows (torch is not imported).
+first k tokens in the order of increasing p/q (tokens with q = 0 last), k = 0..V
+(docs/theory.md section 8.3: the separation lemma of speclp.lp.hitting, applied to
+B = the complement of H, which is how it is computed: threshold_scores with values p).
+So alpha* costs one sort and two cumulative sums: O(V log V), batched over rows [B, V] in
+float64, or exact in rationals. ONE implementation:
+speclp.verifiers.single_step.threshold_optimum (written against verifiers/ops.py, so the
+verifiers' single-step rule runs the same code on torch rows); this module calls it on
+numpy rows (torch is not imported).
 
-Drafts without replacement: Q(H) = sum over the ordered K-tuples of distinct tokens of H
-of prod_k q(x_k) / (1 - sum_{j<k} q(x_j)) is NOT a function of q(H), and H -> p(H) -
-Q(H) is a submodular minimisation (Q is supermodular: [D inside H] is supermodular in H).
-Do threshold sets still attain it? The i.i.d. proof does not carry over (Q is not a
-function of q(H)). An exchange argument does: if H is optimal, a in H, c not in H and
-p(a)/q(a) > p(c)/q(c), optimality gives Delta_a(H - a) >= p(a) and Delta_c(H) <= p(c)
-(Delta_x(S) = Q(S + x) - Q(S)), which contradicts the EXCHANGE INEQUALITY
-    Delta_a(S) / q(a) <= Delta_c(S + a) / q(c)        (a, c not in S);
-so if it holds, every optimal H is a threshold set. It holds for i.i.d. drafts (s -> s^K is
-convex). Without replacement it is NOT proven here; it held on every (S, a, c) of 3,000
-random draft rows (V = 3..6, K = 2..V-1, q >= 1e-3, float64, relative tolerance 1e-9), and
-no H beating every threshold set was found in 100,000 random instances (V = 3..6) nor by
-an adversarial local search (300 restarts); see tests/test_closed_form.py. So the exact
-minimum is taken over all 2^V subsets (speclp.lp.hitting.HittingFunction), refused above
-MAX_ENUMERATED_VOCAB tokens, and every result records whether a threshold set attains it
-(threshold_attains): a counterexample would show there.
+Drafts without replacement (docs/theory.md section 8.4): Q(H) is NOT a function of q(H).
+Whether threshold sets still attain the minimum is open (they do if an exchange inequality
+holds; it held on every case of 3,000 random draft rows, and no H beating every threshold
+set was found in 100,000 random instances, V = 3..6, nor by an adversarial local search:
+tests/test_closed_form.py). So the exact minimum is taken over all 2^V subsets
+(speclp.lp.hitting.HittingFunction), refused above MAX_ENUMERATED_VOCAB tokens, and every
+result records whether a threshold set attains it (threshold_attains): a counterexample
+would show there.
 """
 
 from __future__ import annotations

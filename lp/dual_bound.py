@@ -1,22 +1,12 @@
 """A certified upper bound on the K-path optimum from any matching-row multipliers.
 
-Weak duality for the full K-path LP (THEORY sections 3-4; i.i.d. drafting). Write the LP
-with variables pi(X, n, y) >= 0 (configuration X of K drafted paths, output node n a
-prefix of a drafted path, correction token y):
-    max  sum pi (|n| + 1)
-    s.t. sum_{n, y} pi(X, n, y) = Q(X)                     for every configuration X
-         A(u t) + C(u, t) - p(t|u) A(u) = [u = root] p(t)   for every node u, token t,
-where A(z) = sum of pi over outputs whose node extends z (|z| >= 1) and C(u, t) = sum of
-pi over outputs (u, t). Take ANY multipliers theta(u, t) of the matching rows. The column
-(X, n, y) has matching coefficient
-    a(n, y) . theta = S(n) + theta(n, y),
+Weak duality for the full K-path LP (i.i.d. drafting; the derivation is docs/theory.md
+section 7.3). For ANY multipliers theta(u, t) of the matching rows (speclp.lp.rows),
     S(root) = 0,   S(u t) = S(u) + theta(u, t) - sum_s p(s|u t) theta(u t, s),
-so with h(n) = |n| + 1 - S(n) - min_y theta(n, y) the multipliers
-y_X = max over nodes n of the drafted tree of X of h(n) make (theta, y) dual feasible, and
-    OPT <= sum_t p(t|root) theta(root, t) + E_X[ max_{n in tree(X)} h(n) ]
-         = sum_t p(t|root) theta(root, t) + E[ max_k g(X_k) ],
-g(x) = max of h over the prefixes of path x (root included), X_1..X_K i.i.d. from q. The
-expectation of the maximum of K i.i.d. values is exact and cheap: sort the paths by g,
+    h(n) = |n| + 1 - S(n) - min_y theta(n, y),
+    g(x) = max of h over the prefixes of path x (root included),
+    OPT <= sum_t p(t|root) theta(root, t) + E[ max_k g(X_k) ],   X_1..X_K i.i.d. from q.
+The expectation of the maximum of K i.i.d. values is exact and cheap: sort the paths by g,
 E = sum_i g_i (F_i^K - F_{i-1}^K) with F the cumulative draft probability. Everything is
 evaluated in exact rationals, so the bound is certified whatever theta is; theta from a
 (float) optimal solve makes it tight. This needs no enumeration of configurations and no

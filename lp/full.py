@@ -5,14 +5,12 @@ the family. speclp.lp.engine.optimum(method="full") solves the full LP; it is th
 oracle of the column-generation engine (speclp.lp.colgen), which reaches the same optimum
 without enumerating configurations.
 
-Full LP over K draft paths (THEORY.md sections 3-4; one builder for K = 1 and K > 1)
--------------------------------------------------------------------------------------
+Full LP over K draft paths (docs/theory.md section 4.1; one builder for K = 1 and K > 1)
+-----------------------------------------------------------------------------------------
 A draft configuration c is a multiset of K length-L paths (i.i.d. drafting) or a set of K
 distinct paths (drafting without replacement), with weight w(c) = the probability of its
-orderings (speclp.verifiers.drafts.multiset_configurations). The verifier may read the
-whole configuration, so a multiset is all it needs to know: any rule reading the ordered
-tuple can be averaged over orderings without changing its output law, and the optimum over
-multisets equals the optimum over ordered tuples.
+orderings (speclp.verifiers.drafts.multiset_configurations). The optimum over multisets
+equals the optimum over ordered tuples (docs/theory.md Lemma 4.1).
 
 Variables (all >= 0):
     pi(c, n, y)   for every configuration c, every DISTINCT node n of c's prefix tree
@@ -23,21 +21,19 @@ Rows (every pi enters exactly two rows):
     (i)  draft marginal, one per configuration:  sum_{n, y} pi(c, n, y) = w(c)
     (ii) target matching (speclp.lp.rows), one per node u of depth 0..L and token t, with
          C(u, t) = sum_c pi(c, u, t).
-By induction from depth L upward the rows (ii) force A(z) = sum of pi over outputs whose
-node extends z = P(tau >= |z|, prefix = z), so this is THEORY's LP with the A(z) written
-as auxiliary variables instead of dense sums. Summing all rows (ii) gives sum pi = 1, and
-summing all rows (i) gives the same (exact row sums 1 make the weights sum to 1): the rows
-have exactly one linear dependency. One marginal row (the last configuration's) is dropped
-at build time (THEORY section 6: HiGHS presolve can call the LP with the redundant row
-infeasible) and kept in ``lp.meta["dropped_eq"]`` so that the exact certificate still
-checks it. Matching rows with no entry at all are omitted.
+The rows (ii) force A(z) = P(tau >= |z|, prefix = z) (docs/theory.md Lemma 3.2), so the
+A(z) are auxiliary variables in place of dense sums. The rows have a linear dependency
+(Lemma 4.2: rows (ii) and rows (i) both sum to sum pi = 1). One marginal row (the last
+configuration's) is dropped at build time (section 16.1: HiGHS presolve can call the LP
+with the redundant row infeasible) and kept in ``lp.meta["dropped_eq"]`` so that the exact
+certificate still checks it. Matching rows with no entry at all are omitted.
 
-LP of one deterministic draft tree (THEORY.md section 5)
----------------------------------------------------------
+LP of one deterministic draft tree (docs/theory.md section 4.2)
+----------------------------------------------------------------
 The C = 1 case: one configuration of weight 1 whose prefix tree is the given tree T (node
 indices 1..N-1, prefix-closed). Its marginal row is the dropped one. Its optimum is
-1 + sum_{n in T} p(n) (p(n) the target path probability): verification by target sampling
-attains it, and A(n) <= p(n) is forced by the rows (checked in tests/test_trees.py).
+1 + sum_{n in T} p(n) (p(n) the target path probability), attained by verification by
+target sampling (Theorem 4.3; checked in tests/test_trees.py).
 
 Shapes: N = (V^(L+1) - 1)/(V - 1) nodes in shortlex order (speclp.verifiers.tree);
 P = V^L leaves (complete paths) in lexicographic order; C configurations; M slots (the

@@ -1,6 +1,6 @@
 """Reachable skewed laws: the hitting function of the drafted set, and its separation.
 
-THEORY.md section 4. Notation: P = V^L leaves (complete paths) in lexicographic order
+docs/theory.md sections 5.2, 5.3, 8.1. Notation: P = V^L leaves (complete paths) in lexicographic order
 (speclp.verifiers.tree.all_paths), D = the random set of drafted paths (K i.i.d. draws, or
 K distinct draws without replacement). Used by the class LP (speclp.lp.class_lp), the node
 form (speclp.lp.node_form) and the one-step closed form (speclp.lp.closed_form).
@@ -15,17 +15,12 @@ Let f(S) = P(D intersects S) for a set S of paths (the hitting function of D).
     w(D) = sum over the K! orders of prod_k q(x_k) / (1 - sum_{j<k} q(x_j)).
     f is NOT a function of q(S) alone (for K = 2 the miss probability is
     sum_{x in S^c} q(x) (q(S^c) - q(x)) / (1 - q(x))).
-Claim (both schemes): the reachable r are exactly
-    P_K = { r >= 0 : r(all) = 1, r(S) <= f(S) for every S }.
-Proof. Necessity: the selected path lies in D, so r(S) <= P(D meets S) = f(S).
-Sufficiency: f is a coverage function (a mixture over outcomes D of the submodular
-indicators S -> [D meets S]), monotone, f(empty) = 0, f(all) = 1, so P_K is the base
-polytope of the polymatroid f. Its vertices are the greedy vectors
-r(y_i) = f({y_1..y_i}) - f({y_1..y_{i-1}}) of the orders y_1 > y_2 > ..., and the greedy
-vector of an order is exactly the law of "select the highest-ranked drafted path" (that
-path is y_i iff D meets {y_1..y_i} but not {y_1..y_{i-1}}). A point of P_K is a convex
-combination of vertices, i.e. the law of a randomised choice of order. (For i.i.d. this
-is THEORY's r(y) = F(y)^K - F(y^-)^K.) tests/test_class_lp.py checks both
+Claim (both schemes; proof: docs/theory.md Theorem 5.3): the reachable r are exactly
+    P_K = { r >= 0 : r(all) = 1, r(S) <= f(S) for every S },
+the base polytope of the coverage function f. Its vertices are the greedy vectors
+r(y_i) = f({y_1..y_i}) - f({y_1..y_{i-1}}) of the orders y_1 > y_2 > ..., i.e. the laws of
+"select the highest-ranked drafted path" (for i.i.d. r(y) = F(y)^K - F(y^-)^K); a point of
+P_K is the law of a randomised choice of order. tests/test_class_lp.py checks both
 directions by enumeration. greedy_vertex computes the vertices exactly; the
 column-generation master (speclp.lp.colgen.priority_law) uses the same laws.
 
@@ -35,15 +30,7 @@ Ground set E (paths, or the nodes of one depth), weights q(e) >= 0, any real val
 v(e) (r, or beta), g concave on [0, 1]. F(S) = g(q(S)) - v(S). Then
     min over all S of F(S)  =  min over the prefixes T_k (k = 0..n) of the order
         "q(e) = 0 and v(e) > 0 first, then q(e) > 0 by v(e)/q(e) descending, the rest last".
-Proof. Let S* minimise F, s* = q(S*), b >= 0 a supergradient of g at s*
-(g(s) = 1 - (1 - s)^K: b = K (1 - s*)^(K-1)), so g(s) <= g(s*) + b (s - s*) on [0, 1].
-For every T:  F(T) <= F(S*) + [b q(T) - v(T)] - [b q(S*) - v(S*)].
-The modular function T -> b q(T) - v(T) = sum_{e in T} (b q(e) - v(e)) is minimised by
-T_b = {e : v(e) > b q(e)}, so F(T_b) <= F(S*): T_b is a minimiser too. T_b contains
-every e with q(e) = 0 < v(e) (ratio +inf) and, among q(e) > 0, exactly those with
-v(e)/q(e) > b, i.e. whole tie classes from the top: it is a prefix of the order (any
-order consistent with the ratio, ties in any order, includes all such prefixes),
-and it excludes the elements with q(e) = 0 = v(e) or v(e) <= 0 = q(e). QED.
+(Proof: docs/theory.md Lemma 8.1.)
 So the most violated constraint r(S) <= f(S) is found by one sort and a scan of
 cumulative sums, in exact rationals for the final check. The paths with q(x) = 0 get
 r(x) <= f({x}) = 0 (their singleton rows are always in the LP).

@@ -395,7 +395,7 @@ def temperature_instance(vocab_size: int, depth: int, temperature: float = 1.5, 
 
 
 def bv_toy(depth: int = 2) -> Instance:
-    """V = 2, every target row (1/3, 2/3), every draft row (2/3, 1/3) (THEORY.md section 2)."""
+    """V = 2, every target row (1/3, 2/3), every draft row (2/3, 1/3) (docs/theory.md section 2.4)."""
     count = _require_size(2, depth)
     target = np.empty((count, 2), dtype=object)
     draft = np.empty((count, 2), dtype=object)

@@ -1,12 +1,13 @@
-"""The single-path node LP (THEORY.md section 3, reduced form) and its closed form (BV).
+"""The single-path node LP (docs/theory.md sections 3.2-3.3) and its closed form (BV).
 
     maximise 1 + sum_z beta(z)  over beta(z) >= 0, z of depth 1..L,
     beta(z) <= r(z),  beta(u t) - p(t|u) beta(u) <= 0  (root: beta(t) <= p(t)),
 
 where r(z) is the draft probability of node z (r = q; in the selection class r is the
 node marginal of a skewed law on the leaves, see speclp.lp.class_lp). Its optimum has the
-closed form beta*(z) = min(r(z), p(t|u) beta*(u)): block verification with r in place of
-q (node_optimum). node_lp builds the LP itself (an independent check of the closed form).
+closed form beta*(z) = min(r(z), p(t|u) beta*(u)) (docs/theory.md Theorem 3.3): block
+verification with r in place of q (node_optimum). node_lp builds the LP itself (an
+independent check of the closed form).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from .rows import chain_rows, stack
 
 
 def node_lp(model_or_instance: TreeModel | Instance, exact: bool = True) -> LinearProgram:
-    """THEORY section 3's reduced LP over beta(z), z of depth 1..L (variable z - 1).
+    """The node-budget LP of docs/theory.md section 3.2 over beta(z), z of depth 1..L
+    (variable z - 1).
 
     Inequality rows: N-1 budget rows beta(z) <= q(z) (row z - 1), then N-1 chain rows
     beta(u t) - p(t|u) beta(u) <= 0 (root children: beta(t) <= p(t)) (row N - 2 + z).

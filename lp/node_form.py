@@ -1,15 +1,15 @@
-"""The node-level form of the K-path LP (a relaxation; THEORY.md section 4).
+"""The node-level form of the K-path LP (a relaxation; docs/theory.md section 7.1).
 
 Variables beta(z) >= 0 for the nodes z of depth 1..L only:
     maximise 1 + sum beta,  chain rows beta(u t) - p(t|u) beta(u) <= 0 (speclp.lp.rows),
     beta(S) <= f(cyl(S))  for every set S of nodes of one depth d,
 where cyl(S) is the set of leaves through S and f the hitting function of the drafted set
 (speclp.lp.hitting; i.i.d.: f(cyl(S)) = 1 - (1 - q(S))^K, q(S) the total draft
-probability of the nodes). It is a relaxation of the class LP (beta(S) <= r(cyl(S)) <=
-f(cyl(S))) and of the full LP (the output's depth-d prefix, when it exists, is a drafted
-node, so sum_{z in S} A(z) <= P(D meets cyl(S))). Hence
-    class optimum = full optimum <= node-form optimum;
-`speclp check node-form` shows the inequality is strict for L >= 2. Solved by the same
+probability of the nodes). It is a relaxation of the class LP and of the full LP
+(docs/theory.md Lemma 7.1), hence
+    class optimum = full optimum <= node-form optimum,
+strict in general for L >= 2 (section 7.1 has an exact instance; `speclp check node-form`
+finds such instances); equal at K = 1 and at L = 1. Solved by the same
 cutting planes as the class LP (speclp.lp.class_lp.solve_with_cuts), separating each
 depth with the separation lemma.
 """

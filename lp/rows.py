@@ -1,4 +1,4 @@
-"""Row families shared by the LPs of speclp.lp (THEORY.md sections 3-4).
+"""Row families shared by the LPs of speclp.lp (docs/theory.md sections 1.4, 3.1, 3.2).
 
 Target matching (full LP, tree LP, column-generation master)
 -------------------------------------------------------------

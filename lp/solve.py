@@ -3,7 +3,7 @@
     solve(lp, backend="highs" | "cvxpy", presolve=True, time_limit=None) -> LPSolution
 
 HiGHS: the LP is passed as one column-wise sparse matrix (equality rows first, then
-the <= rows), maximised, output silenced. Two pitfalls of THEORY.md section 6 are
+the <= rows), maximised, output silenced. Two pitfalls of docs/theory.md section 16.1 are
 handled here:
   * a bare "infeasible" / "unbounded" from presolve is never trusted: the solve is
     retried without presolve and the retry is recorded in notes;
@@ -261,7 +261,7 @@ CLARABEL_OPTIONS = {
 
 
 def _solve_cvxpy(lp: LinearProgram, time_limit: float | None, solver: str) -> LPSolution:
-    import cvxpy as cp
+    import cvxpy as cp  # lazy: heavy (about 1 s), needed only by --backend cvxpy
 
     start = time.perf_counter()
     x = cp.Variable(lp.num_vars, nonneg=True)

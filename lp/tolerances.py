@@ -1,4 +1,4 @@
-"""The one table of comparison tolerances (THEORY.md section 6: direct HiGHS solves were
+"""The one table of comparison tolerances (docs/theory.md section 16.2: direct HiGHS solves were
 accurate to about 1e-10 only, so floats are compared at 1e-7 unless certified).
 
 Every claim check reads its tolerance here; exact (rational) comparisons use none.

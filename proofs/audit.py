@@ -17,35 +17,145 @@ target law and against the certified K-path optimum.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
+from scipy import stats
 
+from ..lp import optimum as lp_optimum
 from ..lp import tolerances
-from ..lp.instance import Instance, dirichlet_instance, ties_instance
+from ..lp.instance import Instance, dirichlet_instance, from_rows, ties_instance
 from ..verifiers.exact import DRAFT_SAMPLING, exact_result
 from ..verifiers.registry import get_verifier
+from ..verifiers.tree import depth_offset, num_nodes, prefix_node_indices
+from .evalues import detectable_tv, log_efficiency_evalue, log_law_evalue
+from .sandbox import (
+    CALL_TIMEOUT,
+    LAYOUTS,
+    InProcessSampler,
+    SandboxedSampler,
+    import_sampler,
+)
 
 TOLERANCE = tolerances.TOTAL_VARIATION
 ALPHAS = (0.2, 0.5, 1.0, 3.0)  # Dirichlet concentrations drawn per trial (ties=False)
 MAX_CONFIGURATIONS = 2_000_000  # ordered draft configurations per instance
 
 
-def audit_instance(vocab: int, depth: int, trial: int, ties: bool, seed: int = 0) -> Instance:
-    """The instance of one audit trial (deterministic in (seed, trial))."""
+FAMILIES = ("dirichlet", "clipped-ties", "ties", "zero-draft", "near-deterministic", "tiny")
+MIXED = "mixed"  # trial t draws from FAMILIES[t % len(FAMILIES)]
+
+
+def _rows(count: int, vocab: int, rng: np.random.Generator, alpha: float = 1.0) -> np.ndarray:
+    return rng.dirichlet(np.full(vocab, alpha), size=count)
+
+
+def _clipped_ties_rows(count: int, vocab: int, rng: np.random.Generator, denominator: int = 12
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """Rational rows where several tokens have p > q (all tied at min(1, p/q) = 1): q gets at
+    least one unit of 1/denominator per token; p moves units of the other tokens (the largest
+    first) onto a random set S of at least two tokens (one when V = 2), each of S gaining one
+    unit or more."""
+    target = np.empty((count, vocab), dtype=object)
+    draft = np.empty((count, vocab), dtype=object)
+    size = 1 if vocab == 2 else None
+    for i in range(count):
+        chosen_size = size or int(rng.integers(2, vocab))
+        while True:
+            cuts = np.sort(rng.integers(0, denominator - vocab + 1, size=vocab - 1))
+            q = 1 + np.diff(np.concatenate([[0], cuts, [denominator - vocab]]))
+            chosen = rng.permutation(vocab)[:chosen_size]
+            spare = np.array([t for t in range(vocab) if t not in chosen])
+            if q[spare].sum() >= chosen_size:
+                break
+        move = chosen_size + int(rng.integers(0, q[spare].sum() - chosen_size + 1))
+        p = q.copy()
+        for j in range(move):
+            p[spare[np.argmax(p[spare])]] -= 1
+            p[chosen[j % chosen_size]] += 1
+        target[i] = [Fraction(int(x), denominator) for x in p]
+        draft[i] = [Fraction(int(x), denominator) for x in q]
+    return target, draft
+
+
+def family_instance(family: str, vocab: int, depth: int, seed: int) -> Instance:
+    """One random instance of an audit family (rows at every prefix; deterministic in seed).
+
+    dirichlet           Dirichlet rows, concentration drawn from ALPHAS
+    clipped-ties        several tokens with p > q per row: ties of the clipped ratio min(1, p/q)
+                        (rational, multiples of 1/12)
+    ties                exact p = q ties (ties_instance: draft rows copied from target rows)
+    zero-draft          draft rows with zeros where the target is positive
+    near-deterministic  target rows with one token at 1 - eps (eps 1e-2 or 1e-3); the draft
+                        agrees on the top token half of the time
+    tiny                probabilities of about 1e-6 next to large ones
+    """
+    rng = np.random.default_rng(seed)
+    count = num_nodes(vocab, depth)
+    name = f"{family}-V{vocab}-L{depth}-s{seed}"
+    if family == "dirichlet":
+        alpha = float(ALPHAS[int(rng.integers(len(ALPHAS)))])
+        return dirichlet_instance(vocab, depth, alpha=alpha, seed=int(rng.integers(2**31)))
+    if family == "ties":
+        return ties_instance(vocab, depth, seed=int(rng.integers(2**31)))
+    if family == "clipped-ties":
+        return from_rows(*_clipped_ties_rows(count, vocab, rng), depth, name)
+    target, draft = _rows(count, vocab, rng), _rows(count, vocab, rng)
+    if family == "zero-draft":
+        for row in draft:
+            row[rng.permutation(vocab)[: int(rng.integers(1, vocab))]] = 0.0
+    elif family == "near-deterministic":
+        eps = float(rng.choice([1e-2, 1e-3]))
+        top = rng.integers(vocab, size=count)
+        same = rng.random(count) < 0.5
+        other = (top + rng.integers(1, vocab, size=count)) % vocab
+        target = eps * target
+        target[np.arange(count), top] += 1 - eps
+        draft = 0.3 * draft
+        draft[np.arange(count), np.where(same, top, other)] += 0.7
+    elif family == "tiny":
+        for rows in (target, draft):
+            rows[np.arange(count), rng.integers(vocab, size=count)] = 1e-6 * rng.random(count)
+    else:
+        raise ValueError(f"family: must be one of {FAMILIES + (MIXED,)}, got {family!r}")
+    target /= target.sum(1, keepdims=True)
+    draft /= draft.sum(1, keepdims=True)
+    return from_rows(target, draft, depth, name)
+
+
+def audit_instance(vocab: int, depth: int, trial: int, ties: bool = False, seed: int = 0,
+                   family: str | None = None) -> Instance:
+    """The instance of one audit trial (deterministic in (seed, trial)). family: one of
+    FAMILIES or "mixed" (trial t from FAMILIES[t % 6]); None: "ties" if ties else
+    "dirichlet" (the instances of earlier versions, unchanged)."""
+    family = family or ("ties" if ties else "dirichlet")
+    if family == MIXED:
+        family = FAMILIES[trial % len(FAMILIES)]
     rng = np.random.default_rng([seed, trial])
     instance_seed = int(rng.integers(2**31))
-    if ties:
+    if family == "ties":
         return ties_instance(vocab, depth, seed=instance_seed)
-    alpha = float(ALPHAS[int(rng.integers(len(ALPHAS)))])
-    return dirichlet_instance(vocab, depth, alpha=alpha, seed=instance_seed)
+    if family == "dirichlet":
+        alpha = float(ALPHAS[int(rng.integers(len(ALPHAS)))])
+        return dirichlet_instance(vocab, depth, alpha=alpha, seed=instance_seed)
+    return family_instance(family, vocab, depth, instance_seed)
+
+
+def instance_family(instance: Instance) -> str:
+    """The family an audit instance came from (from its name), or "given"."""
+    for family in sorted(FAMILIES, key=len, reverse=True):
+        if instance.name.startswith(family + "-"):
+            return family
+    return "given"
 
 
 def audit(verifier: str, paths: int, vocab: int, depth: int, trials: int, ties: bool,
           seed: int = 0, draft_sampling: str = "iid",
           progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
-          exact: bool = False) -> dict[str, Any]:
+          exact: bool = False, family: str | None = None) -> dict[str, Any]:
     """Audit a verifier's losslessness on `trials` random instances.
 
     paths K, vocab V, depth L: the instance sizes ((V^L)^K ordered configurations each).
@@ -54,6 +164,7 @@ def audit(verifier: str, paths: int, vocab: int, depth: int, trials: int, ties: 
     progress: optional wrapper of the trial iterable (e.g. a progress bar).
     exact: run in exact rationals (ties instances are rational; Dirichlet float rows
     are then taken at their exact binary values).
+    family: an instance family of audit_instance (None: "ties" if ties else "dirichlet").
 
     Returns {"verifier", "paths", "vocab", "depth", "trials", "ties", "seed",
     "draft_sampling", "exact", "claimed_lossless", "max_tv", "mean_tv", "worst_trial",
@@ -81,7 +192,7 @@ def audit(verifier: str, paths: int, vocab: int, depth: int, trials: int, ties: 
     efficiencies: list[float] = []
     worst_tv, worst_trial, worst_instance = -1.0, 0, None
     for trial in iterator:
-        instance = audit_instance(vocab, depth, trial, ties, seed)
+        instance = audit_instance(vocab, depth, trial, ties, seed, family)
         result = exact_result(instance.model(exact=exact), verifier, paths=paths,
                               draft_sampling=draft_sampling)
         tv = float(result.total_variation)
@@ -97,6 +208,7 @@ def audit(verifier: str, paths: int, vocab: int, depth: int, trials: int, ties: 
         "depth": depth,
         "trials": trials,
         "ties": ties,
+        "family": family or ("ties" if ties else "dirichlet"),
         "seed": seed,
         "draft_sampling": draft_sampling,
         "exact": exact,
@@ -116,56 +228,37 @@ def audit(verifier: str, paths: int, vocab: int, depth: int, trials: int, ties: 
 # audit of foreign code: a verifier given as a sampler
 # ---------------------------------------------------------------------------
 #
-# A sampler is any function
-#     sampler(target_rows, draft_rows, paths, rng) -> blocks
-#         target_rows float64 [B, K, L+1, V]  p(. | first i tokens of path k), i = 0..L
-#         draft_rows  float64 [B, K, L, V]    q(. | first i tokens of path k), i = 0..L-1
-#         paths       int64   [B, K, L]       the K drafted paths (drawn from the instance)
-#         rng         numpy.random.Generator
-#         blocks      int [B, L+1] (the emitted block: accepted draft prefix + one token,
-#                     left-aligned, padded with -1) or a list of B token sequences
-# With batched=False it is called once per draft configuration, on the same arrays
-# without the leading B axis, and returns one token sequence.
+# A sampler is user code, called through proofs.sandbox (a child process for a
+# MODULE:FUNCTION spec, in this process for a function object) in one of its layouts:
+#     batched    sampler(target_rows [B, K, L+1, V], draft_rows [B, K, L, V], paths [B, K, L],
+#                rng) -> blocks [B, L+1] (accepted draft prefix + one token, padded with -1)
+#                or a list of B token sequences
+#     unbatched  the same without the B axis, one call per configuration
+#     ragged     the flat layout of serving-engine rejection samplers (one chain per request,
+#                K = 1; proofs.sandbox)
+# target_rows[b, k, i] = p(. | first i tokens of path k), draft_rows the same with q.
 
-SAMPLER_RUNS = 20_000  # sampler calls per instance (a CLI audit takes seconds)
-SAMPLER_ALPHA = 1e-3  # family-wise level of the goodness-of-fit tests (Bonferroni over instances)
+SAMPLER_ALPHA = 1e-3  # family-wise error level of ALL the tests of one audit
+MAX_RUNS = 1_000_000  # default cap of sampler runs per instance
+RUNS_LIMIT = 10**9  # refused above (a run is counted, not stored: this bounds time, not memory)
+TIME_LIMIT = 60.0  # default seconds of sampling per audit, shared by its instances
 POWER = 0.9  # power at which the detectable TV is stated
-CONFIDENCE = 0.95  # level of the TV and block-efficiency intervals
-MIN_EXPECTED = 5.0  # cells with a smaller expected count are pooled for the chi-square test
+CONFIDENCE = 0.95  # level of the TV and block-efficiency intervals (finite-sample, valid)
+SCREEN_RUNS = 2_000  # runs per instance when --search screens candidates
+FIRST_BATCH, MAX_BATCH = 1024, 16384  # batches double from FIRST_BATCH up to MAX_BATCH
+UNBATCHED_BATCH = 512  # configurations per sandbox call in the unbatched layout
 
 
 def load_sampler(spec: str) -> Callable[..., Any]:
-    """'package.module:function' or 'path/to/file.py:function' -> the function.
-
-    Raises ValueError (naming the spec) when it cannot be imported or is not callable.
-    """
-    import importlib
-    import importlib.util
-    from pathlib import Path
-
-    module_name, sep, function = spec.rpartition(":")
-    if not sep or not module_name or not function:
-        raise ValueError(f"sampler: expected MODULE:FUNCTION or FILE.py:FUNCTION, got {spec!r}")
+    """Import a sampler IN THIS PROCESS ('package.module:function' or 'file.py:function').
+    Only for trusted code (tests, notebooks): the CLI never imports user code itself, it
+    runs it through proofs.sandbox.SandboxedSampler. ValueError naming the spec otherwise."""
     try:
-        if module_name.endswith(".py") or "/" in module_name:
-            path = Path(module_name)
-            if not path.is_file():
-                raise ValueError(f"sampler: no file {module_name!r}")
-            loader_spec = importlib.util.spec_from_file_location(f"_speclp_sampler_{path.stem}", path)
-            if loader_spec is None or loader_spec.loader is None:
-                raise ValueError(f"sampler: cannot load {module_name!r}")
-            module = importlib.util.module_from_spec(loader_spec)
-            loader_spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(module_name)
-        fn = getattr(module, function)
+        return import_sampler(spec)
     except ValueError:
         raise
     except Exception as err:  # import errors of user code: one line, naming the spec
         raise ValueError(f"sampler: cannot load {spec!r}: {type(err).__name__}: {err}") from None
-    if not callable(fn):
-        raise ValueError(f"sampler: {spec!r} is not callable")
-    return fn
 
 
 def _draw_tokens(rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -186,8 +279,6 @@ def draw_drafts(model: Any, paths: int, runs: int, rng: np.random.Generator,
                 draft_sampling: str = "iid") -> np.ndarray:
     """[runs, K, L] draft paths drawn from the instance's draft rows (i.i.d., or without
     replacement by redrawing a path equal to an earlier one: q conditioned on distinct)."""
-    from ..verifiers.tree import depth_offset
-
     vocab, depth = model.vocab_size, model.depth
     draft = np.asarray(model.to_float().draft, dtype=np.float64)
 
@@ -214,233 +305,342 @@ def draw_drafts(model: Any, paths: int, runs: int, rng: np.random.Generator,
     return out
 
 
-def _call_sampler(sampler: Callable[..., Any], target: np.ndarray, draft: np.ndarray,
-                  tokens: np.ndarray, rng: np.random.Generator, batched: bool,
-                  depth: int) -> np.ndarray:
-    """Blocks [B, L+1] (padded with -1) from the sampler; ValueError on a malformed answer."""
-    count = tokens.shape[0]
-    out = np.full((count, depth + 1), -1, dtype=np.int64)
-    if batched:
-        answer = sampler(target, draft, tokens, rng)
-        sequences = list(answer) if not isinstance(answer, np.ndarray) else answer
-        if len(sequences) != count:
-            raise ValueError(f"sampler returned {len(sequences)} blocks for a batch of {count}")
-    else:
-        sequences = [sampler(target[b], draft[b], tokens[b], rng) for b in range(count)]
-    for b, seq in enumerate(sequences):
-        seq = np.asarray(seq, dtype=np.int64).reshape(-1)
-        seq = seq[: np.argmax(seq < 0)] if (seq < 0).any() else seq
-        if not 1 <= len(seq) <= depth + 1:
-            raise ValueError(f"sampler returned a block of {len(seq)} tokens (allowed 1..{depth + 1})")
-        out[b, : len(seq)] = seq
-    return out
+def _request(model: Any, tokens: np.ndarray, rng: np.random.Generator, layout: str
+             ) -> tuple[dict[str, Any], np.ndarray]:
+    """The sampler's input for drafted paths tokens [B, K, L] in its layout, and the most
+    draft tokens each configuration may accept ([B]: L, or the request's count if ragged)."""
+    count, _, depth = tokens.shape
+    vocab = model.vocab_size
+    nodes = prefix_node_indices(tokens, vocab)  # [B, K, L+1]
+    target = np.asarray(model.target, dtype=np.float64)[nodes]
+    draft = np.asarray(model.draft, dtype=np.float64)[nodes[..., :-1]]
+    base = {"count": count, "depth": depth, "vocab": vocab}
+    if layout != "ragged":
+        limits = np.full(count, depth, dtype=np.int64)
+        return base | {"target": target, "draft": draft, "paths": tokens}, limits
+    limits = rng.integers(1, depth + 1, size=count)  # draft tokens per request, 1..L
+    mask = np.arange(depth)[None, :] < limits[:, None]  # [B, L]
+    bonus = _draw_tokens(target[np.arange(count), 0, limits], rng)
+    return base | {"draft_token_ids": tokens[:, 0][mask], "num_draft_tokens": limits,
+                   "draft_probs": draft[:, 0][mask], "target_probs": target[:, 0, :depth][mask],
+                   "bonus_token_ids": bonus}, limits
 
 
-def _pooled_chi_square(counts: np.ndarray, probs: np.ndarray, level: float
-                       ) -> tuple[float, float, int, int, float]:
-    """(statistic, p-value, df, cells, detectable TV) of Pearson's test of counts against
-    probs, cells with expected count < MIN_EXPECTED pooled (then merged with the smallest
-    cell while the pool is still under it). Detectable TV: the smallest d such that every
-    law at TV >= d from probs on the pooled cells is rejected at `level` with probability
-    >= POWER (noncentral chi-square approximation; chi-square divergence >= (2 TV)^2)."""
-    from scipy import optimize, stats
-
-    n = counts.sum()
-    expected = probs * n
-    order = np.argsort(expected)
-    small = [i for i in order if expected[i] < MIN_EXPECTED]
-    large = [i for i in order if expected[i] >= MIN_EXPECTED]
-    groups = [[i] for i in large]
-    if small:
-        pool = list(small)
-        while groups and expected[pool].sum() < MIN_EXPECTED:
-            pool += groups.pop(0)
-        groups.append(pool)
-    obs = np.array([counts[g].sum() for g in groups], dtype=np.float64)
-    exp = np.array([expected[g].sum() for g in groups], dtype=np.float64)
-    df = len(groups) - 1
-    if df < 1:
-        return 0.0, 1.0, 0, len(groups), 1.0
-    statistic = float(((obs - exp) ** 2 / exp).sum())
-    p_value = float(stats.chi2.sf(statistic, df))
-    critical = stats.chi2.isf(level, df)
-
-    def shortfall(lam: float) -> float:
-        return float(stats.ncx2.sf(critical, df, lam)) - POWER
-
-    lam = optimize.brentq(shortfall, 1e-9, 1e7)
-    return statistic, p_value, df, len(groups), float(min(1.0, np.sqrt(lam / (4 * n))))
+def _continued_cells(blocks: np.ndarray, model: Any, rng: np.random.Generator) -> np.ndarray:
+    """Index (shortlex, [V^(L+1)]) of each block continued by target sampling to L+1 tokens."""
+    vocab, depth = model.vocab_size, model.depth
+    target = np.asarray(model.target, dtype=np.float64)
+    lengths = (blocks >= 0).sum(-1)
+    code = np.zeros(len(blocks), dtype=np.int64)
+    for d in range(depth + 1):
+        token = blocks[:, d].clip(0, vocab - 1)
+        sample = lengths <= d
+        if sample.any():
+            token = token.copy()
+            token[sample] = _draw_tokens(target[depth_offset(vocab, d) + code[sample]], rng)
+        code = code * vocab + token
+    return code
 
 
-def audit_sampler_instance(sampler: Callable[..., Any], instance: Instance, paths: int,
-                           runs: int = SAMPLER_RUNS, seed: int = 0, batched: bool = True,
-                           level: float = SAMPLER_ALPHA, draft_sampling: str = "iid",
-                           batch_size: int = 4096) -> dict[str, Any]:
-    """Run a sampler `runs` times on one instance and test it (see audit_sampler)."""
-    import time
+def _malformed(blocks: np.ndarray, tokens: np.ndarray, limits: np.ndarray) -> np.ndarray:
+    """[B] True where a block is not a drafted prefix (of some path, at most `limits` long)
+    plus one token."""
+    depth = tokens.shape[2]
+    lengths = (blocks >= 0).sum(-1)
+    position = np.arange(depth)[None, None, :]
+    equal = ((blocks[:, None, :depth] == tokens) | (position >= lengths[:, None, None] - 1))
+    return ~(equal.all(-1).any(-1) & (lengths <= limits + 1))
 
-    from scipy import stats
 
-    from ..lp import optimum as lp_optimum
-    from ..verifiers.exact import draft_tree
-    from ..verifiers.tree import depth_offset
+class _Tally:
+    """What an instance's runs add up to: continued-path counts, block-length counts,
+    malformed blocks (with the first example)."""
 
+    def __init__(self, vocab: int, depth: int):
+        self.cells = np.zeros(vocab ** (depth + 1), dtype=np.int64)
+        self.lengths = np.zeros(depth + 1, dtype=np.int64)
+        self.runs = self.malformed = 0
+        self.example: dict[str, Any] | None = None
+
+    def add(self, blocks: np.ndarray, tokens: np.ndarray, limits: np.ndarray, model: Any,
+            rng: np.random.Generator) -> None:
+        bad = _malformed(blocks, tokens, limits)
+        if bad.any() and self.example is None:
+            i = int(np.flatnonzero(bad)[0])
+            self.example = {"paths": tokens[i].tolist(), "block": blocks[i].tolist(),
+                            "draft_tokens": int(limits[i])}
+        self.malformed += int(bad.sum())
+        good = blocks[~bad]
+        self.cells += np.bincount(_continued_cells(good, model, rng), minlength=len(self.cells))
+        self.lengths += np.bincount((good >= 0).sum(-1) - 1, minlength=len(self.lengths))
+        self.runs += len(blocks)
+
+
+def _optimum(instance: Instance, paths: int, draft_sampling: str) -> tuple[Any, float]:
+    """(record, bound): the certified K-path optimum and the bound the efficiency test uses
+    (the optimum plus its tolerance: a float optimum is within it of the exact one)."""
+    record = lp_optimum(instance, paths=paths, draft_sampling=draft_sampling)
+    return record, float(record.value) + tolerances.optimum_tolerance(record.certified)
+
+
+def _sample(runner: Any, model: Any, paths: int, count: int, rng: np.random.Generator,
+            layout: str, draft_sampling: str, tally: _Tally) -> None:
+    """Draw `count` configurations, have the sampler answer them, add them to the tally."""
+    tokens = draw_drafts(model, paths, count, rng, draft_sampling)
+    step = UNBATCHED_BATCH if layout == "unbatched" else count
+    for lo in range(0, count, step):
+        part = tokens[lo : lo + step]
+        request, limits = _request(model, part, rng, layout)
+        tally.add(runner(request), part, limits, model, rng)
+
+
+def _probabilities(instance: Instance) -> np.ndarray:
+    """The exact target law of paths of L+1 tokens, as float64 [V^(L+1)]."""
+    model = instance.model(exact=instance.rational)
+    return np.asarray([float(x) for x in model.target_path_probabilities(model.depth + 1)])
+
+
+def audit_sampler_instance(runner: Any, instance: Instance, paths: int, max_runs: int,
+                           level: float, seed: int = 0, layout: str = "batched",
+                           draft_sampling: str = "iid", time_limit: float | None = None
+                           ) -> dict[str, Any]:
+    """Run the sampler on one instance until an e-process reaches 1/level (a rejection), a
+    block is malformed, `max_runs` runs are drawn or `time_limit` seconds have passed; `level`
+    is this instance's share of each test (law, efficiency). See audit_sampler."""
     start = time.perf_counter()
     model = instance.model(exact=False)
     vocab, depth = model.vocab_size, model.depth
-    rng = np.random.default_rng(seed)
-    tokens = draw_drafts(model, paths, runs, rng, draft_sampling)
-    blocks = np.empty((runs, depth + 1), dtype=np.int64)
-    for lo in range(0, runs, batch_size):
-        part = tokens[lo : lo + batch_size]
-        tree = draft_tree(model, part)
-        target = tree.target_rows.numpy()
-        draft = tree.draft_rows.numpy()
-        blocks[lo : lo + len(part)] = _call_sampler(sampler, target, draft, part, rng, batched, depth)
-    lengths = (blocks >= 0).sum(-1)
-    # a block must be a drafted prefix (of some path) plus one token of the vocabulary
-    in_range = ((blocks < vocab) | (blocks < 0)).all(-1)
-    position = np.arange(depth)[None, None, :]
-    prefix_ok = np.zeros(runs, dtype=bool)
-    for k in range(paths):
-        equal = ((blocks[:, None, :depth] == tokens[:, k : k + 1, :])
-                 | (position >= lengths[:, None, None] - 1))
-        prefix_ok |= equal.all(-1)[:, 0]
-    malformed = ~(in_range & prefix_ok)
-    # law of the first two tokens, continued by target sampling
-    first = blocks[:, 0].clip(0, vocab - 1)
-    second = blocks[:, 1].copy()
-    short = lengths < 2
-    if short.any():
-        rows = np.asarray(model.target, dtype=np.float64)[depth_offset(vocab, 1) + first[short]]
-        second[short] = _draw_tokens(rows, rng)
-    cells = first * vocab + second.clip(0, vocab - 1)
-    counts = np.bincount(cells[~malformed], minlength=vocab * vocab).astype(np.float64)
-    exact_model = instance.model(exact=instance.rational)
-    two = exact_model.target_path_probabilities(2)  # p(a) p(b|a), [V^2]
-    probs = np.asarray([float(x) for x in two], dtype=np.float64)
-    impossible = int(counts[probs == 0].sum())
-    statistic, p_value, df, pooled, detectable = _pooled_chi_square(counts, probs, level)
-    if impossible:
-        p_value = 0.0
-    n = counts.sum()
-    tv = float(0.5 * np.abs(counts / max(n, 1) - probs).sum())
+    probs = _probabilities(instance)
+    record, bound = _optimum(instance, paths, draft_sampling)
+    rng = np.random.default_rng([seed, 2])  # the audit's draws (the sampler has its own stream)
+    tally = _Tally(vocab, depth)
+    log_threshold = float(np.log(1 / level))
+    log_law = log_eff = 0.0
+    batch = FIRST_BATCH
+    while tally.runs < max_runs:
+        _sample(runner, model, paths, min(batch, max_runs - tally.runs), rng, layout,
+                draft_sampling, tally)
+        batch = min(2 * batch, MAX_BATCH)
+        log_law = log_law_evalue(tally.cells, probs, vocab, depth + 1)
+        log_eff = log_efficiency_evalue(tally.lengths, bound)
+        if tally.malformed or max(log_law, log_eff) >= log_threshold:
+            break
+        if time_limit is not None and time.perf_counter() - start >= time_limit:
+            break
+    n = int(tally.cells.sum())
+    return _instance_record(instance, tally, probs, record, bound, log_law, log_eff,
+                            log_threshold, level, n, time.perf_counter() - start)
+
+
+def _instance_record(instance: Instance, tally: _Tally, probs: np.ndarray, record: Any,
+                     bound: float, log_law: float, log_eff: float, log_threshold: float,
+                     level: float, n: int, seconds: float) -> dict[str, Any]:
+    vocab, depth = instance.vocab_size, instance.depth
     delta = 1 - CONFIDENCE
-    cell_count = vocab * vocab
-    margin = 0.5 * float(np.sqrt(2 * (np.log(2.0**cell_count - 2) + np.log(1 / delta)) / max(n, 1)))
-    be = float(lengths.mean())
-    z = float(stats.norm.isf(delta / 2))
-    be_margin = z * float(lengths.std(ddof=1)) / np.sqrt(runs) if runs > 1 else float("inf")
-    record = lp_optimum(instance, paths=paths, draft_sampling=draft_sampling)
-    optimum = record.value
-    tolerance = tolerances.optimum_tolerance(record.certified)
+    freq = tally.cells / max(n, 1)
+    tv = float(0.5 * np.abs(freq - probs).sum())
+    cells = len(probs)
+    # Bretagnolle-Huber-Carol: P(||p_hat - p||_1 >= e) <= (2^m - 2) exp(-n e^2 / 2)
+    margin = 0.5 * float(np.sqrt(2 * (cells * np.log(2.0) + np.log(1 / delta)) / max(n, 1)))
+    lengths = np.arange(1, depth + 2)
+    be = float((tally.lengths * lengths).sum() / max(n, 1))
+    # Hoeffding for values in [1, L+1], two-sided
+    be_margin = depth * float(np.sqrt(np.log(2 / delta) / (2 * max(n, 1))))
+    impossible = int(tally.cells[probs <= 0].sum())
     return {
         "instance": instance.name,
-        "runs": runs,
-        "malformed": int(malformed.sum()),
-        "example_malformed": (None if not malformed.any() else
-                              {"paths": tokens[malformed][0].tolist(),
-                               "block": blocks[malformed][0].tolist()}),
-        "p_value": p_value,
-        "chi_square": statistic,
-        "df": df,
-        "pooled_cells": pooled,
+        "family": instance_family(instance),
+        "runs": tally.runs,
+        "malformed": tally.malformed,
+        "example_malformed": tally.example,
         "impossible_outcomes": impossible,
-        "detectable_tv": detectable,
+        "level": level,
+        "law_evalue": _exp(log_law),
+        "law_rejected": bool(log_law >= log_threshold),
+        "efficiency_evalue": _exp(log_eff),
+        "efficiency_rejected": bool(log_eff >= log_threshold),
+        "detectable_tv": (detectable_tv(probs, vocab, depth + 1, n, log_threshold, POWER)
+                          if n else 1.0),
         "tv": tv,
         "tv_ci": [max(0.0, tv - margin), min(1.0, tv + margin)],
         "block_efficiency": be,
         "block_efficiency_ci": [be - be_margin, be + be_margin],
-        "optimum": optimum,
+        "optimum": float(record.value),
         "optimum_exact": record.exact,
         "optimum_certified": bool(record.certified),
-        "above_optimum": bool(be - be_margin > optimum + tolerance),
-        "seconds": round(time.perf_counter() - start, 3),
+        "efficiency_bound": bound,
+        "above_optimum": bool(log_eff >= log_threshold),
+        "seconds": round(seconds, 3),
     }
 
 
-def audit_sampler(sampler: Callable[..., Any], paths: int = 2, vocab: int = 3, depth: int = 2,
-                  trials: int = 3, ties: bool = False, runs: int = SAMPLER_RUNS, seed: int = 0,
-                  batched: bool = True, alpha: float = SAMPLER_ALPHA, draft_sampling: str = "iid",
-                  instances: list[Instance] | None = None, name: str = "sampler",
-                  progress: Callable[[Iterable[int]], Iterable[int]] | None = None
-                  ) -> dict[str, Any]:
-    """Audit foreign sampler code for losslessness and for an impossible block efficiency.
+def _exp(log_value: float) -> float:
+    return float("inf") if log_value > 700 else float(np.exp(log_value))
 
-    On each of `trials` instances (audit_instance(vocab, depth, trial, ties, seed), or the
-    given `instances`), K draft paths are drawn `runs` times from the draft rows and the
-    sampler is called (in batches unless batched=False). The first two tokens of each
-    emitted block (continued by target sampling when the block has one token) are tested
-    against the exact target law p(a) p(b|a) by Pearson's chi-square test (cells pooled to
-    expected counts >= 5; an outcome of target probability 0 gives p = 0). The audit
-    fails when
-      * some p-value is below alpha / (number of instances) (Bonferroni), or
-      * some block is malformed (not a drafted prefix plus one token), or
-      * the 95% interval of the block efficiency lies above the certified K-path optimum
-        (impossible for a lossless verifier).
-    Reported per instance: p-value, the TV detectable with probability POWER at that
-    level (a power statement), the empirical TV of the two-token law with a finite-sample
-    95% interval (Bretagnolle-Huber-Carol: P(||p_hat - p||_1 >= e) <= (2^m - 2) exp(-n e^2/2)),
-    the block efficiency with a 95% normal-approximation interval, and the certified
-    optimum (speclp.lp.optimum, column generation, certified).
 
-    Returns {"sampler", "paths", "vocab", "depth", "trials", "ties", "runs", "seed",
-    "draft_sampling", "alpha", "threshold", "power", "instances" (per-instance records),
-    "min_p_value", "failures", "worst_instance" (Instance JSON of the instance with the
-    smallest p-value, or the first failing one), "passed"}.
-    Raises ValueError for bad sizes or a malformed sampler answer.
-    """
+def _failures(report: dict[str, Any], paths: int) -> list[str]:
+    """One line per test this instance failed, naming the instance, its family and the test."""
+    head = f"{report['instance']} (family {report['family']})"
+    out = []
+    if report["malformed"]:
+        out.append(f"{head}: {report['malformed']} blocks are not a drafted prefix plus one token, "
+                   f"e.g. {report['example_malformed']}")
+    if report["impossible_outcomes"]:
+        out.append(f"{head}: {report['impossible_outcomes']} blocks (continued by target sampling) "
+                   "have target probability 0")
+    elif report["law_rejected"]:
+        out.append(f"{head}: law test rejected: the emitted block, continued by target sampling, "
+                   f"does not follow the target law (e-value {report['law_evalue']:.3g} >= "
+                   f"1/{report['level']:.3g}; empirical TV {report['tv']:.4f} over "
+                   f"{report['runs']:,} runs)")
+    if report["efficiency_rejected"]:
+        out.append(f"{head}: efficiency test rejected: E[tau+1] = {report['block_efficiency']:.4f} "
+                   f"exceeds the {'certified' if report['optimum_certified'] else 'NOT certified'} "
+                   f"{paths}-path optimum {report['optimum']:.6f} (e-value "
+                   f"{report['efficiency_evalue']:.3g}): impossible for a lossless verifier")
+    return out
+
+
+def _screen(runner: Any, candidates: list[Instance], keep: int, paths: int, layout: str,
+            draft_sampling: str, seed: int) -> tuple[list[Instance], list[dict[str, Any]]]:
+    """--search: run every candidate SCREEN_RUNS times (draws not reused by the tests) and keep
+    the `keep` whose first-token law (Pearson p-value) or block efficiency (z above the
+    optimum) looks furthest from the target's."""
+    scores = []
+    for index, instance in enumerate(candidates):
+        model = instance.model(exact=False)
+        tally = _Tally(model.vocab_size, model.depth)
+        _sample(runner, model, paths, SCREEN_RUNS, np.random.default_rng([seed, 7, index]),
+                layout, draft_sampling, tally)
+        probs = _probabilities(instance)
+        first = tally.cells.reshape(model.vocab_size, -1).sum(1)
+        expected = probs.reshape(model.vocab_size, -1).sum(1) * max(first.sum(), 1)
+        keep_cells = expected > 0
+        chi2 = float(((first - expected)[keep_cells] ** 2 / expected[keep_cells]).sum())
+        p_first = float(stats.chi2.sf(chi2, max(int(keep_cells.sum()) - 1, 1)))
+        lengths = np.repeat(np.arange(1, model.depth + 2), tally.lengths)
+        _, bound = _optimum(instance, paths, draft_sampling)
+        spread = float(lengths.std(ddof=1)) if len(lengths) > 1 else 0.0
+        z = (float(lengths.mean()) - bound) / max(spread / np.sqrt(max(len(lengths), 1)), 1e-12)
+        score = min(p_first, float(stats.norm.sf(z)))
+        if tally.malformed:
+            score = -1.0
+        scores.append({"instance": instance.name, "family": instance_family(instance),
+                       "first_token_p": p_first, "efficiency_z": z, "score": score})
+    order = sorted(range(len(candidates)), key=lambda i: scores[i]["score"])[:keep]
+    return [candidates[i] for i in order], scores
+
+
+def _check_sampler_args(paths: int, vocab: int, depth: int, trials: int, runs: int,
+                        alpha: float, draft_sampling: str, layout: str, search: int) -> None:
     for field_name, value, low in (("paths", paths, 1), ("vocab", vocab, 2), ("depth", depth, 1),
-                                   ("trials", trials, 1), ("runs", runs, 2)):
+                                   ("trials", trials, 1), ("runs", runs, 2), ("search", search, 0)):
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
             raise ValueError(f"{field_name}: must be an integer >= {low}, got {value!r}")
+    if runs > RUNS_LIMIT:
+        raise ValueError(f"runs: at most {RUNS_LIMIT:,} per instance, got {runs:,}")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha: must be in (0, 1), got {alpha!r}")
     if draft_sampling not in DRAFT_SAMPLING:
         raise ValueError(f"draft_sampling: must be one of {DRAFT_SAMPLING}, got {draft_sampling!r}")
-    chosen = instances if instances is not None else [audit_instance(vocab, depth, t, ties, seed)
-                                                      for t in range(trials)]
-    threshold = alpha / len(chosen)
-    iterator: Iterable[int] = range(len(chosen))
-    if progress is not None:
-        iterator = progress(iterator)
-    reports, failures = [], []
-    worst, worst_p = None, 2.0
-    for index in iterator:
-        instance = chosen[index]
-        report = audit_sampler_instance(sampler, instance, paths, runs, seed=seed + index,
-                                        batched=batched, level=threshold,
-                                        draft_sampling=draft_sampling)
-        reports.append(report)
-        failed = False
-        if report["p_value"] < threshold:
-            failures.append(f"{instance.name}: first-two-token law differs from the target law "
-                            f"(p = {report['p_value']:.3g} < {threshold:.3g}, empirical TV "
-                            f"{report['tv']:.4f})")
-            failed = True
-        if report["malformed"]:
-            failures.append(f"{instance.name}: {report['malformed']} blocks are not a drafted prefix "
-                            f"plus one token, e.g. {report['example_malformed']}")
-            failed = True
-        if report["above_optimum"]:
-            failures.append(f"{instance.name}: block efficiency {report['block_efficiency']:.4f} "
-                            f"(95% CI {report['block_efficiency_ci'][0]:.4f}..) lies above the "
-                            f"{'certified' if report['optimum_certified'] else 'NOT certified'} "
-                            f"{paths}-path optimum {report['optimum']:.6f}: impossible for a "
-                            "lossless verifier")
-            failed = True
-        key = -1.0 if failed else report["p_value"]
-        if key < worst_p:
-            worst, worst_p = instance, key
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout: must be one of {LAYOUTS}, got {layout!r}")
+    if layout == "ragged" and paths != 1:
+        raise ValueError(f"paths: the ragged layout has one draft chain per request (K = 1), "
+                         f"got {paths}")
+    if search and search < trials:
+        raise ValueError(f"search: must be at least the number of instances audited ({trials})")
+
+
+def audit_sampler(sampler: Callable[..., Any] | str, paths: int = 2, vocab: int = 3,
+                  depth: int = 2, trials: int = 3, ties: bool = False, runs: int = MAX_RUNS,
+                  seed: int = 0, batched: bool = True, alpha: float = SAMPLER_ALPHA,
+                  draft_sampling: str = "iid", instances: list[Instance] | None = None,
+                  name: str = "sampler", progress: Callable[[Iterable[int]], Iterable[int]] | None
+                  = None, family: str | None = None, layout: str | None = None,
+                  time_limit: float | None = None, call_timeout: float = CALL_TIMEOUT,
+                  search: int = 0) -> dict[str, Any]:
+    """Audit foreign sampler code for losslessness and for an impossible block efficiency.
+
+    sampler: a function (called in this process) or a 'FILE.py:FUNCTION' / 'MODULE:FUNCTION'
+    spec (loaded and called in a child process: proofs.sandbox). layout: "batched",
+    "unbatched" or "ragged" (default: batched unless batched=False).
+
+    Instances: the given `instances`, or `trials` instances of `family` (audit_instance; None
+    means "ties" if ties else "dirichlet"; "mixed" cycles through FAMILIES); with search = N,
+    N candidates are screened (SCREEN_RUNS runs each, draws not reused) and the `trials` that
+    look furthest from the target are audited.
+
+    On each instance K paths are drawn from the draft rows, the sampler answers, and each block
+    is continued by target sampling to L+1 tokens. Two anytime-valid tests (proofs.evalues) run
+    after every batch: the LAW test (mixture e-process of the continued paths against the exact
+    target law of paths, over the laws of the first d tokens, d = 1..L+1) and the EFFICIENCY
+    test (betting e-process against E[tau+1] <= the certified K-path optimum, Lemma 4.1 of
+    docs/theory.md). Each test of each instance runs at level alpha / (2 * instances), so by
+    Ville's inequality and a union bound a lossless sampler fails the audit with probability
+    at most alpha (the family-wise error level), whenever the sampling stops. An instance stops
+    at a rejection, at a malformed block (not a drafted prefix plus one token), after `runs`
+    runs or after its share of `time_limit` seconds.
+
+    Reported per instance: the e-values, the TV detectable with probability POWER at the runs
+    drawn (proofs.evalues.detectable_tv: simulated, for a deviation spread over all outcomes),
+    the empirical TV of the continued law with a valid 95% interval (Bretagnolle-Huber-Carol
+    over V^(L+1) cells), E[tau+1] with a valid 95% interval (Hoeffding), and the optimum.
+
+    Returns {"sampler", "paths", "vocab", "depth", "trials", "family", "ties", "runs" (the cap),
+    "seed", "draft_sampling", "layout", "alpha", "level", "power", "instances", "failures",
+    "failed_instances" (Instance JSON of each failing instance), "worst_instance",
+    "max_detectable_tv", "captured_output", "screened" (with search), "passed"}.
+    Raises ValueError for bad arguments and proofs.sandbox.SamplerFailed when the sampler
+    breaks its contract (exit, exception, hang, crash, malformed answer).
+    """
+    layout = layout or ("batched" if batched else "unbatched")
+    _check_sampler_args(paths, vocab, depth, trials, runs, alpha, draft_sampling, layout, search)
+    if instances is not None:
+        chosen = list(instances)
+    else:
+        chosen = [audit_instance(vocab, depth, t, ties, seed, family)
+                  for t in range(max(search, trials))]
+    runner = (SandboxedSampler(sampler, layout, seed, call_timeout) if isinstance(sampler, str)
+              else InProcessSampler(sampler, layout, seed))
+    try:
+        if isinstance(runner, SandboxedSampler):
+            runner.start()
+        screened = None
+        if search and instances is None:
+            chosen, screened = _screen(runner, chosen, trials, paths, layout, draft_sampling, seed)
+        level = alpha / (2 * len(chosen))
+        share = None if time_limit is None else time_limit / len(chosen)
+        iterator: Iterable[int] = range(len(chosen))
+        if progress is not None:
+            iterator = progress(iterator)
+        reports, failures, failed = [], [], []
+        for index in iterator:
+            report = audit_sampler_instance(runner, chosen[index], paths, runs, level,
+                                            seed=seed + index, layout=layout,
+                                            draft_sampling=draft_sampling, time_limit=share)
+            reports.append(report)
+            lines = _failures(report, paths)
+            failures += lines
+            if lines:
+                failed.append(chosen[index])
+        output = runner.captured_output()
+    finally:
+        runner.cleanup()
+    worst = failed[0] if failed else chosen[int(np.argmax([r["law_evalue"] for r in reports]))]
     return {
-        "sampler": name,
-        "paths": paths, "vocab": vocab, "depth": depth, "trials": len(chosen), "ties": ties,
-        "runs": runs, "seed": seed, "draft_sampling": draft_sampling, "batched": batched,
-        "alpha": alpha, "threshold": threshold, "power": POWER,
-        "instances": reports,
-        "min_p_value": min(r["p_value"] for r in reports),
+        "sampler": name, "paths": paths, "vocab": vocab, "depth": depth, "trials": len(chosen),
+        "family": family or ("ties" if ties else "dirichlet"), "ties": ties, "runs": runs,
+        "seed": seed, "draft_sampling": draft_sampling, "layout": layout, "batched":
+        layout == "batched", "alpha": alpha, "level": level, "power": POWER,
+        "error_level": (f"family-wise error level {alpha:g}: each of the {2 * len(chosen)} tests "
+                        f"(law and efficiency on {len(chosen)} instances) at {level:.3g}, "
+                        "anytime-valid (e-processes, Ville's inequality)"),
+        "instances": reports, "screened": screened,
         "max_detectable_tv": max(r["detectable_tv"] for r in reports),
         "failures": failures,
-        "worst_instance": worst.to_json() if worst is not None else None,
+        "failed_instances": [inst.to_json() for inst in failed],
+        "worst_instance": worst.to_json(),
+        "captured_output": output,
         "passed": not failures,
     }

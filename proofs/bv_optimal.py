@@ -1,4 +1,4 @@
-"""Claim: block verification is optimal for one draft path (THEORY.md section 3).
+"""Claim: block verification is optimal for one draft path (docs/theory.md section 3.3).
 
 For an instance: the K = 1 optimum of the engine (speclp.lp.optimum, column generation) =
 the enumerated full information-agnostic LP optimum (method "full") = node-budget LP
@@ -20,12 +20,15 @@ from ..lp.engine import optimum, program_optimum
 from ..lp.instance import Instance, dirichlet_instance
 from ..lp.node import node_lp, node_optimum
 from ..verifiers.exact import exact_result
+from .class_claims import ClaimSettings
 
 FLOAT_TOLERANCE = tolerances.FLOAT_AGREEMENT
 TV_TOLERANCE = tolerances.TOTAL_VARIATION
+DEFAULTS = ClaimSettings(trials=200, vocab=3, depth=3, paths=1)  # `speclp check bv-optimal`
 
 
-def check_instance(instance: Instance, verifier: str = "bv", backend: str = "highs") -> dict[str, Any]:
+def check_instance(instance: Instance, verifier: str = "bv",
+                   backend: str = DEFAULTS.backend) -> dict[str, Any]:
     """All numbers of the claim on one instance, plus `failures` (empty when it holds)."""
     exact_model = instance.model(exact=True)
     float_model = instance.model(exact=False)
@@ -72,9 +75,10 @@ def check_instance(instance: Instance, verifier: str = "bv", backend: str = "hig
     }
 
 
-def check_bv_optimal(trials: int, vocab: int, depth: int, seed: int = 0, alpha: float = 1.0,
-                     denominator: int | None = None, verifier: str = "bv", backend: str = "highs",
-                     save_dir: str | Path = "counterexamples",
+def check_bv_optimal(trials: int, vocab: int, depth: int, seed: int = DEFAULTS.seed,
+                     alpha: float = DEFAULTS.alpha, denominator: int | None = None,
+                     verifier: str = "bv", backend: str = DEFAULTS.backend,
+                     save_dir: str | Path = DEFAULTS.save_dir,
                      progress: Callable[[Iterable[int]], Iterable[int]] | None = None) -> dict[str, Any]:
     """Run the claim on `trials` random Dirichlet(alpha) instances (seeds seed..seed+trials-1).
 

@@ -1,10 +1,11 @@
-"""Open questions of THEORY.md section 4 on the selection class, checked on random instances.
+"""Claims on the selection class (docs/theory.md sections 5.5, 7.1), checked on random instances.
 
 class-equals-full:  is the optimum of the selection class ("select one drafted path, then
     BV on it"; speclp.lp.class_lp.class_lp_optimum, cutting planes over P_K) equal to the
     K-path optimum (speclp.lp.optimum: column generation, or the enumerated full LP with
-    method="full")? The duality argument of speclp.lp.colgen proves it; this check tests
-    the proof and both programs on random instances, each optimum computed independently.
+    method="full")? docs/theory.md Theorem 5.5 (with section 6.3) proves it; this check
+    tests the proof and both programs on random instances, each optimum computed
+    independently.
 node-form:          is the node-level form (per-depth set constraints on beta only;
     speclp.lp.node_form.node_form_optimum) equal to the class optimum (or, with
     against="full", to the full optimum)? (It is not: counterexamples are found.)
@@ -24,19 +25,43 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from ..lp import tolerances
 from ..lp.class_lp import class_lp_optimum
-from ..lp.engine import Optimum, optimum
+from ..lp.engine import BACKENDS, Optimum, optimum
 from ..lp.instance import Instance, dirichlet_instance
 from ..lp.node_form import node_form_optimum
+from ..verifiers.drafts import DRAFT_SAMPLING
 from ..verifiers.exact import exact_result
 from ..verifiers.registry import verifier_names
 
 FLOAT_TOLERANCE = tolerances.FLOAT_AGREEMENT
+
+
+@dataclass(frozen=True)
+class ClaimSettings:
+    """The settings of a randomized claim check, with their defaults (the CLI's flags read
+    them): `trials` Dirichlet(alpha) instances with seeds seed .. seed + trials - 1, of
+    vocabulary V, depth L and K paths, rows rounded to multiples of 1/denominator (0:
+    floats), the draft law, the LP backend, and the folder a counterexample is saved in."""
+
+    trials: int = 100
+    vocab: int = 2
+    depth: int = 2
+    paths: int = 2
+    seed: int = 0
+    alpha: float = 1.0
+    denominator: int = 0
+    draft_sampling: str = DRAFT_SAMPLING[0]
+    backend: str = BACKENDS[0]
+    save_dir: str = "counterexamples"
+
+
+DEFAULTS = ClaimSettings()
 
 
 Record = Optimum | dict[str, Any]  # an optimum, or a verifier's exact block efficiency
@@ -195,12 +220,12 @@ def _run(claim: str, left: str, right: str, trials: int, vocab: int, depth: int,
             "gbv_note": None if gbv_checked else "gbv not registered or not iid: not compared"}
 
 
-def check_class_equals_full(trials: int, vocab: int, depth: int, paths: int, seed: int = 0,
-                            alpha: float = 1.0, progress: Callable[[Iterable[int]], Iterable[int]]
+def check_class_equals_full(trials: int, vocab: int, depth: int, paths: int, seed: int = DEFAULTS.seed,
+                            alpha: float = DEFAULTS.alpha, progress: Callable[[Iterable[int]], Iterable[int]]
                             | None = None, denominator: int | None = None,
-                            draft_sampling: str = "iid", method: str = "auto",
-                            backend: str = "highs",
-                            save_dir: str | Path = "counterexamples") -> dict[str, Any]:
+                            draft_sampling: str = DEFAULTS.draft_sampling, method: str = "auto",
+                            backend: str = DEFAULTS.backend,
+                            save_dir: str | Path = DEFAULTS.save_dir) -> dict[str, Any]:
     """Class optimum = K-path optimum on `trials` Dirichlet(alpha) instances (seeds
     seed..seed+trials-1; rational with rows in multiples of 1/denominator when given).
     method / backend: how the K-path optimum is computed (speclp.lp.optimum).
@@ -214,11 +239,12 @@ def check_class_equals_full(trials: int, vocab: int, depth: int, paths: int, see
                 node_form=False)
 
 
-def check_node_form(trials: int, vocab: int, depth: int, paths: int, seed: int = 0,
-                    alpha: float = 1.0, progress: Callable[[Iterable[int]], Iterable[int]]
-                    | None = None, denominator: int | None = None, draft_sampling: str = "iid",
-                    method: str = "auto", backend: str = "highs", against: str = "class",
-                    save_dir: str | Path = "counterexamples") -> dict[str, Any]:
+def check_node_form(trials: int, vocab: int, depth: int, paths: int, seed: int = DEFAULTS.seed,
+                    alpha: float = DEFAULTS.alpha, progress: Callable[[Iterable[int]], Iterable[int]]
+                    | None = None, denominator: int | None = None,
+                    draft_sampling: str = DEFAULTS.draft_sampling, method: str = "auto",
+                    backend: str = DEFAULTS.backend, against: str = "class",
+                    save_dir: str | Path = DEFAULTS.save_dir) -> dict[str, Any]:
     """Node-form optimum = class optimum (against="class") or = full optimum
     (against="full"); all three optima are computed and their relations recorded."""
     if against not in ("class", "full"):

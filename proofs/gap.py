@@ -1,4 +1,4 @@
-"""Optimality gaps of multi-path verifiers (THEORY.md section 4).
+"""Optimality gaps of multi-path verifiers (docs/theory.md sections 4.1, 5.5, 6).
 
 For one instance and K draft paths:
     optimum        the K-path information-agnostic optimum (every prefix-matching verifier
@@ -11,17 +11,24 @@ For one instance and K draft paths:
                    class LP is computed independently, by cutting planes, only where it is
                    the object of study: `speclp check class-equals-full` / `node-form`.)
     verifiers      exact block efficiency E[tau + 1] (tokens per target call) and total
-                   variation to the target law of every registered verifier among
-                   DEFAULT_VERIFIERS, with gap = optimum - BE and ratio = BE / optimum.
+                   variation to the target law of every verifier the registry compares by
+                   default (verifiers.registry.compared_verifiers: every lossless one,
+                   nodeopt included, and those registered as not claimed lossless, e.g.
+                   spectr_gbv) or of the requested ones, with gap = optimum - BE and
+                   ratio = BE / optimum. Exact laws come from verifiers.exact.exact_result:
+                   the structure of i.i.d. drafting where the verifier admits it
+                   (verifiers.structure), else the enumeration.
 
 Claims checked (a violation is reported in ``failures``, never dropped):
     * every verifier's BE <= optimum + tolerance, tolerance 1e-9 when the optimum is
-      certified and 1e-7 otherwise (direct HiGHS solves are accurate to about 1e-10,
-      THEORY.md section 6);
-    * every verifier is lossless: TV(float64 law continued by target sampling, target)
-      <= 1e-12 (verifiers designed for i.i.d. drafts are reported, not held to the
-      claims, under drafting without replacement).
-Verifier laws are computed in float64 on the float rows (the engine's code path).
+      certified (1e-9 + w when certified within w by exact bounds) and 1e-7 otherwise
+      (direct HiGHS solves are accurate to about 1e-10, docs/theory.md section 16.2);
+    * every verifier is lossless: TV(law continued by target sampling, target) exactly 0
+      when the law is computed in rationals, else TV(float64 law) <= 1e-12 (verifiers
+      designed for i.i.d. drafts are reported, not held to the claims, under drafting
+      without replacement; those registered as not claimed lossless are reported only).
+Verifier laws are computed in float64 on the float rows (the engine's code path), and also
+in exact rationals on rational instances whose exact law is small (EXACT_WORK).
 """
 
 from __future__ import annotations
@@ -35,19 +42,21 @@ from ..lp.engine import BACKENDS, DEFAULT_TIME_LIMIT, METHODS, optimum
 from ..lp.instance import Instance
 from ..verifiers.drafts import DRAFT_SAMPLING
 from ..verifiers.exact import enumeration_size, exact_result, sampled_result
-from ..verifiers.registry import get_verifier, verifier_names
+from ..verifiers.registry import (
+    claimed_lossless,
+    compared_verifiers,
+    unknown_verifiers,
+    verifier_names,
+)
 from ..verifiers.tree import ESTIMATE_SAMPLES, MAX_TUPLES
 
-DEFAULT_VERIFIERS: tuple[str, ...] = (
-    "token", "bv", "gbv", "gbv_clipped", "specinfer", "rrsw", "naive_tree", "khisti", "spectr",
-    "spectr_gbv", "nss", "traversal",
-)
 CERTIFIED_TOLERANCE = tolerances.CERTIFIED
 UNCERTIFIED_TOLERANCE = tolerances.UNCERTIFIED
 TV_TOLERANCE = tolerances.TOTAL_VARIATION
-EXACT_CONFIGURATIONS = 5_000  # rational instances up to this many ordered draft tuples also
-# get every verifier's block efficiency in exact rationals ("exact")
-MAX_ENUMERATED = MAX_TUPLES  # configurations one verifier's exact law may enumerate; above
+EXACT_WORK = 5_000  # rational instances whose exact law costs at most this many node-rule
+# evaluations, paths or configurations (verifiers.exact.enumeration_size) also get every
+# verifier's block efficiency and TV in exact rationals ("exact", "tv_exact")
+MAX_ENUMERATED = MAX_TUPLES  # work (enumeration_size) one verifier's exact law may take; above
 # it the block efficiency is ESTIMATED from sampled configurations (labelled "estimate")
 SAMPLES = ESTIMATE_SAMPLES  # sampled draft configurations per estimated verifier
 ESTIMATE_CLAIM_Z = 5.0  # an estimate fails "BE <= optimum" only when mean - 5 SE > optimum + tol
@@ -62,16 +71,27 @@ class OptimumNotFound(RuntimeError):
         self.record = record
 
 
-def available_verifiers(requested: tuple[str, ...] | list[str] | None = None
-                        ) -> tuple[list[str], list[str]]:
-    """(registered, missing) among `requested` (default DEFAULT_VERIFIERS), in order.
+# the default comparison, computed from the registry (no list of names to edit anywhere)
+DEFAULT_VERIFIERS: tuple[str, ...] = tuple(compared_verifiers())
 
-    A deliberately broken verifier (kept for audits) counts as registered when it is
-    requested by name.
-    """
-    wanted = list(DEFAULT_VERIFIERS if requested is None else requested)
-    registered = set(verifier_names(include_broken=True))
-    return [n for n in wanted if n in registered], [n for n in wanted if n not in registered]
+
+class UnknownVerifier(ValueError):
+    """A requested verifier name is not registered (the message names it)."""
+
+
+def available_verifiers(requested: tuple[str, ...] | list[str] | None = None) -> list[str]:
+    """The verifiers to compare, in order: `requested`, or by default every verifier of
+    verifiers.registry.compared_verifiers (every lossless one, nodeopt included, and the
+    published rules registered as not claimed lossless, e.g. spectr_gbv; a deliberately
+    broken variant only when requested by name). Raises UnknownVerifier naming the first
+    requested name that is not registered."""
+    if requested is None:
+        return compared_verifiers()
+    unknown = unknown_verifiers(list(requested))
+    if unknown:
+        raise UnknownVerifier(f"unknown verifier {unknown[0]!r}; known: "
+                              f"{', '.join(verifier_names(include_broken=True))}")
+    return list(dict.fromkeys(requested))
 
 
 CLASS_SOURCE = ("equal to the K-path optimum by the theorem class LP = full LP = selection "
@@ -93,20 +113,23 @@ def gap(instance: Instance, paths: int, draft_sampling: str = "iid", backend: st
                        ...), plus exact_value (Fraction or None; dropped by the CLI)
         class_optimum  {value, exact, certified, source}: the same number (CLASS_SOURCE)
         verifiers      {name: {block_efficiency, exact (fraction string on rational instances
-                       of at most EXACT_CONFIGURATIONS ordered draft tuples, else None), gap,
-                       ratio, tv, lossless_claimed, estimate, seconds}}; estimate is None for
+                       whose exact law costs at most EXACT_WORK, else None), gap, exact_gap,
+                       ratio, tv, tv_exact (fraction string where exact), tv_kind ("exact",
+                       "float64" or None), lossless_claimed, evaluation (how the exact law was
+                       computed: "node recursion", "selection law", "single path", "ordered",
+                       "multisets", or "estimate"), estimate, seconds}}; estimate is None for
                        an exact law, else {samples, seed, standard_error, ci_low, ci_high}:
-                       the verifier's law would enumerate more than max_enumerated
-                       configurations, so block_efficiency is the mean over `samples`
+                       the verifier's exact law would cost more than max_enumerated
+                       (verifiers.exact.enumeration_size), so block_efficiency is the mean over `samples`
                        sampled draft configurations of the exact conditional law
                        (speclp.verifiers.exact.sampled_result), with its 95% confidence
                        interval; tv is None (not checked) and the claim BE <= optimum fails
                        only when mean - ESTIMATE_CLAIM_Z standard errors > optimum + tolerance
-        missing        requested verifiers that are not registered
         tolerance      the tolerance used for BE <= optimum
         failures       list of violated claims (empty when every claim holds)
         seconds        wall time of the whole computation
-    Raises ValueError for bad arguments (unknown draft sampling or method, K too large for
+    Raises UnknownVerifier (a ValueError naming it) for a requested verifier that is not
+    registered, ValueError for bad arguments (unknown draft sampling or method, K too large for
     drafting without replacement, an enumerated LP over the builder's size limit), and
     OptimumNotFound (one line) when the optimum is not found, e.g. time_limit (seconds) hit.
     """
@@ -120,7 +143,7 @@ def gap(instance: Instance, paths: int, draft_sampling: str = "iid", backend: st
     if paths < 1:
         raise ValueError(f"paths must be >= 1, got {paths}")
     start = time.perf_counter()
-    names, missing = available_verifiers(verifiers)
+    names = available_verifiers(verifiers)
     record = optimum(instance, paths, draft_sampling, method=method, certify=certify,
                      backend=backend, time_limit=time_limit)
     if record.value is None:
@@ -129,73 +152,17 @@ def gap(instance: Instance, paths: int, draft_sampling: str = "iid", backend: st
             f"K-path optimum of {instance.name} (K={paths}) not found: {record.status} "
             f"({record.certificate})" + (f"; lower bound {bound:.12g}" if bound is not None
                                           else ""), record.to_json())
-    value = record.value
-    tolerance = CERTIFIED_TOLERANCE if record.certified else UNCERTIFIED_TOLERANCE
-    model = instance.model(exact=False)
+    within = record.certified_within  # certified within w by exact bounds (not exactly)
+    tolerance = (CERTIFIED_TOLERANCE if record.certified else
+                 CERTIFIED_TOLERANCE + within if within is not None else UNCERTIFIED_TOLERANCE)
     failures: list[str] = []
     results: dict[str, dict[str, Any]] = {}
     for name in names:
         t0 = time.perf_counter()
-        spec = get_verifier(name)
-        if enumeration_size(model, name, paths, draft_sampling) > max_enumerated:
-            estimate = sampled_result(model, name, paths=paths, draft_sampling=draft_sampling,
-                                      samples=samples, seed=seed)
-            block_efficiency = estimate.block_efficiency
-            claimed = draft_sampling in spec.draft_sampling
-            results[name] = {
-                "block_efficiency": block_efficiency, "exact": None,
-                "gap": value - block_efficiency, "exact_gap": None,
-                "ratio": block_efficiency / value, "tv": None, "lossless_claimed": claimed,
-                "estimate": {"samples": estimate.samples, "seed": estimate.seed,
-                             "standard_error": estimate.standard_error,
-                             "ci_low": estimate.ci_low, "ci_high": estimate.ci_high},
-                "seconds": round(time.perf_counter() - t0, 6),
-            }
-            margin = ESTIMATE_CLAIM_Z * estimate.standard_error
-            if claimed and block_efficiency - margin > value + tolerance:
-                failures.append(
-                    f"{name}: ESTIMATED block efficiency {block_efficiency:.15g} (standard error "
-                    f"{estimate.standard_error:.3g}, {samples} sampled configurations) exceeds "
-                    f"the {'certified' if record.certified else 'NOT certified'} optimum "
-                    f"{value:.15g} by more than {ESTIMATE_CLAIM_Z:g} standard errors")
-            continue
-        law = exact_result(model, name, paths=paths, draft_sampling=draft_sampling)
-        block_efficiency = float(law.block_efficiency)
-        # a verifier designed for i.i.d. drafts is reported, not held to the claims, under
-        # drafting without replacement (where it is lossy: GBV, SpecTr, SpecInfer); a
-        # deliberately broken verifier requested by name is held to them (and fails)
-        claimed = draft_sampling in spec.draft_sampling
-        exact_be = None
-        if instance.rational and (instance.vocab_size ** instance.depth) ** paths <= EXACT_CONFIGURATIONS:
-            exact_be = Fraction(exact_result(instance.model(exact=True), name, paths=paths,
-                                             draft_sampling=draft_sampling).block_efficiency)
-        exact_gap = (record.exact_value - exact_be
-                     if exact_be is not None and record.exact_value is not None else None)
-        results[name] = {
-            "block_efficiency": block_efficiency,
-            "exact": None if exact_be is None else str(exact_be),
-            "gap": float(exact_gap) if exact_gap is not None else value - block_efficiency,
-            "exact_gap": None if exact_gap is None else str(exact_gap),
-            "ratio": block_efficiency / value,
-            "tv": float(law.total_variation),
-            "lossless_claimed": claimed,
-            "estimate": None,
-            "seconds": round(time.perf_counter() - t0, 6),
-        }
-        if not claimed:
-            continue
-        if exact_gap is not None and exact_gap < 0:
-            failures.append(
-                f"{name}: exact block efficiency {exact_be} exceeds the "
-                f"{'certified' if record.certified else 'NOT certified'} exact optimum "
-                f"{record.exact_value} by {-exact_gap}")
-        elif exact_gap is None and block_efficiency > value + tolerance:
-            failures.append(
-                f"{name}: block efficiency {block_efficiency:.15g} exceeds the "
-                f"{'certified' if record.certified else 'NOT certified'} optimum {value:.15g} "
-                f"by {block_efficiency - value:.3g} (tolerance {tolerance:g})")
-        if law.total_variation > TV_TOLERANCE:
-            failures.append(f"{name}: lossy, TV {law.total_variation:.3g} > {TV_TOLERANCE:g}")
+        results[name], problems = _compare(instance, name, paths, draft_sampling, record,
+                                           tolerance, max_enumerated, samples, seed)
+        results[name]["seconds"] = round(time.perf_counter() - t0, 6)
+        failures += problems
     return {
         "instance": {"name": instance.name, "vocab_size": instance.vocab_size,
                      "depth": instance.depth, "rational": instance.rational},
@@ -207,8 +174,89 @@ def gap(instance: Instance, paths: int, draft_sampling: str = "iid", backend: st
         "class_optimum": {"value": record.value, "exact": record.exact,
                           "certified": record.certified, "source": CLASS_SOURCE},
         "verifiers": results,
-        "missing": missing,
         "tolerance": tolerance,
         "failures": failures,
         "seconds": round(time.perf_counter() - start, 6),
     }
+
+
+def _estimated(model: Any, name: str, paths: int, draft_sampling: str, record: Any,
+               tolerance: float, samples: int, seed: int) -> tuple[dict[str, Any], list[str]]:
+    """The row of a verifier whose exact law is over the work limit: an ESTIMATE."""
+    value = record.value
+    estimate = sampled_result(model, name, paths=paths, draft_sampling=draft_sampling,
+                              samples=samples, seed=seed)
+    block_efficiency = estimate.block_efficiency
+    claimed = claimed_lossless(name, draft_sampling)
+    row = {"block_efficiency": block_efficiency, "exact": None,
+           "gap": value - block_efficiency, "exact_gap": None,
+           "ratio": block_efficiency / value, "tv": None, "tv_exact": None, "tv_kind": None,
+           "lossless_claimed": claimed, "evaluation": "estimate",
+           "estimate": {"samples": estimate.samples, "seed": estimate.seed,
+                        "standard_error": estimate.standard_error,
+                        "ci_low": estimate.ci_low, "ci_high": estimate.ci_high}}
+    margin = ESTIMATE_CLAIM_Z * estimate.standard_error
+    if claimed and block_efficiency - margin > value + tolerance:
+        return row, [
+            f"{name}: ESTIMATED block efficiency {block_efficiency:.15g} (standard error "
+            f"{estimate.standard_error:.3g}, {samples} sampled configurations) exceeds "
+            f"the {'certified' if record.certified else 'NOT certified exactly'} optimum "
+            f"{value:.15g} by more than {ESTIMATE_CLAIM_Z:g} standard errors"]
+    return row, []
+
+
+def _compare(instance: Instance, name: str, paths: int, draft_sampling: str, record: Any,
+             tolerance: float, max_enumerated: int, samples: int, seed: int
+             ) -> tuple[dict[str, Any], list[str]]:
+    """One verifier's row of the gap result and the claims it violates.
+
+    The exact law (verifiers.exact.exact_result: the structure-aware evaluation on i.i.d.
+    drafts, else the enumeration) in float64; on a rational instance whose exact law costs
+    at most EXACT_WORK, also in exact rationals (block efficiency, gap and TV exact: an
+    exactly lossless law has TV exactly 0). A verifier designed for i.i.d. drafts is
+    reported, not held to the claims, under drafting without replacement, and so is one
+    registered as claimed lossless under no draft law (spectr_gbv); a deliberately broken
+    one requested by name is held to them (and fails)."""
+    model = instance.model(exact=False)
+    work = enumeration_size(model, name, paths, draft_sampling)
+    if work > max_enumerated:
+        return _estimated(model, name, paths, draft_sampling, record, tolerance, samples, seed)
+    value = record.value
+    law = exact_result(model, name, paths=paths, draft_sampling=draft_sampling)
+    block_efficiency = float(law.block_efficiency)
+    claimed = claimed_lossless(name, draft_sampling)
+    exact_law = None
+    if instance.rational and work <= EXACT_WORK:
+        exact_law = exact_result(instance.model(exact=True), name, paths=paths,
+                                 draft_sampling=draft_sampling)
+    exact_be = None if exact_law is None else Fraction(exact_law.block_efficiency)
+    exact_gap = (record.exact_value - exact_be
+                 if exact_be is not None and record.exact_value is not None else None)
+    tv_exact = None if exact_law is None else Fraction(exact_law.total_variation_exact)
+    tv = float(tv_exact) if tv_exact is not None else float(law.total_variation)
+    row = {"block_efficiency": block_efficiency,
+           "exact": None if exact_be is None else str(exact_be),
+           "gap": float(exact_gap) if exact_gap is not None else value - block_efficiency,
+           "exact_gap": None if exact_gap is None else str(exact_gap),
+           "ratio": block_efficiency / value, "tv": tv,
+           "tv_exact": None if tv_exact is None else str(tv_exact),
+           "tv_kind": "exact" if tv_exact is not None else "float64",
+           "lossless_claimed": claimed, "evaluation": law.enumeration, "estimate": None}
+    if not claimed:
+        return row, []
+    problems = []
+    certified = ("certified" if record.certified else "NOT certified" if
+                 record.certified_within is None else
+                 f"certified-within-{record.certified_within:.2g}")
+    if exact_gap is not None and exact_gap < 0:
+        problems.append(f"{name}: exact block efficiency {exact_be} exceeds the {certified} "
+                        f"exact optimum {record.exact_value} by {-exact_gap}")
+    elif exact_gap is None and block_efficiency > value + tolerance:
+        problems.append(f"{name}: block efficiency {block_efficiency:.15g} exceeds the "
+                        f"{certified} optimum {value:.15g} by {block_efficiency - value:.3g} "
+                        f"(tolerance {tolerance:g})")
+    if tv_exact is not None and tv_exact != 0:
+        problems.append(f"{name}: lossy, exact TV {float(tv_exact):.3g} > 0")
+    elif tv_exact is None and tv > TV_TOLERANCE:
+        problems.append(f"{name}: lossy, TV {tv:.3g} > {TV_TOLERANCE:g}")
+    return row, problems

@@ -11,10 +11,9 @@ of the selected leaf. The reference verifier is that mixture, run:
 
 Its exact law on a drafted tree (mixture_law): path j is selected with probability
     sum_k lambda_k [leaf(j) is the best drafted leaf under pi_k] / #(paths equal to path j)
-and its output is BV's law on path j with the rows r(.|prefix). For i.i.d. drafting (and
-without replacement, with that scheme's greedy laws) the leaf selected under pi_k has law
-r_k, so the selected path has law r and BV with r is
-lossless; its block efficiency is BV's closed form with r, which the optimum certificate
+and its output is BV's law on path j with the rows r(.|prefix). It is lossless (for i.i.d.
+drafting, and without replacement with that scheme's greedy laws: docs/theory.md Lemma 5.1
+and section 6.4); its block efficiency is BV's closed form with r, which the optimum certificate
 already checked equals the optimum (mixture_value_matches). The law here is computed
 independently of that certificate, configuration by configuration (verifiers.exact), so
 TV = 0 and E[tau + 1] = optimum is a real check (reference_check).

@@ -1,4 +1,4 @@
-"""Draft trees, target-probability reuse and tree-selection rules (THEORY.md section 5).
+"""Draft trees, target-probability reuse and tree-selection rules (docs/theory.md section 14).
 
 Conventions (used everywhere in this module, the `trees` command and the notebook):
 - A *tree* is a prefix-closed set of non-root nodes (shortlex indices, verifiers.tree) of
@@ -7,8 +7,8 @@ Conventions (used everywhere in this module, the `trees` command and the noteboo
   walk down while the sampled token is a child in the tree; the first sampled token that
   is not a child (or the bonus token below a leaf) is the correction token. Then
       E[accepted] = sum_{n in T} p(n)        (p(n) = target path probability),
-  and this is the best any valid verifier can do (speclp.lp.optimum(instance, tree_nodes=T)
-  certifies it: the LP of that one tree, lp.full.tree_lp).
+  the optimum of the LP of that one tree (docs/theory.md Theorem 4.3;
+  speclp.lp.optimum(instance, tree_nodes=T) certifies it: lp.full.tree_lp).
 - *Tokens per round* = E[accepted] + 1 (the correction / bonus token): tokens produced
   per verification pass (tree pass) of the target. Rules that need the target row at the
   current context report ``extra_target_rows = 1``: one more target pass per round unless
@@ -33,7 +33,7 @@ Selection rules (budget N, instance depth L; all exact on exact instances):
                  largest K whose (V^L')^K draft configurations fit `max_configurations`):
                      tokens per round = 1 + sum_t p(t) BE_GBV(sub-instance below t, K, L').
                  Not monotone in N: GBV is not monotone in K (it is not always >= BV, its
-                 K = 1 case; THEORY.md section 4), and the shape changes with N (K grows at
+                 K = 1 case; docs/theory.md section 9.4), and the shape changes with N (K grows at
                  a fixed L'); once the configuration cap fixes the shape, the value repeats.
 Every selection is a prefix-closed top-N of a score that never increases along a path,
 so "best-first expansion" and "top-N of all nodes" give the same tree.
@@ -216,8 +216,8 @@ def target_ranked_tree(model: TreeModel, budget: int) -> np.ndarray:
 def optimal_tree_value(model: TreeModel, budget: int) -> tuple[Any, np.ndarray]:
     """Best prefix-closed tree of N nodes for target-sampling verification: top-N by p(z).
 
-    (p(z) is non-increasing along paths, so the top-N set is prefix-closed and maximises
-    sum p over all N-node sets, prefix-closed or not.) Returns (E[accepted], tree).
+    (Prefix-closed and optimal over all N-node sets: docs/theory.md section 14.1.) Returns
+    (E[accepted], tree).
     """
     tree = target_ranked_tree(model, budget)
     return tree_accepted(model, tree), tree

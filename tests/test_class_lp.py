@@ -169,12 +169,12 @@ def test_one_path_class_is_block_verification(seed):
 
 
 def test_one_path_anchor_bv_toy():
-    # THEORY section 2: BV accepts 11/9 tokens on the toy at L = 2, so E[tau + 1] = 20/9
+    # docs/theory.md section 2.4: BV accepts 11/9 tokens on the toy at L = 2, so E[tau + 1] = 20/9
     assert class_lp_optimum(bv_toy(2), 1).exact == "20/9"
 
 
 def test_single_step_anchor():
-    # THEORY section 4 (Hu et al.): p = (.5,.3,.2), q = (.2,.3,.5), K = 2 iid: optimal
+    # docs/theory.md sections 8.3, 10.11 (Hu et al.): p = (.5,.3,.2), q = (.2,.3,.5), K = 2 iid: optimal
     # acceptance .86. At L = 1 the class reaches it: E[tau + 1] = 1.86 = 93/50.
     p = [Fraction(1, 2), Fraction(3, 10), Fraction(1, 5)]
     q = [Fraction(1, 5), Fraction(3, 10), Fraction(1, 2)]
@@ -259,6 +259,12 @@ def test_cli_exit_codes(tmp_path, monkeypatch):
     assert json.loads(ok.stdout)["passed"] is True
     bad = runner.invoke(app, ["check", "node-form", "--paths", "0"])
     assert bad.exit_code == 2 and "--paths" in bad.output
+    # node-form runs its own claim through the shared command function (at L = 1 the node
+    # form is the class LP itself, docs/theory.md section 7.1: it holds)
+    node = runner.invoke(app, ["check", "node-form", "--trials", "1", "--depth", "1", "--against",
+                               "full", "--denominator", "16", "--save-dir", str(tmp_path), "--json"])
+    assert node.exit_code == 0, node.output
+    assert json.loads(node.stdout)["claim"] == "node-form-vs-full"
     monkeypatch.setattr(class_claims, "class_lp_optimum",
                         shifted(class_lp_optimum, Fraction(-1, 1000)))
     failed = runner.invoke(app, ["check", "class-equals-full", "--trials", "2", "--denominator",

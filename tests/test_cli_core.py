@@ -40,7 +40,7 @@ def test_solve_default_prints_table():
     result = invoke("solve")
     assert result.exit_code == 0, result.output
     assert "20/9" in result.stdout and "certified" in result.stdout
-    # and a sentence saying what the table means (THEORY.md section 2's anchor: 20/9, 19/9)
+    # and a sentence saying what the table means (docs/theory.md section 2.4 anchors: 20/9, 19/9)
     meaning = result.stdout.strip().splitlines()[-1]
     assert meaning.startswith("What this means:") and "is 20/9" in meaning
     assert "agree on it, each certified exactly" in meaning
@@ -201,9 +201,9 @@ def test_help_is_light():
 
 
 def test_solve_optimum_not_found_is_one_line_exit_1(monkeypatch):
-    import speclp.lp.engine as engine
+    import speclp.cli.core as core
 
-    real = engine.optimum
+    real = core.optimum
 
     def stopped(instance, paths=1, *args, **kwargs):
         if kwargs.get("method", "auto") == "auto":
@@ -211,7 +211,7 @@ def test_solve_optimum_not_found_is_one_line_exit_1(monkeypatch):
                                                    "method": "colgen"})
         return real(instance, paths, *args, **kwargs)
 
-    monkeypatch.setattr(engine, "optimum", stopped)
+    monkeypatch.setattr(core, "optimum", stopped)
     result = CliRunner().invoke(app, ["solve", "--builtin", "bv-toy"])
     assert result.exit_code == 1, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]

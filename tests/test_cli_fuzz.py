@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import tempfile
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -35,7 +33,7 @@ from hypothesis import strategies as st
 from speclp.cli import COMMANDS as COMMAND_MAP
 from speclp.cli import app, load_command
 from typer.testing import CliRunner
-from work_guard import watch_work
+from work_guard import deadline, watch_work
 
 EXAMPLES = int(os.environ.get("SPECLP_FUZZ_EXAMPLES", "12"))
 LONG_RUN = "SPECLP_FUZZ_EXAMPLES" in os.environ  # random cases; CI's default run is reproducible
@@ -62,22 +60,6 @@ PLAUSIBLE = ["bv", "gbv", "token", "specinfer", "traversal", "nss", "bv_first_fa
              "highs", "class", "full"]  # half of the values of a required text option
 
 
-class TooSlow(BaseException):
-    pass
-
-
-@contextmanager
-def deadline(seconds: float):
-    def alarm(signum, frame):
-        raise TooSlow(f"no answer within {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def leaf_commands() -> list[tuple[tuple[str, ...], object]]:

@@ -75,7 +75,7 @@ def test_written_instance_is_solved_exactly(tmp_path):
     assert result.exit_code == 0, result.output
     solved = json.loads(result.stdout)
     assert solved["instance"]["rational"] and solved["optimum"]["certified"]
-    assert solved["gap_to_optimum"]["bv"] == "0"  # BV is optimal (THEORY.md section 3), exactly
+    assert solved["gap_to_optimum"]["bv"] == "0"  # BV is optimal (docs/theory.md Theorem 3.3), exactly
 
 
 def test_read_back_check_sees_a_changed_row(tmp_path):

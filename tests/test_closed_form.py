@@ -1,7 +1,7 @@
 """The one-step (L = 1) closed form (lp/closed_form.py) against the LP and brute force.
 
 Independent references: the certified enumerated LP (method "full"), brute-force
-minimisation over ALL token subsets with Q(H) from enumerated ordered draws, THEORY.md
+minimisation over ALL token subsets with Q(H) from enumerated ordered draws, docs/theory.md sections 8.2-8.4
 anchors (p = (.5,.3,.2), q = (.2,.3,.5), K = 2: .86 i.i.d., .9857 without replacement).
 """
 

@@ -57,7 +57,8 @@ def test_every_verifier_below_optimum_and_lossless():
     assert result["failures"] == []
     assert result["optimum"]["certified"] is True
     optimum = result["optimum"]["value"]
-    assert set(result["verifiers"]) | set(result["missing"]) == set(DEFAULT_VERIFIERS)
+    assert list(result["verifiers"]) == list(DEFAULT_VERIFIERS)
+    assert "nodeopt" in result["verifiers"]  # a registered verifier appears unasked
     for name, v in result["verifiers"].items():
         assert v["gap"] == pytest.approx(optimum - v["block_efficiency"], abs=1e-15)
         if not v["lossless_claimed"]:  # published but lossy (spectr_gbv): reported, not held
@@ -70,10 +71,38 @@ def test_every_verifier_below_optimum_and_lossless():
     assert "theorem" in result["class_optimum"]["source"]
 
 
-def test_missing_verifiers_are_listed():
-    result = gap(bv_toy(2), 1, verifiers=["bv", "no_such_verifier"])
-    assert list(result["verifiers"]) == ["bv"]
-    assert result["missing"] == ["no_such_verifier"]
+def test_unknown_verifier_is_refused_naming_it():
+    with pytest.raises(gap_module.UnknownVerifier, match="'no_such_verifier'"):
+        gap(bv_toy(2), 1, verifiers=["bv", "no_such_verifier"])
+    result = gap(bv_toy(2), 1, verifiers=["bv", "nodeopt"])
+    assert list(result["verifiers"]) == ["bv", "nodeopt"]
+
+
+def test_default_comparison_comes_from_the_registry():
+    """Every lossless verifier and the not-claimed-lossless ones; broken ones only by name."""
+    from speclp.verifiers.registry import REGISTRY
+
+    assert set(DEFAULT_VERIFIERS) == {n for n, s in REGISTRY.items()
+                                      if s.lossless or not s.draft_sampling}
+    assert {"nodeopt", "spectr_gbv", "traversal"} <= set(DEFAULT_VERIFIERS)
+    assert not {"gbv_broken", "bv_first_failure"} & set(DEFAULT_VERIFIERS)
+
+
+def test_rational_instance_gives_exact_laws_and_exact_zero_tv():
+    inst = dirichlet_instance(3, 2, alpha=0.7, seed=1, denominator=12)
+    result = gap(inst, 3)
+    assert result["failures"] == []
+    for name, row in result["verifiers"].items():
+        assert row["tv_kind"] == "exact", name
+        assert Fraction(row["exact"]) == pytest.approx(row["block_efficiency"], abs=1e-12)
+        if row["lossless_claimed"]:
+            assert row["tv_exact"] == "0" and row["tv"] == 0.0, name
+        else:  # spectr_gbv as released: lossy, exactly
+            assert Fraction(row["tv_exact"]) > 0
+    evaluations = {name: row["evaluation"] for name, row in result["verifiers"].items()}
+    assert evaluations["specinfer"] == "node recursion"
+    assert evaluations["nodeopt"] == evaluations["gbv"] == "selection law"
+    assert evaluations["traversal"] == "ordered" and evaluations["bv"] == "single path"
 
 
 def test_lossy_verifier_is_reported():
@@ -106,7 +135,7 @@ def test_verifier_above_optimum_is_reported(monkeypatch):
 
 def test_within_tolerance_is_not_reported(monkeypatch):
     """Float laws only (no exact enumeration): 1e-10 is within the 1e-9 tolerance."""
-    monkeypatch.setattr(gap_module, "EXACT_CONFIGURATIONS", 0)
+    monkeypatch.setattr(gap_module, "EXACT_WORK", 0)
     inflate(monkeypatch, "gbv", 1e-10)
     assert gap(anchor_instance(), 2)["failures"] == []
 
@@ -260,13 +289,15 @@ def test_estimated_verifiers_are_labelled_and_close_to_the_exact_laws():
     # independent reference: every estimate within 5 standard errors of its exact value
     inst = dirichlet_instance(2, 3, alpha=0.7, seed=3)
     exact = gap(inst, 3)
-    estimated = gap(inst, 3, max_enumerated=100, samples=4000, seed=11)
+    # node recursion: 98 rule evaluations, selection laws and single paths: 8 paths, ordered
+    # tuples (traversal, spectr_gbv): 512
+    estimated = gap(inst, 3, max_enumerated=20, samples=4000, seed=11)
     assert estimated["failures"] == [] and exact["failures"] == []
     labelled = 0
     for name, row in estimated["verifiers"].items():
         reference = exact["verifiers"][name]
         assert reference["estimate"] is None
-        if row["estimate"] is None:  # single-path verifiers enumerate 8 paths: exact
+        if row["estimate"] is None:  # single paths and selection laws: 8 paths, exact
             assert row["block_efficiency"] == reference["block_efficiency"]
             continue
         labelled += 1
@@ -283,3 +314,55 @@ def test_cli_table_labels_estimates(tmp_path):
                                  "--samples", "500"])
     assert result.exit_code == 0, result.output
     assert "ESTIMATE: 95% CI" in result.stdout
+
+
+def test_cli_table_short_fractions_exact_tv_and_not_claimed(tmp_path):
+    path = dirichlet_instance(3, 2, alpha=0.7, seed=1, denominator=12).save(tmp_path / "r.json")
+    result = runner.invoke(app, ["gap", str(path), "--paths", "3"])
+    assert result.exit_code == 0, result.output
+    assert "12017/4608" in result.stdout  # the optimum's fraction is short: shown
+    assert "chars: --json" in result.stdout  # spectr's is long: pointed to
+    assert "TV 0 (exact)" in result.stdout and "e-17" not in result.stdout
+    assert "not claimed lossless" in result.stdout
+    assert max(len(line) for line in result.stdout.splitlines()) < 200
+    out = json.loads(runner.invoke(app, ["gap", str(path), "--paths", "3", "--json"]).stdout)
+    assert len(out["verifiers"]["spectr"]["exact"]) > 100  # the full fraction is in --json
+
+
+def test_cli_verifiers_option(tmp_path):
+    path = anchor_instance().save(tmp_path / "anchor.json")
+    result = runner.invoke(app, ["gap", str(path), "--paths", "2", "--verifiers", "bv,nodeopt",
+                                 "--json"])
+    assert result.exit_code == 0, result.output
+    assert list(json.loads(result.stdout)["verifiers"]) == ["bv", "nodeopt"]
+    result = runner.invoke(app, ["gap", str(path), "--paths", "2", "--verifiers", "bv,nope"])
+    assert result.exit_code == 2
+    assert result.output.startswith("error: --verifiers: unknown verifier 'nope'"), result.output
+    result = runner.invoke(app, ["gap", "--help"])
+    assert "spectr_gbv" in result.output and "broken" in result.output
+
+
+def test_certified_within_w_by_exact_bounds(monkeypatch):
+    """With the exact basis certificate skipped, the exact bounds bracket the exactly
+    certified optimum and are labelled apart from it; tampered duals widen them (NOT
+    certified)."""
+    from speclp.lp import engine
+
+    inst = dirichlet_instance(3, 2, alpha=0.7, seed=1, denominator=12)
+    exact = engine.optimum(inst, 3)
+    assert exact.certified and exact.certified_within is None
+    monkeypatch.setattr(engine, "EXACT_PHASE_MAX_ROWS", 0)
+    bounded = engine.optimum(inst, 3)
+    assert not bounded.certified and bounded.certified_within is not None
+    assert bounded.certified_within <= 1e-9
+    lower = Fraction(bounded.details["lower_bound_exact"])
+    upper = Fraction(bounded.details["upper_bound_exact"])
+    assert lower <= exact.exact_value <= upper
+    assert bounded.label.startswith("certified within")
+    result = gap(inst, 3)  # through gap, with the exact certificate still skipped
+    assert result["optimum"]["certified_within"] is not None and result["failures"] == []
+    real = engine.dual_upper_bound
+    monkeypatch.setattr(engine, "dual_upper_bound",
+                        lambda model, duals, paths: real(model, duals * 1.01, paths))
+    tampered = engine.optimum(inst, 3)
+    assert tampered.certified_within is None and "NOT certified" in tampered.label

@@ -88,3 +88,61 @@ def test_theory_side_imports_no_torch():
     code = f"import sys\nfor m in {modules!r}:\n    __import__(m)\nprint('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", out.stderr
+
+
+# Function-level imports in library code (tests, benchmarks, notebooks, docs and examples
+# excluded): each must be a lazy import of an optional or heavy dependency, or a true cycle
+# breaker, marked `# lazy: reason` on its line. The ceiling is the count after the layout
+# clean-up; lower it (never raise it) as files are cleaned.
+MAX_FUNCTION_IMPORTS = 94
+UNMARKED_ALLOWED = {  # files not yet cleaned (other owners): remove each once it is
+    "cli/audit.py", "cli/bench.py", "cli/gap.py", "cli/prove.py", "cli/realgap.py", "cli/sweep.py",
+    "decode/engine.py", "decode/models.py", "decode/tree_rows.py", "experiments/bench.py",
+    "experiments/intervals.py", "experiments/plots/bench.py", "experiments/plots/realgap.py",
+    "experiments/realgap.py", "experiments/sweep.py", "proofs/audit.py", "proofs/symbolic/cells.py",
+    "proofs/symbolic/export.py", "proofs/symbolic/positivity.py", "proofs/symbolic/prove.py",
+    "verifiers/exact.py", "verifiers/ops.py", "verifiers/spectr_gbv.py",
+}
+
+
+def function_level_imports() -> list[tuple[str, int, bool]]:
+    """(file, line, marked) of every import statement inside a function of the library
+    (nested functions counted once); marked: a `# lazy:` comment on one of its lines."""
+    files = [ROOT / "__init__.py", ROOT / "__main__.py"]
+    files += sorted(p for folder in FOLDERS for p in (ROOT / folder).rglob("*.py"))
+    found: dict[tuple[str, int], bool] = {}
+    for path in files:
+        text = path.read_text()
+        lines = text.splitlines()
+        for fn in ast.walk(ast.parse(text)):
+            if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Import | ast.ImportFrom):
+                    span = lines[node.lineno - 1: (node.end_lineno or node.lineno)]
+                    key = (str(path.relative_to(ROOT)), node.lineno)
+                    found[key] = any("# lazy:" in line for line in span)
+    return [(file, line, marked) for (file, line), marked in sorted(found.items())]
+
+
+def test_function_level_imports_counted_and_marked():
+    imports = function_level_imports()
+    assert len(imports) <= MAX_FUNCTION_IMPORTS, len(imports)
+    unmarked = [f"{file}:{line}" for file, line, marked in imports
+                if not marked and file not in UNMARKED_ALLOWED]
+    assert not unmarked, f"function-level imports without a '# lazy: reason' comment: {unmarked}"
+
+
+def test_function_level_import_scan_sees_what_it_counts(tmp_path, monkeypatch):
+    """The scan itself: a nested import counted once, a marked one seen as marked, a
+    module-level one not counted (a tampered tree must change the counts)."""
+    package = tmp_path / "pkg"
+    (package / "lp").mkdir(parents=True)
+    for name in ("__init__.py", "__main__.py"):
+        (package / name).write_text("import os\n")
+    (package / "lp" / "a.py").write_text(
+        "import sys\n\ndef f():\n    import json  # lazy: test\n\n    def g():\n"
+        "        from os import (\n            path,\n        )\n    return g\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", package)
+    monkeypatch.setattr(sys.modules[__name__], "FOLDERS", ("lp",))
+    assert function_level_imports() == [("lp/a.py", 4, True), ("lp/a.py", 7, False)]

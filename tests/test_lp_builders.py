@@ -1,7 +1,8 @@
 """Full LP (K paths, lp/full.py) and node LP (lp/node.py): structure, anchors, equalities with BV.
 
-Expected values come from THEORY.md anchors or are computed independently in the test
-(brute force over subsets / orderings, the BV exact law); none is copied from the LP code.
+Expected values come from docs/theory.md anchors (sections 2.4, 10.11) or are computed
+independently in the test (brute force over subsets / orderings, the BV exact law); none is
+copied from the LP code.
 """
 
 import itertools

@@ -1,4 +1,4 @@
-"""Solvers: HiGHS and cvxpy agree; pitfalls of THEORY.md section 6 are reported."""
+"""Solvers: HiGHS and cvxpy agree; pitfalls of docs/theory.md section 16.1 are reported."""
 
 from fractions import Fraction
 

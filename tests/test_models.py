@@ -11,10 +11,12 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from speclp.decode import models
 from speclp.decode.models import BuiltinModel, ModelUnavailable, gguf_path, parse_dtype
+from speclp.experiments.intervals import format_interval
 
 # ---------------------------------------------------------------------------------------
 # split GGUF assembly on fake wheels (no real model needed)
@@ -105,12 +107,12 @@ def paired_record(prompt: str, k: int, steps: int, scores: dict[str, float], bat
 
 
 def test_summarize_bench_paired_intervals_and_plot(tmp_path: Path) -> None:
+    from scipy import stats
     from speclp.experiments.bench import summarize_bench
     from speclp.experiments.plots import plot_bench
 
     records = []
-    # K = 3: gbv is exactly 10% above bv on every prompt (sums per prompt), so the paired
-    # relative gain has a degenerate interval at 0.1 while the levels vary across prompts
+    # K = 3: gbv is exactly 10% above bv on every prompt (sums per prompt)
     for i, (prompt, steps) in enumerate([("a", 4), ("b", 5), ("c", 3)]):
         bv = 2.0 * steps + i
         records.append(paired_record(prompt, 3, steps, {"bv": bv, "gbv": 1.1 * bv}, f"x{i // 2}"))
@@ -118,20 +120,52 @@ def test_summarize_bench_paired_intervals_and_plot(tmp_path: Path) -> None:
     rows = summarize_bench(records)
     assert [r["paths"] for r in rows] == [1, 3] and all(r["prompts"] == 3 for r in rows)
     three = rows[1]
-    total_bv = sum(2.0 * s + i for i, s in enumerate([4, 5, 3]))
-    assert three["verifiers"]["bv"]["estimate"] == pytest.approx(total_bv / 12)
+    # independent: per-prompt means, their mean and the t interval by hand
+    means = np.array([(2.0 * s + i) / s for i, s in enumerate([4, 5, 3])])
+    half = stats.t.ppf(0.975, 2) * means.std(ddof=1) / np.sqrt(3)
+    bv = three["verifiers"]["bv"]
+    assert bv["estimate"] == pytest.approx(means.mean())
+    assert (bv["low"], bv["high"]) == pytest.approx((means.mean() - half, means.mean() + half))
+    diff = 0.1 * means
+    half_d = stats.t.ppf(0.975, 2) * diff.std(ddof=1) / np.sqrt(3)
+    gbv = three["differences"]["gbv"]
+    assert (gbv["low"], gbv["high"]) == pytest.approx((diff.mean() - half_d, diff.mean() + half_d))
     assert three["relative"]["gbv"]["estimate"] == pytest.approx(0.1)
-    assert three["relative"]["gbv"]["low"] == pytest.approx(0.1)
-    assert three["relative"]["gbv"]["high"] == pytest.approx(0.1)
-    assert three["verifiers"]["bv"]["low"] < three["verifiers"]["bv"]["high"]
     assert three["realised"]["estimate"] == pytest.approx(2.0)
     assert three["batches"] == 2 and three["decode_tokens_per_s"] == pytest.approx(24 / 4.0)
-    assert rows[0]["differences"]["gbv"]["estimate"] == pytest.approx(0.0)
+    # K = 1: identical values: no spread, said so, never printed as [0.000, 0.000]
+    same = rows[0]["differences"]["gbv"]
+    assert same["estimate"] == 0.0 and same["note"] == "equal on every prompt"
+    assert format_interval(same) == "0.000 [equal on every prompt]"
+    # one prompt: no interval at all
+    single = summarize_bench(records[:2])
+    assert single[0]["verifiers"]["bv"]["low"] is None
+    assert format_interval(single[0]["verifiers"]["bv"]).endswith("[n/a (1 prompt)]")
+    assert format_interval({"estimate": -1e-9, "low": -2e-4, "high": 0.4}) == "0.000 [0.000, 0.400]"
     out = plot_bench(records, tmp_path / "fig" / "bench_qwen2.5-coder")
     assert [p.name for p in out] == ["bench_qwen2.5-coder.png", "bench_qwen2.5-coder.pdf"]
     assert all(p.stat().st_size > 1000 for p in out)
     # old single-verifier records are ignored, not mixed in
     assert summarize_bench([{"verifier": "bv", "paths": 1}]) == []
+
+
+def test_grid_records_give_one_row_per_cell() -> None:
+    from speclp.experiments.bench import summarize_bench
+
+    records = []
+    for i, steps in enumerate([2, 3, 4]):
+        grid = {f"{k},{d}": {"bv": float(d * steps + i), "gbv": float(d * steps + i + k)}
+                for k in (1, 2) for d in (1, 2, 3)}
+        records.append(paired_record(f"p{i}", 2, steps, grid["2,3"], "b", depth=3, grid=grid,
+                                     score_grid=True))
+    rows = summarize_bench(records)
+    assert [(r["paths"], r["depth"]) for r in rows] == [(1, 1), (2, 1), (1, 2), (2, 2), (1, 3),
+                                                        (2, 3)]
+    assert all((r["tree_paths"], r["tree_depth"]) == (2, 3) for r in rows)
+    for r in rows:
+        expected = np.mean([r["paths"] / s for s in (2, 3, 4)])
+        assert r["differences"]["gbv"]["estimate"] == pytest.approx(expected)
+        assert (r["realised"] is None) == ((r["paths"], r["depth"]) != (2, 3))
 
 
 # ---------------------------------------------------------------------------------------
@@ -199,25 +233,43 @@ def test_bench_cli_is_paired_and_resumable(smollm2, tmp_path: Path, monkeypatch)
         torch.set_num_threads(before)
     assert first.exit_code == 0, first.output
     out = json.loads(first.stdout)
-    assert out["computed"] == 6 and out["reused"] == 0  # 2 prompts x (K = 1, 2, baseline)
-    runs = {(c["drive"], c["paths"]): c for c in out["runs"]}
-    assert set(runs) == {("gbv", 1), ("gbv", 2), ("autoregressive", 0)}
-    for key in (("gbv", 1), ("gbv", 2)):
-        run = runs[key]
+    assert out["computed"] == 4 and out["reused"] == 0  # 2 prompts x (one K=2, L=2 tree, baseline)
+    runs = {(c["drive"], c["paths"], c["depth"]): c for c in out["runs"]}
+    assert set(runs) == {("gbv", k, d) for k in (1, 2) for d in (1, 2)} | {("autoregressive", 0, 0)}
+    for key, run in runs.items():
+        if key[0] == "autoregressive":
+            continue
         assert run["prompts"] == 2 and set(run["verifiers"]) == {"bv", "gbv", "specinfer"}
+        assert (run["tree_paths"], run["tree_depth"]) == (2, 2)
         for iv in run["verifiers"].values():
-            assert 1.0 <= iv["low"] <= iv["estimate"] <= iv["high"] <= 3.0
+            assert 1.0 <= iv["estimate"] <= 1.0 + key[2]
     # K = 1: GBV is BV on the same trees, bit for bit in the paired scores
-    assert runs[("gbv", 1)]["differences"]["gbv"]["estimate"] == pytest.approx(0.0, abs=1e-6)
+    assert runs[("gbv", 1, 2)]["differences"]["gbv"]["estimate"] == pytest.approx(0.0, abs=1e-6)
+    cost = runs[("gbv", 2, 2)]["cost_per_step"]
+    assert set(cost["laws_s"]) == {"bv", "gbv", "specinfer"} and cost["steps"] >= 2
     records = load_records(tmp_path)
-    assert len(records) == 6
+    assert len(records) == 4
     for r in records:
         if r["drive"] == "gbv":
             # the driver's own expected value is one of the scored ones (fp32 vs fp32 law)
             assert r["expected_block_efficiency_sum"] == pytest.approx(r["scores"]["gbv"], rel=1e-5)
+            assert r["grid"]["2,2"] == r["scores"] and set(r["grid"]) == {"1,1", "1,2", "2,1", "2,2"}
             assert r["draft_temperature_used"] == pytest.approx(1.05)
+            assert len(r["batch_metrics"]["step_log"]) == runs[("gbv", 2, 2)]["cost_per_step"]["steps"]
     again = json.loads(CliRunner().invoke(app, args).stdout)  # nothing to compute
-    assert again["computed"] == 0 and again["reused"] == 6
+    assert again["computed"] == 0 and again["reused"] == 4
+    # random prompts with a recorded seed: a larger N extends the same draw
+    seeded = [a for a in args[:-1] if a != "--baseline"] + ["--prompts", "humaneval:3",
+                                                            "--prompt-seed", "5", "--json"]
+    try:
+        result = CliRunner().invoke(app, seeded)
+    finally:
+        torch.set_num_threads(before)
+    third = json.loads(result.stdout)
+    assert third.get("computed") == 3, result.output
+    drawn = [r["prompt_id"] for r in load_records(tmp_path) if r.get("prompt_seed") == 5]
+    order = np.random.default_rng(5).permutation(164)[:3]
+    assert drawn == [f"HumanEval/{i}" for i in order]
     bad = CliRunner().invoke(app, args[:-1] + ["--verifiers", "bv,nope"])
     assert bad.exit_code == 2 and "--verifiers" in bad.output
     bad = CliRunner().invoke(app, args[:-1] + ["--drive", "gbv_broken"])

@@ -16,6 +16,7 @@ from speclp.cli import app
 from speclp.experiments import store
 from speclp.experiments.sweep import ROW_COLUMNS, SweepSpec, load_results, plan, run_sweep
 from speclp.proofs.gap import DEFAULT_VERIFIERS
+from tiny_models import tiny_llama_pair
 from typer.testing import CliRunner
 
 runner = CliRunner()
@@ -239,14 +240,7 @@ def test_die_with_parent_exits_when_the_parent_is_gone():
 # --- trees and realgap: records keyed on every setting ------------------------------------
 
 def tiny_models():
-    import torch
-    from transformers import AutoModelForCausalLM, LlamaConfig
-
-    cfg = LlamaConfig(vocab_size=40, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                      attn_implementation="sdpa")
-    torch.manual_seed(0)
-    return AutoModelForCausalLM.from_config(cfg).eval(), AutoModelForCausalLM.from_config(cfg).eval()
+    return tiny_llama_pair(vocab=40, seed=0)
 
 
 def test_trees_changed_temperature_seed_or_every_recomputes(tmp_path):
@@ -288,12 +282,14 @@ def test_realgap_changed_temperature_recomputes_and_summary_counts_only_the_run(
 
 
 def test_trees_cli_refuses_another_spec_before_loading_a_model(tmp_path, monkeypatch):
+    from speclp.cli import trees as cli_trees
     from speclp.decode import models
 
     def loader(*args, **kwargs):
         raise AssertionError("a model was loaded")
 
     monkeypatch.setattr(models, "load_pair", loader)
+    monkeypatch.setattr(cli_trees, "load_pair", loader)  # imported at its top
     out = tmp_path / "t"
     with store.open_folder(out, "trees", {"pair": "smollm2-135m", "temperature": 1.0}):
         pass

@@ -1,6 +1,7 @@
 """Audit of foreign sampler code: passes every registered law's sampler, fails the known
 failure modes (and passes their correct twins), catches impossible efficiencies and
-malformed blocks, and keeps the CLI contract."""
+malformed blocks, keeps the CLI contract; the e-processes are valid (simulated under the
+null) and powerful (tampered laws); instance families and the ragged layout."""
 
 from __future__ import annotations
 
@@ -14,7 +15,23 @@ import pytest
 from scipy import stats
 from speclp.cli import app
 from speclp.lp.instance import ties_instance
-from speclp.proofs.audit import audit_instance, audit_sampler, draw_drafts, load_sampler
+from speclp.proofs.audit import (
+    FAMILIES,
+    audit_instance,
+    audit_sampler,
+    draw_drafts,
+    family_instance,
+    instance_family,
+    load_sampler,
+)
+from speclp.proofs.evalues import (
+    detectable_tv,
+    least_favourable_split,
+    log_efficiency_evalue,
+    log_law_evalue,
+    shifted_law,
+)
+from speclp.verifiers.exact import continued_law, exact_result
 from speclp.verifiers.registry import verifier_names
 from typer.testing import CliRunner
 
@@ -23,6 +40,7 @@ EXAMPLES = ROOT / "examples"
 sys.path.insert(0, str(EXAMPLES))
 import broken_samplers  # noqa: E402
 import law_samplers  # noqa: E402
+import ragged_sampler  # noqa: E402
 
 runner = CliRunner()
 TIE_TRIAL = 2  # audit_instance(3, 2, 2, ties=True, seed=0): equal ratios where both bugs bite
@@ -33,10 +51,10 @@ def test_every_registered_law_sampler_passes(name):
     report = audit_sampler(law_samplers.sampler_for(name), trials=1, runs=20_000, seed=1, name=name)
     assert report["passed"], report["failures"]
     (inst,) = report["instances"]
-    assert inst["malformed"] == 0 and inst["impossible_outcomes"] == 0
+    assert inst["runs"] == 20_000 and inst["malformed"] == 0 and inst["impossible_outcomes"] == 0
     assert inst["optimum_certified"] and not inst["above_optimum"]
     assert inst["tv_ci"][0] <= inst["tv"] <= inst["tv_ci"][1]
-    assert 0 < inst["detectable_tv"] < 0.05
+    assert 0 < inst["detectable_tv"] < 0.1
 
 
 @pytest.mark.parametrize("broken,twin,paths", [
@@ -44,12 +62,14 @@ def test_every_registered_law_sampler_passes(name):
     ("traversal_path_order", "traversal_dfs_order", 3),
 ])
 def test_failure_modes_fail_and_their_twins_pass(broken, twin, paths):
-    """The two independently written buggy samplers fail with p < 1e-6 on a --ties
+    """The two independently written buggy samplers fail (the law test rejects) on a --ties
     instance; the same code with the bug fixed passes on the same instance."""
     instance = audit_instance(3, 2, TIE_TRIAL, ties=True, seed=0)
     bad = audit_sampler(getattr(broken_samplers, broken), paths=paths, runs=10_000, batched=False,
                         instances=[instance], name=broken)
-    assert not bad["passed"] and bad["min_p_value"] < 1e-6
+    assert not bad["passed"] and bad["instances"][0]["law_rejected"]
+    assert bad["instances"][0]["law_evalue"] >= 1 / bad["level"]
+    assert bad["instances"][0]["runs"] < 10_000  # stopped early on clear evidence
     good = audit_sampler(getattr(broken_samplers, twin), paths=paths, runs=10_000, batched=False,
                          instances=[instance], name=twin)
     assert good["passed"], good["failures"]
@@ -57,7 +77,7 @@ def test_failure_modes_fail_and_their_twins_pass(broken, twin, paths):
 
 def test_spectr_gbv_sampler_fails():
     report = audit_sampler(law_samplers.sampler_for("spectr_gbv"), trials=1, runs=20_000)
-    assert not report["passed"] and report["min_p_value"] < 1e-6
+    assert not report["passed"] and report["instances"][0]["law_rejected"]
 
 
 def _always_accept_path0(target, draft, paths, rng):
@@ -74,7 +94,8 @@ def test_impossible_block_efficiency_is_flagged():
     report = audit_sampler(_always_accept_path0, trials=1, runs=4000)
     (inst,) = report["instances"]
     assert inst["block_efficiency"] == 3.0 and inst["above_optimum"]
-    assert any("impossible for a lossless verifier" in f for f in report["failures"])
+    assert any("efficiency test rejected" in f and "impossible for a lossless verifier" in f
+               for f in report["failures"])
 
 
 def test_malformed_blocks_are_flagged():
@@ -83,6 +104,7 @@ def test_malformed_blocks_are_flagged():
 
     report = audit_sampler(off_path, paths=1, vocab=2, trials=1, runs=500)
     assert report["instances"][0]["malformed"] == 500 and not report["passed"]
+    assert "not a drafted prefix" in report["failures"][0]
 
 
 def test_draft_paths_follow_the_draft_law():
@@ -103,7 +125,7 @@ def test_draft_paths_follow_the_draft_law():
 def test_load_sampler_errors(tmp_path):
     with pytest.raises(ValueError, match="MODULE:FUNCTION"):
         load_sampler("no_colon")
-    with pytest.raises(ValueError, match="cannot load"):
+    with pytest.raises(ValueError, match="no module"):
         load_sampler("no_such_module_xyz:f")
     with pytest.raises(ValueError, match="no file"):
         load_sampler(str(tmp_path / "missing.py") + ":f")
@@ -117,7 +139,7 @@ def test_cli_sampler_failure_exits_1_and_saves(tmp_path):
     assert result.exit_code == 1, result.output
     out = json.loads(result.stdout)
     assert not out["passed"] and out["failures"]
-    saved = json.loads(Path(out["saved"]).read_text())
+    saved = json.loads(Path(out["saved"][0]).read_text())
     assert saved["vocab_size"] == 3
 
 
@@ -127,19 +149,34 @@ def test_cli_sampler_passes(tmp_path):
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert out["passed"] and out["instances"][0]["optimum_certified"]
+    assert out["instances"][0]["runs"] == 5000 and "family-wise error level 0.001" in out["error_level"]
+    text = runner.invoke(app, ["audit", "--sampler", f"{EXAMPLES / 'law_samplers.py'}:gbv",
+                               "--trials", "1", "--runs", "3000"])
+    assert text.exit_code == 0, text.output
+    assert "would have detected TV >=" in text.stdout and "with probability 0.9" in text.stdout
 
 
 @pytest.mark.parametrize("args,flag", [
     ([], "--verifier"),
     (["--verifier", "bv", "--sampler", "x:y"], "--verifier"),
     (["--sampler", "no_such_module_xyz:f"], "--sampler"),
-    (["--sampler", "x:y", "--runs", "1"], "--runs"),
+    (["--sampler", "x:y", "--runs", "1"], "--max-runs"),
     (["--sampler", "x:y", "--alpha", "2"], "--alpha"),
+    (["--sampler", "x:y", "--runs", "99999999999"], "--max-runs"),
+    (["--sampler", "x:y", "--exact"], "--exact"),
+    (["--sampler", "x:y", "--layout", "diagonal"], "--layout"),
+    (["--sampler", "x:y", "--layout", "ragged", "--paths", "2"], "--paths"),
+    (["--sampler", "x:y", "--family", "nope"], "--family"),
+    (["--sampler", "x:y", "--search", "2", "--trials", "3"], "--search"),
+    (["--sampler", "x:y", "--call-timeout", "0"], "--call-timeout"),
+    (["--sampler", "/no/such/file.py:f"], "--sampler"),
 ])
 def test_cli_sampler_bad_input(args, flag):
     result = runner.invoke(app, ["audit", *args])
     assert result.exit_code == 2 and flag in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+    as_json = runner.invoke(app, ["audit", *args, "--json"])
+    assert as_json.exit_code == 2 and json.loads(as_json.stdout)["exit_status"] == 2
 
 
 def test_readme_sampler_example_runs():
@@ -151,3 +188,323 @@ def test_readme_sampler_example_runs():
     exec(compile(match.group(1), "README-example", "exec"), namespace)
     report = audit_sampler(namespace["token_level"], trials=1, runs=3000, batched=False)
     assert report["passed"], report["failures"]
+
+
+# --- the sandbox: every way a sampler can break its contract is the sampler's failure ------
+
+SAMPLER_FILE = '''
+import os, sys, time
+import numpy as np
+
+def lossless(target, draft, paths, rng):
+    """token-level speculative sampling on path 0, vectorised (independent of speclp)"""
+    batch, _, depth = paths.shape
+    out = np.full((batch, depth + 1), -1)
+    alive = np.ones(batch, dtype=bool)
+    for i in range(depth + 1):
+        p = target[:, 0, i]
+        if i == depth:
+            row = p
+        else:
+            x, q = paths[:, 0, i], draft[:, 0, i]
+            px, qx = p[np.arange(batch), x], q[np.arange(batch), x]
+            accept = rng.random(batch) < np.minimum(1, px / np.where(qx > 0, qx, 1))
+            take = alive & accept
+            out[take, i] = x[take]
+            row = np.maximum(p - q, 0)
+        stop = alive & ((i == depth) | ~accept) if i < depth else alive
+        mass = row.sum(-1, keepdims=True)
+        row = np.where(mass > 0, row / np.where(mass > 0, mass, 1), p)
+        cdf = row.cumsum(-1)
+        token = np.minimum((cdf <= rng.random(batch)[:, None] * cdf[:, -1:]).sum(-1), row.shape[-1] - 1)
+        out[stop, i] = token[stop]
+        alive &= ~stop
+    return out
+
+def prints(target, draft, paths, rng):
+    print("debug: a batch of", len(paths))
+    os.write(1, b"raw fd write\\n")
+    return lossless(target, draft, paths, rng)
+
+def calls_exit(target, draft, paths, rng):
+    sys.exit(0)
+
+def raises_runtime(target, draft, paths, rng):
+    raise RuntimeError("kaput")
+
+def raises_type(target, draft, paths, rng):
+    return len(3)
+
+def raises_index(target, draft, paths, rng):
+    return paths[0, 99]
+
+def raises_value(target, draft, paths, rng):
+    a, b, c = paths[0]
+    return a
+
+def recursion(target, draft, paths, rng):
+    return recursion(target, draft, paths, rng)
+
+def returns_none(target, draft, paths, rng):
+    return None
+
+def wrong_shape(target, draft, paths, rng):
+    return np.zeros((3, 4, 5), dtype=int)
+
+def invalid_token(target, draft, paths, rng):
+    out = lossless(target, draft, paths, rng)
+    out[:, 0] = 99
+    return out
+
+def hangs(target, draft, paths, rng):
+    time.sleep(10_000)
+
+def hard_exit(target, draft, paths, rng):
+    os._exit(7)
+'''
+
+FAILURES = [  # function, words the one line must contain
+    ("calls_exit", "sys.exit(0)"),
+    ("raises_runtime", "RuntimeError: kaput"),
+    ("raises_type", "TypeError"),
+    ("raises_index", "IndexError"),
+    ("raises_value", "ValueError"),
+    ("recursion", "RecursionError"),
+    ("returns_none", "returned None"),
+    ("wrong_shape", "shape (3, 4, 5)"),
+    ("invalid_token", "token id 99 outside the vocabulary"),
+    ("hangs", "did not answer within 3 s"),
+    ("hard_exit", "exit status 7"),
+]
+
+
+@pytest.fixture(scope="module")
+def sampler_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("samplers") / "user_sampler.py"
+    path.write_text(SAMPLER_FILE)
+    return path
+
+
+def _audit(args, tmp_path):
+    return runner.invoke(app, ["audit", *args, "--trials", "1", "--max-runs", "2000",
+                               "--call-timeout", "3", "--save-dir", str(tmp_path)])
+
+
+@pytest.mark.parametrize("function,words", FAILURES)
+def test_sampler_failure_is_exit_1_naming_it(function, words, sampler_file, tmp_path):
+    spec = f"{sampler_file}:{function}"
+    result = _audit(["--sampler", spec], tmp_path)
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and spec in lines[0] and words in lines[0], lines
+    if function.startswith(("raises", "calls", "recursion")):
+        assert f"{sampler_file}:" in lines[0]  # file:line of the user's code
+    as_json = _audit(["--sampler", spec, "--json"], tmp_path)
+    assert as_json.exit_code == 1
+    assert len(as_json.stdout.strip().splitlines()) == 1
+    out = json.loads(as_json.stdout)
+    assert out["passed"] is False and words in out["failures"][0]
+    assert out["sampler_failure"]["kind"] in ("exit", "exception", "answer", "timeout")
+
+
+def test_sys_exit_at_import_fails(tmp_path):
+    path = tmp_path / "exits.py"
+    path.write_text("import sys\nsys.exit(0)\ndef f(*a):\n    return None\n")
+    result = _audit(["--sampler", f"{path}:f", "--json"], tmp_path)
+    assert result.exit_code == 1
+    out = json.loads(result.stdout)
+    assert "at import: sys.exit(0)" in out["failures"][0] and f"{path}:2" in out["failures"][0]
+
+
+def test_batched_shape_error_hints_unbatched(tmp_path):
+    spec = f"{EXAMPLES / 'broken_samplers.py'}:gbv_token_id_ties"
+    result = _audit(["--sampler", spec], tmp_path)
+    assert result.exit_code == 1
+    assert "--unbatched" in result.stderr and spec in result.stderr
+
+
+def test_prints_are_captured_not_in_json(sampler_file, tmp_path):
+    result = _audit(["--sampler", f"{sampler_file}:prints", "--json"], tmp_path)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)  # exactly one object: the prints did not reach stdout
+    assert out["passed"] and "debug: a batch of" in out["captured_output"]
+    assert "raw fd write" in out["captured_output"]
+    assert "printed" in result.stderr
+
+
+def test_lossless_user_sampler_passes_in_the_sandbox(sampler_file, tmp_path):
+    result = _audit(["--sampler", f"{sampler_file}:lossless", "--family", "mixed", "--json"],
+                    tmp_path)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["instances"][0]["runs"] == 2000
+
+
+def test_several_failing_instances_are_all_saved(tmp_path):
+    result = runner.invoke(app, ["audit", "--sampler", f"{EXAMPLES / 'law_samplers.py'}:spectr_gbv",
+                                 "--trials", "3", "--family", "dirichlet", "--max-runs", "20000",
+                                 "--json", "--save-dir", str(tmp_path)])
+    assert result.exit_code == 1
+    out = json.loads(result.stdout)
+    failed = len({f.split(" ")[0] for f in out["failures"]})
+    assert failed >= 2 and len(out["saved"]) == failed
+    assert all(Path(p).is_file() for p in out["saved"])
+
+
+# --- the e-processes: valid under the null (simulated), powerful against tampered laws ------
+
+def _law():
+    inst = audit_instance(3, 2, 0, family="dirichlet")
+    model = inst.model()
+    return np.asarray(model.target_path_probabilities(3), dtype=np.float64)
+
+
+def test_law_evalue_is_anytime_valid_under_the_null():
+    """Ville: P(sup_n E_n >= 1/a) <= a. 300 null streams, 8 looks each (1,000 .. 128,000
+    outcomes), a = 0.1: at most 30 expected; allow 45 (binomial tail ~ 0.1%)."""
+    probs = _law()
+    rng = np.random.default_rng(11)
+    alarms = 0
+    for _ in range(300):
+        counts = np.zeros(len(probs), dtype=np.int64)
+        total = 0
+        for look in range(8):
+            step = 1000 * 2**look - total
+            counts += rng.multinomial(step, probs)
+            total += step
+            if log_law_evalue(counts, probs, 3, 3) >= np.log(10):
+                alarms += 1
+                break
+    assert alarms <= 45
+
+
+def test_law_evalue_rejects_tampered_laws():
+    probs = _law()
+    rng = np.random.default_rng(3)
+    signs = least_favourable_split(probs)
+    tampered = shifted_law(probs, 0.03, signs)
+    assert abs(0.5 * np.abs(tampered - probs).sum() - 0.03) < 1e-12
+    assert log_law_evalue(rng.multinomial(50_000, tampered), probs, 3, 3) > np.log(1e4)
+    without_first = np.where(np.arange(len(probs)) == 0, 0.0, probs / (1 - probs[0]))
+    counts = rng.multinomial(100, without_first)
+    counts[0] = 1  # one outcome of probability 0
+    assert log_law_evalue(counts, without_first, 3, 3) == np.inf
+    assert log_law_evalue(rng.multinomial(50_000, probs), probs, 3, 3) < np.log(1e4)
+
+
+def test_efficiency_evalue_valid_and_powerful():
+    rng = np.random.default_rng(5)
+    # null at its boundary: lengths 1..3 with mean exactly 2 against the bound 2
+    alarms = sum(log_efficiency_evalue(np.bincount(rng.choice(3, 4000, p=[0.3, 0.4, 0.3]),
+                                                   minlength=3), 2.0) >= np.log(10)
+                 for _ in range(300))
+    assert alarms <= 45
+    above = np.bincount(rng.choice(3, 4000, p=[0.25, 0.4, 0.35]), minlength=3)  # mean 2.1
+    assert log_efficiency_evalue(above, 2.0) > np.log(1e4)
+
+
+def test_detectable_tv_is_what_the_test_detects():
+    """At the reported TV the shifted law is rejected in >= 85% of 200 fresh simulations
+    (bisection target 90%), at 0.6 of it in fewer; it shrinks as runs grow."""
+    probs = _law()
+    threshold = np.log(1 / 2.5e-4)
+    d = detectable_tv(probs, 3, 3, 20_000, threshold)
+    assert 0 < d < 0.1
+    assert detectable_tv(probs, 3, 3, 80_000, threshold) < d
+    rng = np.random.default_rng(99)
+    signs = least_favourable_split(probs)
+
+    def rate(tv):
+        draws = rng.multinomial(20_000, shifted_law(probs, tv, signs), size=200)
+        return np.mean([log_law_evalue(c, probs, 3, 3) >= threshold for c in draws])
+
+    assert rate(d) >= 0.85 and rate(0.6 * d) < 0.85
+
+
+def test_false_alarms_of_a_lossless_sampler_at_level_0_1(sampler_file):
+    """The family-wise level holds: 40 audits (2 instances, both tests, level 0.1 overall)
+    of an independent lossless sampler: at most 4 alarms expected; allow 10. (This test
+    caught the sampler's generator sharing the stream of the draft draws.)"""
+    fn = load_sampler(f"{sampler_file}:lossless")
+    alarms = 0
+    for seed in range(40):
+        report = audit_sampler(fn, trials=2, runs=3000, seed=seed, alpha=0.1, family="mixed")
+        alarms += not report["passed"]
+    assert alarms <= 10
+
+
+# --- instance families, the block law, public bugs, ragged layout, search ------------------
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_families_are_what_they_say(family):
+    inst = family_instance(family, 3, 2, seed=4)
+    assert instance_family(inst) == family
+    p, q = inst.target, inst.draft
+    assert np.allclose(p.sum(1), 1) and np.allclose(q.sum(1), 1)
+    if family == "clipped-ties":
+        assert all(((pe > qe).sum() >= 2) for pe, qe in zip(inst.target_exact, inst.draft_exact, strict=True))
+    if family == "ties":
+        assert any(list(a) == list(b) for a, b in zip(inst.target_exact, inst.draft_exact, strict=True))
+    if family == "zero-draft":
+        assert ((q == 0) & (p > 0)).any(1).all()
+    if family == "near-deterministic":
+        assert (p.max(1) >= 1 - 1e-2).all()
+    if family == "tiny":
+        assert (p.min(1) < 1e-5).all() and (p.max(1) > 0.05).all()
+
+
+def test_mixed_family_cycles():
+    names = [instance_family(audit_instance(3, 2, t, family="mixed")) for t in range(6)]
+    assert names == list(FAMILIES)
+
+
+PUBLIC = [("residual_at_drafted_only", 2), ("bonus_wrong_slice", 2), ("low_precision_ratio", 0)]
+
+
+@pytest.mark.parametrize("bug,trial", PUBLIC)
+def test_public_bugs_have_small_exact_tv_and_fail(bug, trial):
+    """Each new broken sampler has an exact TV in [0.003, 0.05] on its instance (exact law);
+    the same law with the bug off is the token verifier (TV 0); the audit catches the bug."""
+    inst = audit_instance(3, 2, trial, family="dirichlet")
+    tv = exact_result(inst.model(), broken_samplers.public_bug_law(bug), paths=2).total_variation
+    assert 0.003 <= tv <= 0.05
+    fixed = exact_result(inst.model(), broken_samplers.token_level_law, paths=2)
+    token = exact_result(inst.model(), "token", paths=2)
+    assert fixed.total_variation < 1e-12
+    assert abs(fixed.block_efficiency - token.block_efficiency) < 1e-12
+    report = audit_sampler(getattr(broken_samplers, bug), instances=[inst], runs=400_000, seed=1)
+    assert not report["passed"] and report["instances"][0]["law_rejected"]
+
+
+def test_block_test_sees_beyond_two_tokens():
+    """The bonus-slice bug changes only the token after L = 2 accepted ones: the law of the
+    first two tokens is exact, the law of the continued block (3 tokens) is not."""
+    inst = audit_instance(3, 2, 2, family="dirichlet")
+    model = inst.model()
+    result = exact_result(model, broken_samplers.public_bug_law("bonus_wrong_slice"), paths=2)
+    law = continued_law(model, result.emit)
+    two = law.reshape(9, 3).sum(1)
+    assert np.abs(two - model.target_path_probabilities(2)).sum() < 1e-12
+    assert result.total_variation > 0.003
+
+
+def test_ragged_layout():
+    good = audit_sampler(ragged_sampler.rejection_sample, paths=1, trials=2, runs=20_000,
+                         layout="ragged", family="mixed", name="ragged")
+    assert good["passed"], good["failures"]
+    assert good["layout"] == "ragged" and good["instances"][0]["malformed"] == 0
+    bad = audit_sampler(ragged_sampler.rejection_sample_fp8_ratio, paths=1, trials=1,
+                        runs=400_000, layout="ragged", family="dirichlet", name="fp8")
+    assert not bad["passed"]
+    result = runner.invoke(app, ["audit", "--sampler",
+                                 f"{EXAMPLES / 'ragged_sampler.py'}:rejection_sample",
+                                 "--layout", "ragged", "--trials", "1", "--max-runs", "3000",
+                                 "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["paths"] == 1
+
+
+def test_search_screens_and_names_the_family():
+    report = audit_sampler(broken_samplers.residual_at_drafted_only, trials=1, search=6,
+                           family="mixed", runs=100_000)
+    assert len(report["screened"]) == 6 and report["trials"] == 1
+    assert not report["passed"] and "(family " in report["failures"][0]

@@ -257,7 +257,7 @@ def test_cli_plot_bad_input(tmp_path):
 
 def test_bench_results_are_dispatched(tmp_path, monkeypatch):
     """A folder of JSONL bench records goes to the real-model benchmark's plot_bench."""
-    from speclp.experiments import plots as bench_module
+    from speclp.cli import sweep as bench_module  # the plot command binds plot_bench
 
     bench = tmp_path / "bench"
     bench.mkdir()
@@ -279,13 +279,15 @@ def test_bench_results_are_dispatched(tmp_path, monkeypatch):
 
 
 def test_cli_method_and_estimated_rows(tmp_path):
-    # V=2, L=2, K=3: 64 ordered tuples; --max-enumerated 10 makes the multi-path verifiers
-    # estimates (labelled in the rows and the summary), the single-path BV stays exact
+    # V=2, L=2, K=3: specinfer's node recursion needs 42 rule evaluations, traversal's
+    # enumeration 64 ordered tuples, BV 4 paths; --max-enumerated 10 makes the two
+    # multi-path verifiers estimates (labelled in the rows and the summary), BV stays exact
     out = tmp_path / "est"
     result = runner.invoke(app, ["sweep", "--vocab", "2", "--depth", "2", "--paths", "3",
                                  "--alpha", "1", "--trials", "1", "--method", "full",
                                  "--max-enumerated", "10", "--samples", "300",
-                                 "--verifiers", "bv,gbv,specinfer", "--out", str(out), "--json"])
+                                 "--verifiers", "bv,specinfer,traversal", "--out", str(out),
+                                 "--json"])
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["summary"]["estimated_rows"] == 2
@@ -293,10 +295,25 @@ def test_cli_method_and_estimated_rows(tmp_path):
     frame = load_results(out)
     assert set(frame["optimum_method"]) == {"full"} and frame["optimum_certified"].all()
     estimated = frame[frame["estimate"]]
-    assert set(estimated["verifier"]) == {"gbv", "specinfer"}
+    assert set(estimated["verifier"]) == {"specinfer", "traversal"}
+    assert set(estimated["evaluation"]) == {"estimate"}
     assert (estimated["samples"] == 300).all() and estimated["tv"].isna().all()
     assert ((estimated["ci_low"] < estimated["block_efficiency"])
             & (estimated["block_efficiency"] < estimated["ci_high"])).all()
     exact = frame[~frame["estimate"]]
     assert list(exact["verifier"]) == ["bv"] and (exact["samples"] == 0).all()
     assert json.loads((out / "spec.json").read_text())["spec"]["method"] == "full"
+
+
+def test_sweep_of_bv_and_nodeopt_plots_and_summarises_both(tmp_path):
+    """issue 19: `--verifiers bv,nodeopt` could not be plotted ("no rows for verifier 'gbv'")
+    and the summary reported GBV's gap only."""
+    run_sweep(tiny_spec(verifiers=["bv", "nodeopt"], depth=[2], paths=[2]), tmp_path / "s")
+    frame = load_results(tmp_path / "s")
+    summary = summarize(frame)
+    assert set(summary["mean_gap_per_verifier"]) == {"bv", "nodeopt"}
+    assert set(summary["mean_gap_per_verifier_per_K"]["nodeopt"]) == {2}
+    made = plot_results(tmp_path / "s", tmp_path / "figs")
+    assert "nodeopt_gap_heatmap" in made["figures"] and "gbv_vs_bv" not in made["figures"]
+    assert (tmp_path / "figs" / "nodeopt_gap_heatmap.png").exists()
+    assert set(frame["evaluation"]) == {"single path", "selection law"}

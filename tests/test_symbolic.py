@@ -273,7 +273,12 @@ def test_proofs_are_shipped():
 SUITE_BUDGET_BYTES = 200_000  # gzipped proof size re-checked inside the suite
 
 
-@pytest.mark.parametrize("path", SHIPPED, ids=[p.name.removesuffix(".json.gz") for p in SHIPPED])
+SLOW_BYTES = 100_000  # gzipped proofs above this take about a minute to re-check here
+
+
+@pytest.mark.parametrize("path", [
+    pytest.param(p, marks=[pytest.mark.slow] if p.stat().st_size > SLOW_BYTES else [],
+                 id=p.name.removesuffix(".json.gz")) for p in SHIPPED])
 def test_shipped_proof_rechecks(path):
     if path.stat().st_size > SUITE_BUDGET_BYTES:
         pytest.skip(f"{path.name}: {path.stat().st_size} bytes gzipped, over the suite's time budget; "
@@ -284,6 +289,26 @@ def test_shipped_proof_rechecks(path):
         doc = json.load(handle)
     assert doc["summary"]["holds"] and doc["summary"]["complete"]
     assert report["nodes"].get("leaf", 0) == doc["summary"]["kept"]
+
+
+def test_shipped_refutation_rechecks():
+    """The checker verifies the refutation of token-optimal at (2, 2) by its own laws: the
+    token law's value at the file's instance is 7/4, BV's law (a feasible point of the
+    rebuilt LP) gives 2 (docs/theory.md section 3.3)."""
+    report = load_checker().check_file(str(CERTIFICATES / "refuted" / "token-optimal-V2-L2.json"))
+    assert report["refuted"] and report["verifier_value"] == "7/4"
+    assert report["feasible_value"] == "2"
+
+
+def test_progress_shares_sum_to_one_and_time_limit_stops():
+    shares = []
+    run = prove("bv-optimal", 2, 1, progress=shares.append)
+    assert run.complete and not run.stopped
+    assert len(shares) == run.counts["kept"] + run.counts["empty"]
+    assert abs(sum(shares) - 1) < 1e-9
+    stopped = prove("bv-optimal", 2, 1, time_limit=0.0)
+    assert stopped.stopped.startswith("time limit") and not stopped.complete
+    assert stopped.counts["unexplored"] >= 1
 
 
 def test_checker_is_standalone():
@@ -318,6 +343,16 @@ def test_cli_prove_json_and_bad_input(tmp_path):
     assert "--depth" in bad.output and "Traceback" not in bad.output
     unknown = runner.invoke(app, ["prove", "nonsense", "--out", str(tmp_path)])
     assert unknown.exit_code == 2 and "CLAIM" in unknown.output
+    refused = runner.invoke(app, ["prove", "token-optimal", "--draft-sampling",
+                                  "without-replacement", "--out", str(tmp_path)])
+    assert refused.exit_code == 2 and "--draft-sampling" in refused.output
+    limit = runner.invoke(app, ["prove", "bv-optimal", "--vocab", "2", "--depth", "2",
+                                "--time-limit", "0.001", "--out", str(tmp_path / "limited")])
+    assert limit.exit_code == 1 and "time limit" in limit.output
+    assert not (tmp_path / "limited").exists()  # nothing half-written
+    bad_limit = runner.invoke(app, ["prove", "bv-optimal", "--time-limit", "0",
+                                    "--out", str(tmp_path)])
+    assert bad_limit.exit_code == 2 and "--time-limit" in bad_limit.output
 
 
 def test_numpy_object_arrays_keep_working():

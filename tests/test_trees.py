@@ -23,6 +23,7 @@ from speclp.proofs.tree_selection import (
     tree_accepted,
 )
 from speclp.verifiers.tree import node_index, node_prefix, num_nodes
+from tiny_models import tiny_llama_pair
 
 
 def path_probability(model, prefix):
@@ -209,13 +210,7 @@ def test_every_rule_is_exact_on_rational_instances():
 # ---------------------------------------------------------------------------
 
 def tiny_pair():
-    from transformers import AutoModelForCausalLM, LlamaConfig
-
-    cfg = LlamaConfig(vocab_size=40, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                      attn_implementation="sdpa")
-    torch.manual_seed(0)
-    return AutoModelForCausalLM.from_config(cfg).eval(), AutoModelForCausalLM.from_config(cfg).eval()
+    return tiny_llama_pair(vocab=40, seed=0)
 
 
 @pytest.mark.parametrize("select", ["target", "mix"])
@@ -272,7 +267,7 @@ def test_engine_reuse_counts_corrections_that_are_drafted_children(tmp_path):
     target, draft = tiny_pair()
     pair = make_pair(wrap_model(target, "t"), wrap_model(draft, "d"))
     prompts = [{"id": "p0", "tokens": [1, 2, 3]}]
-    # BV on one path never emits the rejected drafted token (THEORY section 2): no reuse
+    # BV on one path never emits the rejected drafted token (docs/theory.md Lemma 14.1): no reuse
     engine = SpeculativeEngine(pair, verifier="bv",
                                config=EngineConfig(paths=1, depth=3, max_new_tokens=12,
                                                    record_steps=True, eos_token_ids=()))
@@ -373,7 +368,7 @@ def test_target_first_exceeds_the_oracle_of_the_same_budget():
 
 def gbv_one_step_acceptance(p, q, paths):
     """GBV's L = 1 acceptance sum_x min(p(x), F(x)^K - F(x-)^K), F the CDF of q in the order
-    of the key (p/q, x) (THEORY.md section 4; proved symbolically at V = 2, K <= 3)."""
+    of the key (p/q, x) (docs/theory.md section 9.4; proved symbolically at V = 2, K <= 3)."""
     order = sorted(range(len(p)), key=lambda x: (p[x] / q[x] if q[x] else float("inf"), x))
     total, below = Fraction(0), Fraction(0)
     for x in order:

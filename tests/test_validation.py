@@ -5,39 +5,21 @@ defaults/help fixes and the exit statuses of the contract."""
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
-from contextlib import contextmanager
 
 import pytest
 from speclp.cli import app
 from speclp.cli import validate as cli_validate
 from speclp.lp.instance import InstanceError, dirichlet_instance, load_instance
 from typer.testing import CliRunner
-from work_guard import watch_work
+from work_guard import deadline, watch_work
 
 runner = CliRunner()
 HANG_S = 300.0  # guards against a hang only; how fast a refusal is, is not tested here
 
 
-class TooSlow(BaseException):
-    """Raised by the alarm: a case hung."""
-
-
-@contextmanager
-def deadline(seconds: float):
-    def alarm(signum, frame):
-        raise TooSlow(f"no answer within {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -196,6 +178,9 @@ def test_out_below_a_file_refused(tmp_path):
     (["check", "bv-optimal", "--denominator", "-1"], "--denominator"),
     (["check", "bv-optimal", "--alpha", "nan"], "--alpha"),
     (["check", "class-equals-full", "--alpha", "inf"], "--alpha"),
+    (["check", "class-equals-full", "--against", "full"], "--against"),  # node-form only
+    (["check", "node-form", "--against", "neither"], "--against"),
+    (["check", "node-form", "--draft-sampling", "poisson"], "--draft-sampling"),
     (["audit", "--verifier", "bv", "--seed", "-1"], "--seed"),
     (["sweep", "--alpha", "nan"], "--alpha"),
     (["sweep", "--workers", "100000"], "--workers"),
@@ -240,6 +225,7 @@ def test_unknown_pair_fails_fast_without_network(tmp_path, monkeypatch, command)
 
 def test_model_validation_happens_before_loading(tmp_path, monkeypatch):
     """A bad flag listed after --pair is still refused before any model is loaded."""
+    from speclp.cli import trees as cli_trees
     from speclp.decode import models
 
     def loader(*args, **kwargs):
@@ -247,6 +233,7 @@ def test_model_validation_happens_before_loading(tmp_path, monkeypatch):
 
     monkeypatch.setattr(models, "load_pair", loader)
     monkeypatch.setattr(models, "load_model", loader)
+    monkeypatch.setattr(cli_trees, "load_pair", loader)  # imported at its top
     refused(["realgap", "--pair", "smollm2-135m", "--every", "0", "--out", tmp_path / "o"], "--every")
     refused(["trees", "--pair", "smollm2-135m", "--engine-budgets", "8", "--engine-verifiers", "nope",
              "--out", tmp_path / "o"], "--engine-verifiers")
@@ -265,12 +252,12 @@ def test_parser_errors_are_one_line(args, field):
 
 
 def test_internal_error_is_one_line_exit_3(monkeypatch):
-    from speclp.lp import instance
+    from speclp.cli import core
 
     def broken(*args, **kwargs):
         raise RuntimeError("simulated bug\nsecond line")
 
-    monkeypatch.setattr(instance, "builtin_instance", broken)
+    monkeypatch.setattr(core, "builtin_instance", broken)
     result = runner.invoke(app, ["solve", "--json"])
     assert result.exit_code == 3
     lines = [line for line in result.stderr.splitlines() if line.strip()]
@@ -412,12 +399,12 @@ def test_json_error_object_for_a_missing_value_and_an_unknown_command():
 
 
 def test_interrupt_with_json_is_one_object_exit_130(monkeypatch):
-    from speclp.lp import instance
+    from speclp.cli import core
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(instance, "builtin_instance", interrupted)
+    monkeypatch.setattr(core, "builtin_instance", interrupted)
     result = runner.invoke(app, ["solve", "--json"])
     assert result.exit_code == 130 and result.stderr.strip() == "interrupted"
     assert json.loads(result.stdout) == {"error": "interrupted", "exit_status": 130, "field": None}

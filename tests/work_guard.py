@@ -11,6 +11,7 @@ watch removes itself, so an accepted case runs at full speed.
 from __future__ import annotations
 
 import inspect
+import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -64,3 +65,23 @@ def watch_work() -> Iterator[list[str]]:
         yield seen
     finally:
         sys.setprofile(previous)
+
+
+class TooSlow(BaseException):
+    """Raised by the alarm of `deadline`: a case hung (a guard against hangs only; how fast
+    a refusal is, is never tested)."""
+
+
+@contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Raise TooSlow in the block after `seconds` of wall time (SIGALRM)."""
+    def alarm(signum, frame):
+        raise TooSlow(f"no answer within {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

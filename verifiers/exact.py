@@ -1,4 +1,8 @@
-"""Exact enumeration: every draft configuration of a small instance as one batch.
+"""Exact verifier laws: by the structure of i.i.d. drafting where the verifier admits it
+(verifiers.structure: the (node, m) recursion of a node-local verifier's own node rule, or
+BV against a select-then-BV verifier's selection law), else by enumerating every draft
+configuration of a small instance as one batch (the test oracle, and the evaluation of
+traversal, spectr_gbv, the deliberately broken variants and drafts without replacement).
 
 A draft configuration is a K-tuple of length-L paths with its weight (speclp.verifiers
 .drafts, the one enumerator: prod_k q(x_k) for an ordered i.i.d. tuple, prod_k q(x_k) /
@@ -28,12 +32,14 @@ from .drafts import (
     DRAFT_SAMPLING,
     Configurations,
     check_enough_paths,
+    count_configurations,
     multiset_configurations,
     ordered_configurations,
     positive_leaves,
 )
 from .law import BlockLaw, DraftTree
 from .registry import block_law, get_verifier
+from .structure import evaluation_kind, rule_evaluations, structured_law
 from .tree import TreeModel, all_paths, depth_offset, node_depths, num_nodes, prefix_node_indices
 
 __all__ = ["DRAFT_SAMPLING", "Configurations", "ExactResult", "SampledResult", "configurations",
@@ -70,8 +76,13 @@ class ExactResult:
     emit: np.ndarray  # [N, V] P(output node = u, Y = t), float64 or exact
     block_efficiency: Any  # E[tau + 1]
     total_variation: float  # TV(output continued by target sampling, target law) at depth L+1
-    configurations: int  # configurations enumerated
-    enumeration: str = "ordered"  # "ordered", "multisets" or "single path"
+    configurations: int  # configurations enumerated, or rule / path evaluations (structure)
+    # "node recursion" or "selection law" (verifiers.structure), else the enumeration:
+    # "ordered", "multisets" or "single path"
+    enumeration: str = "ordered"
+    # the same TV computed exactly (the laws' own rationals) on exact models, else None: an
+    # exactly lossless law has exactly 0 here
+    total_variation_exact: Any = None
 
 
 def aggregate(model: TreeModel, configs: Configurations, law: BlockLaw) -> np.ndarray:
@@ -115,14 +126,32 @@ def continued_law(model: TreeModel, emit: np.ndarray) -> np.ndarray:
     raise AssertionError("unreachable")
 
 
+def exact_total_variation(a: np.ndarray, b: np.ndarray) -> Any:
+    """Total variation distance in the laws' own exact numbers (object arrays)."""
+    diff = a - b
+    return sum((abs(x) for x in diff), diff[0] * 0) / 2
+
+
 def total_variation(a: np.ndarray, b: np.ndarray) -> float:
     diff = a - b
     if diff.dtype == object:
-        return float(sum(abs(x) for x in diff) / 2)
+        return float(exact_total_variation(a, b))
     return float(np.abs(diff).sum() / 2)
 
 
-ENUMERATIONS = ("auto", "ordered")
+def _result(model: TreeModel, emit: np.ndarray, count: int, kind: str) -> ExactResult:
+    """ExactResult of a node-aggregated law emit [N, V]."""
+    continued = continued_law(model, emit)
+    target = model.target_path_probabilities(model.depth + 1)
+    exact_tv = exact_total_variation(continued, target) if emit.dtype == object else None
+    tv = float(exact_tv) if exact_tv is not None else total_variation(continued, target)
+    return ExactResult(emit, block_efficiency_from_emit(model, emit), tv, count, kind, exact_tv)
+
+
+# "auto": structure (i.i.d. drafts, verifiers.structure) where the verifier admits it, else
+# the smallest exact enumeration; "enumerated": the smallest exact enumeration only;
+# "ordered": every ordered K-tuple (the reference the tests compare with)
+ENUMERATIONS = ("auto", "enumerated", "ordered")
 
 
 def enumerated_configurations(model: TreeModel, verifier: str | Callable[[DraftTree], BlockLaw],
@@ -132,7 +161,7 @@ def enumerated_configurations(model: TreeModel, verifier: str | Callable[[DraftT
     """The draft configurations an exact law needs, and which ones ("ordered", "multisets"
     or "single path").
 
-    enumeration "auto": a single-path verifier (it reads path 0, whose law is q under both
+    enumeration "auto" / "enumerated": a single-path verifier (it reads path 0, whose law is q under both
     draft laws) at K = 1; an order-invariant one (VerifierSpec.order_invariant) on the
     multisets with their weights; any other on the ordered K-tuples. "ordered": always the
     ordered K-tuples (the reference the tests compare with). A law function given directly
@@ -160,12 +189,21 @@ def exact_result(model: TreeModel, verifier: str | Callable[[DraftTree], BlockLa
     verifier: a registered name, or a law function DraftTree -> BlockLaw (e.g. a rule that
     needs the instance, like speclp.proofs.reference.mixture_law).
 
-    The configurations are those of enumerated_configurations (multisets or K = 1 where
-    that keeps the law exact). Float instances run through torch in float64 on the CPU in
-    chunks of `chunk` configurations; exact instances run on numpy object arrays.
+    enumeration "auto": on i.i.d. drafts a registered verifier that admits a structure-aware
+    evaluation (verifiers.structure.evaluation_kind) gets it ("node recursion" or
+    "selection law"; exact, equal to the enumeration); otherwise the configurations of
+    enumerated_configurations (multisets or K = 1 where that keeps the law exact).
+    Float instances run through torch in float64 on the CPU in chunks of `chunk`
+    configurations; exact instances run on numpy object arrays.
     """
+    if enumeration not in ENUMERATIONS:
+        raise ValueError(f"enumeration must be one of {ENUMERATIONS}, got {enumeration!r}")
+    if enumeration == "auto" and not callable(verifier):
+        structured = structured_law(model, get_verifier(verifier), paths, draft_sampling)
+        if structured is not None:
+            return _result(model, structured.emit, structured.evaluations, structured.kind)
     configs, kind = enumerated_configurations(model, verifier, paths, draft_sampling,
-                                              enumeration)
+                                              "ordered" if enumeration == "ordered" else "auto")
     if len(configs) == 0:
         raise ValueError(f"no draft configuration of {paths} path(s) ({draft_sampling}) has "
                          "positive probability")
@@ -177,9 +215,7 @@ def exact_result(model: TreeModel, verifier: str | Callable[[DraftTree], BlockLa
         law = verifier(tree) if callable(verifier) else block_law(verifier, tree)
         piece = aggregate(model, part, law)
         emit = piece if emit is None else emit + piece
-    target = model.target_path_probabilities(model.depth + 1)
-    tv = total_variation(continued_law(model, emit), target)
-    return ExactResult(emit, block_efficiency_from_emit(model, emit), tv, total, kind)
+    return _result(model, emit, total, kind)
 
 
 # ---------------------------------------------------------------------------
@@ -191,13 +227,17 @@ CONFIDENCE_Z = 1.959963984540054  # two-sided 95% normal quantile
 
 def enumeration_size(model: TreeModel, verifier: str, paths: int,
                      draft_sampling: str = "iid") -> int:
-    """Number of configurations exact_result(model, verifier, ...) enumerates (the same
-    choice as enumerated_configurations: K = 1 for a single-path verifier, multisets for an
-    order-invariant one, else ordered K-tuples), computed without enumerating (capped at
-    verifiers.tree.SIZE_CAP)."""
-    from .drafts import count_configurations
-
+    """Work of exact_result(model, verifier, ...) with enumeration "auto", computed without
+    doing it (capped at verifiers.tree.SIZE_CAP): the node-rule evaluations of the node
+    recursion (an upper bound, rule_evaluations), the V^L paths of a selection law, or the
+    configurations enumerated (K = 1 for a single-path verifier, multisets for an
+    order-invariant one, else ordered K-tuples)."""
     spec = get_verifier(verifier)
+    kind = evaluation_kind(spec, paths, draft_sampling)
+    if kind == "node recursion":
+        return rule_evaluations(model.vocab_size, model.depth, paths)
+    if kind == "selection law":
+        return model.vocab_size ** model.depth
     leaves = len(positive_leaves(model)[1])
     if not spec.multipath:
         return leaves

@@ -104,7 +104,7 @@ class VerifierSpec:
     # not on their order, so exact laws may enumerate multisets with their weights
     # (verifiers.exact); tests/test_exact_enumeration.py checks every verifier that declares it
     order_invariant: bool = False
-    # Structure-aware exact evaluation on i.i.d. drafts (docs/theory.md, THEORY.md section 4b):
+    # Structure-aware exact evaluation on i.i.d. drafts (docs/theory.md sections 12.2, 12.3):
     # node_rule: a node-local verifier's rule at one node (verifiers.multipath.NodeRule), so that
     #   its exact law follows the recursion over (node, number of paths through it);
     # selection_rows: for a select-then-BV verifier, fn(model: TreeModel, paths, **options) ->

@@ -1,4 +1,4 @@
-"""Multi-path verifiers on the drafted prefix tree, law first (THEORY.md section 4).
+"""Multi-path verifiers on the drafted prefix tree, law first (docs/theory.md section 10).
 
 The K drafted paths (i.i.d. from q unless stated) form a prefix tree. A node of depth i
 is named by its *canonical* slot (k, i): k is the lowest path index whose first i
@@ -26,7 +26,7 @@ Registered here (GBV and its variants live in `gbv.py`, imported below):
              independent of the coins. (Registered as "naive_tree" before; renamed because
              the GBV authors' NaiveTree is a different rule, below.)
 "naive_tree" NaiveTree, the baseline of the GBV authors (Thomas & Pal, arXiv 2602.16961;
-             THEORY.md section 4): at node u test ONLY the first drafted child c (the child
+             docs/theory.md section 10.4): at node u test ONLY the first drafted child c (the child
              of the lowest path through u) w.p. min(1, p(c|u)/q(c|u)); on acceptance move
              to c. On rejection draw Y ~ (p - q)_+ normalised; if Y is another drafted child,
              move to it and repeat there; otherwise emit Y. Lossless for i.i.d. drafts (the
@@ -57,7 +57,7 @@ Registered here (GBV and its variants live in `gbv.py`, imported below):
              with the paths through c; else Y ∝ (p - min(q, p/rho)(1 - (1-beta)^n)/beta)_+.
              n = 1 gives rho = 1 (token level). Exact rows: rho is chosen in float64,
              converted to a rational and checked exactly (fallback rho = n).
-"traversal"  Traversal verification (arXiv 2505.12398, THEORY section 4): nodes are
+"traversal"  Traversal verification (arXiv 2505.12398, docs/theory.md section 10.8): nodes are
              tested in post-order DFS (children in order of first appearance), i.e.
              repeatedly the first leaf of the remaining tree. Weights
              w(child) = min(1, w(u) p_u(c)/q_u(c)) are set from the parent's CURRENT
@@ -70,6 +70,23 @@ Registered here (GBV and its variants live in `gbv.py`, imported below):
 
 Losslessness of all of these is claimed for i.i.d. drafting only (the default of
 `exact_result` and of the audit); drafting without replacement is not covered.
+
+Exact laws (verifiers.exact.exact_result). The walk verifiers (specinfer, rrsw, naive_tree,
+nss, khisti, spectr) register their node rule (VerifierSpec.node_rule); on i.i.d. drafts
+their exact law is the (node, m) recursion of verifiers.structure, which calls that same
+rule on every ordered child tuple at a node (exact: given the walk at u with m paths, the
+paths' continuations are i.i.d. q-paths in their original order, docs/theory.md section
+12.2). A rule may be called with one slot per node (K0 = 1); naive_tree reads its first
+drafted child from the lowest path through the node for that reason. nss and khisti are
+order-invariant (their law given the drafts depends only on the multiset of paths; tests/
+test_exact_enumeration.py checks the declaration). Traversal has no such structure: a
+child's subtree is entered with a weight set from its parent's rows AFTER the earlier
+siblings' subtrees were deleted, so its subtree's behaviour depends on the earlier siblings
+(not node-local), and its law depends on the order of first appearance of the children (not
+order-invariant: 162 of the configurations of three small instances change under a
+permutation of the paths). Its exact law therefore enumerates the ordered K-tuples
+(exact by definition; small instances only), and `gap`/`sweep` estimate it above their
+work limit, labelled so.
 
 Shapes: tokens [B, K, L], target rows [B, K, L+1, V], draft rows [B, K, L, V];
 law.stop [B, K, L+1], law.correction [B, K, L+1, V].
@@ -235,8 +252,10 @@ def _naive_tree_rule(target: Array, draft: Array, through: Array, children: Arra
                      first: Array) -> tuple[Array, Array]:
     paths = children.shape[1]
     drafted = _drafted_mask(through, children, target.shape[-1])
-    # the first drafted child of node (k0, i) is the child of its canonical path k0
-    first_child = children  # [B, K0]: the child of path k0, canonical at the node (k0, i)
+    # the first drafted child of node (k0, i) is the child of the lowest path through it
+    # (for a canonical slot k0 that is path k0 itself)
+    lowest = ops.argmax(through, -1)  # [B, K0]
+    first_child = ops.gather(children, 1, lowest)  # [B, K0]
     p_first = ops.gather(target, -1, first_child[..., None])[..., 0]
     q_first = ops.gather(draft, -1, first_child[..., None])[..., 0]
     keep = ops.minimum(ops.safe_div(p_first, q_first), 1)  # [B, K0]
@@ -292,11 +311,24 @@ def _selection_laws(target: Array, draft: Array, paths: int) -> list[Array]:
     return laws
 
 
+def _distinct_selection_laws(target: Array, draft: Array, paths: int) -> list[Array]:
+    """_selection_laws computed once per distinct (target, draft) row pair of [..., V] rows
+    (the node recursion of verifiers.structure and the walk repeat a node's rows for every
+    slot and every child tuple; the laws depend on the rows only)."""
+    vocab = target.shape[-1]
+    flat_target, flat_draft = target.reshape(-1, vocab), draft.reshape(-1, vocab)
+    if flat_target.shape[0] < 16:
+        return _selection_laws(target, draft, paths)
+    distinct, inverse = ops.distinct_rows(ops.concat([flat_target, flat_draft], -1))
+    laws = _selection_laws(distinct[:, :vocab], distinct[:, vocab:], paths)
+    return [law[inverse].reshape(target.shape) for law in laws]
+
+
 def _khisti_rule(target: Array, draft: Array, through: Array, children: Array,
                  first: Array) -> tuple[Array, Array]:
     paths = children.shape[1]
     count = ops.total(ops.where(through, 1, 0), -1)  # [B, K0] paths through the node
-    laws = _selection_laws(target, draft, paths)
+    laws = _distinct_selection_laws(target, draft, paths)
     selected_law = laws[0]
     for n in range(2, paths + 1):
         selected_law = ops.where((count == n)[..., None], laws[n - 1], selected_law)
@@ -353,22 +385,48 @@ def kseq_rho(target: Array, draft: Array, count: Array, most: int,
     [1, n] shrinks below 1e-14 resp. 3e-8 of its width).
     Exact rows: bisection in float64, then the smallest of (float result, 1e-12 above
     it, n) whose exact gap h is >= 0, as an exact rational; rho = 1 whenever h(1) >= 0.
+    rho is a function of (row, n) alone: the bisection runs once per distinct (row, n),
+    each on its own (a batched float bisection can end a bit apart for equal rows in
+    different batches, and SpecTr is lossless only when every draft tuple at a node uses
+    the same rho: mixed rhos gave TV 5e-14 in exact arithmetic).
     """
     if ops.is_exact(target):
-        floats = kseq_rho(torch.as_tensor(ops.as_float64(target)),
-                          torch.as_tensor(ops.as_float64(draft)),
-                          torch.as_tensor(np.asarray(count, dtype=np.int64)), most).numpy()
-        one = target[..., 0] * 0 + 1
-        rho = ops.where(count == 0, one, one * count)  # fallback rho = n
-        candidates = [np.vectorize(lambda x: Fraction(min(x * (1 + 1e-12), 1e300)),
-                                   otypes=[object])(floats),
-                      np.vectorize(Fraction, otypes=[object])(floats), one]
-        for candidate in candidates:  # later candidates are smaller: last valid wins
-            candidate = ops.minimum(candidate, rho)
-            ok = _kseq_gap(target, draft, candidate, count, most) >= 0
-            rho = ops.where(ok, candidate, rho)
-        return rho
+        return _exact_kseq_rho(target, draft, count, most)
     return _kseq_rho_bisection(target, draft, count, most, iterations)
+
+
+def _exact_kseq_rho(target: np.ndarray, draft: np.ndarray, count: np.ndarray,
+                    most: int) -> np.ndarray:
+    """kseq_rho on exact rows [..., V] (docstring there): once per distinct (row, n)."""
+    vocab = target.shape[-1]
+    shape = target.shape[:-1]
+    counts = np.asarray(count).reshape(-1, 1)
+    keys = np.concatenate([target.reshape(-1, vocab), draft.reshape(-1, vocab),
+                           counts.astype(object)], -1)
+    distinct, inverse = ops.distinct_rows(keys)
+    target, draft = distinct[:, :vocab], distinct[:, vocab:2 * vocab]
+    count = np.asarray(distinct[:, -1], dtype=np.int64)
+    floats = np.array([float(_kseq_rho_bisection(
+        torch.as_tensor(ops.as_float64(target[r:r + 1])),
+        torch.as_tensor(ops.as_float64(draft[r:r + 1])),
+        torch.as_tensor(count[r:r + 1]), most, None)[0]) for r in range(len(count))])
+    rho = _exact_rho_candidates(target, draft, count, most, floats)
+    return rho[inverse].reshape(shape)
+
+
+def _exact_rho_candidates(target: np.ndarray, draft: np.ndarray, count: np.ndarray, most: int,
+                          floats: np.ndarray) -> np.ndarray:
+    """The smallest of (float rho (1 + 1e-12), float rho, 1) whose exact gap is >= 0, else n."""
+    one = target[..., 0] * 0 + 1
+    rho = ops.where(count == 0, one, one * count)  # fallback rho = n
+    candidates = [np.vectorize(lambda x: Fraction(min(x * (1 + 1e-12), 1e300)),
+                               otypes=[object])(floats),
+                  np.vectorize(Fraction, otypes=[object])(floats), one]
+    for candidate in candidates:  # later candidates are smaller: last valid wins
+        candidate = ops.minimum(candidate, rho)
+        ok = _kseq_gap(target, draft, candidate, count, most) >= 0
+        rho = ops.where(ok, candidate, rho)
+    return rho
 
 
 def _kseq_rho_bisection(target: torch.Tensor, draft: torch.Tensor, count: torch.Tensor,
@@ -433,39 +491,43 @@ def _spectr_rule(target: Array, draft: Array, through: Array, children: Array,
 
 
 @register("specinfer", "SpecInfer recursive rejection sampling with replacement on the tree",
-          multipath=True, draft_sampling=("iid",))
+          multipath=True, draft_sampling=("iid",),
+          node_rule=_specinfer_rule)
 def specinfer_law(tree: DraftTree) -> BlockLaw:
     return walk_tree(tree, _specinfer_rule)
 
 
 @register("rrsw", "recursive rejection sampling without replacement over the distinct "
-          "children (RRSw)", multipath=True)
+          "children (RRSw)", multipath=True,
+          node_rule=_rrsw_rule)
 def rrsw_law(tree: DraftTree) -> BlockLaw:
     return walk_tree(tree, _rrsw_rule)
 
 
 @register("naive_tree", "NaiveTree of the GBV authors: test the first drafted child, on "
           "rejection follow the residual sample if it is another drafted child", multipath=True,
-          draft_sampling=("iid",))
+          draft_sampling=("iid",),
+          node_rule=_naive_tree_rule)
 def naive_tree_law(tree: DraftTree) -> BlockLaw:
     return walk_tree(tree, _naive_tree_rule)
 
 
 @register("spectr", "SpecTr K-SEQ at every node of the tree", multipath=True,
-          draft_sampling=("iid",))
+          draft_sampling=("iid",),
+          node_rule=_spectr_rule)
 def spectr_law(tree: DraftTree) -> BlockLaw:
     return walk_tree(tree, _spectr_rule)
 
 
 @register("nss", "naive sampling: Y ~ p at the node, move down while Y is a drafted child",
-          multipath=True)
+          multipath=True, order_invariant=True, node_rule=_nss_rule)
 def nss_law(tree: DraftTree) -> BlockLaw:
     return walk_tree(tree, _nss_rule)
 
 
 @register("khisti", "Khisti et al. two-step: importance-weighted (p/q) selection of a drafted "
           "child, then speculative sampling against its law, at every node", multipath=True,
-          draft_sampling=("iid",))
+          draft_sampling=("iid",), order_invariant=True, node_rule=_khisti_rule)
 def khisti_law(tree: DraftTree) -> BlockLaw:
     return walk_tree(tree, _khisti_rule)
 

@@ -16,10 +16,11 @@ from ..sweep import load_results
 from .bench import plot_bench
 from .realgap import plot_realgap, plot_renormalised
 from .sweep import gap_heatmap, gbv_vs_bv, ratio_by_verifier
-from .trees import plot_trees
+from .trees import plot_trees, plot_trees_file, trees_title
 
 __all__ = ["gap_heatmap", "gbv_vs_bv", "is_bench_results", "plot_bench", "plot_realgap",
-           "plot_renormalised", "plot_results", "plot_trees", "ratio_by_verifier"]
+           "plot_renormalised", "plot_results", "plot_trees", "plot_trees_file", "ratio_by_verifier",
+           "trees_title"]
 
 
 def is_bench_results(path: Path) -> bool:
@@ -44,10 +45,14 @@ def plot_results(results: str | Path, out: str | Path | None = None) -> dict[str
         raise ValueError(f"{path} holds benchmark results (JSONL), not a sweep: use "
                          "`speclp plot` (plot_bench below)")
     frame = load_results(path)
-    figures = {
-        "gbv_gap_heatmap": gap_heatmap(frame, target),
-        "ratio_by_verifier": ratio_by_verifier(frame, target),
-        "gbv_vs_bv": gbv_vs_bv(frame, target),
-    }
+    # one gap heatmap per multi-path verifier the rows hold (whatever --verifiers chose);
+    # GBV against BV only when both are there
+    present = [v for v in dict.fromkeys(frame["verifier"])
+               if "multipath" not in frame.columns
+               or bool(frame.loc[frame["verifier"] == v, "multipath"].iloc[0])]
+    figures = {f"{v}_gap_heatmap": gap_heatmap(frame, target, verifier=v) for v in present}
+    figures["ratio_by_verifier"] = ratio_by_verifier(frame, target)
+    if {"gbv", "bv"} <= set(frame["verifier"]):
+        figures["gbv_vs_bv"] = gbv_vs_bv(frame, target)
     return {"out": str(target), "kind": "sweep", "instances": int(frame["instance_id"].nunique()),
             "figures": figures}

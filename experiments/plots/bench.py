@@ -6,60 +6,65 @@ from pathlib import Path
 from typing import Any
 
 from ..bench import REFERENCE, summarize_bench
+from .style import pyplot
+
+JITTER = 0.08  # horizontal offset between verifiers at one integer K or L (ticks at integers)
 
 
 def plot_bench(records: list[dict[str, Any]], out: str | Path) -> list[Path]:
-    """Per (pair, T): E[tau + 1] against K per verifier with 95% intervals (one column per
-    L), and below it the paired difference verifier - bv. Writes `out`.png and `out`.pdf
-    (a .png/.pdf suffix on `out` is dropped first); returns the two paths."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """One row per (pair, T, run tree (K_max, L_max)): E[tau + 1] per step against L' at
+    K' = K_max for every verifier; the paired difference verifier - bv against L' at
+    K' = K_max; the same difference against K' at L' = min(4, L_max). Error bars: the t
+    intervals of `summarize_bench` (a cell with one prompt has none: said in the title).
+    Writes `out`.png and `out`.pdf (a .png/.pdf suffix on `out` is dropped first)."""
+    plt = pyplot()
     rows = [r for r in summarize_bench(records) if r["drive"] != "autoregressive"]
     if not rows:
         raise ValueError("no paired bench records")
-    panels = sorted({(str(r["pair"]), r["temperature"]) for r in rows})
-    depths = sorted({r["depth"] for r in rows})
+    panels = sorted({(str(r["pair"]), r["temperature"], r["tree_paths"], r["tree_depth"])
+                     for r in rows})
     every = sorted({n for r in rows for n in r["verifiers"]})
     colours = {n: plt.get_cmap("tab10")(i % 10) for i, n in enumerate(every)}  # one per verifier
-    fig, axes = plt.subplots(2 * len(panels), len(depths), squeeze=False,
-                             figsize=(5.2 * len(depths), 6.4 * len(panels)))
-    for pi, (pair, temperature) in enumerate(panels):
-        for di, depth in enumerate(depths):
-            ax_be, ax_diff = axes[2 * pi, di], axes[2 * pi + 1, di]
-            mine = sorted((r for r in rows if str(r["pair"]) == pair
-                           and r["temperature"] == temperature and r["depth"] == depth),
-                          key=lambda r: r["paths"])
-            if not mine:
-                ax_be.set_visible(False)
-                ax_diff.set_visible(False)
-                continue
-            names = sorted({n for r in mine for n in r["verifiers"]})
-            for i, name in enumerate(names):
-                pts = [(r["paths"] + 0.04 * (i - len(names) / 2), r["verifiers"][name])
-                       for r in mine if name in r["verifiers"]]
-                _errorbar(ax_be, pts, name, color=colours[name])
-                diff = [(r["paths"] + 0.04 * (i - len(names) / 2), r["differences"][name])
-                        for r in mine if name in r["differences"]]
-                if diff:
-                    _errorbar(ax_diff, diff, name, color=colours[name])
-            realised = [(r["paths"] + 0.3, r["realised"]) for r in mine]
-            _errorbar(ax_be, realised, f"realised ({mine[0]['drive']} drives)", style="s--",
-                      color="gray")
-            ax_diff.axhline(0, color="black", lw=0.8)
-            prompts = min(r["prompts"] for r in mine)
-            ax_be.set(xlabel="paths K", ylabel="E[tau+1] per step",
-                      title=f"{pair}, T={temperature}, L={depth}: {prompts} prompts x "
-                            f"{mine[0]['max_new_tokens']} new tokens")
-            ax_diff.set(xlabel="paths K", ylabel=f"paired difference vs {REFERENCE}",
-                        title="same drafted trees, 95% bootstrap CI over prompts")
-            for ax in (ax_be, ax_diff):
-                ax.grid(alpha=0.3)
-                ax.legend(fontsize=7)
-    fig.suptitle("exact conditional E[tau+1] of every verifier on the SAME drafted trees\n"
-                 "(full vocabulary); error bars: 95% percentile bootstrap over prompts", fontsize=9)
+    fig, axes = plt.subplots(len(panels), 3, squeeze=False, figsize=(16, 4.6 * len(panels)))
+    for pi, (pair, temperature, k_max, l_max) in enumerate(panels):
+        mine = [r for r in rows if (str(r["pair"]), r["temperature"], r["tree_paths"],
+                                    r["tree_depth"]) == (pair, temperature, k_max, l_max)]
+        l_cut = min(4, l_max)
+        by_depth = sorted((r for r in mine if r["paths"] == k_max), key=lambda r: r["depth"])
+        by_paths = sorted((r for r in mine if r["depth"] == l_cut), key=lambda r: r["paths"])
+        names = sorted({n for r in mine for n in r["verifiers"]})
+        others = [n for n in names if n != REFERENCE]
+        for i, name in enumerate(names):
+            shift = JITTER * (i - (len(names) - 1) / 2)
+            _errorbar(axes[pi, 0], [(r["depth"] + shift, r["verifiers"][name]) for r in by_depth],
+                      name, colours[name])
+        for i, name in enumerate(others):
+            shift = JITTER * (i - (len(others) - 1) / 2)
+            _errorbar(axes[pi, 1], [(r["depth"] + shift, r["differences"][name])
+                                    for r in by_depth if name in r["differences"]],
+                      name, colours[name])
+            _errorbar(axes[pi, 2], [(r["paths"] + shift, r["differences"][name])
+                                    for r in by_paths if name in r["differences"]],
+                      name, colours[name])
+        prompts = min(r["prompts"] for r in mine)
+        note = " (1 prompt: no interval)" if prompts == 1 else ""
+        head = (f"{pair}, T={temperature}: {prompts} prompts x {mine[0]['max_new_tokens']} "
+                f"new tokens{note}")
+        axes[pi, 0].set(xlabel="depth L'", ylabel="E[tau+1] per step",
+                        title=f"{head}\nK' = {k_max}", xticks=range(1, l_max + 1))
+        axes[pi, 1].set(xlabel="depth L'", ylabel=f"verifier - {REFERENCE}",
+                        title=f"paired difference at K' = {k_max}", xticks=range(1, l_max + 1))
+        axes[pi, 2].set(xlabel="paths K'", ylabel=f"verifier - {REFERENCE}",
+                        title=f"paired difference at L' = {l_cut}", xticks=range(1, k_max + 1))
+        for ax in axes[pi]:
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+        for ax in axes[pi, 1:]:
+            ax.axhline(0, color="black", lw=0.8)
+    fig.suptitle("exact conditional E[tau+1] of every verifier on the SAME drafted trees (full "
+                 "vocabulary; one (K_max, L_max) tree per step cut to every (K', L'));\n"
+                 "error bars: 95% t intervals on per-prompt means (coverage simulated in "
+                 "benchmarks/interval_coverage.py)", fontsize=9)
     fig.tight_layout()
     out = Path(out)
     if out.suffix in (".png", ".pdf"):
@@ -72,10 +77,14 @@ def plot_bench(records: list[dict[str, Any]], out: str | Path) -> list[Path]:
     return paths
 
 
-def _errorbar(ax: Any, points: list[tuple[float, dict[str, Any]]], label: str, style: str = "o-",
-              color: str | None = None) -> None:
+def _errorbar(ax: Any, points: list[tuple[float, dict[str, Any]]], label: str,
+              color: Any = None) -> None:
+    """Points with their intervals; a point without an interval (one prompt) has no bar."""
+    if not points:
+        return
     xs = [x for x, _ in points]
     ys = [iv["estimate"] for _, iv in points]
-    err = [[iv["estimate"] - iv["low"] for _, iv in points],
-           [iv["high"] - iv["estimate"] for _, iv in points]]
-    ax.errorbar(xs, ys, yerr=err, fmt=style, capsize=3, ms=4, lw=1, label=label, color=color)
+    err = [[iv["estimate"] - iv["low"] if iv.get("low") is not None else 0.0 for _, iv in points],
+           [iv["high"] - iv["estimate"] if iv.get("high") is not None else 0.0
+            for _, iv in points]]
+    ax.errorbar(xs, ys, yerr=err, fmt="o-", capsize=3, ms=4, lw=1, label=label, color=color)

@@ -1,13 +1,20 @@
 """Figures of a sweep's optimality gaps (speclp.experiments.sweep rows), PNG and PDF.
 
     gbv_gap_heatmap   GBV's mean gap to the K-path optimum (optimum - E[tau + 1]) per
-                      (V, L), one panel per K;
-    ratio_by_verifier distribution of BE / optimum per verifier (box plots), one panel per K;
+                      (V, L), one panel per K; a K whose every gap is 0 (K = 1: GBV is BV,
+                      which attains the single-path optimum, docs/theory.md Theorem 3.3 and
+                      section 9.3) is named in the title instead of drawn as a blank panel;
+    ratio_by_verifier distribution of BE / optimum per verifier (box plots of the exactly
+                      evaluated rows), one panel per K, y axis fitted to the data; rows
+                      ESTIMATED from sampled draft configurations drawn as separate points;
+                      verifiers that are not lossless under the rows' draft law (registry)
+                      drawn in red at the right and labelled LOSSY: the optimum does not
+                      bound them;
     gbv_vs_bv         GBV's against BV's block efficiency on the same (instance, K), with
-                      the diagonal; points where GBV < BV - 1e-12 highlighted and counted.
+                      the diagonal; points where GBV < BV - 1e-12 ringed and counted.
 Rows whose block efficiency is an ESTIMATE (sampled draft configurations, column estimate)
-are labelled on every figure: "est." in the heatmap cells, a count in the titles; gbv_vs_bv
-plots exact rows only.
+are labelled on every figure: "est." in the heatmap cells, their own markers and a count in
+the ratio figure; gbv_vs_bv plots exact rows only and says how many it left out.
 """
 
 from __future__ import annotations
@@ -19,9 +26,11 @@ import numpy as np
 import pandas as pd
 
 from ...lp import tolerances
+from ...verifiers.registry import REGISTRY
 from .style import pyplot, save
 
 GBV_BELOW_BV_TOLERANCE = tolerances.ORDER
+ZERO_GAP = tolerances.UNCERTIFIED  # a K panel whose every |gap| is below it says nothing
 
 
 def _estimated(frame: pd.DataFrame) -> pd.Series:
@@ -29,6 +38,17 @@ def _estimated(frame: pd.DataFrame) -> pd.Series:
     if "estimate" not in frame.columns:
         return pd.Series(False, index=frame.index)
     return frame["estimate"].fillna(False).astype(bool)
+
+
+def _informative_panels(rows: pd.DataFrame) -> tuple[list[Any], dict[Any, int]]:
+    """The K values worth a panel, and {K: rows} of those whose every |gap| < ZERO_GAP
+    (all of them if every K is zero: the figure must show something)."""
+    ks = sorted(rows["paths"].unique())
+    worst = rows.groupby("paths")["gap"].apply(lambda g: float(g.abs().max()))
+    zero = {k: int((rows["paths"] == k).sum()) for k in ks if worst[k] < ZERO_GAP}
+    if len(zero) == len(ks):
+        return ks, {}
+    return [k for k in ks if k not in zero], zero
 
 
 def gap_heatmap(frame: pd.DataFrame, out: Path, verifier: str = "gbv") -> dict[str, Any]:
@@ -41,7 +61,7 @@ def gap_heatmap(frame: pd.DataFrame, out: Path, verifier: str = "gbv") -> dict[s
         raise ValueError(f"no rows for verifier {verifier!r}")
     vocabs = sorted(frame["vocab"].unique())
     depths = sorted(frame["depth"].unique())
-    ks = sorted(rows["paths"].unique())
+    ks, zero = _informative_panels(rows)
     means = rows.groupby(["paths", "vocab", "depth"])["gap"].mean()
     counts = rows.groupby(["paths", "vocab", "depth"])["gap"].size()
     vmax = max(float(means.max()), 1e-12)
@@ -72,45 +92,100 @@ def gap_heatmap(frame: pd.DataFrame, out: Path, verifier: str = "gbv") -> dict[s
             ax.set_ylabel("vocabulary V")
         ax.set_title(f"K = {k}")
     fig.colorbar(image, ax=axes[0].tolist(), label="mean gap (optimum - E[tau+1])")
-    title = f"{verifier.upper()}: mean gap to the K-path LP optimum"
+    title = f"{verifier.upper()}: mean gap to the K-path LP optimum" + "".join(
+        f"\nK = {k} not drawn: gap 0 (below {ZERO_GAP:.0e}) on all {n} rows".replace("e-0", "e-") + (
+            ";\nthere GBV is BV, which attains the single-path optimum" if k == 1 and
+            verifier.startswith("gbv") else "") for k, n in zero.items())
     if estimated_cells:
-        title += ("\n(est. = ESTIMATED from sampled draft configurations, exact law per sample; "
-                  "95% CIs in the rows)")
-    fig.suptitle(title, y=1.06 if estimated_cells else 1.02)
+        title += "\nest. = mean of ESTIMATES (sampled draft configurations, exact law per sample)"
+    fig.suptitle(title, y=1.0 + 0.055 * title.count("\n") + 0.03, fontsize=10)
     return {"files": save(fig, out, f"{verifier}_gap_heatmap"),
-            "note": f"max cell mean {float(means.max()):.4g}"}
+            "note": f"max cell mean {float(means.max()):.4g}", "panels": [int(k) for k in ks],
+            "not_drawn": {int(k): n for k, n in zero.items()}}
+
+
+def _lossy(frame: pd.DataFrame) -> set[str]:
+    """Verifiers not lossless under the draft law of their rows (the registry's declaration;
+    a name the registry does not know: lossy if any of its rows has TV above tolerance)."""
+    out = set()
+    for (name, draft), part in frame.groupby(["verifier", "draft_sampling"]):
+        spec = REGISTRY.get(name)
+        if spec is None:
+            tv = part["tv"].abs() if "tv" in part else pd.Series(dtype=float)
+            lossy = bool((tv > tolerances.TOTAL_VARIATION).any())
+        else:
+            lossy = not spec.lossless or draft not in spec.draft_sampling
+        if lossy:
+            out.add(name)
+    return out
+
+
+def _ratio_limits(values: np.ndarray) -> tuple[float, float]:
+    """y limits fitted to the ratios drawn (and the line at 1), with a 6% margin."""
+    low, high = min(float(values.min()), 1.0), max(float(values.max()), 1.0)
+    pad = 0.06 * max(high - low, 0.02)
+    return low - pad, high + pad
 
 
 def ratio_by_verifier(frame: pd.DataFrame, out: Path) -> dict[str, Any]:
-    """Box plots of BE / optimum per verifier, one panel per K."""
+    """Box plots of BE / optimum per verifier (exact rows), one panel per K; estimated rows
+    as points; lossy verifiers in red at the right."""
     plt = pyplot()
-    order = (frame.groupby("verifier")["ratio"].median().sort_values(ascending=False)
-             .index.tolist())
+    estimated = _estimated(frame)
+    lossy = _lossy(frame)
+    medians = frame.groupby("verifier")["ratio"].median().sort_values(ascending=False)
+    order = [v for v in medians.index if v not in lossy] + [v for v in medians.index if v in lossy]
     ks = sorted(frame["paths"].unique())
     fig, axes = plt.subplots(len(ks), 1, figsize=(max(6.0, 0.8 * len(order) + 2), 2.4 * len(ks)),
                              squeeze=False, sharex=True)
+    positions = range(1, len(order) + 1)
+    limits = {}
     for ax, k in zip(axes[:, 0], ks, strict=True):
         part = frame[frame["paths"] == k]
-        data = [part.loc[part["verifier"] == v, "ratio"].to_numpy() for v in order]
-        ax.boxplot(data, showfliers=True, flierprops={"markersize": 2})
+        exact = part[~estimated[part.index]]
+        guessed = part[estimated[part.index]]
+        data = [exact.loc[exact["verifier"] == v, "ratio"].to_numpy() for v in order]
+        boxes = ax.boxplot(data, positions=list(positions), showfliers=True,
+                           flierprops={"markersize": 2}, patch_artist=True)
+        for box, name in zip(boxes["boxes"], order, strict=True):
+            box.set(facecolor="#f4c7c3" if name in lossy else "white",
+                    edgecolor="C3" if name in lossy else "black")
+        for i, name in enumerate(order, start=1):
+            values = guessed.loc[guessed["verifier"] == name, "ratio"].to_numpy()
+            ax.scatter(np.full(len(values), i + 0.28), values, s=7, marker="x", color="C0",
+                       linewidths=0.8, label="ESTIMATED rows" if i == 1 else None)
         ax.axhline(1.0, color="0.5", lw=0.8, ls="--")
         ax.set_ylabel(f"K = {k}\nBE / optimum")
-        ax.set_ylim(0.0, 1.05)
+        limits[int(k)] = _ratio_limits(part["ratio"].to_numpy())
+        ax.set_ylim(*limits[int(k)])
         ax.grid(axis="y", alpha=0.3)
-    axes[-1, 0].set_xticks(range(1, len(order) + 1), order, rotation=30, ha="right")
-    count = int(_estimated(frame).sum())
-    fig.suptitle("Block efficiency as a fraction of the K-path LP optimum" + (
-        f"\n({count} of {len(frame)} rows ESTIMATED from sampled draft configurations)"
-        if count else ""))
+    labels = [f"{v}\n(LOSSY)" if v in lossy else v for v in order]
+    axes[-1, 0].set_xticks(list(positions), labels, rotation=30, ha="right")
+    for tick, name in zip(axes[-1, 0].get_xticklabels(), order, strict=True):
+        if name in lossy:
+            tick.set_color("C3")
+    count = int(estimated.sum())
+    lines = ["Block efficiency as a fraction of the K-path LP optimum (dashed: 1 = the optimum); "
+             "boxes: exactly evaluated rows"]
+    if count:
+        lines.append(f"x: the {count} of {len(frame)} rows ESTIMATED from sampled draft "
+                     "configurations (sampling error can put them above 1)")
+    if lossy:
+        lines.append(f"red, LOSSY: {', '.join(v for v in order if v in lossy)} is not lossless, "
+                     "so the optimum of lossless verifiers does not bound it")
+    fig.suptitle("\n".join(lines), fontsize=10)
     fig.tight_layout()
     return {"files": save(fig, out, "ratio_by_verifier"),
-            "note": "verifiers ordered by median ratio"}
+            "note": "lossless verifiers ordered by median ratio, then the lossy ones",
+            "order": order, "lossy": sorted(lossy), "estimated_rows": count, "y_limits": limits}
 
 
 def gbv_vs_bv(frame: pd.DataFrame, out: Path,
               tolerance: float = GBV_BELOW_BV_TOLERANCE) -> dict[str, Any]:
     """Scatter of GBV's against BV's block efficiency on the same (instance, K)."""
     plt = pyplot()
+    pairs = frame[frame["verifier"].isin(["gbv", "bv"])]
+    left_out = int(pairs.loc[_estimated(pairs), "instance_id"].nunique())
     frame = frame[~_estimated(frame)]  # a 1e-12 comparison needs exact block efficiencies
     gbv = frame[frame["verifier"] == "gbv"].set_index("instance_id")
     bv = frame[frame["verifier"] == "bv"].set_index("instance_id")
@@ -123,7 +198,7 @@ def gbv_vs_bv(frame: pd.DataFrame, out: Path,
     ks = sorted(both["paths"].unique())
     colours = plt.get_cmap("viridis")(np.linspace(0.1, 0.85, len(ks)))
     for colour, k in zip(colours, ks, strict=True):
-        sel = (both["paths"] == k).to_numpy() & ~worse
+        sel = (both["paths"] == k).to_numpy()
         ax.scatter(both["block_efficiency_bv"][sel], both["block_efficiency"][sel], s=9,
                    color=colour, alpha=0.6, label=f"K = {k}")
     ax.scatter(both["block_efficiency_bv"][worse], both["block_efficiency"][worse], s=28,
@@ -134,8 +209,10 @@ def gbv_vs_bv(frame: pd.DataFrame, out: Path,
     ax.plot([low, high], [low, high], color="0.3", lw=0.8, ls="--", label="GBV = BV")
     ax.set_xlabel("BV block efficiency E[tau + 1]")
     ax.set_ylabel("GBV block efficiency E[tau + 1]")
-    ax.set_title(f"GBV vs BV on the same instance ({int(worse.sum())} of {len(both)} "
-                 f"below BV, tol {tolerance:g})", fontsize=10)
+    shown = f"{len(both)} exactly evaluated (instance, K) pairs" + (
+        f"; {left_out} with an estimated value left out" if left_out else "")
+    ax.set_title(f"GBV vs BV on the same instance: {int(worse.sum())} of {len(both)} below BV "
+                 f"(tol {tolerance:g})\n{shown}", fontsize=9)
     ax.legend(fontsize=8, loc="upper left")
     ax.grid(alpha=0.3)
     return {"files": save(fig, out, "gbv_vs_bv"),

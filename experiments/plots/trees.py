@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ...proofs.tree_selection import REFERENCES, RULES
+from ..store import load_jsonl
 from ..trees import summarize_trees
 from .style import pyplot, save
 
@@ -36,13 +37,23 @@ def _acceptance_panel(ax: Any, summary: list[dict[str, Any]], key: str) -> None:
         ax.errorbar(xs, ys, yerr=errors, fmt="--" if name in REFERENCES else "-", marker="o",
                     ms=4, capsize=2, lw=1.2, color=COLORS.get(name), label=_label(name))
         if name == "target-first-gbv":
-            for s in pts:
-                if s["saturated"]:
-                    ax.plot(s["budget"], s[key], "o", ms=7, mfc="white", color=COLORS[name])
-                ax.annotate("x".join(map(str, s["shape"])), (s["budget"], s[key]),
-                            textcoords="offset points", xytext=(5, -11), ha="left", fontsize=7,
-                            color=COLORS[name])
+            _shape_marks(ax, pts, key)
     _budget_axis(ax, sorted({s["budget"] for s in summary}))
+
+
+def _shape_marks(ax: Any, pts: list[dict[str, Any]], key: str) -> None:
+    """target-first-gbv's K x L' written above left of the point where the shape changes (not
+    repeated at every budget), and a hollow marker where the shape is capped (saturated)."""
+    colour = COLORS["target-first-gbv"]
+    previous = None
+    for s in pts:
+        if s["saturated"]:
+            ax.plot(s["budget"], s[key], "o", ms=7, mfc="white", color=colour)
+        if s["shape"] and s["shape"] != previous:
+            ax.annotate("x".join(map(str, s["shape"])), (s["budget"], s[key]),
+                        textcoords="offset points", xytext=(-4, 3), ha="right", va="bottom",
+                        fontsize=7, color=colour)
+        previous = s["shape"]
 
 
 def _budget_axis(ax: Any, budgets: list[int]) -> None:
@@ -52,6 +63,22 @@ def _budget_axis(ax: Any, budgets: list[int]) -> None:
     ax.minorticks_off()
     ax.set_xlabel("budget N (drafted nodes per round)")
     ax.grid(alpha=0.3)
+
+
+def trees_title(records: list[dict[str, Any]]) -> str:
+    """The figures' title line: the pair, the contexts, the candidate tree's M and L (read
+    from the records, so a redraw from a JSONL file says the same as the run)."""
+    pairs = ", ".join(dict.fromkeys(str(r.get("pair", "")) for r in records))
+    shapes = ", ".join(dict.fromkeys(f"M={r.get('width')}, L={r.get('depth')}" for r in records))
+    return f"{pairs}: {len(records)} contexts, {shapes}"
+
+
+def plot_trees_file(path: str | Path, out_dir: str | Path) -> list[str]:
+    """Redraw the trees figures from a recorded JSONL file (no recomputation)."""
+    records = load_jsonl(path)
+    if not records:
+        raise ValueError(f"{path}: no trees records")
+    return plot_trees(records, out_dir, title=trees_title(records))
 
 
 def plot_trees(records: list[dict[str, Any]], out_dir: Any, title: str = "") -> list[str]:
@@ -77,8 +104,9 @@ def plot_trees(records: list[dict[str, Any]], out_dir: Any, title: str = "") -> 
     axes[0].set_ylabel("E[tokens per round] = E[accepted] + 1")
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=7, frameon=False)
-    fig.suptitle(f"{title}\ntarget-first-gbv: K x L' paths below the drawn token (hollow: shape "
-                 "capped by exact enumeration, value repeats)", fontsize=9)
+    fig.suptitle(f"{title}\ntarget-first-gbv: K x L' paths below the drawn token, written where "
+                 "the shape changes (hollow: shape capped by exact enumeration, value repeats)",
+                 fontsize=9)
     fig.tight_layout(rect=(0, 0.1, 1, 1))
     files = save(fig, out_dir, "trees_acceptance")
     timed = [s for s in summary if s["sequential_s_per_token"] is not None]
@@ -94,16 +122,22 @@ def _walltime(plt: Any, timed: list[dict[str, Any]], out_dir: Path, title: str) 
     for name in dict.fromkeys(s["rule"] for s in timed):
         pts = [s for s in timed if s["rule"] == name]
         xs = [s["budget"] for s in pts]
-        ax.plot(xs, [1000 * s["sequential_s_per_token"] for s in pts], "-", marker="o", ms=4,
-                color=COLORS.get(name), label=f"{name}: sequential")
+        seq = [1000 * s["sequential_s_per_token"] for s in pts]
+        ax.plot(xs, seq, "-", marker="o", ms=4, color=COLORS.get(name), label=f"{name}: sequential")
         if name != "draft":
             ax.plot(xs, [1000 * s["overlapped_s_per_token_modelled"] for s in pts], ":", marker="x",
                     ms=4, color=COLORS.get(name), label=f"{name}: extra pass overlapped")
+        capped = [(x, y) for x, y, s in zip(xs, seq, pts, strict=True) if s.get("saturated")]
+        if capped:
+            ax.plot(*zip(*capped, strict=True), "o", ms=7, mfc="white", color=COLORS.get(name))
     _budget_axis(ax, sorted({s["budget"] for s in timed}))
     ax.set_ylabel("MODELLED ms per generated token")
+    gbv_note = ("\ntarget-first-gbv drafts only K x L' <= N nodes but is timed with the N-node "
+                "tree's passes (hollow: its shape is capped)"
+                if any(s["rule"] == "target-first-gbv" for s in timed) else "")
     ax.set_title(f"{title}\nMODELLED from measured draft / tree-pass / extra-pass times of the "
                  "draft-ranked N-node tree\n(the same passes for every rule; one measurement per "
-                 "context and budget, shared CPU; mean over contexts)", fontsize=9)
+                 f"context and budget, shared CPU; mean over contexts){gbv_note}", fontsize=9)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     fig.tight_layout()
     return save(fig, out_dir, "trees_walltime_modelled")

@@ -3,47 +3,71 @@
 
     python check.py PROOF.json[.gz] [...]     exit 0 when every proof checks
 
-A proof (written by `speclp prove`) is a decision tree of cells of the instances of one
-shape (V, L): every cell is a set of sign conditions on polynomials in the row symbols.
-This script re-derives, with sympy alone and without trusting the producer:
-  * coverage: the root's conditions are "every row entry >= 0" (the whole domain); at a
-    split the children's outcomes cover every sign the split polynomial can take (signs
-    excluded by listed facts of the node); a child's conditions are the parent's plus its
-    outcome, or for an equality the parent's with the eliminated symbol substituted (the
-    coefficient of the symbol has a known nonzero sign on the parent);
-  * every derived fact: "s * poly = sum coef * prod of earlier facts" expanded exactly
-    (all coef >= 0; strict when a term with coef > 0 has strict factors only), or a
-    quotient of a product condition by factors of known sign;
-  * every dropped cell: its contradiction (0 = a nonnegative combination with a strict
-    term, or two facts on one polynomial with no common sign, or a condition that became
-    a false constant);
-  * every kept cell: its witness point satisfies the conditions (exactly), and the claim:
-    identities simplify to 0 (sympy cancel), inequalities follow from the facts factor by
-    factor (each irreducible factor of numerator and denominator has a sign given by a
-    fact), LP points satisfy A x = b, x >= 0, reduced costs <= 0 and c^T x = b^T y.
-Claim statements checked on a kept cell (the "result.kind" of the proof):
-  lp-law        the verifier's law x (the output law, as LP variables) is optimal for the
-                full LP: feasibility, a dual y with reduced costs <= 0, equal objectives;
-                its block efficiency is c^T x; lossless: the law continued by target
-                sampling equals the target's path probabilities (computed here from rows).
-  l1-optimum    the LP point x and dual y are optimal with value 1 + p(H*) + 1 - Q(H*);
-                the candidate sets are exactly the sublevel sets of p/q: the empty set,
-                everything and H_y = {x : p(x) q(y) <= p(y) q(x)} for every y (membership
-                checked here from the facts); Q(H) is computed here from the draft row
-                (i.i.d.: q(H)^K; without replacement: sequential draws renormalised) and
-                f(H*) <= f(H) for every H.
-  gbv-l1        E[tau] of GBV's law = sum_x min(p(x), F(x)^K - F(x-)^K) with F the draft
-                CDF in the key order (p/q, x), the order and every min checked from facts;
-                lossless; and for the limit K -> inf: q(x*) > 0 and q = 0 above x*.
-  law-equality  two laws (exported entry by entry) are equal.
+A proof (written by `speclp prove`) claims a statement for EVERY instance of a shape
+(V, L, K, draft sampling). It is a decision tree of cells; a cell is a set of sign
+conditions on polynomials in the row symbols. This script trusts nothing in the file that
+it can derive: it imports nothing from speclp and, from the claim name and the shape alone,
+rebuilds everything the claim is about.
+
+Re-derived here (own construction, sympy only):
+  * the claim: the name selects the statement and the checks (docs/theory.md sections
+    3.3, 8.2, 9.2-9.4); a shape the claim does not cover is refused; the file's
+    "statement", "summary", result "kind" and counts are not read;
+  * the symbols and the symbolic rows of the shape (docs/theory.md section 1.1:
+    p{u}_{t}, q{u}_{t} for t < V - 1, the last entry 1 - the others); the file's "symbols"
+    and "rows" must equal them;
+  * the verifiers' laws, from their definitions: token-level (section 2.1), BV (section 2.2),
+    GBV (select-then-BV with the skewed rows of section 9.2). These few dozen lines are
+    the project's deliberate exception to "one implementation per algorithm": a checker is
+    worth only its independence from the producer (speclp.verifiers);
+  * the full K-path LP of the shape on each cell (section 4.1: configurations of the
+    positive leaves with their weights, pi(c, n, y) and A(z) columns, marginal and
+    target-matching rows), every row including the one the producer drops; the file's LP
+    matrices are never read (only its variable and row LABELS, to place the file's vectors);
+  * coverage: the root's conditions are the domain (every row entry >= 0); a cell's first
+    facts are exactly its conditions and no other fact is a condition; a split's outcomes
+    cover every sign its polynomial can take; a child's conditions are its parent's plus
+    its outcome, or for "=" the parent's with a symbol eliminated from the parent's split
+    polynomial (which must be the elimination's polynomial; the symbol's coefficient has a
+    known nonzero sign on the parent);
+  * every derived fact (an exact nonnegative combination of earlier facts, or a quotient
+    by factors of known sign), every emptiness certificate, every witness point (exactly);
+  * every sign used: each irreducible factor of numerator and denominator gets its sign
+    from the facts; a denominator factor must be strictly signed on the cell; a min / max
+    choice may ignore zero sets (where the two sides are equal either choice is right).
+
+Taken from the file (what the checker cannot cheaply find, all of it verified):
+  the cell tree (splits, outcomes, eliminations, conditions), derived facts and emptiness
+  certificates, witness points, dual solutions y of the LP (and for l1-optimum the primal
+  x: verified against the rebuilt LP), the GBV key order at L = 1 (verified by adjacent
+  comparisons). Laws, block efficiencies, continued laws, acceptances, closed forms,
+  threshold sets, LP matrices in the file are ignored.
+
+Claims (checked on every kept cell):
+  bv-optimal      BV's law (computed here) is a feasible point of the K = 1 full LP, and a
+                  dual y (file) has reduced costs <= 0 and b^T y = c^T x: BV attains the
+                  LP optimum. Feasibility includes the target-matching rows (1.4), i.e.
+                  losslessness (Lemma 1.4).
+  token-optimal   the same for token-level verification (refuted at V = 2, L = 2: a
+                  refutation file gives a rational instance; the checker computes the token
+                  law's value there and BV's law, a feasible LP point with a higher value).
+  l1-optimum      L = 1: the file's primal x and dual y are optimal for the rebuilt LP;
+                  the candidate sets are the sublevel sets of p/q (computed here), H* is one
+                  of them, f(H*) <= f(H) for all, and the optimum is 1 + p(H*) + 1 - Q(H*),
+                  Q(H) = P(all K drafts in H) computed here from the draft row.
+  gbv-k1-is-bv    GBV's law with K = 1 equals BV's law, configuration by configuration.
+  gbv-l1-closed-form   L = 1, i.i.d.: GBV's E[tau] (from its law) equals
+                  sum_x min(p(x), F(x)^K - F(x-)^K) in the key order (p/q, x); GBV's law is
+                  lossless (rows (1.4)); the limit K -> inf: q(x*) > 0 and q = 0 above x*.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
+import math
 import sys
-from itertools import permutations
+from itertools import combinations, combinations_with_replacement, permutations, product
 
 import sympy
 from sympy import QQ
@@ -52,7 +76,21 @@ from sympy.polys.rings import ring
 REL_SIGNS = {">": {1}, ">=": {0, 1}, "=": {0}, "<=": {-1, 0}, "<": {-1}}
 FLIP = {">": "<", ">=": "<=", "=": "=", "<=": ">=", "<": ">"}
 OPS = {"<": lambda s: s < 0, "<=": lambda s: s <= 0, ">": lambda s: s > 0,
-       ">=": lambda s: s >= 0, "==": lambda s: s == 0, "!=": lambda s: s != 0}
+       ">=": lambda s: s >= 0, "==": lambda s: s == 0, "!=": lambda s: s != 0, "=": lambda s: s == 0}
+FORMAT = "speclp-symbolic-proof/1"
+
+CLAIMS = {
+    "bv-optimal": "BV's law is an optimal point of the single-path full LP (BV attains the "
+                  "optimum of every lossless single-path verifier), for every instance",
+    "token-optimal": "token-level verification's law is an optimal point of the single-path "
+                     "full LP, for every instance",
+    "l1-optimum": "at L = 1 the K-path full LP optimum is 1 + min over threshold sets H of "
+                  "p(H) + 1 - Q(H), for every instance",
+    "gbv-k1-is-bv": "GBV with one path has BV's law, for every instance",
+    "gbv-l1-closed-form": "at L = 1 GBV's E[tau] = sum_x min(p(x), F(x)^K - F(x-)^K) and GBV "
+                          "is lossless, for every instance",
+}
+SINGLE_PATH = {"bv-optimal": "bv", "token-optimal": "token"}
 
 
 class ProofError(Exception):
@@ -66,6 +104,51 @@ def require(ok: bool, message: str) -> None:
 
 def sign(x) -> int:
     return (x > 0) - (x < 0)
+
+
+def check_shape(claim: str, shape: dict) -> tuple[int, int, int, str]:
+    """(V, L, K, draft sampling) of the shape, refused when the claim does not cover it."""
+    require(claim in CLAIMS, f"claim: unknown claim {claim!r}")
+    try:
+        vocab, depth = int(shape["vocab"]), int(shape["depth"])
+        paths, sampling = int(shape["paths"]), shape["draft_sampling"]
+    except (KeyError, TypeError, ValueError):
+        raise ProofError("shape: needs vocab, depth, paths, draft_sampling") from None
+    require(vocab >= 2 and depth >= 1 and paths >= 1, f"shape: bad shape {shape}")
+    require(sampling in ("iid", "without-replacement"), f"shape: draft sampling {sampling!r}")
+    if claim in ("bv-optimal", "token-optimal", "gbv-k1-is-bv"):
+        require(paths == 1 and sampling == "iid", f"shape: {claim} is a K = 1 i.i.d. claim")
+    if claim in ("l1-optimum", "gbv-l1-closed-form"):
+        require(depth == 1, f"shape: {claim} is an L = 1 claim")
+    if claim == "gbv-l1-closed-form":
+        require(sampling == "iid", "shape: gbv-l1-closed-form is an i.i.d. claim")
+    return vocab, depth, paths, sampling
+
+
+# ---- the tree of nodes (docs/theory.md section 1.1) ---------------------------------------
+def nodes_of(vocab: int, depth: int) -> list[tuple]:
+    """Every node of depth 0..L in shortlex order."""
+    out: list[tuple] = []
+    for d in range(depth + 1):
+        out.extend(product(range(vocab), repeat=d))
+    return out
+
+
+def symbol_names(vocab: int, depth: int) -> list[str]:
+    names = []
+    for letter in ("p", "q"):
+        for u in nodes_of(vocab, depth):
+            names.extend(f"{letter}{''.join(map(str, u))}_{t}" for t in range(vocab - 1))
+    return names
+
+
+def label(u: tuple) -> str:
+    """A node (a tuple of tokens) or a configuration (a tuple of paths) as the LP labels it."""
+    return str(label_tuple(u))
+
+
+def label_tuple(t):
+    return tuple(label_tuple(x) for x in t) if isinstance(t, tuple) else int(t)
 
 
 class Frac:
@@ -97,26 +180,38 @@ class Frac:
     def equals(self, o: Frac) -> bool:
         return not (self.n * o.d - o.n * self.d)
 
+    def reduced(self) -> Frac:
+        if not self.n:
+            return Frac(self.n, self.d.ring.one)
+        n, d = self.n.cancel(self.d)
+        return Frac(n, d)
 
-class Checker:
-    def __init__(self, doc: dict) -> None:
-        self.doc = doc
-        self.symbols = [sympy.Symbol(n, real=True) for n in doc["symbols"]]
+
+class Algebra:
+    """Polynomials of the shape's symbols, parsed from the file's srepr strings, with
+    normalised keys, cached factorisations and sign reasoning from facts."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        self.symbols = [sympy.Symbol(n, real=True) for n in names]
         self.R, *self.gens = ring(self.symbols, QQ)
-        self.index = {n: i for i, n in enumerate(doc["symbols"])}
+        self.index = {n: i for i, n in enumerate(names)}
         self.one = Frac(self.R.one, self.R.one)
         self.zero_ = Frac(self.R.zero, self.R.one)
         self._parsed: dict[str, Frac] = {}
         self._keys: dict = {}
         self._factors: dict = {}
 
-    # ---- expressions -----------------------------------------------------------------
     def frac(self, text: str) -> Frac:
         out = self._parsed.get(text)
         if out is None:
-            num, den = sympy.fraction(sympy.together(sympy.sympify(text)))
+            expr = sympy.sympify(text)
+            unknown = {str(s) for s in expr.free_symbols} - set(self.index)
+            require(not unknown, f"expression in symbols not of the shape: {sorted(unknown)}")
+            num, den = sympy.fraction(sympy.together(expr))
             out = Frac(self.R.from_expr(num) if num.free_symbols else self.R(num),
                        self.R.from_expr(den) if den.free_symbols else self.R(den))
+            require(bool(out.d), f"{text}: division by zero")
             self._parsed[text] = out
         return out
 
@@ -149,7 +244,6 @@ class Checker:
             self._factors[p] = out
         return out
 
-    # ---- facts -----------------------------------------------------------------------
     def sign_set(self, facts: list, p) -> set[int]:
         """Signs of the polynomial p allowed by the facts on it."""
         s, k = self.key(p)
@@ -166,18 +260,21 @@ class Checker:
 
     def signs_of(self, facts: list, f: Frac, weak: bool = False) -> set[int]:
         """Possible signs of f from the signs of the irreducible factors of its numerator
-        and denominator (weak: zero sets ignored, for min / max choices)."""
+        and denominator. Every denominator factor must be strictly signed by the facts;
+        weak: zero sets of numerator factors ignored (for min / max choices)."""
         if f.zero():
             return {0}
+        f = f.reduced()  # the function's own factors (every division was checked when made)
         total = {1}
         for part, in_den in ((f.n, False), (f.d, True)):
             constant, factors = self.factor(part)
             total = {x * sign(constant) for x in total}
             for g, exponent in factors:
                 s = self.sign_set(facts, g)
-                if in_den or weak:
-                    s = (s - {0}) or ({1} if weak else set())
-                    require(bool(s), f"denominator factor {g.as_expr()} may vanish")
+                if in_den:
+                    require(0 not in s, f"denominator factor {g.as_expr()} may vanish on the cell")
+                elif weak:
+                    s = (s - {0}) or {1}
                 total = {x * y**exponent for x in total for y in s}
         return total
 
@@ -192,229 +289,6 @@ class Checker:
                                  "is not determined by the facts")
         return truth.pop()
 
-    def divide(self, facts: list, a: Frac, b: Frac) -> Frac:
-        """a / b, the divisor shown nonzero on the cell by the facts."""
-        require(0 not in self.signs_of(facts, b), f"divisor {b.n.as_expr()} may vanish")
-        return Frac(a.n * b.d, a.d * b.n)
-
-    def oriented(self, fact: tuple) -> object:
-        p, rel = fact
-        return p if rel in (">", ">=", "=") else -p
-
-    def combination(self, facts: list, terms: list) -> tuple[object, bool]:
-        total = self.R.zero
-        strict = False
-        for coef, members in terms:
-            c = QQ(*[int(x) for x in coef.split("/")]) if "/" in coef else QQ(int(coef))
-            require(c >= 0, f"negative coefficient {coef}")
-            prod = self.R.one
-            for i in members:
-                prod = prod * self.oriented(facts[i])
-            total = total + prod * c
-            if c > 0 and all(facts[i][1] in (">", "<") for i in members):
-                strict = True
-        return total, strict
-
-    def check_facts(self, node: dict) -> list[tuple]:
-        facts: list[tuple] = []
-        for i, f in enumerate(node["facts"]):
-            p, rel = self.poly(f["poly"]), f["rel"]
-            by = f["by"]
-            if by == "combination":
-                require(all(j < i for _, m in f["terms"] for j in m), "fact refers forward")
-                total, strict = self.combination(facts, f["terms"])
-                require(not (p * f["sign"] - total), f"fact {i}: s * poly != its combination")
-                require((f["sign"] > 0) == (rel in (">", ">=")), f"fact {i}: sign mismatch")
-                require(strict or rel in (">=", "<="), f"fact {i}: strictness not shown")
-            elif by == "quotient":
-                require(f["fact"] < i and all(j < i for j in f["others"]), "fact refers forward")
-                product, prel = facts[f["fact"]]
-                constant, factors = self.factor(product)
-                sk = self.key(p)[1]
-                found = [(g, m) for g, m in factors if self.key(g)[1] == sk]
-                require(len(found) == 1 and found[0][1] % 2 == 1, f"fact {i}: not a factor")
-                others = {sign(constant)}
-                sub = [facts[j] for j in f["others"]]
-                for g, m in factors:
-                    if self.key(g)[1] == sk:
-                        continue
-                    s = self.sign_set(sub, g)
-                    require(len(s) == 1 and 0 not in s, f"fact {i}: a factor's sign is unknown")
-                    others = {x * next(iter(s)) ** m for x in others}
-                (r,) = others
-                s_e = self.key(p)[0] * self.key(found[0][0])[0]
-                derived = prel if r * s_e > 0 else FLIP[prel]
-                require(REL_SIGNS[derived] <= REL_SIGNS[rel], f"fact {i}: quotient gives {derived}")
-            else:
-                require(by == "condition", f"fact {i}: unknown proof {by}")
-            facts.append((p, rel))
-        return facts
-
-    # ---- the tree --------------------------------------------------------------------
-    def condition_set(self, conditions: list) -> set[tuple]:
-        out = set()
-        for p, rel in conditions:
-            s, k = self.key(p)
-            out.add((k, rel if s > 0 else FLIP[rel]))
-        return out
-
-    def root_conditions(self) -> set[tuple]:
-        out = []
-        for which in ("target", "draft"):
-            for row in self.doc["rows"][which]:
-                for entry in row:
-                    p = self.poly(entry)
-                    if not p.is_ground:
-                        out.append((p, ">="))
-        return self.condition_set(out)
-
-    def substitute(self, f: Frac, var: int, value: Frac) -> Frac:
-        """f with symbol var replaced by value."""
-        def poly(p) -> Frac:
-            groups: dict[int, object] = {}
-            for monom, coeff in p.items():
-                e = monom[var]
-                rest = list(monom)
-                rest[var] = 0
-                groups[e] = groups.get(e, self.R.zero) + self.R({tuple(rest): coeff})
-            top = max(groups) if groups else 0
-            num = self.R.zero
-            for e, c in groups.items():
-                num = num + c * (value.n**e if e else self.R.one) * value.d ** (top - e)
-            return Frac(num, value.d**top)
-
-        num, den = poly(f.n), poly(f.d)
-        # lowest terms: the same function wherever both denominators are nonzero (on a cell
-        # every denominator has a known nonzero sign), so conditions compare as the
-        # producer writes them (e.g. q1 (q1 - p1) / q1 -> q1 - p1)
-        n, d = (num.n * den.d).cancel(num.d * den.n)
-        return Frac(n, d)
-
-    def eliminated_conditions(self, parent: dict, parent_facts: list, elim: dict
-                              ) -> tuple[set[tuple], bool]:
-        """The child's conditions derived from the parent's (and whether one became a
-        false constant)."""
-        var = self.index[elim["symbol"]]
-        g = self.poly(elim["poly"])
-        value = self.frac(elim["value"])
-        require(g.degree(self.gens[var]) == 1, "elimination: not linear in the symbol")
-        coefficient = g.diff(self.gens[var])
-        rest = g - coefficient * self.gens[var]
-        require(not (value.n * coefficient + rest * value.d), "elimination: wrong value")
-        constant, factors = self.factor(coefficient)
-        signs = {}
-        for f, _ in factors:
-            s = self.sign_set(parent_facts, f)
-            require(len(s) == 1 and 0 not in s, "elimination: a coefficient factor's sign is "
-                                                "unknown")
-            signs[self.key(f)[1]] = next(iter(s)) * self.key(f)[0]
-        out: list[tuple] = []
-        false_constant = False
-        for text, rel in parent["conditions"]:
-            h = self.substitute(Frac(self.poly(text), self.R.one), var, value)
-            c_den, den_factors = self.factor(h.d)
-            s_den = sign(c_den)
-            for f, m in den_factors:
-                require(self.key(f)[1] in signs, "elimination: unexpected denominator factor")
-                s_den *= (signs[self.key(f)[1]] * self.key(f)[0]) ** m
-            if h.n.is_ground:
-                if not OPS[{"=": "=="}.get(rel, rel)](sign(h.n.LC if h.n else 0) * s_den):
-                    false_constant = True
-                continue
-            out.append((h.n, rel if s_den > 0 else FLIP[rel]))
-        for f, _ in factors:
-            out.append((f, ">" if signs[self.key(f)[1]] * self.key(f)[0] > 0 else "<"))
-        return self.condition_set(out), false_constant
-
-    def check(self) -> dict:
-        nodes = self.doc["nodes"]
-        seen_facts: list[list] = []
-        substitutions: list[list] = []
-        counts: dict[str, int] = {}
-        children: dict[int, list[int]] = {}
-        for i, node in enumerate(nodes):
-            if node["parent"] is not None:
-                require(node["parent"] < i, "a node precedes its parent")
-                children.setdefault(node["parent"], []).append(i)
-        for i, node in enumerate(nodes):
-            try:
-                facts = self.check_facts(node)
-                n_cond = len(node["conditions"])
-                require([[f["poly"], f["rel"]] for f in node["facts"][:n_cond]]
-                        == node["conditions"] and all(f["by"] == "condition"
-                                                      for f in node["facts"][:n_cond]),
-                        "the conditions are not the first facts")
-                conditions = self.condition_set(facts[:n_cond])
-                false_constant = False
-                if node["parent"] is None:
-                    require(conditions == self.root_conditions(), "the root is not the domain")
-                    substitution: list = []
-                else:
-                    parent = nodes[node["parent"]]
-                    substitution = list(substitutions[node["parent"]])
-                    if node["outcome"] == "=":
-                        derived, false_constant = self.eliminated_conditions(
-                            parent, seen_facts[node["parent"]], node["elimination"])
-                        if not false_constant:
-                            require(conditions == derived, "conditions after the elimination differ")
-                        substitution.append((self.index[node["elimination"]["symbol"]],
-                                             self.frac(node["elimination"]["value"])))
-                    else:
-                        split = parent["split"]
-                        expected = self.condition_set(
-                            seen_facts[node["parent"]][:len(parent["conditions"])]
-                            + [(self.poly(split["poly"]), node["outcome"])])
-                        require(conditions == expected, "conditions != parent's + outcome")
-                substitutions.append(substitution)
-                seen_facts.append(facts)
-                status = node["status"]
-                counts[status] = counts.get(status, 0) + 1
-                if status == "split":
-                    self.check_split(node, facts, [nodes[c] for c in children.get(i, [])])
-                elif status == "empty":
-                    self.check_empty(node, facts, false_constant)
-                elif status in ("leaf", "excluded"):
-                    self.check_witness(node, nodes, i)
-                    if status == "leaf":
-                        self.check_result(node, facts, substitution)
-                    else:
-                        self.check_excluded(node, substitution)
-                else:
-                    raise ProofError(f"status {status}: the proof is incomplete")
-            except ProofError as err:
-                raise ProofError(f"node {node['id']}: {err}") from None
-        return counts
-
-    def check_split(self, node: dict, facts: list, kids: list[dict]) -> None:
-        split = node["split"]
-        p = self.poly(split["poly"])
-        possible = self.sign_set([facts[j] for j in split["facts"]], p)
-        covered = set()
-        for rel in split["outcomes"]:
-            covered |= REL_SIGNS[rel]
-        require(possible <= covered, f"split outcomes {split['outcomes']} miss signs")
-        require([k["outcome"] for k in kids] == split["outcomes"], "children != outcomes")
-
-    def check_empty(self, node: dict, facts: list, false_constant: bool) -> None:
-        cert = node["certificate"]
-        if cert["by"] == "constant condition":
-            require(false_constant, "no condition became a false constant")
-        elif cert["by"] == "opposite facts":
-            chosen = [facts[j] for j in cert["facts"]]
-            require(not self.sign_set(chosen, chosen[0][0]), "the facts are not contradictory")
-        else:
-            require(cert["by"] == "combination", f"unknown certificate {cert['by']}")
-            total, strict = self.combination(facts, cert["terms"])
-            require(not total and strict, "the combination is not 0 > 0")
-
-    def point(self, node: dict) -> list:
-        values = [None] * len(self.symbols)
-        for name, text in node["witness"].items():
-            num, _, den = text.partition("/")
-            values[self.index[name]] = QQ(int(num), int(den or 1))
-        require(all(v is not None for v in values), "the witness misses a symbol")
-        return values
-
     @staticmethod
     def at(p, point: list):
         """The polynomial p at a rational point (sum over its terms)."""
@@ -427,205 +301,865 @@ class Checker:
             total = total + term
         return total
 
+
+class Arith:
+    """Exact arithmetic on one cell: every comparison a law makes is decided by the cell's
+    facts (a ProofError when the facts do not determine it). With no facts and constant
+    values it is plain rational arithmetic (the refutation's instance)."""
+
+    def __init__(self, algebra: Algebra, facts: list) -> None:
+        self.a = algebra
+        self.facts = facts
+        self.one, self.zero = algebra.one, algebra.zero_
+
+    def const(self, value) -> Frac:
+        return self.a.const(value)
+
+    def weak(self, f: Frac) -> set[int]:
+        return {0} if f.zero() else self.a.signs_of(self.facts, f, weak=True)
+
+    def minimum(self, x: Frac, y: Frac) -> Frac:
+        s = self.weak(x - y)
+        if all(v <= 0 for v in s):
+            return x
+        require(all(v >= 0 for v in s), "a min of the law is not decided by the facts")
+        return y
+
+    def positive_part(self, x: Frac) -> Frac:
+        s = self.weak(x)
+        if all(v >= 0 for v in s):
+            return x
+        require(all(v <= 0 for v in s), "a positive part of the law is not decided by the facts")
+        return self.zero
+
+    def nonzero(self, x: Frac) -> bool:
+        return not x.zero() and self.a.decide(self.facts, x, "!=")
+
+    def divide(self, x: Frac, y: Frac) -> Frac:
+        require(not y.zero() and 0 not in self.a.signs_of(self.facts, y),
+                f"divisor {y.n.as_expr()} may vanish on the cell")
+        return Frac(x.n * y.d, x.d * y.n).reduced()
+
+    def safe_div(self, x: Frac, y: Frac) -> Frac:
+        """x / y, 0 where y = 0 (y must be identically 0 or strictly signed on the cell)."""
+        if y.zero() or x.zero():
+            return self.zero
+        return self.divide(x, y)
+
+    def less(self, x: Frac, y: Frac) -> bool:
+        return self.a.decide(self.facts, x - y, "<")
+
+    def equal(self, x: Frac, y: Frac) -> bool:
+        return self.a.decide(self.facts, x - y, "==")
+
+    def total(self, values) -> Frac:
+        out = self.zero
+        for v in values:
+            out = out + v
+        return out
+
+
+# ---- verifiers' laws, from their definitions (docs/theory.md sections 2.1, 2.2, 9) --------
+class Instance:
+    """Rows of one (symbolic or rational) instance: target(u), draft(u) [V] for nodes u."""
+
+    def __init__(self, vocab: int, depth: int, target: list, draft: list) -> None:
+        self.vocab, self.depth = vocab, depth
+        self.nodes = nodes_of(vocab, depth)
+        self.position = {u: i for i, u in enumerate(self.nodes)}
+        self._target, self._draft = target, draft
+
+    def p(self, u: tuple) -> list:
+        return self._target[self.position[u]]
+
+    def q(self, u: tuple) -> list:
+        return self._draft[self.position[u]]
+
+    def path_q(self, ar: Arith, x: tuple) -> Frac:
+        out = ar.one
+        for i, t in enumerate(x):
+            out = out * self.q(x[:i])[t]
+        return out
+
+    def path_p(self, ar: Arith, x: tuple) -> Frac:
+        out = ar.one
+        for i, t in enumerate(x):
+            out = out * self.p(x[:i])[t]
+        return out
+
+
+def token_law(ar: Arith, inst: Instance, path: tuple) -> dict:
+    """Token-level (section 2.1) on one path: {(d, y): P(tau = d, Y = y | path)}."""
+    depth, vocab = len(path), inst.vocab
+    out, reached = {}, ar.one
+    for i in range(depth):
+        u, t = path[:i], path[i]
+        p, q = inst.p(u), inst.q(u)
+        accept = ar.minimum(ar.one, ar.safe_div(p[t], q[t]))
+        raw = [ar.positive_part(p[y] - q[y]) for y in range(vocab)]
+        mass = ar.total(raw)
+        stop = reached * (ar.one - accept)
+        for y in range(vocab):
+            out[(i, y)] = stop * ar.safe_div(raw[y], mass)
+        reached = reached * accept
+    for y in range(vocab):
+        out[(depth, y)] = reached * inst.p(path)[y]
+    return out
+
+
+def bv_law(ar: Arith, inst: Instance, path: tuple, r_rows: list) -> dict:
+    """BV (section 2.2) on one path against the draft rows r_rows[i] = r(.|path[:i]):
+    {(d, y): P(tau = d, Y = y | path)}."""
+    depth, vocab = len(path), inst.vocab
+    w = [ar.one]
+    for i in range(depth):
+        u, t = path[:i], path[i]
+        w.append(ar.minimum(ar.one, w[i] * ar.safe_div(inst.p(u)[t], r_rows[i][t])))
+    h, residual = [ar.zero], []  # h_0 is never read (tau = the largest i >= 1 passing)
+    for i in range(depth):
+        p = inst.p(path[:i])
+        raw = [ar.positive_part(w[i] * p[y] - r_rows[i][y]) for y in range(vocab)]
+        mass = ar.total(raw)
+        residual.append([ar.safe_div(v, mass) for v in raw])
+        if i:
+            h.append(ar.safe_div(mass, mass + ar.one - w[i]))
+    h.append(w[depth])
+    residual.append(inst.p(path))
+    stop = [None] * (depth + 1)
+    survive = ar.one  # prod_{j > i} (1 - h_j)
+    for i in range(depth, 0, -1):
+        stop[i] = h[i] * survive
+        survive = survive * (ar.one - h[i])
+    stop[0] = survive
+    return {(d, y): stop[d] * residual[d][y] for d in range(depth + 1) for y in range(vocab)}
+
+
+def gbv_law(ar: Arith, inst: Instance, config: tuple, paths: int, order: list | None) -> tuple:
+    """GBV (section 9): the best drafted path y* in the lexicographic key order, then BV
+    against the skewed rows r(x|u) = [(Lam + Q(b(x) + q(x|u)))^K - (Lam + Q b(x))^K] /
+    [(Lam + Q)^K - Lam^K]. Returns (y*, {(d, y): P(tau = d, Y = y | configuration)}).
+
+    K = 1: the only path, and r = q (the formula is q(x|u) for every b(x): exact algebra,
+    so no key order is needed). L = 1, K > 1: order = the root's tokens in ascending key
+    (verified by the caller). K > 1 with L > 1 is not covered by this checker."""
+    depth = inst.depth
+    if paths == 1:
+        best = config[0]
+        return best, bv_law(ar, inst, best, [inst.q(best[:i]) for i in range(depth)])
+    require(depth == 1 and order is not None, "GBV with K > 1 is checked at L = 1 only")
+    rank = {x: i for i, x in enumerate(order)}
+    best = max(config, key=lambda path: rank[path[0]])
+    q = inst.q(())
+    below, row = ar.zero, [ar.zero] * inst.vocab
+    for x in order:  # Lam = 0, Q = 1 at the root
+        upper = below + q[x]
+        row[x] = power(ar, upper, paths) - power(ar, below, paths)
+        below = upper
+    return best, bv_law(ar, inst, best, [row])
+
+
+def power(ar: Arith, x: Frac, k: int) -> Frac:
+    out = ar.one
+    for _ in range(k):
+        out = out * x
+    return out
+
+
+# ---- the full K-path LP (docs/theory.md section 4.1) --------------------------------------
+class FullLP:
+    """The full LP of an instance: configurations of the positive leaves with weights,
+    columns pi(c, n, y) (objective |n| + 1) and A(z) (objective 0), rows marginal(c) and
+    match(u, t): sum_c pi(c, u, t) + A(ut) - p(t|u) A(u) = [u = ()] p(t). Every row is kept
+    (the producer drops one redundant marginal row; its dual is 0 here)."""
+
+    def __init__(self, ar: Arith, inst: Instance, paths: int, sampling: str) -> None:
+        self.ar, self.inst = ar, inst
+        vocab, depth = inst.vocab, inst.depth
+        leaves = list(product(range(vocab), repeat=depth))
+        self.q_leaf = {x: inst.path_q(ar, x) for x in leaves}
+        positive = [x for x in leaves if ar.nonzero(self.q_leaf[x])]
+        self.positive = positive
+        if sampling == "iid":
+            configs = list(combinations_with_replacement(positive, paths))
+        else:
+            require(len(positive) >= paths, "fewer positive paths than K (an excluded cell)")
+            configs = list(combinations(positive, paths))
+        self.configs = [(c, self.weight(c, sampling)) for c in configs]
+        self.columns: dict[str, tuple] = {}  # label -> (objective, {row label: coefficient})
+        self.rhs: dict[str, Frac] = {}
+        for c, w in self.configs:
+            self.rhs[f"marginal[c={label(c)}]"] = w
+        for u in inst.nodes:
+            for t in range(vocab):
+                self.rhs[f"match[u={label(u)}, t={t}]"] = inst.p(())[t] if not u else ar.zero
+        for c, _ in self.configs:
+            tree = sorted({x[:d] for x in c for d in range(depth + 1)}, key=lambda n: (len(n), n))
+            for n in tree:
+                for y in range(vocab):
+                    self.columns[self.pi(c, n, y)] = (ar.const(len(n) + 1), {
+                        f"marginal[c={label(c)}]": ar.one, f"match[u={label(n)}, t={y}]": ar.one})
+        for z in inst.nodes[1:]:
+            entries = {f"match[u={label(z[:-1])}, t={z[-1]}]": ar.one}
+            for t in range(vocab):
+                entries[f"match[u={label(z)}, t={t}]"] = -inst.p(z)[t]
+            self.columns[f"A[{label(z)}]"] = (ar.zero, entries)
+
+    def weight(self, config: tuple, sampling: str) -> Frac:
+        ar = self.ar
+        q = [self.q_leaf[x] for x in config]
+        if sampling == "iid":
+            out = ar.const(math.factorial(len(config)) // math.prod(
+                math.factorial(config.count(x)) for x in set(config)))
+            for v in q:
+                out = out * v
+            return out
+        out = ar.zero
+        for order in permutations(range(len(config))):
+            term, used = ar.one, ar.zero
+            for k in order:
+                term = ar.divide(term * q[k], ar.one - used) if not used.zero() else term * q[k]
+                used = used + q[k]
+            out = out + term
+        return out
+
+    @staticmethod
+    def pi(config: tuple, node: tuple, y: int) -> str:
+        return f"pi[c={label(config)}, node={label(node)}, y={y}]"
+
+    def law_point(self, laws: dict) -> dict[str, Frac]:
+        """The LP point of a verifier: laws[c] = (path of the output node, {(d, y): P}),
+        pi(c, path[:d], y) = w(c) P(d, y | c), A(z) = sum of pi over outputs below z."""
+        ar = self.ar
+        x = {name: ar.zero for name in self.columns}
+        for c, w in self.configs:
+            path, law = laws[c]
+            for (d, y), prob in law.items():
+                if prob.zero():
+                    continue
+                value = w * prob
+                key = self.pi(c, path[:d], y)
+                x[key] = x[key] + value
+                for k in range(1, d + 1):
+                    a = f"A[{label(path[:k])}]"
+                    x[a] = x[a] + value
+        return x
+
+    def check(self, facts: list, x: dict[str, Frac], y: dict[str, Frac], optimal: bool = True
+              ) -> Frac:
+        """A x = b on every row, x >= 0 on the cell, and with optimal: reduced costs
+        c_j - a_j^T y <= 0 on the cell and c^T x = b^T y. Returns c^T x."""
+        ar, alg = self.ar, self.ar.a
+        require(set(x) == set(self.columns), "primal: not the variables of the claim's LP")
+        require(set(y) <= set(self.rhs), "dual: rows that the claim's LP does not have")
+        activity = {r: ar.zero for r in self.rhs}
+        primal = ar.zero
+        for name, (objective, entries) in self.columns.items():
+            value = x[name]
+            if not value.zero():
+                require(alg.holds(facts, value, ">="), f"{name} >= 0 is not shown on the cell")
+                primal = primal + objective * value
+                for r, coef in entries.items():
+                    activity[r] = activity[r] + coef * value
+        for r, b in self.rhs.items():
+            require(activity[r].equals(b), f"row {r}: A x != b")
+        if not optimal:
+            return primal
+        dual = ar.zero
+        for r, value in y.items():
+            if not value.zero():
+                alg.signs_of(facts, value)  # a real vector on the whole cell: denominators signed
+                dual = dual + self.rhs[r] * value
+        for name, (objective, entries) in self.columns.items():
+            reduced = objective
+            for r, coef in entries.items():
+                v = y.get(r)
+                if v is not None and not v.zero():
+                    reduced = reduced - coef * v
+            require(reduced.zero() or alg.holds(facts, reduced, "<="),
+                    f"reduced cost of {name} <= 0 is not shown on the cell")
+        require(primal.equals(dual), "c^T x != b^T y")
+        return primal
+
+
+# ---- the proof document ----------------------------------------------------------------
+class Checker:
+    def __init__(self, doc: dict) -> None:
+        self.doc = doc
+        self.claim = doc.get("claim")
+        self.vocab, self.depth, self.paths, self.sampling = check_shape(self.claim,
+                                                                        doc.get("shape", {}))
+        names = symbol_names(self.vocab, self.depth)
+        require(doc.get("symbols") == names, "symbols: not the symbols of the shape")
+        self.alg = Algebra(names)
+        self.index = self.alg.index
+        self.rows_ = self.shape_rows()
+        for which in ("target", "draft"):
+            given = doc.get("rows", {}).get(which)
+            require(isinstance(given, list) and len(given) == len(self.rows_[which])
+                    and all(isinstance(r, list) and len(r) == self.vocab for r in given),
+                    f"rows: the {which} rows are not those of the shape")
+            for mine, theirs in zip(self.rows_[which], given, strict=True):
+                for a, b in zip(mine, theirs, strict=True):
+                    require(a.equals(self.alg.frac(b)), f"rows: the {which} rows are not those "
+                                                        "of the shape")
+
+    def shape_rows(self) -> dict[str, list[list[Frac]]]:
+        alg = self.alg
+        out = {}
+        for which, letter in (("target", "p"), ("draft", "q")):
+            table = []
+            for u in nodes_of(self.vocab, self.depth):
+                prefix = "".join(map(str, u))
+                entries = [Frac(alg.gens[alg.index[f"{letter}{prefix}_{t}"]], alg.R.one)
+                           for t in range(self.vocab - 1)]
+                last = alg.one
+                for e in entries:
+                    last = last - e
+                table.append(entries + [last])
+            out[which] = table
+        return out
+
+    # ---- facts -----------------------------------------------------------------------
+    def oriented(self, fact: tuple) -> object:
+        p, rel = fact
+        return p if rel in (">", ">=", "=") else -p
+
+    def combination(self, facts: list, terms: list) -> tuple[object, bool]:
+        total = self.alg.R.zero
+        strict = False
+        for coef, members in terms:
+            c = QQ(*[int(x) for x in coef.split("/")]) if "/" in coef else QQ(int(coef))
+            require(c >= 0, f"negative coefficient {coef}")
+            require(all(isinstance(i, int) and 0 <= i < len(facts) for i in members),
+                    "a combination refers to a fact that is not before it")
+            prod = self.alg.R.one
+            for i in members:
+                prod = prod * self.oriented(facts[i])
+            total = total + prod * c
+            if c > 0 and all(facts[i][1] in (">", "<") for i in members):
+                strict = True
+        return total, strict
+
+    def check_facts(self, node: dict) -> list[tuple]:
+        """The node's facts: the first len(conditions) are its conditions (and only they are
+        'by condition'); every later one is proved from earlier ones."""
+        facts: list[tuple] = []
+        n_cond = len(node["conditions"])
+        alg = self.alg
+        for i, f in enumerate(node["facts"]):
+            p, rel = alg.poly(f["poly"]), f["rel"]
+            require(rel in REL_SIGNS, f"fact {i}: unknown relation {rel}")
+            by = f["by"]
+            if i < n_cond:
+                require(by == "condition" and [f["poly"], rel] == list(node["conditions"][i]),
+                        "the conditions are not the first facts")
+            elif by == "combination":
+                require(rel != "=", f"fact {i}: a combination proves a sign, not an equality")
+                total, strict = self.combination(facts, f["terms"])
+                require(f["sign"] in (1, -1) and not (p * f["sign"] - total),
+                        f"fact {i}: s * poly != its combination")
+                require((f["sign"] > 0) == (rel in (">", ">=")), f"fact {i}: sign mismatch")
+                require(strict or rel in (">=", "<="), f"fact {i}: strictness not shown")
+            elif by == "quotient":
+                require(f["fact"] < i and all(j < i for j in f["others"]), "fact refers forward")
+                product_, prel = facts[f["fact"]]
+                constant, factors = alg.factor(product_)
+                sk = alg.key(p)[1]
+                found = [(g, m) for g, m in factors if alg.key(g)[1] == sk]
+                require(len(found) == 1 and found[0][1] % 2 == 1, f"fact {i}: not a factor")
+                others = {sign(constant)}
+                sub = [facts[j] for j in f["others"]]
+                for g, m in factors:
+                    if alg.key(g)[1] == sk:
+                        continue
+                    s = alg.sign_set(sub, g)
+                    require(len(s) == 1 and 0 not in s, f"fact {i}: a factor's sign is unknown")
+                    others = {x * next(iter(s)) ** m for x in others}
+                (r,) = others
+                s_e = alg.key(p)[0] * alg.key(found[0][0])[0]
+                derived = prel if r * s_e > 0 else FLIP[prel]
+                require(REL_SIGNS[derived] <= REL_SIGNS[rel], f"fact {i}: quotient gives {derived}")
+            elif by == "condition":
+                raise ProofError(f"fact {i}: a condition beyond the cell's conditions "
+                                 "(an assumption without proof)")
+            else:
+                raise ProofError(f"fact {i}: unknown proof {by!r}")
+            facts.append((p, rel))
+        require(len(facts) >= n_cond, "the conditions are not the first facts")
+        return facts
+
+    # ---- the tree --------------------------------------------------------------------
+    def condition_set(self, conditions: list) -> set[tuple]:
+        out = set()
+        for p, rel in conditions:
+            s, k = self.alg.key(p)
+            out.add((k, rel if s > 0 else FLIP[rel]))
+        return out
+
+    def root_conditions(self) -> set[tuple]:
+        out = []
+        for which in ("target", "draft"):
+            for row in self.rows_[which]:
+                for entry in row:
+                    if not entry.n.is_ground:
+                        out.append((entry.n, ">="))
+        return self.condition_set(out)
+
+    def substitute(self, f: Frac, var: int, value: Frac) -> Frac:
+        """f with symbol var replaced by value."""
+        R = self.alg.R
+
+        def poly(p) -> Frac:
+            groups: dict[int, object] = {}
+            for monom, coeff in p.items():
+                e = monom[var]
+                rest = list(monom)
+                rest[var] = 0
+                groups[e] = groups.get(e, R.zero) + R({tuple(rest): coeff})
+            top = max(groups) if groups else 0
+            num = R.zero
+            for e, c in groups.items():
+                num = num + c * (value.n**e if e else R.one) * value.d ** (top - e)
+            return Frac(num, value.d**top)
+
+        num, den = poly(f.n), poly(f.d)
+        # lowest terms: the same function wherever both denominators are nonzero (on a cell
+        # every denominator has a known nonzero sign), so conditions compare as the
+        # producer writes them (e.g. q1 (q1 - p1) / q1 -> q1 - p1)
+        n, d = (num.n * den.d).cancel(num.d * den.n)
+        return Frac(n, d)
+
+    def eliminated_conditions(self, parent: dict, parent_facts: list, elim: dict
+                              ) -> tuple[set[tuple], bool]:
+        """The child's conditions derived from the parent's (and whether one became a
+        false constant). The eliminated polynomial must be the parent's split polynomial."""
+        alg = self.alg
+        require(elim.get("symbol") in self.index, "elimination: unknown symbol")
+        var = self.index[elim["symbol"]]
+        g = alg.poly(elim["poly"])
+        require(alg.key(g)[1] == alg.key(alg.poly(parent["split"]["poly"]))[1],
+                "elimination: not the parent's split polynomial")
+        value = alg.frac(elim["value"])
+        require(g.degree(alg.gens[var]) == 1, "elimination: not linear in the symbol")
+        require(value.n.degree(alg.gens[var]) <= 0 and value.d.degree(alg.gens[var]) <= 0,
+                "elimination: the value contains the symbol")
+        coefficient = g.diff(alg.gens[var])
+        rest = g - coefficient * alg.gens[var]
+        require(not (value.n * coefficient + rest * value.d), "elimination: wrong value")
+        constant, factors = alg.factor(coefficient)
+        signs = {}
+        for f, _ in factors:
+            s = alg.sign_set(parent_facts, f)
+            require(len(s) == 1 and 0 not in s, "elimination: a coefficient factor's sign is "
+                                                "unknown")
+            signs[alg.key(f)[1]] = next(iter(s)) * alg.key(f)[0]
+        out: list[tuple] = []
+        false_constant = False
+        for text, rel in parent["conditions"]:
+            h = self.substitute(Frac(alg.poly(text), alg.R.one), var, value)
+            c_den, den_factors = alg.factor(h.d)
+            s_den = sign(c_den)
+            for f, m in den_factors:
+                require(alg.key(f)[1] in signs, "elimination: unexpected denominator factor")
+                s_den *= (signs[alg.key(f)[1]] * alg.key(f)[0]) ** m
+            if h.n.is_ground:
+                if not OPS[rel](sign(h.n.LC if h.n else 0) * s_den):
+                    false_constant = True
+                continue
+            out.append((h.n, rel if s_den > 0 else FLIP[rel]))
+        for f, _ in factors:
+            out.append((f, ">" if signs[alg.key(f)[1]] * alg.key(f)[0] > 0 else "<"))
+        return self.condition_set(out), false_constant
+
+    def check(self) -> dict:
+        nodes = self.doc["nodes"]
+        require(isinstance(nodes, list) and nodes, "no nodes")
+        seen_facts: list[list] = []
+        substitutions: list[list] = []
+        counts: dict[str, int] = {}
+        children: dict[int, list[int]] = {}
+        for i, node in enumerate(nodes):
+            if i == 0:
+                require(node["parent"] is None, "the first node is not the root")
+            else:
+                require(isinstance(node["parent"], int) and 0 <= node["parent"] < i,
+                        f"node {node.get('id')}: its parent is not an earlier node")
+                children.setdefault(node["parent"], []).append(i)
+        for i, node in enumerate(nodes):
+            try:
+                require(all(rel in REL_SIGNS for _, rel in node["conditions"]),
+                        "unknown relation in the conditions")
+                conditions = self.condition_set([(self.alg.poly(text), rel)
+                                                 for text, rel in node["conditions"]])
+                false_constant = False
+                if node["parent"] is None:
+                    require(conditions == self.root_conditions(), "the root is not the domain")
+                    substitution: list = []
+                else:
+                    parent = nodes[node["parent"]]
+                    require(parent["status"] == "split", "the parent is not a split")
+                    substitution = list(substitutions[node["parent"]])
+                    if node["outcome"] == "=":
+                        derived, false_constant = self.eliminated_conditions(
+                            parent, seen_facts[node["parent"]], node["elimination"])
+                        if not false_constant:
+                            require(conditions == derived,
+                                    "conditions after the elimination differ")
+                        substitution.append((self.index[node["elimination"]["symbol"]],
+                                             self.alg.frac(node["elimination"]["value"])))
+                    else:
+                        require(node["outcome"] in REL_SIGNS, "unknown outcome")
+                        split = parent["split"]
+                        expected = self.condition_set(
+                            seen_facts[node["parent"]][:len(parent["conditions"])]
+                            + [(self.alg.poly(split["poly"]), node["outcome"])])
+                        require(conditions == expected, "conditions != parent's + outcome")
+                facts = self.check_facts(node)  # conditions first, then proved facts
+                substitutions.append(substitution)
+                seen_facts.append(facts)
+                status = node["status"]
+                counts[status] = counts.get(status, 0) + 1
+                kids = children.get(i, [])
+                require(status == "split" or not kids, "a cell that is not a split has children")
+                require(not false_constant or status == "empty",
+                        "a cell with a false condition is not declared empty")
+                if status == "split":
+                    self.check_split(node, facts, [nodes[c] for c in kids])
+                elif status == "empty":
+                    self.check_empty(node, facts, false_constant)
+                elif status in ("leaf", "excluded"):
+                    require(not false_constant, "a kept cell with a false condition")
+                    self.check_witness(node, nodes, i)
+                    if status == "leaf":
+                        self.check_result(node, facts, substitution)
+                    else:
+                        self.check_excluded(node, substitution)
+                else:
+                    raise ProofError(f"status {status}: the proof is incomplete")
+            except ProofError as err:
+                raise ProofError(f"node {node.get('id')}: {err}") from None
+            except (KeyError, TypeError, IndexError, AttributeError) as err:
+                raise ProofError(f"node {node.get('id')}: malformed ({type(err).__name__}: "
+                                 f"{err})") from None
+        return counts
+
+    def check_split(self, node: dict, facts: list, kids: list[dict]) -> None:
+        split = node["split"]
+        p = self.alg.poly(split["poly"])
+        require(not p.is_ground, "split on a constant")
+        require(all(isinstance(j, int) and 0 <= j < len(facts) for j in split["facts"]),
+                "split facts out of range")
+        possible = self.alg.sign_set([facts[j] for j in split["facts"]], p)
+        covered = set()
+        for rel in split["outcomes"]:
+            require(rel in REL_SIGNS, f"split outcome {rel}")
+            covered |= REL_SIGNS[rel]
+        require(possible <= covered, f"split outcomes {split['outcomes']} miss signs")
+        require([k["outcome"] for k in kids] == split["outcomes"], "children != outcomes")
+
+    def check_empty(self, node: dict, facts: list, false_constant: bool) -> None:
+        cert = node["certificate"]
+        if cert["by"] == "constant condition":
+            require(false_constant, "no condition became a false constant")
+        elif cert["by"] == "opposite facts":
+            require(len(cert["facts"]) >= 2 and all(
+                isinstance(j, int) and 0 <= j < len(facts) for j in cert["facts"]),
+                "opposite facts out of range")
+            chosen = [facts[j] for j in cert["facts"]]
+            require(not self.alg.sign_set(chosen, chosen[0][0]), "the facts are not contradictory")
+        else:
+            require(cert["by"] == "combination", f"unknown certificate {cert['by']}")
+            total, strict = self.combination(facts, cert["terms"])
+            require(not total and strict, "the combination is not 0 > 0")
+
+    def point(self, node: dict) -> list:
+        values = [None] * len(self.alg.symbols)
+        for name, text in node["witness"].items():
+            require(name in self.index, f"the witness names an unknown symbol {name}")
+            num, _, den = text.partition("/")
+            require(int(den or 1) > 0, "witness: bad fraction")
+            values[self.index[name]] = QQ(int(num), int(den or 1))
+        require(all(v is not None for v in values), "the witness misses a symbol")
+        return values
+
     def check_witness(self, node: dict, nodes: list, index: int) -> None:
         require("witness" in node, "kept cell without a witness")
         point = self.point(node)
         for text, rel in node["conditions"]:
-            value = self.at(self.poly(text), point)
-            require(OPS[{"=": "=="}.get(rel, rel)](sign(value)), f"the witness violates {text}")
+            value = self.alg.at(self.alg.poly(text), point)
+            require(OPS[rel](sign(value)), f"the witness violates {text}")
         k = index
         while nodes[k]["parent"] is not None:  # eliminated symbols hold their values there
             if nodes[k].get("outcome") == "=":
                 e = nodes[k]["elimination"]
-                v = self.frac(e["value"])
-                require(self.at(v.n, point) == point[self.index[e["symbol"]]] * self.at(v.d, point),
+                v = self.alg.frac(e["value"])
+                require(self.alg.at(v.n, point)
+                        == point[self.index[e["symbol"]]] * self.alg.at(v.d, point),
                         "the witness breaks an elimination")
             k = nodes[k]["parent"]
 
     # ---- claims on a kept cell -------------------------------------------------------
-    def rows(self, substitution: list) -> dict[str, list[list[Frac]]]:
-        out = {}
+    def instance(self, substitution: list) -> Instance:
+        table = {}
         for which in ("target", "draft"):
-            table = []
-            for row in self.doc["rows"][which]:
+            out = []
+            for row in self.rows_[which]:
                 entries = []
-                for text in row:
-                    f = self.frac(text)
+                for f in row:
                     for var, value in substitution:
                         f = self.substitute(f, var, value)
                     entries.append(f)
-                table.append(entries)
-            out[which] = table
-        return out
+                out.append(entries)
+            table[which] = out
+        return Instance(self.vocab, self.depth, table["target"], table["draft"])
 
-    def path_probabilities(self, rows: list[list[Frac]], length: int) -> list[Frac]:
-        vocab = len(rows[0])
-        probs = [self.one]
-        offset = 0
-        for d in range(length):
-            block = rows[offset: offset + vocab**d]
-            probs = [pr * block[i][t] for i, pr in enumerate(probs) for t in range(vocab)]
-            offset += vocab**d
-        return probs
-
-    def check_lossless(self, result: dict, rows: dict) -> None:
-        target = self.path_probabilities(rows["target"], self.doc["shape"]["depth"] + 1)
-        continued = [self.frac(t) for t in result["continued_law"]]
-        require(len(continued) == len(target), "continued law length")
-        for a, b in zip(continued, target, strict=True):
-            require(a.equals(b), "not lossless")
-
-    def check_lp(self, result: dict, facts: list) -> Frac:
+    def file_vector(self, result: dict, which: str, part: str) -> dict[str, Frac]:
+        """The file's primal (part "variables") or dual (part "rows"), placed by the labels
+        of its program (nothing else of the file's program is read)."""
         program = self.doc["programs"][result["program"]]
-        exprs = [self.frac(t) for t in program["exprs"]]
-        x = [self.frac(t) for t in result["primal"]]
-        y = [self.frac(t) for t in result["dual"]]
-        n, m = program["num_vars"], len(program["rhs_eq"])
-        require(len(x) == n and len(y) == m, "LP point sizes")
-        activity = [self.zero_] * m
-        reduced = [exprs[r] for r in program["objective"]]
-        for r, c, ref in program["eq"]:
-            if not x[c].zero():
-                activity[r] = activity[r] + exprs[ref] * x[c]
-            if not y[r].zero():
-                reduced[c] = reduced[c] - exprs[ref] * y[r]
-        for r in range(m):
-            require(activity[r].equals(exprs[program["rhs_eq"][r]]), f"row {r}: A x != b")
-        dropped = self.zero_
-        for c, ref in program["dropped"]:
-            dropped = dropped + exprs[ref] * x[c]
-        require(dropped.equals(exprs[program["dropped_rhs"]]), "dropped row: A x != b")
-        for j in range(n):
-            require(x[j].zero() or self.holds(facts, x[j], ">="), f"x[{j}] >= 0 not shown")
-            require(reduced[j].zero() or self.holds(facts, reduced[j], "<="),
-                    f"reduced cost {j} <= 0 not shown")
-        primal = exprs[program["constant"]]
-        for j in range(n):
-            if not x[j].zero():
-                primal = primal + exprs[program["objective"][j]] * x[j]
-        dual = exprs[program["constant"]]
-        for i in range(m):
-            if not y[i].zero():
-                dual = dual + exprs[program["rhs_eq"][i]] * y[i]
-        require(primal.equals(dual), "c^T x != b^T y")
-        return primal
+        labels, values = program[part], result[which]
+        require(isinstance(labels, list) and isinstance(values, list)
+                and len(labels) == len(values) and len(set(labels)) == len(labels),
+                f"{which}: sizes do not match its labels")
+        return {lab: self.alg.frac(v) for lab, v in zip(labels, values, strict=True)}
 
     def check_result(self, node: dict, facts: list, substitution: list) -> None:
         result = node["result"]
         require(result.get("holds", True), "the claim fails on this cell")
-        kind = result["kind"]
-        rows = self.rows(substitution)
-        if kind == "lp-law":
-            primal = self.check_lp(result, facts)
-            require(primal.equals(self.frac(result["block_efficiency"])),
-                    "c^T x != the law's block efficiency")
-            self.check_lossless(result, rows)
-        elif kind == "l1-optimum":
-            self.check_l1(result, facts, rows)
-        elif kind == "gbv-l1":
-            self.check_gbv_l1(result, facts, rows)
-        elif kind == "law-equality":
-            for a, b in zip(result["left"], result["right"], strict=True):
-                require(self.frac(a).equals(self.frac(b)), "the laws differ")
-        else:
-            raise ProofError(f"unknown result kind {kind}")
+        inst = self.instance(substitution)
+        ar = Arith(self.alg, facts)
+        if self.claim in SINGLE_PATH:
+            lp = FullLP(ar, inst, 1, "iid")
+            laws = {c: (c[0], single_path_law(SINGLE_PATH[self.claim], ar, inst, c[0]))
+                    for c, _ in lp.configs}
+            require("program" in result and "dual" in result,
+                    "no dual solution of the claim's LP in the file")
+            x = lp.law_point(laws)
+            efficiency = lp.check(facts, x, self.file_vector(result, "dual", "rows"))
+            if "primal" in result:  # the file's primal (not used) must be the law's point
+                given = self.file_vector(result, "primal", "variables")
+                require(set(given) == set(x) and all(given[k].equals(v) for k, v in x.items()),
+                        "the file's primal is not the law's LP point")
+            self.compare(result, "block_efficiency", efficiency)
+            self.compare_continued(result, ar, inst)
+            self.compare_at_witness(node, result, efficiency)
+        elif self.claim == "l1-optimum":
+            self.check_l1(node, result, ar, facts, inst)
+        elif self.claim == "gbv-k1-is-bv":
+            self.check_gbv_is_bv(result, ar, inst)
+        elif self.claim == "gbv-l1-closed-form":
+            self.check_gbv_l1(result, ar, facts, inst)
 
-    def q_inside(self, facts: list, q: list[Frac], h: tuple, paths: int, sampling: str) -> Frac:
+    def compare(self, result: dict, name: str, value: Frac) -> None:
+        """A value the file states (ignored by the checks) must be the re-derived one."""
+        if name in result:
+            require(self.alg.frac(result[name]).equals(value),
+                    f"the file's {name} is not the re-derived one")
+
+    def compare_at_witness(self, node: dict, result: dict, value: Frac) -> None:
+        """The file's LP optimum at the witness (if any) must be the re-derived one there."""
+        if "witness_optimum" in result:
+            point = self.point(node)
+            num, _, den = str(result["witness_optimum"]).partition("/")
+            require(self.alg.at(value.n, point) == QQ(int(num), int(den or 1))
+                    * self.alg.at(value.d, point), "the file's witness_optimum is not the "
+                                                   "re-derived one")
+
+    def compare_continued(self, result: dict, ar: Arith, inst: Instance) -> None:
+        """The file's continued law (if any) must be the target law of the first L + 1
+        tokens (which it is for the lossless law shown by the rows (1.4))."""
+        if "continued_law" not in result:
+            return
+        target = [inst.path_p(ar, s) for s in product(range(self.vocab), repeat=self.depth + 1)]
+        given = result["continued_law"]
+        require(len(given) == len(target) and all(
+            self.alg.frac(a).equals(b) for a, b in zip(given, target, strict=True)),
+            "the file's continued_law is not the target law")
+
+    def check_gbv_is_bv(self, result: dict, ar: Arith, inst: Instance) -> None:
+        lp = FullLP(ar, inst, 1, "iid")
+        size = (self.depth + 1) * self.vocab
+        for b, (c, _) in enumerate(lp.configs):
+            path = c[0]
+            bv = bv_law(ar, inst, path, [inst.q(path[:i]) for i in range(self.depth)])
+            best, gbv = gbv_law(ar, inst, c, 1, None)
+            require(best == path, "GBV selected another path")
+            for (d, y), v in bv.items():
+                require(v.equals(gbv[(d, y)]), f"GBV's law differs from BV's at {path} {(d, y)}")
+                for side in ("left", "right"):  # the file's laws [C, K = 1, L + 1, V], if any
+                    if side in result:
+                        require(len(result[side]) == len(lp.configs) * size
+                                and self.alg.frac(result[side][b * size + d * self.vocab + y])
+                                .equals(v), f"the file's {side} law is not the re-derived one")
+
+    def q_inside(self, ar: Arith, q: list[Frac], h: tuple) -> Frac:
         """Q(H) = P(all K drafts in H): i.i.d. q(H)^K; without replacement, the K distinct
         draws in every order, each from q renormalised to the untaken tokens."""
-        if sampling == "iid":
-            total = self.zero_
-            for x in h:
-                total = total + q[x]
-            out = self.one
-            for _ in range(paths):
-                out = out * total
-            return out
-        out = self.zero_
-        for order in permutations(h, paths):
-            term, used = self.one, self.zero_
+        if self.sampling == "iid":
+            return power(ar, ar.total(q[x] for x in h), self.paths)
+        out = ar.zero
+        for order in permutations(h, self.paths):
+            term, used = ar.one, ar.zero
             for x in order:
-                term = self.divide(facts, term * q[x], self.one - used) if not used.zero() \
-                    else term * q[x]
+                term = ar.divide(term * q[x], ar.one - used) if not used.zero() else term * q[x]
                 used = used + q[x]
             out = out + term
         return out
 
-    def check_l1(self, result: dict, facts: list, rows: dict) -> None:
-        shape = self.doc["shape"]
-        paths, sampling = shape["paths"], shape["draft_sampling"]
-        primal = self.check_lp(result, facts)
-        p, q = rows["target"][0], rows["draft"][0]
-        vocab = len(p)
-        sets = {tuple(h) for h in result["threshold_sets"]}
-        expected = {(), tuple(range(vocab))}
+    def check_l1(self, node: dict, result: dict, ar: Arith, facts: list, inst: Instance
+                 ) -> None:
+        lp = FullLP(ar, inst, self.paths, self.sampling)
+        primal = lp.check(facts, self.file_vector(result, "primal", "variables"),
+                          self.file_vector(result, "dual", "rows"))
+        self.compare_at_witness(node, result, primal)
+        p, q = inst.p(()), inst.q(())
+        vocab = self.vocab
+        sets = {(), tuple(range(vocab))}
         for y in range(vocab):  # H_y = {x : p(x) q(y) <= p(y) q(x)}: all sublevel sets of p/q
-            expected.add(tuple(x for x in range(vocab)
-                               if self.decide(facts, p[x] * q[y] - p[y] * q[x], "<=")))
-        require(sets == expected, f"threshold sets {sorted(sets)} != {sorted(expected)}")
-        positive = [x for x in range(vocab) if not q[x].zero()]
-        require(sampling == "iid" or len(positive) >= paths, "too few drafted tokens")
+            sets.add(tuple(x for x in range(vocab)
+                           if self.alg.decide(facts, p[x] * q[y] - p[y] * q[x], "<=")))
+        positive = {x for (x,) in lp.positive}
 
         def f(h: tuple) -> Frac:
-            total = self.one + self.one
-            for x in h:
-                total = total + p[x]
             inside = tuple(x for x in h if x in positive)
-            return total - self.one - self.q_inside(facts, q, inside, paths, sampling)
+            return ar.total(p[x] for x in h) + ar.one - self.q_inside(ar, q, inside)
 
-        best = f(tuple(result["best"]))
+        best = tuple(result["best"])
+        require(best in sets, f"H* = {best} is not a threshold set {sorted(sets)}")
+        value = f(best)
         for h in sets:
-            require(self.holds(facts, best - f(h), "<="), f"f(H*) <= f({h}) not shown")
-        require(primal.equals(self.one + best), "LP optimum != 1 + p(H*) + 1 - Q(H*)")
+            require(self.alg.holds(facts, value - f(h), "<="), f"f(H*) <= f({h}) not shown")
+        require(primal.equals(ar.one + value), "LP optimum != 1 + p(H*) + 1 - Q(H*)")
+        self.compare(result, "closed_form", ar.one + value)
+        if "threshold_sets" in result:
+            require({tuple(h) for h in result["threshold_sets"]} == sets,
+                    "the file's threshold_sets are not the re-derived ones")
+        if "configurations" in result:
+            require([tuple(c) for c in result["configurations"]]
+                    == [tuple(x[0] for x in c) for c, _ in lp.configs],
+                    "the file's configurations are not the re-derived ones")
 
-    def check_gbv_l1(self, result: dict, facts: list, rows: dict) -> None:
-        paths = self.doc["shape"]["paths"]
-        p, q = rows["target"][0], rows["draft"][0]
-        vocab = len(p)
-        ratio = [self.divide(facts, p[x], q[x]) if self.decide(facts, q[x], "!=")
-                 else self.zero_ for x in range(vocab)]
-        order = result["key_order"]
+    def check_gbv_l1(self, result: dict, ar: Arith, facts: list, inst: Instance) -> None:
+        paths, vocab = self.paths, self.vocab
+        p, q = inst.p(()), inst.q(())
+        ratio = [ar.divide(p[x], q[x]) if ar.nonzero(q[x]) else ar.zero for x in range(vocab)]
+        order = [int(x) for x in result["key_order"]]
         require(sorted(order) == list(range(vocab)), "the key order is not a permutation")
         for a, b in zip(order, order[1:], strict=False):
-            below = self.decide(facts, ratio[a] - ratio[b], "<") or (
-                self.decide(facts, ratio[a] - ratio[b], "==") and a < b)
-            require(below, f"key({a}) < key({b}) not shown")
-        closed, cdf = self.zero_, self.zero_
-        for x, choice in zip(order, result["choices"], strict=True):
-            upper = cdf + q[x]
-            r_up, r_low = self.one, self.one
-            for _ in range(paths):
-                r_up, r_low = r_up * upper, r_low * cdf
-            r = r_up - r_low
-            pick, other = (p[x], r) if choice == "p" else (r, p[x])
-            diff = pick - other
-            require(diff.zero() or all(s <= 0 for s in self.signs_of(facts, diff, weak=True)),
-                    f"min(p({x}), r({x})): the choice is not shown")
-            closed = closed + pick
+            require(ar.less(ratio[a], ratio[b]) or (ar.equal(ratio[a], ratio[b]) and a < b),
+                    f"key({a}) < key({b}) not shown")
+        lp = FullLP(ar, inst, paths, "iid")
+        laws = {c: gbv_law(ar, inst, c, paths, order) for c, _ in lp.configs}
+        x = lp.law_point(laws)
+        efficiency = lp.check(facts, x, {}, optimal=False)  # rows (1.4): lossless
+        closed, cdf = ar.zero, ar.zero
+        choices = result.get("choices", [None] * vocab)
+        require(len(choices) == vocab, "the file's choices: one per token")
+        for t, choice in zip(order, choices, strict=True):
+            upper = cdf + q[t]
+            r = power(ar, upper, paths) - power(ar, cdf, paths)
+            if choice is not None:  # the file's min choice: the chosen side is the smaller
+                pick, other = (p[t], r) if choice == "p" else (r, p[t])
+                require(choice in ("p", "r") and all(v <= 0 for v in ar.weak(pick - other)),
+                        f"min(p({t}), r({t})): the file's choice is not shown")
+            closed = closed + ar.minimum(p[t], r)
             cdf = upper
-        require(self.frac(result["acceptance"]).equals(closed),
+        require((efficiency - ar.one).equals(closed),
                 "E[tau] != sum_x min(p(x), F(x)^K - F(x-)^K)")
-        self.check_lossless(result, rows)
-        top = result["x_star"]
-        require(self.decide(facts, q[top], ">"), "q(x*) > 0 not shown")
-        for x in order[order.index(top) + 1:]:
-            require(q[x].zero(), f"q({x}) = 0 above x* fails")
+        self.compare(result, "acceptance", efficiency - ar.one)
+        self.compare_continued(result, ar, inst)
+        drafted = [t for t in order if ar.nonzero(q[t])]
+        require(bool(drafted), "no drafted token")
+        top = drafted[-1]
+        require(result.get("x_star", top) == top, "the file's x_star is not the re-derived one")
+        require(ar.a.decide(facts, q[top], ">"), "q(x*) > 0 not shown")
+        for t in order[order.index(top) + 1:]:
+            require(q[t].zero(), f"q({t}) = 0 above x* fails")
 
     def check_excluded(self, node: dict, substitution: list) -> None:
-        shape = self.doc["shape"]
-        require(shape["draft_sampling"] == "without-replacement", "only w/o replacement excludes")
-        q = self.path_probabilities(self.rows(substitution)["draft"], shape["depth"])
-        positive = sum(1 for v in q if not v.zero())
-        require(positive < shape["paths"], "an excluded cell has enough positive paths")
+        require(self.claim == "l1-optimum" and self.sampling == "without-replacement",
+                "only l1-optimum without replacement excludes cells")
+        inst = self.instance(substitution)
+        ar = Arith(self.alg, [])
+        leaves = product(range(self.vocab), repeat=self.depth)
+        positive = sum(1 for x in leaves if not inst.path_q(ar, x).zero())
+        require(positive < self.paths, "an excluded cell has enough positive paths")
+
+
+def single_path_law(verifier: str, ar: Arith, inst: Instance, path: tuple) -> dict:
+    if verifier == "token":
+        return token_law(ar, inst, path)
+    return bv_law(ar, inst, path, [inst.q(path[:i]) for i in range(len(path))])
+
+
+# ---- refutations ---------------------------------------------------------------------
+def check_refutation(doc: dict) -> dict:
+    """A refuted single-path claim: at the file's rational instance, the verifier's value
+    (its law, computed here) is below the value of BV's law (computed here), which is a
+    feasible point of the rebuilt LP; so the verifier's law is not an LP optimum there."""
+    claim = doc.get("claim")
+    require(claim in SINGLE_PATH, f"refutation: claim {claim!r} has no refutation check")
+    vocab, depth, _, _ = check_shape(claim, doc.get("shape", {}))
+    cex = doc["counterexample"]
+    alg = Algebra(symbol_names(vocab, depth))
+    ar = Arith(alg, [])
+    given = cex["instance"]
+    require(given.get("vocab_size") == vocab and given.get("depth") == depth,
+            "refutation: the instance is not of the shape")
+    n = len(nodes_of(vocab, depth))
+    rows = {}
+    for which in ("target", "draft"):
+        table = given[which]
+        require(len(table) == n and all(len(r) == vocab for r in table),
+                f"refutation: {which} rows of the wrong size")
+        rows[which] = [[ar.const(QQ(str(v))) for v in r] for r in table]
+        for r in rows[which]:
+            require(all(v.n.LC >= 0 for v in r if not v.zero()) and ar.total(r).equals(ar.one),
+                    f"refutation: a {which} row is not a distribution")
+    point = [QQ(str(cex["point"][name])) for name in alg.names]
+    for which, letter in (("target", "p"), ("draft", "q")):
+        for u, r in zip(nodes_of(vocab, depth), rows[which], strict=True):
+            for t in range(vocab - 1):
+                name = f"{letter}{''.join(map(str, u))}_{t}"
+                require(r[t].equals(ar.const(point[alg.index[name]])),
+                        "refutation: the point is not the instance")
+    inst = Instance(vocab, depth, rows["target"], rows["draft"])
+    lp = FullLP(ar, inst, 1, "iid")
+
+    def value(verifier: str) -> Frac:
+        laws = {c: (c[0], single_path_law(verifier, ar, inst, c[0])) for c, _ in lp.configs}
+        return lp.check([], lp.law_point(laws), {}, optimal=False)
+
+    mine, better = value(SINGLE_PATH[claim]), value("bv")
+    to_q = lambda f: f.n.LC / f.d.LC if f.n else QQ(0)  # noqa: E731
+    require(to_q(better) > to_q(mine), "refutation: BV's law does not beat the claim's law")
+    engine = cex.get("engine", {})
+    if "token_block_efficiency" in engine:
+        require(to_q(mine) == QQ(str(engine["token_block_efficiency"])),
+                "refutation: the verifier's block efficiency is not the file's")
+    return {"claim": claim, "refuted": True, "verifier_value": str(to_q(mine)),
+            "feasible_value": str(to_q(better))}
+
+
+def load(path: str) -> dict:
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as handle:
+        return json.load(handle)
+
+
+def check_document(doc: dict) -> dict:
+    if "nodes" not in doc and "counterexample" in doc:
+        return check_refutation(doc)
+    require(doc.get("format") == FORMAT, "unknown format")
+    counts = Checker(doc).check()
+    return {"claim": doc["claim"], "shape": doc["shape"], "statement": CLAIMS[doc["claim"]],
+            "nodes": counts}
 
 
 def check_file(path: str) -> dict:
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as handle:
-        doc = json.load(handle)
-    require(doc.get("format") == "speclp-symbolic-proof/1", f"{path}: unknown format")
-    counts = Checker(doc).check()
-    return {"file": path, "claim": doc["claim"], "shape": doc["shape"], "nodes": counts}
+    report = check_document(load(path))
+    report["file"] = path
+    return report
 
 
 def main(argv: list[str]) -> int:
@@ -636,8 +1170,13 @@ def main(argv: list[str]) -> int:
     for path in argv:
         try:
             report = check_file(path)
-            print(f"OK   {path}: {report['claim']} {report['shape']} {report['nodes']}")
-        except (ProofError, OSError, ValueError, KeyError) as err:
+            if report.get("refuted"):
+                print(f"OK   {path}: {report['claim']} REFUTED (the claim's law gives "
+                      f"{report['verifier_value']}, a feasible LP point {report['feasible_value']})")
+            else:
+                print(f"OK   {path}: {report['claim']} {report['shape']} {report['nodes']}: "
+                      f"{report['statement']}")
+        except (ProofError, OSError, ValueError, KeyError, TypeError) as err:
             print(f"FAIL {path}: {err}")
             status = 1
     return status
@@ -645,4 +1184,3 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
-

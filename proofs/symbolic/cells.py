@@ -29,6 +29,7 @@ solvers that need floats get the witness instance); no decision is ever taken on
 from __future__ import annotations
 
 import contextlib
+import sys
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ from typing import Any
 
 import flint
 import numpy as np
+from scipy.optimize import minimize
 
 from .algebra import Poly, RationalFunction, Ring
 from .positivity import Combination, nonnegative_combination
@@ -104,8 +106,6 @@ def power_signs(a: frozenset[int], e: int) -> frozenset[int]:
 
 def _caller() -> str:
     """file:line:function of the first frame outside this package (what asked)."""
-    import sys
-
     frame = sys._getframe(2)
     while frame is not None and frame.f_code.co_filename.endswith(("symbolic/cells.py",
                                                                    "symbolic/algebra.py")):
@@ -743,8 +743,6 @@ class Cell:
         """A harder witness search for thin cells: minimise the largest violation of the
         conditions (float64, Nelder-Mead from random starts), then rationalise the point and
         test it exactly. Adds the point to the samples; True when one is found."""
-        from scipy.optimize import minimize
-
         ring = self.ring
         free = self.free
         conditions = [(self.facts[i].poly, self.facts[i].rel) for i in self.conditions()]

@@ -18,7 +18,7 @@ domain: the kept leaves, with the dropped (empty) ones, cover every instance of 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +42,7 @@ class Node:
     certificate: dict | None = None
     reason: str = ""
     seconds: float = 0.0
+    share: float = 1.0  # of the tree: the root 1, a split divides its share among its children
 
 
 @dataclass
@@ -49,6 +50,7 @@ class Tree:
     shape: Shape
     nodes: list[Node]
     seconds: float
+    stopped: str = ""  # why the exploration stopped early ("" when it ran to the end)
 
     def leaves(self) -> list[Node]:
         return [n for n in self.nodes if n.status == "leaf"]
@@ -80,7 +82,7 @@ def _split(node: Node, branch: Branch, nodes: list[Node], index: int) -> list[in
                               | set(cell.by_key.get(key, [])))
     out = []
     for child in children:
-        nodes.append(Node(child, index))
+        nodes.append(Node(child, index, share=node.share / len(children)))
         out.append(len(nodes) - 1)
     node.children = out
     return out
@@ -126,16 +128,24 @@ def _implied_split(node: Node, nodes: list[Node], index: int) -> list[int] | Non
 
 
 def explore(shape: Shape, compute: Callable[[Cell], Any], seed: int = 0,
-            progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
-            max_nodes: int = MAX_NODES, stop: Callable[[Any], bool] | None = None) -> Tree:
+            progress: Callable[[float], None] | None = None,
+            max_nodes: int = MAX_NODES, stop: Callable[[Any], bool] | None = None,
+            time_limit: float | None = None) -> Tree:
     """The decision tree of compute over the shape (see the module docstring). stop(result)
-    True ends the exploration early (the remaining nodes stay "open")."""
+    True ends the exploration early (the remaining nodes stay "open"); so does time_limit
+    (seconds, checked before each cell). progress(share) is called for every finished cell
+    with its share of the tree (the shares of all finished cells sum to 1 at the end: an
+    estimate of the fraction done, not of the time left)."""
     start = time.perf_counter()
     root = Cell.root(shape, seed)
     nodes = [Node(root, None)]
     stack = [0]
     ticker = _Ticker(progress)
+    stopped = ""
     while stack:
+        if time_limit is not None and time.perf_counter() - start > time_limit:
+            stopped = f"time limit of {time_limit:g} s"
+            break
         index = stack.pop()
         node = nodes[index]
         cell = node.cell
@@ -151,7 +161,7 @@ def explore(shape: Shape, compute: Callable[[Cell], Any], seed: int = 0,
                     if _settle(nodes[k]):
                         stack.append(k)
                     else:
-                        ticker.tick()
+                        ticker.tick(nodes[k].share)
                 continue
         try:
             with cell.active():
@@ -159,8 +169,9 @@ def explore(shape: Shape, compute: Callable[[Cell], Any], seed: int = 0,
             node.status = "leaf"
             if not cell.samples:
                 node.status, node.reason = "unresolved", "no witness point found"
-            ticker.tick()
+            ticker.tick(node.share)
             if stop is not None and stop(node.result):
+                stopped = "the first failing cell"
                 break
         except Branch as branch:
             node.status = "split"
@@ -173,35 +184,20 @@ def explore(shape: Shape, compute: Callable[[Cell], Any], seed: int = 0,
                 if _settle(nodes[k]):
                     stack.append(k)
                 else:
-                    ticker.tick()
+                    ticker.tick(nodes[k].share)
         except Unsupported as err:
             node.status, node.reason = "unresolved", str(err)
+            ticker.tick(node.share)
         node.seconds = time.perf_counter() - t0
         if len(nodes) > max_nodes:
             raise RuntimeError(f"decision tree over {max_nodes} nodes")
-    ticker.close()
-    return Tree(shape, nodes, time.perf_counter() - start)
+    return Tree(shape, nodes, time.perf_counter() - start, stopped)
 
 
 class _Ticker:
-    def __init__(self, progress: Callable[[Iterable[int]], Iterable[int]] | None) -> None:
-        self._it = None
-        if progress is not None:
-            self._it = iter(progress(_forever()))
+    def __init__(self, progress: Callable[[float], None] | None) -> None:
+        self._progress = progress
 
-    def tick(self) -> None:
-        if self._it is not None:
-            next(self._it)
-
-    def close(self) -> None:
-        if self._it is not None:
-            close = getattr(self._it, "close", None)
-            if close:
-                close()
-
-
-def _forever() -> Iterable[int]:
-    i = 0
-    while True:
-        yield i
-        i += 1
+    def tick(self, share: float) -> None:
+        if self._progress is not None:
+            self._progress(share)

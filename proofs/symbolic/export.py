@@ -25,7 +25,9 @@ real=True)).
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 from fractions import Fraction
 from typing import Any
 
@@ -34,6 +36,7 @@ import sympy
 from .algebra import RationalFunction, Ring, to_fraction
 from .cells import Cell
 from .explore import Node, Tree
+from .lp_side import reduced_costs
 
 FORMAT = "speclp-symbolic-proof/1"
 
@@ -172,6 +175,9 @@ def node_document(ex: Exporter, tree: Tree, k: int, result_export: Any) -> dict:
     if node.status == "leaf" and node.result is not None:
         result_doc, sign_values = result_export(ex, cell, node.result)
         extra |= factor_facts(cell, sign_values)
+        # every fact a sign decision of the claim's computation used (the laws' min, max and
+        # divisions): the checker re-derives the laws and decides the same signs
+        extra |= set(cell.used)
     facts, index = export_facts(ex, cell, extra)
     n_conditions = len(cell.conditions())
     doc["conditions"] = [[f["poly"], f["rel"]] for f in facts[:n_conditions]]
@@ -236,11 +242,6 @@ def program_document(ex: Exporter, lp: Any) -> dict:
 def result_document(ex: Exporter, programs: dict[str, dict], cell: Cell, result: Any,
                     claim: str) -> tuple[dict, list]:
     """(the leaf's result for the checker, the values whose signs the checker decides)."""
-    import hashlib
-    import json
-
-    from .lp_side import reduced_costs
-
     doc: dict[str, Any] = {"holds": not result.failures,
                            "failures": [name for name, _ in result.failures]}
     signs: list[Any] = []

@@ -19,11 +19,15 @@ is the same search with P = 0 and a strict term required, or P = -1.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
+from flint import fmpq, fmpq_mat
+from scipy.optimize import linprog
+from scipy.sparse import csr_array
 
 from ...lp.certify import solve_exact
 from ...lp.program import Block, LinearProgram, ValueTable
@@ -178,10 +182,6 @@ def _float_then_exact(rows: list, cols: list, values: list, rhs: list, objective
     """HiGHS (scipy) in float64, then the exact solution on the support of its vertex: the
     support's columns are independent there, so A_S^T A_S lam = A_S^T b has the unique
     solution, which is accepted only if A_S lam = b holds exactly and lam >= 0."""
-    from flint import fmpq, fmpq_mat
-    from scipy.optimize import linprog
-    from scipy.sparse import csr_array
-
     m = len(rhs)
     matrix = csr_array((np.array(values, dtype=float), (rows, cols)), shape=(m, n_vars))
     result = linprog(-objective, A_eq=matrix, b_eq=np.array(rhs, dtype=float),
@@ -244,8 +244,6 @@ def verify_combination(target: Any, facts: list[tuple[Any, bool]], combo: Combin
                        one: Any) -> bool:
     """Exact re-check: target == sum coefficient * product of facts, coefficients >= 0
     (multiplied through by the common denominator of the coefficients)."""
-    import math
-
     if any(c < 0 for c in combo.coefficients):
         return False
     den = 1

@@ -12,11 +12,14 @@ with the numeric engine (certified LP optimum and exact law on that instance).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from ...lp.engine import optimum
+from ...lp.instance import instance_from_json
+from ...verifiers.exact import exact_result
 from .algebra import RationalFunction, to_fraction
 from .cells import Cell
 from .claims import CLAIMS, claim_function
@@ -69,6 +72,9 @@ def validate(claim: str, vocab: int, depth: int, paths: int, draft_sampling: str
         raise ClaimInputError(f"--paths: {claim} is a single-path statement (K = 1), got {paths}")
     if claim == "gbv-l1-closed-form" and draft_sampling != "iid":
         raise ClaimInputError("--draft-sampling: GBV is defined for i.i.d. drafts")
+    if claim != "l1-optimum" and draft_sampling != "iid":
+        raise ClaimInputError(f"--draft-sampling: {claim} is stated for i.i.d. drafts; only "
+                              "l1-optimum takes without-replacement")
     if draft_sampling == "without-replacement" and paths > vocab**depth:
         raise ClaimInputError(f"--paths: cannot draw {paths} distinct paths from {vocab**depth}")
     if paths > MAX_SYMBOLIC_PATHS:
@@ -93,6 +99,7 @@ class ProofRun:
     seconds: float
     counterexample: dict | None
     document: dict
+    stopped: str = ""  # why the exploration stopped early, "" when it ran to the end
 
     def summary(self) -> dict[str, Any]:
         return {"claim": self.claim, "vocab": self.vocab, "depth": self.depth,
@@ -121,10 +128,12 @@ def command_line(claim: str, vocab: int, depth: int, paths: int, draft_sampling:
 
 
 def prove(claim: str, vocab: int, depth: int, paths: int = 1, draft_sampling: str = "iid",
-          seed: int = 0, progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
-          stop_at_first_failure: bool = False) -> ProofRun:
+          seed: int = 0, progress: Callable[[float], None] | None = None,
+          stop_at_first_failure: bool = False, time_limit: float | None = None) -> ProofRun:
     """Run the claim on every cell. stop_at_first_failure: stop exploring at the first
-    cell where the claim fails (a refutation; the tree is then partial)."""
+    cell where the claim fails (a refutation; the tree is then partial). time_limit
+    (seconds): stop exploring then (the run is incomplete, run.stopped says why).
+    progress(share): see explore."""
     validate(claim, vocab, depth, paths, draft_sampling)
     start = time.perf_counter()
     shape = make_shape(vocab, depth)
@@ -133,7 +142,7 @@ def prove(claim: str, vocab: int, depth: int, paths: int = 1, draft_sampling: st
         return stop_at_first_failure and bool(getattr(result, "failures", None))
 
     tree = explore(shape, claim_function(claim, paths, draft_sampling), seed=seed,
-                   progress=progress, stop=stop)
+                   progress=progress, stop=stop, time_limit=time_limit)
     for node in tree.nodes:
         if node.status == "leaf" and node.result is not None and node.result.excluded:
             node.status = "excluded"
@@ -149,7 +158,7 @@ def prove(claim: str, vocab: int, depth: int, paths: int = 1, draft_sampling: st
                          counterexample)
     return ProofRun(claim, vocab, depth, paths, draft_sampling, tree, not failing,
                     counts["unresolved"] == 0 and counts["unexplored"] == 0, counts, seconds,
-                    counterexample, document)
+                    counterexample, document, tree.stopped)
 
 
 def _document(claim: str, vocab: int, depth: int, paths: int, draft_sampling: str, tree: Tree,
@@ -196,10 +205,6 @@ def _nice_point(cell: Cell, value: RationalFunction) -> list[Any] | None:
 
 def _counterexample(claim: str, paths: int, draft_sampling: str, node: Any) -> dict:
     """A concrete rational instance in the failing cell, checked with the numeric engine."""
-    from ...lp.engine import optimum
-    from ...lp.instance import instance_from_json
-    from ...verifiers.exact import exact_result
-
     cell = node.cell
     name, value = node.result.failures[0]
     point = _nice_point(cell, value) or cell.witness

@@ -53,43 +53,151 @@ def write(run: object, claim: str, vocab: int, depth: int, paths: int, draft_sam
     return json_path, md_path
 
 
+# shapes of SHIPPED without a shipped proof, and why (the README lists them; the tests check it)
+NOT_SHIPPED: dict[str, str] = {
+    "bv-optimal-V3-L1": "produced (8575 kept cells, 1631.5 s) before the export of elimination "
+                        "signs and of the laws' sign facts; the file in unchecked/ is not "
+                        "accepted by the checker; must be regenerated (~27 min or more)",
+    "bv-optimal-V2-L2": "the run was stopped unfinished after ~50 min on the shared machine",
+    "l1-optimum-V3-L1-K1, -K2, -K3 (both draft samplings)": "runs stopped unfinished to free "
+                                                            "the machine; never completed",
+    "gbv-l1-closed-form-V3-L1-K3": "NOT PROVED: 6 unresolved cells on cubic surfaces (see "
+                                   "unchecked/README.md)",
+}
+
+CHECKER_SCOPE = """\
+## What the checker re-derives, and what it takes from the file
+
+`check.py` imports nothing from speclp. From the file's claim name and shape alone it
+rebuilds:
+
+- the statement checked (the claim name selects it; a shape the claim does not cover is
+  refused; the file's `statement`, `summary` and result `kind` are not read);
+- the shape's symbols and symbolic rows (the file's `symbols` and `rows` must equal them);
+- the verifiers' laws from their definitions (docs/theory.md sections 2.1, 2.2, 9):
+  token-level, BV, and GBV as select-then-BV with the skewed rows. These few dozen lines
+  are the project's one deliberate second implementation: a checker is worth only its
+  independence from the producer;
+- on every kept cell, the full K-path LP of the claim (section 4.1): configurations of the
+  leaves with q > 0 and their weights, the pi and A columns, every marginal and
+  target-matching row (the producer's dropped row included). The file's LP matrices are
+  never read, only its variable and row labels, to place the file's vectors;
+- coverage: the root is the domain; a cell's first facts are exactly its conditions and
+  no other fact is an assumption; every split covers every sign its polynomial can take;
+  a child is its parent plus its outcome, or for "=" the parent with a symbol eliminated
+  from the parent's split polynomial;
+- every sign it uses: each irreducible factor gets its sign from a fact of the cell; every
+  denominator must be strictly signed on its cell; a min / max of a law may ignore zero
+  sets (where both sides are equal either choice is right).
+
+It takes from the file, and verifies: the cell tree (splits, outcomes, eliminations,
+conditions), the derived facts (exact nonnegative combinations, quotients) and emptiness
+certificates, a rational witness point in every kept cell, the LP dual y on every kept
+cell (bv-optimal; l1-optimum also the primal x), checked against the rebuilt LP (A x = b on
+every row, x >= 0, reduced costs <= 0 and b^T y = c^T x on the whole cell), and the GBV key
+order at L = 1 (checked by adjacent comparisons). Laws, block efficiencies, continued laws,
+acceptances, closed forms and threshold sets in the file are compared with the re-derived
+ones (a difference is a rejection), never used. A refutation (refuted/) gives a rational
+instance: the checker computes the refuted verifier's value there and BV's law, a feasible
+point of the rebuilt LP with a higher value.
+
+`tests/test_certificate_tampers.py` makes tampered copies of these files (unproved
+conditions, renamed claims and shapes, empty LPs, laws set to 7, changed eliminations, a
+non-threshold H*, vanishing denominators, swapped cells, a dual feasible only at the
+witness, a primal breaking a matching row, a dropped vocabulary token, ...) and asserts that
+the checker rejects every one, naming what failed.
+"""
+
+
+def check_times() -> dict[str, float]:
+    """Checker wall seconds per proof stem, from benchmarks/results/prove/check_times.json."""
+    path = CERTIFICATES.parent.parent / "benchmarks" / "results" / "prove" / "check_times.json"
+    try:
+        rows = json.loads(path.read_text())["rows"]
+    except (OSError, ValueError, KeyError):
+        return {}
+    return {Path(r["file"]).name.split(".json")[0]: r["wall_s"] for r in rows
+            if r.get("status") == "OK"}
+
+
 def readme(index: dict) -> str:
-    """proofs/certificates/README.md: what is shipped, how to re-check and regenerate it."""
+    """proofs/certificates/README.md: what is shipped, what the checker re-derives, how to
+    re-check and regenerate it."""
     lines = ["# Shipped symbolic proofs", "",
              "Each `CLAIM-V*-L*[-K*][-without-replacement].json.gz` is a proof of a claim for EVERY",
              "instance of the shape (rows are symbols; the domain is all row entries >= 0 with",
              "rows summing to 1), as a decision tree of cells with a witness point in every kept",
              "cell, an emptiness certificate for every dropped one, and on every kept cell the",
-             "claim's primal / dual / law as rational functions (sympy srepr). The `.md` next to",
-             "it is the readable version.", "",
+             "LP dual (and the data listed below). The `.md` next to it is the readable version.",
+             "", CHECKER_SCOPE,
+             "## Re-check and regenerate", "",
              "Re-check (sympy only, imports nothing from speclp):", "",
-             "    python proofs/certificates/check.py proofs/certificates/*.json.gz", "",
+             "    python proofs/certificates/check.py proofs/certificates/*.json.gz "
+             "proofs/certificates/refuted/*.json", "",
              "Regenerate all (smallest first; writes the files and this README):", "",
              "    python -m speclp.proofs.symbolic.ship", "",
              "or one proof: the command in the table with `--out proofs/certificates`.",
-             "Seconds: wall time of the proof (cell exploration, laws, LP bases, export), one",
-             "process on a shared 2-core machine (load ~5), so an upper bound.", "",
-             "| proof | command | result | kept cells | empty | outside domain | seconds |",
-             "|---|---|---|---|---|---|---|"]
+             "Seconds: wall time of the proof (cell exploration, laws, LP bases, export) and of",
+             "the checker (`python benchmarks/prove_check_times.py`, one process per file), on a",
+             "shared 2-core machine (load 5-10), so upper bounds.", "",
+             "| proof | command | result | kept cells | empty | outside domain | seconds | "
+             "check seconds |",
+             "|---|---|---|---|---|---|---|---|"]
+    checked = check_times()
     for stem in sorted(index):
         e = index[stem]
         c = e["cells"]
-        result = ("REFUTED (counterexample confirmed by the engine)" if e.get("refuted")
-                  else "PROVED" if e["proved"] else "NOT PROVED")
+        result = ("REFUTED (counterexample confirmed by the engine and the checker)"
+                  if e.get("refuted") else "PROVED" if e["proved"] else "NOT PROVED")
         lines.append(f"| {stem} | `{e['command']}` | {result} "
-                     f"| {c['kept']} | {c['empty']} | {c['excluded']} | {e['seconds']} |")
+                     f"| {c['kept']} | {c['empty']} | {c['excluded']} | {e['seconds']} "
+                     f"| {checked.get(stem, 'not timed')} |")
+    lines += ["", "Proofs produced but not (yet) accepted by the checker, or incomplete: see "
+              "unchecked/README.md.", "",
+              "Shapes of the issue's list that are NOT shipped (no proof here; nothing is "
+              "claimed for them):", "", "| shape | why |", "|---|---|"]
+    lines += [f"| {stem} | {why} |" for stem, why in NOT_SHIPPED.items() if stem not in index]
     return "\n".join(lines) + "\n"
+
+
+class _Progress:
+    """Prints the share of the cell tree done, cells and an extrapolated total time."""
+
+    def __init__(self, stem: str, every: float) -> None:
+        self.stem, self.every = stem, every
+        self.start = self.last = time.perf_counter()
+        self.done, self.cells = 0.0, 0
+
+    def __call__(self, share: float) -> None:
+        self.done += share
+        self.cells += 1
+        now = time.perf_counter()
+        if now - self.last >= self.every:
+            self.last = now
+            elapsed = now - self.start
+            print(f"  {self.stem}: {self.done:.1%} of the cell tree, {self.cells} cells, "
+                  f"{elapsed:.0f} s (extrapolated total {elapsed / max(self.done, 1e-9):.0f} s)",
+                  file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", default=[], help="proof stem(s) to regenerate")
     parser.add_argument("--out", default=str(CERTIFICATES))
+    parser.add_argument("--time-limit", type=float, default=None,
+                        help="seconds per proof; a proof stopped by it is reported, not written")
+    parser.add_argument("--progress-every", type=float, default=60.0,
+                        help="seconds between progress lines on stderr (share of the cell tree)")
+    parser.add_argument("--readme-only", action="store_true",
+                        help="rewrite README.md from index.json (and the checker times) only")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     index_path = out / "index.json"
     index = json.loads(index_path.read_text()) if index_path.exists() else {}
+    if args.readme_only:
+        (out / "README.md").write_text(readme(index))
+        return 0
     status = 0
     jobs = [(s, False) for s in sorted(SHIPPED, key=lambda s: (s[1]**s[2], s[1], s[3]))]
     jobs += [(s, True) for s in REFUTED]
@@ -98,8 +206,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.only and stem not in args.only:
             continue
         start = time.perf_counter()
-        run = prove(claim, vocab, depth, paths, sampling, stop_at_first_failure=True)
+        run = prove(claim, vocab, depth, paths, sampling, stop_at_first_failure=True,
+                    progress=_Progress(stem, args.progress_every), time_limit=args.time_limit)
         seconds = time.perf_counter() - start
+        if run.stopped.startswith("time limit"):
+            print(f"{stem}: STOPPED at the {run.stopped} ({run.counts}); nothing written",
+                  flush=True)
+            status |= 1
+            continue
         proved = run.holds and run.complete
         entry = {"command": command_line(claim, vocab, depth, paths, sampling),
                  "proved": proved, "cells": run.counts, "seconds": round(seconds, 1)}

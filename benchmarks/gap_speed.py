@@ -1,0 +1,226 @@
+"""`speclp gap` at research sizes: every verifier exact, the optimum certified (issue 22).
+
+For every shape (V, L, K) of SHAPES this runs `speclp gap INSTANCE --paths K --json` as a
+fresh process (process start included) on a Dirichlet(1) instance (seed 1), and records
+    wall seconds, peak RSS of the process (os.wait4), the optimum's certificate ("certified"
+    exactly, or "certified within w" by exact bounds), every verifier's evaluation (node
+    recursion, selection law, single path, enumeration, or estimate) and its seconds;
+twice: quiet (nothing of ours beside it) and loaded (two CPU-bound processes beside it).
+The machine is shared: the 1-minute load average before each run is recorded with it.
+Threads: OMP_NUM_THREADS = MKL_NUM_THREADS = 1 (torch uses one thread; HiGHS runs its
+simplex on one), so that the loaded run does not oversubscribe the cores.
+
+Side by side, in this process: the exact law of every structure-aware verifier by the
+structure (verifiers.structure) and by the enumeration it replaces (verifiers.exact with
+enumeration="enumerated"), where the ordered tuples number at most ENUMERATED_LIMIT, both
+timed, and their emit arrays compared (max |difference|).
+
+    nice -n 15 python benchmarks/gap_speed.py [--shapes 4,3,3 8,2,3 ...] [--no-loaded]
+
+Writes benchmarks/results/gap_speed/gap_speed.json (after every shape: partial results
+survive an interrupt), gap_speed.md and gap_speed.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "benchmarks" / "results" / "gap_speed"
+SHAPES = [(3, 2, 3), (2, 3, 3), (3, 3, 2), (4, 3, 3), (8, 2, 3), (2, 6, 3),
+          (8, 3, 4), (4, 4, 4), (2, 8, 3), (16, 2, 4)]
+TARGETS = {(3, 2, 3): 1.5, (2, 3, 3): 1.5, (3, 3, 2): 1.5, (4, 3, 3): 5.0, (8, 2, 3): 5.0,
+           (2, 6, 3): 5.0, (8, 3, 4): 60.0, (4, 4, 4): 60.0, (2, 8, 3): 60.0, (16, 2, 4): 60.0}
+ENUMERATED_LIMIT = 300_000  # ordered K-tuples up to which the enumerated path is timed too
+TIME_LIMIT = 600  # seconds per gap process
+THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+def run_gap(instance: Path, paths: int) -> dict:
+    """One `speclp gap --json` process: wall seconds, peak RSS (MiB), its JSON."""
+    env = {**os.environ, **THREADS, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    load = os.getloadavg()[0]
+    start = time.perf_counter()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen([sys.executable, "-m", "speclp", "gap", str(instance),
+                                 "--paths", str(paths), "--json",
+                                 "--time-limit", str(TIME_LIMIT)], stdout=out, stderr=err,
+                                env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        out.seek(0)
+        text = out.read().decode()
+        err.seek(0)
+        error = err.read().decode()[-500:]
+    record = {"wall_seconds": round(wall, 3), "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+              "exit": os.waitstatus_to_exitcode(status), "load_before": round(load, 2)}
+    try:
+        result = json.loads(text)
+    except ValueError:
+        record["error"] = error or text[-500:]
+        return record
+    opt = result.get("optimum", {})
+    record["optimum"] = {"value": opt.get("value"), "certified": opt.get("certified"),
+                         "certified_within": opt.get("certified_within"),
+                         "seconds": opt.get("seconds"), "certificate": opt.get("certificate")}
+    record["verifiers"] = {name: {"evaluation": v["evaluation"], "seconds": v["seconds"],
+                                  "block_efficiency": v["block_efficiency"]}
+                           for name, v in result.get("verifiers", {}).items()}
+    record["estimates"] = [n for n, v in result.get("verifiers", {}).items()
+                           if v["evaluation"] == "estimate"]
+    return record
+
+
+def burners(count: int) -> list[subprocess.Popen]:
+    """CPU-bound processes (a busy loop each) for the loaded runs."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+
+
+def side_by_side(vocab: int, depth: int, paths: int) -> dict:
+    """Structure vs enumeration of every structure-aware verifier's exact law (float64)."""
+    from speclp.lp.instance import dirichlet_instance
+    from speclp.verifiers.exact import exact_result
+    from speclp.verifiers.registry import compared_verifiers, get_verifier
+    from speclp.verifiers.structure import evaluation_kind
+    from speclp.verifiers.tree import ordered_tuple_count
+
+    if ordered_tuple_count(vocab, depth, paths) > ENUMERATED_LIMIT:
+        return {"skipped": f"more than {ENUMERATED_LIMIT:,} ordered tuples"}
+    model = dirichlet_instance(vocab, depth, seed=1).model(exact=False)
+    out = {}
+    for name in compared_verifiers():
+        if evaluation_kind(get_verifier(name), paths) is None:
+            continue
+        t0 = time.perf_counter()
+        fast = exact_result(model, name, paths)
+        t1 = time.perf_counter()
+        slow = exact_result(model, name, paths, enumeration="enumerated")
+        t2 = time.perf_counter()
+        out[name] = {"structure_seconds": round(t1 - t0, 4),
+                     "enumerated_seconds": round(t2 - t1, 4),
+                     "structure": fast.enumeration, "enumerated": slow.enumeration,
+                     "configurations": slow.configurations,
+                     "max_difference": float(np.abs(fast.emit - slow.emit).max())}
+    return out
+
+
+def figure(records: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [f"({r['shape'][0]},{r['shape'][1]},{r['shape'][2]})" for r in records]
+    x = np.arange(len(records))
+    fig, ax = plt.subplots(figsize=(max(6.5, 0.9 * len(records) + 2), 4.0))
+    for offset, mode, colour in ((-0.2, "quiet", "tab:blue"), (0.2, "loaded", "tab:orange")):
+        values = [r.get(mode, {}).get("wall_seconds", np.nan) for r in records]
+        ax.bar(x + offset, values, width=0.38, color=colour, label=f"{mode} (wall, process "
+                                                                    "start included)")
+    ax.scatter(x, [TARGETS.get(tuple(r["shape"]), np.nan) for r in records], marker="_", s=600,
+               color="black", label="target", zorder=3)
+    for i, r in enumerate(records):
+        quiet = r.get("quiet", {})
+        marks = []
+        if quiet.get("estimates"):
+            marks.append(f"est.: {', '.join(quiet['estimates'])}")
+        opt = quiet.get("optimum") or {}
+        if opt.get("certified_within") is not None:
+            marks.append("within w")
+        elif opt and not opt.get("certified"):
+            marks.append("NOT cert.")
+        if marks:
+            ax.text(i, 0.5, "\n".join(marks), rotation=90, fontsize=7, ha="center",
+                    va="bottom")
+    ax.set_yscale("log")
+    ax.set_xticks(x, labels, rotation=30)
+    ax.set_xlabel("(V, L, K)")
+    ax.set_ylabel("seconds")
+    ax.set_title("speclp gap, every verifier exact, optimum certified\n"
+                 "(Dirichlet(1), seed 1; 1 thread; loaded = 2 CPU-bound processes beside it)",
+                 fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+
+
+def markdown(records: list[dict]) -> str:
+    lines = ["| (V, L, K) | target s | quiet s | loaded s | peak RSS MiB | optimum | "
+             "estimated | structure vs enumerated (sum of s) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        quiet, loaded = r.get("quiet", {}), r.get("loaded", {})
+        opt = quiet.get("optimum") or {}
+        cert = ("certified" if opt.get("certified") else
+                f"within {opt['certified_within']:.2g}" if opt.get("certified_within") is not None
+                else "NOT certified")
+        side = r.get("side_by_side", {})
+        if "skipped" in side or not side:
+            pair = side.get("skipped", "")
+        else:
+            pair = (f"{sum(v['structure_seconds'] for v in side.values()):.2f} vs "
+                    f"{sum(v['enumerated_seconds'] for v in side.values()):.2f}")
+        lines.append(f"| {tuple(r['shape'])} | {TARGETS.get(tuple(r['shape']), '')} | "
+                     f"{quiet.get('wall_seconds', '')} (load {quiet.get('load_before', '')}) | "
+                     f"{loaded.get('wall_seconds', '')} (load {loaded.get('load_before', '')}) | "
+                     f"{max(quiet.get('peak_rss_mib', 0), loaded.get('peak_rss_mib', 0))} | "
+                     f"{cert} | {', '.join(quiet.get('estimates', [])) or 'none'} | {pair} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", nargs="*", default=None, help="V,L,K triples")
+    parser.add_argument("--no-loaded", action="store_true", help="quiet runs only")
+    parser.add_argument("--no-side-by-side", action="store_true")
+    args = parser.parse_args()
+    shapes = ([tuple(int(v) for v in s.split(",")) for s in args.shapes] if args.shapes
+              else SHAPES)
+    from speclp.lp.instance import dirichlet_instance
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    target = OUT / "gap_speed.json"
+    records = json.loads(target.read_text())["records"] if target.exists() else []
+    done = {tuple(r["shape"]) for r in records}
+    with tempfile.TemporaryDirectory() as tmp:
+        for shape in shapes:
+            if shape in done:
+                continue
+            vocab, depth, paths = shape
+            instance = dirichlet_instance(vocab, depth, seed=1).save(
+                Path(tmp) / f"d{vocab}-{depth}.json")
+            record = {"shape": list(shape), "quiet": run_gap(instance, paths)}
+            print(shape, "quiet", record["quiet"].get("wall_seconds"), flush=True)
+            if not args.no_loaded:
+                busy = burners(2)
+                try:
+                    time.sleep(1.0)
+                    record["loaded"] = run_gap(instance, paths)
+                finally:
+                    for proc in busy:
+                        proc.kill()
+                        proc.wait()
+                print(shape, "loaded", record["loaded"].get("wall_seconds"), flush=True)
+            if not args.no_side_by_side:
+                record["side_by_side"] = side_by_side(vocab, depth, paths)
+            records.append(record)
+            target.write_text(json.dumps({"cpu_count": os.cpu_count(), "threads": THREADS,
+                                          "records": records}, indent=1))
+    (OUT / "gap_speed.md").write_text(markdown(records))
+    figure(records, OUT / "gap_speed.png")
+    print(markdown(records))
+
+
+if __name__ == "__main__":
+    main()

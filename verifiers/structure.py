@@ -1,0 +1,268 @@
+"""Structure-aware exact laws on i.i.d. drafts (docs/theory.md sections 12.2, 12.3).
+
+With K i.i.d. draft paths the drafted prefix tree is a multinomial branching process:
+given that m paths pass through node u, their next tokens are m i.i.d. draws from q(.|u),
+and given those, the n_c paths through child c are n_c i.i.d. paths below c, independent
+across children. Two kinds of verifiers use it; both CALL the verifier's own code (the
+node rule of a walk, or the selection law of a select-then-BV verifier), so the exact law
+is the law of the very code that runs on real models, never a second copy.
+
+Node-local verifiers (VerifierSpec.node_rule; specinfer, rrsw, naive_tree, nss, khisti,
+spectr in verifiers.multipath). Their walk (multipath.walk_tree) moves from a node to a
+drafted child or stops, and what it does at a node depends only on the node's rows and the
+ordered children of the paths through it. So the law of the walk is a Markov chain on
+(node u, number m of paths through u):
+    mass(root, K) = 1;
+    for each ordered child tuple x in V^m with q(x|u) = prod_i q(x_i|u) > 0, the node rule
+    on (rows of u, children x, every path through u) gives accept_j (move down through
+    path j's child) and the correction row c of a stop:
+        emit[u, .]            += mass(u, m) q(x|u) (1 - sum_j accept_j) c
+        mass(u x_j, #x_j in x) += mass(u, m) q(x|u) accept_j
+    at depth L: emit[u, .] += sum_m mass(u, m) p(.|u) (the bonus token).
+Exact because, given the walk reached u with m paths, the suffixes of those paths below u
+are i.i.d. q-paths in their original order (the decision to reach u read only tokens at
+u's ancestors and coins), which is exactly how the tuple x is weighted. Cost: about
+sum_u sum_{m <= K} V^m rule evaluations (e.g. 3.4e5 at V = 8, L = 3, K = 4) instead of
+V^(K L) ordered K-tuples (6.9e10).
+
+Select-then-BV verifiers (VerifierSpec.selection_rows; gbv, gbv_clipped, nodeopt): the
+output given the draft configuration is BV's law on the selected path y* with the skewed
+rows r along y*, and r(.|u) is the conditional law of the next selected token given that
+the selected prefix is u. Hence the exact law is BV's law with r in place of q:
+    emit = sum over the V^L paths y of r(y) * BV's law on y against r,
+O(V^L L V) once r is known. selection_rows(model, paths) gives r at every node; the
+adapter path_selection_rows builds it from the verifier's own selection function applied
+to trees whose K paths all equal one path y (the skewed rows along y depend only on y).
+
+Everything else (single-path verifiers at K = 1, traversal, spectr_gbv, the deliberately
+broken variants, drafts without replacement) keeps the enumeration of verifiers.exact.
+
+Every evaluation here runs in float64 (torch, CPU) on float models and in exact rationals
+(numpy object arrays through verifiers.ops) on exact models; tests/test_structure.py checks
+it against the enumeration exactly, in rationals, for every registered verifier.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import ops
+from .law import DraftTree, VerifierSpec
+from .single_path import bv_path_law
+from .tree import TreeModel, all_paths, depth_offset, num_nodes, prefix_node_indices
+
+__all__ = ["StructuredLaw", "evaluation_kind", "path_selection_rows", "rule_evaluations",
+           "structured_law"]
+
+CHUNK = 1 << 15  # rule evaluations (node, child tuple) per batched call
+
+
+@dataclass
+class StructuredLaw:
+    """emit [N, V] P(output node = u, Y = t) and how it was obtained.
+
+    kind: "node recursion" or "selection law"; evaluations: node-rule evaluations (node
+    recursion) or paths evaluated by BV (selection law)."""
+
+    emit: np.ndarray
+    kind: str
+    evaluations: int
+
+
+def evaluation_kind(spec: VerifierSpec, paths: int, draft_sampling: str = "iid") -> str | None:
+    """"node recursion", "selection law" or None (enumerate) for a verifier and draft law."""
+    if draft_sampling != "iid" or not spec.multipath:
+        return None
+    if spec.node_rule is not None:
+        return "node recursion"
+    if spec.selection_rows is not None:
+        return "selection law"
+    return None
+
+
+def rule_evaluations(vocab: int, depth: int, paths: int) -> int:
+    """Upper bound on the node-rule evaluations of the node recursion: every node of depth
+    < L with every m <= K, V^m tuples each (zero-probability ones are skipped)."""
+    per_node = sum(vocab**m for m in range(1, paths + 1))
+    return num_nodes(vocab, depth - 1) * per_node if depth >= 1 else 0
+
+
+def structured_law(model: TreeModel, spec: VerifierSpec, paths: int,
+                   draft_sampling: str = "iid") -> StructuredLaw | None:
+    """The exact node-aggregated law by structure (module docstring), or None when the
+    verifier admits none (then enumerate)."""
+    kind = evaluation_kind(spec, paths, draft_sampling)
+    if kind == "node recursion":
+        return _node_recursion(model, spec, paths)
+    if kind == "selection law":
+        rows = spec.selection_rows(model, paths, **spec.options)
+        emit, count = bv_against(model, rows)
+        return StructuredLaw(emit, kind, count)
+    return None
+
+
+# ---------------------------------------------------------------------------
+# number systems
+# ---------------------------------------------------------------------------
+
+def _zero(model: TreeModel) -> Any:
+    return model.target[0, 0] * 0
+
+
+def _zeros(model: TreeModel, shape: tuple[int, ...]) -> np.ndarray:
+    if model.exact:
+        out = np.empty(shape, dtype=object)
+        out[...] = _zero(model)
+        return out
+    return np.zeros(shape)
+
+
+def _rows(model: TreeModel, rows: np.ndarray) -> Any:
+    """Rows as the law functions take them: torch float64 for float models, else as is."""
+    if model.exact:
+        return rows
+    return ops.torch.as_tensor(rows, dtype=ops.torch.float64)
+
+
+def _numpy(values: Any) -> np.ndarray:
+    return ops.as_float64(values) if ops.is_torch(values) else np.asarray(values)
+
+
+# ---------------------------------------------------------------------------
+# node-local verifiers: the (node, m) recursion
+# ---------------------------------------------------------------------------
+
+def _tuples(vocab: int, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(tuples [T, m] every ordered child tuple, first [T, m] bool (x_j appears first at j),
+    count [T, m] number of entries equal to x_j)."""
+    tuples = all_paths(vocab, size)
+    equal = tuples[:, :, None] == tuples[:, None, :]  # [T, m, m]
+    earlier = np.tril(np.ones((size, size), dtype=bool), -1)  # [j, i]: i < j
+    first = ~(equal & earlier[None]).any(-1)
+    return tuples, first, equal.sum(-1)
+
+
+def _node_recursion(model: TreeModel, spec: VerifierSpec, paths: int) -> StructuredLaw:
+    vocab, depth = model.vocab_size, model.depth
+    rule: Callable[..., Any] = spec.node_rule
+    emit = _zeros(model, (num_nodes(vocab, depth), vocab))
+    mass = _zeros(model, (num_nodes(vocab, depth), paths + 1))  # P(walk at u, m paths)
+    mass[0, paths] = mass[0, paths] + 1
+    evaluations = 0
+    for d in range(depth):
+        start, width = depth_offset(vocab, d), vocab**d
+        for m in range(1, paths + 1):
+            tuples, first, count = _tuples(vocab, m)
+            reach = mass[start:start + width, m]
+            active = np.nonzero(reach != 0)[0]
+            if len(active) == 0:
+                continue
+            nodes = start + active  # [A]
+            # q(x|u) for every (active node, tuple): [A, T]
+            q = model.draft[nodes][:, tuples]  # [A, T, m]
+            prob = q[..., 0]
+            for i in range(1, m):
+                prob = prob * q[..., i]
+            weight = reach[active][:, None] * prob  # [A, T]
+            slot_node, slot_tuple = np.nonzero(weight != 0)
+            for lo in range(0, len(slot_node), CHUNK):
+                part = slice(lo, lo + CHUNK)
+                evaluations += _rule_step(model, rule, nodes[slot_node[part]],
+                                          tuples[slot_tuple[part]], first[slot_tuple[part]],
+                                          count[slot_tuple[part]],
+                                          weight[slot_node[part], slot_tuple[part]], d, emit,
+                                          mass)
+    leaves = slice(depth_offset(vocab, depth), num_nodes(vocab, depth))
+    emit[leaves] = emit[leaves] + mass[leaves].sum(axis=1)[:, None] * model.target[leaves]
+    return StructuredLaw(emit, "node recursion", evaluations)
+
+
+def _rule_step(model: TreeModel, rule: Callable[..., Any], nodes: np.ndarray,
+               children: np.ndarray, first: np.ndarray, count: np.ndarray, weight: np.ndarray,
+               depth: int, emit: np.ndarray, mass: np.ndarray) -> int:
+    """One batch of rule evaluations: B = len(nodes) slots (node u, child tuple x [B, m]),
+    weight [B] = mass(u, m) q(x|u). Adds the stop mass to emit and the moves to mass."""
+    batch, m = children.shape
+    vocab = model.vocab_size
+    target = _rows(model, model.target[nodes])[:, None]  # [B, 1, V]: one slot per node
+    draft = _rows(model, model.draft[nodes])[:, None]
+    like = target if ops.is_torch(target) else None
+    through = np.ones((batch, 1, m), dtype=bool)
+    tokens, first_mask = children, first
+    if like is not None:
+        torch = ops.torch
+        through, tokens = torch.as_tensor(through), torch.as_tensor(children)
+        first_mask = torch.as_tensor(first)
+    accept, correction = rule(target, draft, through, tokens, first_mask)
+    accept = _numpy(accept)[:, 0]  # [B, m]
+    correction = _numpy(correction)[:, 0]  # [B, V]
+    stop = 1 - accept.sum(axis=1)  # [B]
+    np.add.at(emit, nodes, (weight * stop)[:, None] * correction)
+    code = nodes - depth_offset(vocab, depth)
+    child = depth_offset(vocab, depth + 1) + code[:, None] * vocab + children  # [B, m]
+    np.add.at(mass, (child.reshape(-1), count.reshape(-1)), (weight[:, None] * accept).reshape(-1))
+    return batch
+
+
+# ---------------------------------------------------------------------------
+# select-then-BV verifiers: BV against the selection law
+# ---------------------------------------------------------------------------
+
+def bv_against(model: TreeModel, rows: np.ndarray) -> tuple[np.ndarray, int]:
+    """(emit [N, V], paths evaluated): BV's exact law when the drafted path has the law
+    given by the rows r [N, V] (r(.|u) at every node, shortlex; depth-L rows unused)."""
+    vocab, depth = model.vocab_size, model.depth
+    tokens = all_paths(vocab, depth)  # [P, L]
+    nodes = prefix_node_indices(tokens, vocab)  # [P, L+1]
+    rows = np.asarray(rows)
+    path_prob = rows[nodes[:, 0], tokens[:, 0]]
+    for i in range(1, depth):
+        path_prob = path_prob * rows[nodes[:, i], tokens[:, i]]
+    keep = np.nonzero(path_prob != 0)[0]
+    tokens, nodes, path_prob = tokens[keep], nodes[keep], path_prob[keep]
+    target = _rows(model, model.target[nodes])  # [P', L+1, V]
+    skewed = _rows(model, rows[nodes[:, :-1]])  # [P', L, V]
+    index = tokens if model.exact else ops.torch.as_tensor(tokens)
+    stop, correction = bv_path_law(index, target, skewed)
+    joint = _numpy(stop)[..., None] * _numpy(correction)  # [P', L+1, V]
+    emit = _zeros(model, (num_nodes(vocab, depth), vocab))
+    np.add.at(emit, nodes.reshape(-1), (path_prob[:, None, None] * joint).reshape(-1, vocab))
+    return emit, len(keep)
+
+
+def path_selection_rows(selection: Callable[[DraftTree], Any]
+                        ) -> Callable[..., np.ndarray]:
+    """A selection_rows hook from a verifier's own selection function.
+
+    selection(tree) -> [B, L, V] the skewed rows along the selected path. The hook builds,
+    for every path y of the complete tree, the tree whose K paths all equal y (so y is
+    selected), reads the skewed rows along y, and writes r(.|u) at every node u of depth
+    < L (all paths through u give the same rows: they depend only on the prefix). Only
+    paths with q(y) > 0 are built (no other path is ever drafted); nodes off them and the
+    depth-L rows stay 0."""
+
+    def rows(model: TreeModel, paths: int, **options: Any) -> np.ndarray:
+        vocab, depth = model.vocab_size, model.depth
+        tokens = all_paths(vocab, depth)  # [P, L]
+        # only paths the draft can draw (q(y) > 0) can be selected; nodes off them keep
+        # zero rows (their r-probability is 0: r(x|u) = 0 wherever q(x|u) = 0)
+        tokens = tokens[np.nonzero(model.draft_path_probabilities() != 0)[0]]
+        nodes = prefix_node_indices(tokens, vocab)  # [P, L+1]
+        drafted = np.repeat(tokens[:, None, :], paths, axis=1)  # [P, K, L]
+        all_nodes = np.repeat(nodes[:, None, :], paths, axis=1)
+        target = _rows(model, model.target[all_nodes])
+        draft = _rows(model, model.draft[all_nodes[..., :-1]])
+        index = drafted if model.exact else ops.torch.as_tensor(drafted)
+        skewed = _numpy(selection(DraftTree(index, target, draft), **options))  # [P, L, V]
+        out = _zeros(model, (num_nodes(vocab, depth), vocab))
+        if not model.exact:
+            out = out.astype(np.float64)
+        for i in range(depth):
+            out[nodes[:, i]] = skewed[:, i]
+        return out
+
+    return rows
