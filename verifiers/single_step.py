@@ -321,6 +321,15 @@ def _bend(mass: Array, values: Array, left: Array, right: Array) -> Array:
             - ops.take_rows(values, right) * (mass - x_i))
 
 
+def _none_left(active: Array) -> bool:
+    """True when no row has an event left: read on the host for numpy and CPU tensors (no
+    device to wait for); on an accelerator always False (every round runs: asking would be a
+    host synchronisation)."""
+    if not ops.is_torch(active):
+        return not active.any()
+    return active.device.type == "cpu" and not active.numpy().any()
+
+
 def boundary_times(mass: Array, target: Array, capacity_: Array, never: Array | None = None
                    ) -> Array:
     """theta [R, C+1] (module docstring): when each boundary leaves the concave majorant of
@@ -361,7 +370,7 @@ def boundary_times(mass: Array, target: Array, capacity_: Array, never: Array | 
         first = ops.argmin(event, -1)
         time = ops.take_rows(event, first[:, None])[:, 0]
         active = time < 1
-        if not ops.is_torch(active) and not active.any():  # torch: all rounds, no host sync
+        if _none_left(active):
             break
         theta[row_ids, first] = ops.where(active, time, theta[row_ids, first])
         alive[row_ids, first] = alive[row_ids, first] & ~active
