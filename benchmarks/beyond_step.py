@@ -9,8 +9,9 @@ per-round ratios, with their min and max.
 Rows (stated on every output): softmax of Gaussian logits (scale 3, peaked like an LM) for
 the target; the draft is the target's logits / 1.3 plus N(0, 0.5^2) noise (a correlated
 draft, so drafted tokens have p > 0 and the rules see realistic ratio spreads); row 0 is
-shared by the K paths, drafted tokens are sampled from the draft rows. Synthetic rows with
-real-model SHAPES, not rows of a real model.
+shared by the K paths, drafted tokens are sampled from the draft rows depth by depth, and
+paths sharing a prefix share its rows. Synthetic rows with real-model SHAPES, not rows of a
+real model.
 
     python benchmarks/beyond_step.py                   # V = 151,936, K = 3, L = 8, B = 1
     python benchmarks/beyond_step.py --out benchmarks/results/beyond/step_cpu.json
@@ -37,15 +38,27 @@ VERIFIERS = ("bv", "gbv", "nodeopt")
 
 def correlated_tree(batch: int, paths: int, depth: int, vocab: int, dtype: torch.dtype,
                     generator: torch.Generator, device: torch.device) -> DraftTree:
-    """Target rows [B, K, L+1, V] and draft rows [B, K, L, V] (module docstring)."""
+    """Target rows [B, K, L+1, V] and draft rows [B, K, L, V] (module docstring), drafted
+    depth by depth; paths that share a prefix share its rows (the DraftTree contract: equal
+    prefixes carry equal rows)."""
     logits = 3 * torch.randn(batch, paths, depth + 1, vocab, generator=generator, device=device)
     noise = 0.5 * torch.randn(batch, paths, depth, vocab, generator=generator, device=device)
     target = torch.softmax(logits, -1)
     draft = torch.softmax(logits[:, :, :depth] / 1.3 + noise, -1)
-    target[:, :, 0] = target[:, :1, 0]
-    draft[:, :, 0] = draft[:, :1, 0]
-    tokens = torch.multinomial(draft.reshape(-1, vocab), 1, generator=generator)
-    return DraftTree(tokens.reshape(batch, paths, depth), target.to(dtype), draft.to(dtype))
+    tokens = torch.zeros(batch, paths, depth, dtype=torch.long, device=device)
+    for i in range(depth + 1):
+        for k in range(1, paths):
+            copied = torch.zeros(batch, dtype=torch.bool, device=device)
+            for j in range(k):  # the first earlier path with the same prefix gives its rows
+                same = (tokens[:, j, :i] == tokens[:, k, :i]).all(-1) & ~copied
+                target[:, k, i] = torch.where(same[:, None], target[:, j, i], target[:, k, i])
+                if i < depth:
+                    draft[:, k, i] = torch.where(same[:, None], draft[:, j, i], draft[:, k, i])
+                copied |= same
+        if i < depth:
+            tokens[:, :, i] = torch.multinomial(draft[:, :, i].reshape(-1, vocab), 1,
+                                                generator=generator).reshape(batch, paths)
+    return DraftTree(tokens, target.to(dtype), draft.to(dtype))
 
 
 def one_step(name: str, tree: DraftTree, generator: torch.Generator, device: torch.device) -> float:

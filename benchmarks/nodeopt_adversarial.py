@@ -21,8 +21,10 @@ whether.
     nice -n 15 python benchmarks/nodeopt_adversarial.py --instances 100000 \\
         --out benchmarks/results/beyond/adversarial
 
-Writes OUT/summary.json (updated after every block: an interrupted run keeps its counts) and
-OUT/hits.jsonl (the rational rows of every confirmed instance below BV).
+Writes OUT/summary.json (updated after every shape: an interrupted run keeps its counts;
+--resume continues with the shapes not in it) and OUT/hits.jsonl (the rational rows of every
+confirmed instance below BV). Confirmation in rationals: by enumeration up to ENUMERATED
+ordered draft tuples, else by the same construction in exact arithmetic (exact_values).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import torch
 from speclp.lp.instance import from_rows
 from speclp.verifiers.exact import exact_result
 from speclp.verifiers.law import DraftTree
-from speclp.verifiers.nodeopt import nodeopt_selection
+from speclp.verifiers.nodeopt import nodeopt_law, nodeopt_selection
 from speclp.verifiers.tree import all_paths, depth_offset, num_nodes, prefix_node_indices
 
 BELOW = 1e-12  # float64 values on these sizes are accurate to ~1e-14
@@ -103,15 +105,50 @@ def random_weights(rng: np.random.Generator, count: int, nodes: int, vocab: int,
     return weights
 
 
+ENUMERATED = 20_000  # above this many ordered draft tuples a hit is confirmed by exact_values
+
+
+def exact_values(target: np.ndarray, draft: np.ndarray, depth: int, paths: int, rule: str
+                 ) -> Fraction:
+    """nodeopt - BV in exact rationals by the same construction as margins (path_rows,
+    class_values) on numpy object rows: rules out float rounding as the cause of a hit."""
+    vocab = target.shape[-1]
+    tokens = all_paths(vocab, depth)
+    index = prefix_node_indices(tokens, vocab)
+    drafted = np.repeat(tokens[:, None, :], paths, axis=1)
+    tree = DraftTree(drafted, np.repeat(target[index][:, None], paths, axis=1),
+                     np.repeat(draft[index[:, :-1]][:, None], paths, axis=1))
+    skewed = nodeopt_selection(tree, support=None, rule=rule)[1][:, 0]
+    rows = np.empty_like(target)
+    rows[...] = Fraction(0)
+    for i in range(depth):
+        rows[index[:, i]] = skewed[:, i]
+
+    def value(r: np.ndarray) -> Fraction:
+        reach, beta, total = np.array([Fraction(1)], dtype=object), None, Fraction(1)
+        beta = reach.copy()
+        for d in range(depth):
+            start, width = depth_offset(vocab, d), vocab ** d
+            reach = (reach[:, None] * r[start:start + width]).reshape(-1)
+            step = (beta[:, None] * target[start:start + width]).reshape(-1)
+            beta = np.array([min(x, y) for x, y in zip(reach, step, strict=True)], dtype=object)
+            total += sum(beta)
+        return total
+
+    return value(rows) - value(draft)
+
+
 def confirm(weights_t: np.ndarray, weights_q: np.ndarray, depth: int, paths: int,
             rule: str) -> Fraction:
-    """nodeopt - BV in exact rationals by enumeration (exact_result)."""
+    """nodeopt - BV in exact rationals: by enumeration (exact_result, an independent method)
+    up to ENUMERATED ordered draft tuples, else by exact_values."""
     rows = [np.array([[Fraction(int(w), int(row.sum())) for w in row] for row in weights],
                      dtype=object) for weights in (weights_t, weights_q)]
+    if (weights_t.shape[-1] ** depth) ** paths > ENUMERATED:
+        return exact_values(rows[0], rows[1], depth, paths, rule)
     model = from_rows(rows[0], rows[1], depth).model(exact=True)
 
     def law(tree: DraftTree):
-        from speclp.verifiers.nodeopt import nodeopt_law  # lazy: only on a hit
         return nodeopt_law(tree, support=None, rule=rule)
 
     value = exact_result(model, law, paths=paths).block_efficiency
@@ -195,6 +232,27 @@ def tally(part: dict, name: str, values: np.ndarray, wt: np.ndarray, wq: np.ndar
         sink.flush()
 
 
+def random_counts(rng: np.random.Generator, per_shape: int, block: int, top: int) -> dict:
+    """Fresh random instances only (no search): per shape, how many are below BV (float64,
+    margin < -1e-12) for each rule, and the smallest margin."""
+    out = {}
+    for vocab, depth, paths in SHAPES:
+        nodes, counts, worst, done = num_nodes(vocab, depth), [0, 0], [0.0, 0.0], 0
+        while done < per_shape:
+            size = min(block, per_shape - done)
+            wt = random_weights(rng, size, nodes, vocab, top)
+            wq = random_weights(rng, size, nodes, vocab, top)
+            for j, values in enumerate(margins(wt, wq, depth, paths)):
+                counts[j] += int((values < -BELOW).sum())
+                worst[j] = min(worst[j], float(values.min()))
+            done += size
+        out[f"V{vocab}_L{depth}_K{paths}"] = {"instances": per_shape, "nested_below": counts[0],
+                                              "closer_below": counts[1],
+                                              "nested_worst": worst[0], "closer_worst": worst[1]}
+        print(vocab, depth, paths, out[f"V{vocab}_L{depth}_K{paths}"], flush=True)
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--instances", type=int, default=100_000, help="total, over all shapes")
@@ -202,11 +260,25 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--top", type=int, default=6, help="integer weights 0..top")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="speclp-results/nodeopt_adversarial")
+    parser.add_argument("--resume", action="store_true", help="skip the shapes in OUT's summary")
+    parser.add_argument("--random-only", type=int, default=None, metavar="N",
+                        help="no search: N fresh random instances per shape, counts to "
+                             "OUT/random.json")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(args.seed)
+    if args.random_only:
+        counts = random_counts(rng, args.random_only, args.block, args.top)
+        record = {"benchmark": "fresh random instances (no search): nodeopt - BV",
+                  "weights": f"integers 0..{args.top}", "seed": args.seed,
+                  "total": sum(v["instances"] for v in counts.values()),
+                  "nested_below": sum(v["nested_below"] for v in counts.values()),
+                  "closer_below": sum(v["closer_below"] for v in counts.values()),
+                  "per_shape": counts}
+        (out / "random.json").write_text(json.dumps(record, indent=1) + "\n")
+        return record
     record = {"benchmark": "adversarial search: nodeopt - BV (issue 20, part 0)",
               "shapes": "V in 2..4, L in 1..3, K in 2..4", "weights": f"integers 0..{args.top}",
               "instances": 0, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -219,8 +291,15 @@ def main(argv: list[str] | None = None) -> dict:
     record["closer"]["rule"] = "closer to the draft (verifiers.single_step.closer_to_draft)"
     per_shape = -(-args.instances // len(SHAPES))
     start = time.perf_counter()
-    with (out / "hits.jsonl").open("w") as sink:
+    done: set[str] = set()
+    if args.resume and (out / "summary.json").exists():  # keep the shapes already searched
+        record = json.loads((out / "summary.json").read_text())
+        done = set(record["nested"]["smallest_margin"])
+        start -= record.get("seconds", 0)
+    with (out / "hits.jsonl").open("a" if args.resume else "w") as sink:
         for shape in SHAPES:
+            if f"V{shape[0]}_L{shape[1]}_K{shape[2]}" in done:
+                continue
             search_shape(rng, shape, per_shape, args.block, args.top, record, sink)
             record["seconds"] = round(time.perf_counter() - start, 1)
             (out / "summary.json").write_text(json.dumps(record, indent=1) + "\n")

@@ -1,35 +1,47 @@
 """The single-step optimum as a selection rule (verifiers.single_step) and the nodeopt verifier.
 
 Expected values are derived independently of the code under test: the optimum by brute force
-over every token set (THEORY.md section 4 states it over ratio prefixes), the selection
+over every token set (docs/theory.md sections 8.1, 8.3 state it over ratio prefixes), the selection
 polytope by brute force over every set, the laws by enumerating every draft tuple through
 the rule's own selection step, the concave majorant by brute force over chords, and the
-block efficiency by the closed form of BV with the selected path's law (THEORY.md section 3).
+block efficiency by the closed form of BV with the selected path's law (docs/theory.md sections 3.3, 12.3).
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import math
+import sys
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from speclp.cli import app
+from speclp.decode.engine import EngineConfig, SpeculativeEngine
 from speclp.lp import optimum
+from speclp.lp.closed_form import one_step_optimum
 from speclp.lp.instance import dirichlet_instance, from_rows, ties_instance
 from speclp.proofs.audit import audit, audit_sampler
 from speclp.verifiers.exact import exact_result
+from speclp.verifiers.law import DraftTree
+from speclp.verifiers.nodeopt import nodeopt_law
+from speclp.verifiers.registry import block_law
 from speclp.verifiers.single_step import (
     capacity,
+    closer_to_draft,
     nested_partitions,
     ratio_bucket,
     ratio_cells,
     single_step_optimum,
+    threshold_optimum,
 )
 from speclp.verifiers.tree import node_index, num_nodes
+from typer.testing import CliRunner
 
 F = Fraction
 
@@ -232,7 +244,7 @@ def test_ratio_buckets_are_half_octaves_on_every_backend():
 
 
 def test_single_step_anchor_from_theory():
-    """THEORY.md section 4: p = (.5, .3, .2), q = (.2, .3, .5), K = 2 i.i.d.: optimal .86."""
+    """docs/theory.md sections 8.3, 10.11: p = (.5, .3, .2), q = (.2, .3, .5), K = 2 i.i.d.: optimal .86."""
     a, q = [F(1, 2), F(3, 10), F(1, 5)], [F(1, 5), F(3, 10), F(1, 2)]
     value, _ = single_step_optimum(*as_rows(a, q), 2)
     assert value[0] == F(86, 100)
@@ -281,7 +293,7 @@ def test_nodeopt_lossless_exact_rationals(vocab, depth, paths):
 
 def class_value(model, paths: int) -> Fraction:
     """1 + sum_z beta(z), beta(z) = min(r(z), p(t|u) beta(u)) (BV with the selected path's law
-    r, THEORY.md section 3), r built node by node from the rule's law and count law with the
+    r, docs/theory.md sections 3.3, 12.3), r built node by node from the rule's law and count law with the
     law of N tracked along the path (module docstring of verifiers.nodeopt)."""
     vocab, depth = model.vocab_size, model.depth
     total = F(1)
@@ -342,8 +354,6 @@ def _prefix_rows(prefix: tuple[int, ...], vocab: int) -> tuple[torch.Tensor, tor
 
 def test_nodeopt_runs_on_large_vocabularies_in_float32():
     """V > support (pooled tail runs), float32: a law of total mass 1 on a valid drafted tree."""
-    from speclp.verifiers.law import DraftTree
-    from speclp.verifiers.registry import block_law
 
     batch, paths, depth, vocab = 2, 3, 3, 500
     generator = torch.Generator().manual_seed(0)
@@ -406,11 +416,8 @@ def test_depth_one_verifier_passes_the_exact_audit(vocab, paths, ties):
 def test_depth_one_verifier_passes_the_sampler_audit():
     """Sampling draws from the law: the statistical audit of the sampled verifier (chi-square
     against the target, block efficiency interval against the certified optimum)."""
-    import sys
-    from pathlib import Path
-
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
-    import law_samplers
+    import law_samplers  # lazy: examples/ is put on sys.path just above
 
     report = audit_sampler(law_samplers.sampler_for("nodeopt"), paths=3, vocab=4, depth=1,
                            trials=1, runs=20_000, seed=2, name="nodeopt")
@@ -421,10 +428,6 @@ def test_depth_one_verifier_passes_the_sampler_audit():
 
 
 def test_depth_one_cli_audit_exits_zero():
-    import json
-
-    from speclp.cli import app
-    from typer.testing import CliRunner
 
     result = CliRunner().invoke(app, ["audit", "--verifier", "nodeopt", "--paths", "3", "--vocab",
                                       "4", "--depth", "1", "--trials", "5", "--exact", "--json"])
@@ -438,8 +441,7 @@ def test_nodeopt_drives_the_engine_and_its_time_is_in_the_split():
     verifier's time is its own column of the draft / target / verifier / other split, and the
     split adds up to the decoding time (losslessness in the engine: tests/test_engine.py runs
     every registered verifier, nodeopt included)."""
-    from speclp.decode.engine import EngineConfig, SpeculativeEngine
-    from test_engine import tiny_model
+    from test_engine import tiny_model  # lazy: a sibling test module (its fixtures)
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -464,8 +466,6 @@ def test_one_threshold_implementation_on_every_backend(rows):
     """threshold_optimum is the L = 1 closed form of speclp.lp (one implementation): exact
     rows give lp.closed_form's value and set; torch float64 and numpy float64 rows agree with
     the exact value to 1e-12."""
-    from speclp.lp.closed_form import one_step_optimum
-    from speclp.verifiers.single_step import threshold_optimum
 
     a, q, n = rows
     total = sum(a, F(0))
@@ -499,8 +499,6 @@ def _model_with_rows(vocab: int, depth: int, rows: dict) -> object:
 
 
 def _nodeopt_value(model, paths: int, rule: str) -> Fraction:
-    from speclp.verifiers.nodeopt import nodeopt_law
-
     law = exact_result(model, lambda tree: nodeopt_law(tree, support=None, rule=rule), paths=paths)
     assert law.total_variation == 0
     return law.block_efficiency
@@ -524,8 +522,6 @@ def test_issue_20_counterexample_nodeopt_below_bv_exactly():
     assert record.certified and record.exact_value == bv
     assert _nodeopt_value(model, 3, "closer") == bv
     root = model.target[:1], model.draft[:1]
-    from speclp.verifiers.single_step import closer_to_draft
-
     assert list(closer_to_draft(*root, 3).law()[0]) == [F(1, 10), F(9, 10), F(0)]
     assert nested_partitions(*root, 3).law()[0][0] == F(3, 50)
 
@@ -555,8 +551,6 @@ def test_other_node_rules_attain_the_optimum_and_their_law_is_their_selection(ru
     """The merged-tail rule and the closer-to-the-draft rule: reachable laws that attain the
     single-step optimum (brute force over every set), whose closed-form law and count law are
     those of their own selection step (enumerated over every draw tuple)."""
-    from speclp.verifiers.single_step import closer_to_draft
-
     a, q, n = rows
     if rule == "merged":
         made = nested_partitions(*as_rows(a, q), n, merge_tail=True)
@@ -576,8 +570,6 @@ def test_closer_rule_keeps_the_draft_where_the_draft_is_optimal():
     """When q itself attains the single-step optimum (every drafted token has p <= q and the
     optimal high-ratio set has no draft mass), the closer rule returns q; the nested rule does
     not (it favours higher ratios)."""
-    from speclp.verifiers.single_step import closer_to_draft
-
     a, q = [F(1, 20), F(17, 20), F(1, 10)], [F(1, 10), F(9, 10), F(0)]
     for n in (2, 3, 4):
         assert list(closer_to_draft(*as_rows(a, q), n).law()[0]) == q

@@ -1,4 +1,4 @@
-"""Greedy multi-path block verification (GBV; THEORY.md section 4), law first.
+"""Greedy multi-path block verification (GBV; docs/theory.md section 9), law first.
 
 GBV = "select one path with a strict greedy order, then run BV on it with the skewed
 draft law of the selected path in place of q".
@@ -30,7 +30,13 @@ Verification. `bv_path_law(y*, p rows along y*, r rows)`; the output mass is put
 selected path k (whose prefix is y*). Lossless for i.i.d. drafting (the r rows are the
 conditional law of y* under i.i.d. paths); NOT for drafting without replacement.
 
-Cost: one stable sort of a [B, V] row per depth, O(B L V log V).
+Why the rows are the law of y* and why BV against them is lossless: docs/theory.md Lemma 9.1
+and Lemma 5.1; the scaled factored power difference: section 9.3.
+
+Cost per depth, on the selected node's rows: ONE sort of the key (on the CPU a 1-D radix
+sort per batch row), a gather of q into key order, its prefix sum, the skewed row evaluated
+in key order and scattered back, and a few elementwise passes (gbv_selection); no host
+synchronisation; the K path's correction rows are views of the selected path's.
 
 Shapes: tokens [B, K, L], target rows [B, K, L+1, V], draft rows [B, K, L, V];
 law.stop [B, K, L+1], law.correction [B, K, L+1, V].
@@ -39,6 +45,8 @@ law.stop [B, K, L+1], law.correction [B, K, L+1, V].
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 from . import ops
 from .law import BlockLaw, DraftTree, register
@@ -51,12 +59,16 @@ Array = Any
 def power_difference_sum(a: Array, c: Array, paths: int) -> Array:
     """S(a, c) = sum_{j<K} (a + c)^j a^(K-1-j), so (a+c)^K - a^K = c S(a, c).
 
-    Horner form S_1 = 1, S_{m+1} = (a+c)^m + a S_m; elementwise, any shape.
+    Horner form S_1 = 1, S_{m+1} = (a+c)^m + a S_m; elementwise, any shape. (a + c) is formed
+    once, and S_2 = (a + c) + a directly (the same bits as 1 * (a + c) + a * 1).
     """
-    total = a * 0 + 1
-    power = a * 0 + 1
-    for _ in range(1, paths):
-        power = power * (a + c)
+    if paths == 1:
+        return a * 0 + 1
+    step = a + c
+    power = step
+    total = step + a
+    for _ in range(2, paths):
+        power = power * step
         total = power + a * total
     return total
 
@@ -77,21 +89,39 @@ def key_order(ratio: Array) -> Array:
     """[B, V] token ids in ascending key order, key = (ratio, token id).
 
     Generic: a stable ascending argsort of the ratio. Torch rows in float32/float16/bfloat16:
-    the stable argsort of the ratio's float32 bit pattern as int32 (for a non-negative float
-    the bit pattern is monotone in the value; + 0.0 turns -0.0 into 0.0), the same order;
-    one sort, on any device.
+    the stable argsort of the ratio's float32 bit pattern (for a non-negative float the bit
+    pattern is monotone in the value; + 0.0 turns -0.0 into 0.0), the same order, in one
+    sort: on the CPU one 1-D sort of each row's bits as int64 (torch's 1-D stable integer
+    sort is a radix sort, about 10x faster there than its batched sort of the same rows),
+    elsewhere one batched sort.
     """
     if not (ops.is_torch(ratio) and str(ratio.dtype) in _PACKABLE):
         return ops.argsort(ratio, -1)
     bits = (ratio.float() + 0.0).view(torch.int32)
-    return torch.sort(bits, dim=-1, stable=True).indices
+    if bits.device.type != "cpu":
+        return torch.sort(bits, dim=-1, stable=True).indices
+    wide = bits.to(torch.int64)
+    return torch.stack([torch.sort(row, stable=True).indices for row in wide])
 
 
-def _ranks(order: Array, positions: Array | None = None) -> Array:
-    """rank [B, V] with rank[order[j]] = j (positions: a cached arange(V) expanded to [B, V])."""
-    if positions is None or not ops.is_torch(order):
-        return ops.inverse_permutation(order, -1)
-    return torch.empty_like(order).scatter_(-1, order, positions)
+def path_rows(rows: Array, batch_rows: Array, path: Array, i: int | None = None) -> Array:
+    """rows[b, path[b], i] ([B, V]; i None: [B, L', V]) for rows [B, K, L', V]. Contiguous torch
+    rows: one index_select of whole rows (a memcpy per row) instead of advanced indexing."""
+    if ops.is_torch(rows) and rows.is_contiguous():
+        batch, paths, length, vocab = rows.shape
+        if i is None:
+            return rows.reshape(batch * paths, length, vocab).index_select(
+                0, batch_rows * paths + path)
+        return rows.reshape(-1, vocab).index_select(0, (batch_rows * paths + path) * length + i)
+    return rows[batch_rows, path] if i is None else rows[batch_rows, path, i]
+
+
+def _unsort(values: Array, order: Array, out: Array) -> None:
+    """out[b, order[b, j]] = values[b, j] (back from key order to token order), in place."""
+    if ops.is_torch(values):
+        out.scatter_(-1, order, values)
+    else:
+        np.put_along_axis(out, order, values, axis=-1)
 
 
 def _exclusive_cumsum(sorted_row: Array) -> Array:
@@ -130,41 +160,49 @@ def gbv_selection(tree: DraftTree, clip: bool = False,
 
     Per depth, on the selected node's rows: one pass for the ratio, ONE sort of the key, a
     gather of q into key order, its exclusive prefix sum, the skewed row in key order (the
-    factored power difference, K - 1 Horner steps) and one scatter (the ranks) and one
-    gather (back to token order); no host synchronisation (the selection is argmax on
-    device). Values are those of the per-token formula (elementwise, order-independent).
+    factored power difference, K - 1 Horner steps) scattered back to token order, and one
+    comparison pass for the chosen child's position (torch rows in 32-bit or narrower floats;
+    other rows: the ranks by one scatter); no host synchronisation (the choice is an argmax
+    on the device). Values are those of the per-token formula (elementwise, so computing it
+    in key order changes no bit).
     """
     target, draft = tree.target_rows, tree.draft_rows
     tokens = ops.index_like(target, tree.tokens)  # [B, K, L]
     batch, paths, depth, vocab = tree.batch, tree.paths, tree.depth, tree.vocab_size
     rows = ops.arange(batch, tokens)
-    positions = None
-    if ops.is_torch(tokens):
-        positions = torch.arange(vocab, device=tokens.device).expand(batch, vocab)
+    id_bits = max(1, (vocab - 1).bit_length())
     selected = tokens[:, 0, 0] * 0  # [B] path carrying the current prefix
     alive = tokens[:, :, 0] == tokens[:, :, 0]  # [B, K] paths through the current prefix
     mu = ops.zeros((batch,), like=target)
     nu = ops.ones((batch,), like=target)
     skewed = ops.zeros((batch, depth, vocab), like=target)
     for i in range(depth):
-        q_row = draft[rows, selected, i]  # [B, V]
-        ratio = ratio_row(target[rows, selected, i], q_row, clip)
+        q_row = path_rows(draft, rows, selected, i)  # [B, V]
+        ratio = ratio_row(path_rows(target, rows, selected, i), q_row, clip)
         order = key_order(ratio)  # [B, V] token ids, lowest key first
-        rank = _ranks(order, positions)
         q_sorted = ops.gather(q_row, -1, order)
         below_sorted = _exclusive_cumsum(q_sorted)
         children = tokens[:, :, i]  # [B, K]
+        packed = ops.is_torch(ratio) and str(ratio.dtype) in _PACKABLE
+        rank = None if packed else ops.inverse_permutation(order, -1)
         if first_child_wins:
             child_ratio = ops.gather(ratio, -1, children)
             masked = ops.where(alive, child_ratio, -1)
             best = masked.max(-1).values if ops.is_torch(masked) else masked.max(axis=-1)
             choice = ops.argmax(alive & (masked == best[:, None]), 1)
+        elif packed:  # the key (ratio bits, id) of the children only, as one int64
+            bits = (ops.gather(ratio, -1, children).float() + 0.0).view(torch.int32)
+            key = (bits.to(torch.int64) << id_bits) | children
+            choice = ops.argmax(ops.where(alive, key, -1), 1)
         else:
             child_rank = ops.gather(rank, -1, children)
             choice = ops.argmax(ops.where(alive, child_rank, -1), 1)
         token = children[rows, choice]  # [B]
-        skewed[:, i] = ops.gather(skewed_row(q_sorted, below_sorted, mu, nu, paths), -1, rank)
-        place = ops.take_rows(rank, token[:, None])  # [B, 1] the chosen token's key position
+        _unsort(skewed_row(q_sorted, below_sorted, mu, nu, paths), order, skewed[:, i])
+        if packed:  # the chosen token's position in key order: one comparison pass
+            place = ops.argmax(order == token[:, None], -1)[:, None]
+        else:
+            place = ops.take_rows(rank, token[:, None])  # [B, 1]
         below_y = ops.take_rows(below_sorted, place)[:, 0]
         q_y = ops.take_rows(q_sorted, place)[:, 0]
         scale = mu + nu * (below_y + q_y)
@@ -180,8 +218,8 @@ def gbv_law(tree: DraftTree, clip: bool = False, first_child_wins: bool = False)
     batch, paths, depth = tree.batch, tree.paths, tree.depth
     rows = ops.arange(batch, ops.index_like(tree.target_rows, tree.tokens))
     path_tokens = ops.index_like(tree.target_rows, tree.tokens)[rows, selected]  # [B, L]
-    stop_path, correction_path = bv_path_law(path_tokens, tree.target_rows[rows, selected],
-                                             skewed)
+    stop_path, correction_path = bv_path_law(path_tokens, path_rows(tree.target_rows, rows,
+                                                                    selected), skewed)
     stop = ops.zeros((batch, paths, depth + 1), like=stop_path)
     stop[rows, selected] = stop_path
     # every path's rows are the selected path's (a view, no copy): a row may be anything where

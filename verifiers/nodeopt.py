@@ -1,7 +1,8 @@
 """Node-optimal selection, then block verification ("nodeopt"), law first.
 
-A member of the "select one path, then BV" class (THEORY.md section 4) whose selection uses,
-at every node of the drafted tree, the single-step-optimal rule of verifiers.single_step.
+A member of the "select one path, then BV" class (docs/theory.md sections 5.1, 10.9) whose
+selection uses, at every node of the drafted tree, the single-step-optimal rule of
+verifiers.single_step.
 
 Selection (lexicographic). From the root, at the current node u with n drafted paths
 through it, run the nested-partition rule for n i.i.d. draws with target a = p(.|u) and draft
@@ -12,23 +13,39 @@ its acceptance is alpha* = min_H [p(H) + 1 - q(H)^K] (single_step.single_step_op
 
 Skewed rows. BV needs r(x|u) = P(y*_{i+1} = x | y*_1..i = u), the law of the selected path;
 the rule used at u depends on the number N_u of paths through u, which is random given
-that u was selected. Its law pi_u(n) = P(N_u = n | u selected) is tracked along the path:
+that u was selected. Its law pi_u(n) = P(N_u = n | u selected) is tracked along the path
+(docs/theory.md Lemma 10.2):
     pi_root = [N = K],   r(.|u) = sum_n pi_u(n) r_n(.|u),
     pi_{u x}(m) = sum_n pi_u(n) rho_n[m, x|u] / r(x|u),
 with rho_n[m, x|u] = P(the rule on n draws returns x and m of them equal x)
 (NestedPartitions.count_law). Then BV runs on y* with r in place of q
-(single_path.bv_path_law): lossless for any selection rule whose path law is r.
+(single_path.bv_path_law): lossless by Lemma 5.1.
+
+Not always at least BV, and no rule of this kind can be (docs/theory.md Proposition 10.3):
+on V = 2, L = 3, K = 2 (root p = (1/3, 2/3), q = (0, 1); node (1): p = (1/4, 3/4),
+q = (1/2, 1/2); node (1, 0): p = (0, 1), q = (2/3, 1/3)) BV = 3 is the certified optimum and
+EVERY selection rule that attains the single-step optimum at every node it visits, whatever
+its choices among optimal rules and its count law, gives at most 3 - 1/36 (tests/test_nodeopt
+.py). The issue-20 instance (V = 3, L = 2, K = 3; nodeopt 1051/88000 below BV) is fixed by the
+"closer" node rule (single_step.closer_to_draft), but on the recorded sweep both "closer" and
+"merged" raise the mean gap to the optimum (benchmarks/results/beyond/rules_sweep.json) and an
+adversarial search still finds instances below BV for them (benchmarks/nodeopt_adversarial.py):
+the registered rule stays "nested"; the others are options (rule=...) for study.
 
 Law. Path k of the tree is selected with probability prod_i P(the rule at path k's depth-i
 node returns path k's child | the children drafted there) divided by the number of paths
 equal to path k; its output mass is P(select k) times BV's law on path k, put on path k.
 
 Options: support (verifiers.single_step): vocabularies larger than support pool the tail
-tokens of each node into ratio runs (still lossless; exactly the single-step optimum when
-V <= support). Lossless for i.i.d. drafting only (the rule's law assumes i.i.d. children).
+tokens of each node into ratio cells (still lossless; exactly the single-step optimum when
+V <= support); rule: "nested" (registered), "merged", "closer" (node_rules). Lossless for
+i.i.d. drafting only (the rule's law assumes i.i.d. children).
 
-Cost per depth: for each of the K path slots and each n = 1..K, one nested-partition rule
-(one sort of the node row, O(C^3) on its C cells); the BV step as in single_path.
+Cost per step: the pooled cells of the K L node rows (a top-k and a few in-place elementwise
+passes and two scatter sums per row), the node rules for n = 1..K on the cells in one batched
+build, a selection loop on [B K, C]-sized arrays, the skewed rows in one pass, and BV on each
+distinct path (the selected path is random, so the law covers all K); no host synchronisation
+on torch (no bool() of a tensor; no torch.unique off the CPU).
 
 Shapes: tokens [B, K, L], target rows [B, K, L+1, V], draft rows [B, K, L, V];
 law.stop [B, K, L+1], law.correction [B, K, L+1, V].
@@ -41,7 +58,7 @@ from typing import Any
 from . import ops
 from .law import BlockLaw, DraftTree, register
 from .single_path import bv_path_law
-from .single_step import Cells, closer_to_draft, nested_partitions, ratio_cells
+from .single_step import Cells, closer_to_draft, nested_partitions_for, ratio_cells
 
 Array = Any
 
@@ -49,8 +66,9 @@ DEFAULT_SUPPORT = 64
 
 
 def _needed(mask: Array) -> bool:
-    """True when any entry of a bool array is set (host sync on torch)."""
-    return bool(mask.any())
+    """True when any entry of a bool array is set; always True on torch (asking would be a
+    host synchronisation; the work it could skip is small)."""
+    return True if ops.is_torch(mask) else bool(mask.any())
 
 
 MIN_DEDUPLICATED = 16  # below this many rows every row is kept (comparing costs more)
@@ -61,7 +79,8 @@ def _distinct(*parts: Array) -> tuple[Array, Array]:
     """(distinct rows, inverse) of the rows concat(parts, -1), as ops.distinct_rows; with
     fewer than MIN_DEDUPLICATED rows every row is kept (inverse = identity)."""
     count = parts[0].shape[0]
-    if count < MIN_DEDUPLICATED:
+    if count < MIN_DEDUPLICATED or (ops.is_torch(parts[0]) and parts[0].device.type != "cpu"):
+        # few rows, or an accelerator (torch.unique there waits for the device): keep all
         rows = parts[0] if len(parts) == 1 else ops.concat(list(parts), -1)
         return rows, ops.arange(count, parts[0])
     return ops.distinct_rows(ops.concat(list(parts), -1) if len(parts) > 1 else parts[0])
@@ -79,8 +98,8 @@ def node_rules(target: Array, draft: Array, paths: int, cells: Cells, rule: str 
         return [closer_to_draft(target, draft, n, cells=cells) for n in range(1, paths + 1)]
     if rule not in RULES:
         raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
-    return [nested_partitions(target, draft, n, cells=cells, merge_tail=rule == "merged")
-            for n in range(1, paths + 1)]
+    return nested_partitions_for(target, draft, list(range(1, paths + 1)), cells=cells,
+                                 merge_tail=rule == "merged")
 
 
 def nodeopt_selection(tree: DraftTree, support: int | None = DEFAULT_SUPPORT,
@@ -98,7 +117,10 @@ def nodeopt_selection(tree: DraftTree, support: int | None = DEFAULT_SUPPORT,
     # every node row of the tree (row (b, k, i) = path k's depth-i node), deduplicated
     node_target = target[:, :, :depth].reshape(rows * depth, vocab)
     node_draft = draft.reshape(rows * depth, vocab)
-    if rows * depth < MIN_DEDUPLICATED or vocab > MAX_DEDUPLICATED_VOCAB:
+    identity = rows * depth < MIN_DEDUPLICATED or vocab > MAX_DEDUPLICATED_VOCAB
+    if ops.is_torch(tokens) and tokens.device.type != "cpu":
+        identity = True  # no torch.unique (a host synchronisation) on an accelerator
+    if identity:
         a_distinct, q_distinct, inverse = node_target, node_draft, ops.arange(rows * depth, tokens)
     else:
         distinct, inverse = _distinct(node_target, node_draft)
@@ -112,7 +134,7 @@ def nodeopt_selection(tree: DraftTree, support: int | None = DEFAULT_SUPPORT,
     counts = ops.zeros(count_shape, like=target)  # law of N at path k's node
     counts[:, :, paths] = 1
     selected = ops.ones((batch, paths), like=target)
-    skewed = []
+    rates = []
     for i in range(depth):
         q = draft[:, :, i].reshape(rows, vocab)
         node = inverse[:, :, i].reshape(rows)  # rule row of path k's depth-i node
@@ -142,14 +164,23 @@ def nodeopt_selection(tree: DraftTree, support: int | None = DEFAULT_SUPPORT,
                                    rows=select_keys[:, 0])
                 mine = ops.total(ops.where(select_drafts == select_keys[:, 1:2], draw, 0), -1)
                 choose = ops.where(used[select_inverse], mine[select_inverse], choose)
-        law = q * ops.take_rows(rate, cells.cell_of[node])  # r(.|u) [R, V]
-        skewed.append(law.reshape(batch, paths, vocab))
-        law_own = ops.take_rows(law, own[:, None])  # [R, 1] r(y|u)
+        rates.append(rate)
+        # r(y|u) = q(y|u) rate[cell of y] for the own child only (the full rows come after)
+        law_own = ops.take_rows(q, own[:, None]) * ops.take_rows(
+            rate, cells.cell_at(own[:, None], node))  # [R, 1]
         counts = ops.safe_div(count_law, law_own).reshape(count_shape)
         selected = selected * choose.reshape(batch, paths)
         through = through & same[..., i]
     multiplicity = ops.total(ops.where(through, 1, 0), -1)  # identical full paths
-    return ops.safe_div(selected, multiplicity * (selected[:, :1] * 0 + 1)), ops.stack(skewed, 2)
+    # r(.|u) at every node of every path in one pass: q times the cell rates read per token
+    every = ops.stack(rates, 1).reshape(rows * depth, cells.count)  # row (b, k, i)
+    nodes = inverse.reshape(rows * depth)
+    if identity:
+        per_token = cells.per_token(every)
+    else:
+        per_token = cells.per_token(every, nodes)
+    skewed = (node_draft * per_token).reshape(batch, paths, depth, vocab)
+    return ops.safe_div(selected, multiplicity * (selected[:, :1] * 0 + 1)), skewed
 
 
 @register("nodeopt", "node-optimal selection (the single-step optimum at every node, "

@@ -1,7 +1,7 @@
 """Single-path verifiers: token-level speculative sampling and block verification (BV).
 
 Both read path 0 of the drafted tree (so they also serve as K-path baselines) and
-return the exact law of (tau, Y) given the path (THEORY.md section 2):
+return the exact law of (tau, Y) given the path (docs/theory.md sections 2.1, 2.2):
 
 BV:   w_0 = 1, w_i = min(1, w_{i-1} p(X_i|X_<i) / q(X_i|X_<i))
       Z_i = sum_x (w_i p(x|X_1..i) - q(x|X_1..i))_+                (i < L)
@@ -66,12 +66,26 @@ def bv_path_law(tokens: Array, target_rows: Array, draft_rows: Array) -> tuple[A
     weights = [ops.ones(q_drafted.shape[:1], like=q_drafted)]  # w_0 = 1
     for i in range(depth):
         weights.append(ops.minimum(weights[-1] * ratio[:, i], 1))
-    residuals, stop_probs = [], []
+    stop_probs = []
+    if ops.is_torch(target_rows):  # rows written in place: no stacking copy
+        dtype = torch.promote_types(target_rows.dtype, draft_rows.dtype)
+        correction = torch.empty(target_rows[:, : depth + 1].shape, dtype=dtype,
+                                 device=target_rows.device)
+    else:
+        correction = None
+        residuals = []
     for i in range(depth):
         row, mass = residual_rows(weights[i], target_rows[:, i], draft_rows[:, i])
-        residuals.append(row)
+        if correction is None:
+            residuals.append(row)
+        else:
+            correction[:, i] = row
         stop_probs.append(ops.safe_div(mass, mass + 1 - weights[i]))  # h_i
-    residuals.append(target_rows[:, depth])
+    if correction is None:
+        residuals.append(target_rows[:, depth])
+        correction = ops.stack(residuals, 1)
+    else:
+        correction[:, depth] = target_rows[:, depth]
     stop_probs.append(weights[depth])  # h_L = w_L
     # P(tau = i) = h_i prod_{j > i} (1 - h_j) for i >= 1, P(tau = 0) = prod_{j >= 1} (1 - h_j)
     stop = []
@@ -81,7 +95,7 @@ def bv_path_law(tokens: Array, target_rows: Array, draft_rows: Array) -> tuple[A
         survive = survive * (1 - stop_probs[i])
     stop.append(survive)
     stop.reverse()
-    return ops.stack(stop, 1), ops.stack(residuals, 1)
+    return ops.stack(stop, 1), correction
 
 
 def token_path_law(tokens: Array, target_rows: Array, draft_rows: Array) -> tuple[Array, Array]:
@@ -124,7 +138,7 @@ def token_law(tree: DraftTree) -> BlockLaw:
 
 def bv_stop_at_first_failure_path_law(tokens: Array, target_rows: Array,
                                       draft_rows: Array) -> tuple[Array, Array]:
-    """A deliberately WRONG BV (THEORY.md section 2): tests i = 1..L in order, stops at the
+    """A deliberately WRONG BV (docs/theory.md section 2.3): tests i = 1..L in order, stops at the
     first failure. Same h_i and residuals as BV; not lossless. Kept to prove the checks fail."""
     _, residuals = bv_path_law(tokens, target_rows, draft_rows)
     depth = tokens.shape[-1]

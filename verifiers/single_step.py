@@ -6,7 +6,7 @@ returns one of the draws; the law r of the returned token lies in
     P_n = { r : r(S) <= g(q(S)) for every token set S },   g(s) = 1 - (1 - s)^n,
 and "select, then accept/correct against r" accepts with probability sum_x min(a(x), r(x)).
 
-The optimum (Hu et al. 2025, THEORY.md section 4; single_step_optimum)
+The optimum (Hu et al. 2025; docs/theory.md sections 8.2, 8.3; single_step_optimum)
     alpha* = max_{r in P_n} sum_x min(a(x), r(x)) = min_H [a(H) + 1 - q(H)^n]
 with H ranging over the prefixes of the tokens sorted by ratio a/q ASCENDING (<= is the
 weak duality a(H) + r(H^c) <= a(H) + g(q(H^c)); the rule below attains it). The threshold
@@ -45,12 +45,29 @@ falls after it; where it rises r = a - (slope) <= a, where it falls r >= a, and
 R_b* = G_b* = g(q(first b* tokens)). Hence sum_x min(a, r) = g(q(G)) + a(H*) = alpha*.
 
 Coarse cells (support). The rule only needs the tokens in ratio order. With support M and
-V > M, the M tokens of largest max(a, q) keep their own cells and the other tokens are
-pooled, in ratio order, into the runs between consecutive support tokens (a run is one
-"super-token": its tokens share a group at every level and are returned in proportion to q).
-The rule stays lossless (its law is computed exactly); it is optimal among rules that pool
-those runs, and exactly optimal when V <= M. Cells: [R, C], C = V (no pooling) or 2 M + 2
-(a cell of all q = 0 tokens, then run, support token, run, ...).
+V > M, the SINGLETONS tokens of largest max(a, q) keep their own cells and the other tokens
+are pooled by the half-octave bucket of their ratio (ratio_cells); a cell is one
+"super-token": its tokens share a group at every level and are returned in proportion to q.
+The rule stays lossless (its law is computed exactly); exactly optimal when V <= M (Theorem
+8.5 of docs/theory.md proves the CELL-level acceptance optimal; section 8.6). Cells: [R, C],
+C = V (no pooling) or SINGLETONS + 2 OCTAVES BUCKETS_PER_OCTAVE + 3 = 35.
+
+Merged tail (merge_tail=True; tail_boundaries). Let T be the longest suffix of the cell order
+(lowest ratios) whose first cell t (largest ratio in T) has a_t <= q(T)^(n-1) q_t, so every
+token of T has a(x) <= q(T)^(n-1) q(x). Never cutting inside T (theta = 0 there; the other
+boundaries' times are those of the majorant of the remaining points) keeps the rule optimal:
+T lies inside an optimal H (for an optimal suffix H inside T, q(T)^n - q(H)^n >= q(T)^(n-1)
+q(T - H) >= a(T - H)), T's cell is last, its rate is the integral of (1 - x_lo(U))^(n-1) >=
+q(T)^(n-1), so r >= a on T, and the cell-level optimum (Theorem 8.5) is the token-level one.
+
+Closer to the draft (closer_to_draft; CloserToDraft). Run the merged-tail rule; when it
+returns a draw of the optimal low-ratio cells H* (after the last minimiser b* of G - A, a cut
+at every level: theta_b* = 1, checked, else weight 0), with probability w return a uniformly
+random draw instead (all n draws lie in H* then). The law is unchanged on B* and becomes
+(1 - w) r + w q(H*)^(n-1) q on H*; w is the largest value in [0, 1] keeping r >= a on H*
+(one closed form per cell), so the rule stays single-step optimal and moves its H* mass
+towards q. Both rules are lossless for any w (their laws and count laws are computed exactly)
+and are tested against their own selection step by enumeration.
 
 Counts (count_law). For the lexicographic multi-path rule (verifiers.nodeopt) the number of
 draws equal to the returned token matters: rho[m, y] = P(return y and exactly m of the n
@@ -175,17 +192,42 @@ def single_step_optimum(target: Array, draft: Array, paths: int) -> tuple[Array,
 class Cells:
     """Tokens grouped into cells listed in descending ratio order.
 
-    cell_of [R, V] int: the cell of every token; width [R, C] q-mass and height [R, C]
-    a-mass of every cell. Tokens of one cell are always returned together (in proportion
-    to q)."""
+    width [R, C] q-mass and height [R, C] a-mass of every cell (in that order). The cell of
+    every token is cell_of [R, V] = relabel[raw] (relabel None: raw itself): the pooled layout
+    keeps its unordered cell ids `raw` and the small map `relabel` [R, C] to the order, so
+    that per-token values (per_token) cost one gather of a [R, V] row and no [R, V] integer
+    row is ever built for the order. Tokens of one cell are always returned together (in
+    proportion to q)."""
 
-    cell_of: Array
+    raw: Array
     width: Array
     height: Array
+    relabel: Array | None = None
 
     @property
     def count(self) -> int:
         return int(self.width.shape[-1])
+
+    @property
+    def cell_of(self) -> Array:
+        """[R, V] the (ordered) cell of every token."""
+        return self.raw if self.relabel is None else ops.take_rows(self.relabel, self.raw)
+
+    def per_token(self, values: Array, rows: Array | None = None) -> Array:
+        """values[cell_of] per token: [R, C] -> [R, V] (rows [Q]: the rows' values [Q, C] read
+        through the cells of rows `rows`, [Q, V])."""
+        raw = self.raw if rows is None else self.raw[rows]
+        if self.relabel is not None:
+            values = ops.take_rows(values, self.relabel if rows is None else self.relabel[rows])
+        return ops.take_rows(values, raw)
+
+    def cell_at(self, tokens: Array, rows: Array | None = None) -> Array:
+        """[Q, J] the cells of tokens [Q, J] in rows `rows` [Q] (None: Q = R)."""
+        if rows is None:
+            raw = ops.take_rows(self.raw, tokens)
+            return raw if self.relabel is None else ops.take_rows(self.relabel, raw)
+        raw = self.raw[rows[:, None], tokens]
+        return raw if self.relabel is None else self.relabel[rows[:, None], raw]
 
 
 SINGLETONS = 8  # pooled layout: the tokens of largest max(a, q) that keep their own cell
@@ -232,19 +274,28 @@ def ratio_cells(target: Array, draft: Array, support: int | None = None,
                      ops.gather(target, -1, order))
     singles = min(singletons, vocab)
     score = ops.maximum(target, draft)
+    buckets = 2 * OCTAVES * BUCKETS_PER_OCTAVE + 2
     if ops.is_torch(score):
         chosen = torch.topk(score, singles, dim=-1).indices  # [R, M]
+        # ratio_bucket folded into the cell index: 1 + M + clamp(offset - bits >> 22); q = 0
+        # (ratio inf or nan) -> cell 0; the same cells in fewer passes
+        first = 1 + singles
+        if score.dtype == torch.float32:  # in place in the score's buffer (no fresh rows)
+            ratio = torch.div(target, draft, out=score)
+        else:
+            ratio = target.float() / draft.float()
+        half_octave = ratio.view(torch.int32).bitwise_right_shift_(22)
+        raw = half_octave.neg_().add_(first + 2 * OCTAVES + 1 + 254)
+        raw = raw.clamp_(first, first + buckets - 1).masked_fill_(draft == 0, 0).long()
+        ids = torch.arange(1, singles + 1, device=raw.device).expand(rows, singles)
+        raw.scatter_(-1, chosen, torch.where(ops.take_rows(draft, chosen) == 0, 0, ids))
     else:
         chosen = ops.argsort(-score, -1)[:, :singles]
-    buckets = 2 * OCTAVES * BUCKETS_PER_OCTAVE + 2
-    bucket = ratio_bucket(target, draft, buckets)
-    raw = 1 + singles + bucket  # [R, V] cell before ordering: 0 never, 1..M singletons, buckets
-    ids = ops.arange(singles, chosen)[None, :] + 1 + chosen * 0
-    if ops.is_torch(raw):
-        raw = raw.scatter(-1, chosen, ids)
-    else:
+        bucket = ratio_bucket(target, draft, buckets)
+        raw = 1 + singles + bucket  # [R, V] cell: 0 never, 1..M singletons, buckets
+        ids = ops.arange(singles, chosen)[None, :] + 1 + chosen * 0
         np.put_along_axis(raw, chosen, ids, axis=-1)
-    raw = ops.where(draft == 0, 0, raw)
+        raw = ops.where(draft == 0, 0, raw)
     count = 1 + singles + buckets
     width = ops.scatter_sum(draft, raw, count)
     height = ops.scatter_sum(target, raw, count)
@@ -255,8 +306,7 @@ def ratio_cells(target: Array, draft: Array, support: int | None = None,
     key = ops.concat([top + 1, key[:, 1:]], -1)  # cell 0 before all
     order = ops.argsort(-key, -1)
     rank = ops.inverse_permutation(order, -1)
-    return Cells(ops.take_rows(rank, raw), ops.gather(width, -1, order),
-                 ops.gather(height, -1, order))
+    return Cells(raw, ops.gather(width, -1, order), ops.gather(height, -1, order), rank)
 
 
 # ---------------------------------------------------------------------------
@@ -269,6 +319,15 @@ def _bend(mass: Array, values: Array, left: Array, right: Array) -> Array:
     x_i, x_k = ops.take_rows(mass, left), ops.take_rows(mass, right)
     return (values * (x_k - x_i) - ops.take_rows(values, left) * (x_k - mass)
             - ops.take_rows(values, right) * (mass - x_i))
+
+
+def _none_left(active: Array) -> bool:
+    """True when no row has an event left: read on the host for numpy and CPU tensors (no
+    device to wait for); on an accelerator always False (every round runs: asking would be a
+    host synchronisation)."""
+    if not ops.is_torch(active):
+        return not active.any()
+    return active.device.type == "cpu" and not active.numpy().any()
 
 
 def boundary_times(mass: Array, target: Array, capacity_: Array, never: Array | None = None
@@ -311,7 +370,7 @@ def boundary_times(mass: Array, target: Array, capacity_: Array, never: Array | 
         first = ops.argmin(event, -1)
         time = ops.take_rows(event, first[:, None])[:, 0]
         active = time < 1
-        if not bool(active.any()):
+        if _none_left(active):
             break
         theta[row_ids, first] = ops.where(active, time, theta[row_ids, first])
         alive[row_ids, first] = alive[row_ids, first] & ~active
@@ -347,13 +406,13 @@ class NestedPartitions:
 
     def law(self) -> Array:
         """r [R, V]: the law of the returned token."""
-        return self.draft * ops.take_rows(self.rate, self.cells.cell_of)
+        return self.draft * self.cells.per_token(self.rate)
 
     def _token_cells(self, rows: Array | None, tokens: Array) -> tuple[Array, Array]:
         """(cell [Q, J], q [Q, J]) of tokens [Q, J] read in rule rows `rows` [Q] (None: Q = R)."""
         if rows is None:
-            return ops.take_rows(self.cells.cell_of, tokens), ops.take_rows(self.draft, tokens)
-        return self.cells.cell_of[rows[:, None], tokens], self.draft[rows[:, None], tokens]
+            return self.cells.cell_at(tokens), ops.take_rows(self.draft, tokens)
+        return self.cells.cell_at(tokens, rows), self.draft[rows[:, None], tokens]
 
     def count_law(self, token: Array, rows: Array | None = None) -> Array:
         """rho [Q, n+1]: rho[:, m] = P(return token and exactly m draws equal it), m = 1..n
@@ -436,23 +495,40 @@ def nested_partitions(target: Array, draft: Array, paths: int, support: int | No
     tokens in proportion to q; still single-step optimal, module docstring)."""
     if paths < 1:
         raise ValueError(f"paths must be >= 1, got {paths}")
+    return nested_partitions_for(target, draft, [paths], support, cells, merge_tail)[0]
+
+
+def nested_partitions_for(target: Array, draft: Array, counts: list[int],
+                          support: int | None = None, cells: Cells | None = None,
+                          merge_tail: bool = False) -> list[NestedPartitions]:
+    """nested_partitions for every n in counts, built in ONE batched pass: the rows of all n
+    are stacked (they share the cells, x and A; only G = g_n(x) differs), so the boundary
+    times and the levels cost one call for all n instead of one per n."""
     if cells is None:
         cells = ratio_cells(target, draft, support)
+    rows, count = cells.width.shape[0], cells.count
     zero = cells.width[:, :1] * 0
-    mass = ops.concat([zero, ops.cumsum(cells.width, -1)], -1)  # [R, C+1]
-    height = ops.concat([zero, ops.cumsum(cells.height, -1)], -1)
-    cap = capacity(mass, paths)
-    count = cells.count
-    if paths == 1:
-        theta = mass * 0 + 1  # g is linear: every grouping gives r = q
-    else:
-        never = tail_boundaries(cells, paths) if merge_tail else None
-        theta = boundary_times(mass, height, cap, never)
+    mass1 = ops.concat([zero, ops.cumsum(cells.width, -1)], -1)  # [R, C+1]
+    height1 = ops.concat([zero, ops.cumsum(cells.height, -1)], -1)
+    stack = len(counts)
+    mass = ops.concat([mass1] * stack, 0)  # [S R, C+1], S = len(counts)
+    height = ops.concat([height1] * stack, 0)
+    cap = ops.concat([capacity(mass1, n) for n in counts], 0)
+    curved = [n for n in counts if n > 1]
+    theta = mass * 0 + 1  # n = 1: g is linear, every grouping gives r = q
+    if curved:
+        pick = [j for j, n in enumerate(counts) if n > 1]
+        index = ops.arange(rows, mass)
+        chosen = ops.concat([index + j * rows for j in pick], 0)
+        never = (ops.concat([tail_boundaries(cells, n) for n in curved], 0) if merge_tail
+                 else None)
+        theta[chosen] = boundary_times(mass[chosen], height[chosen], cap[chosen], never)
+    zero = mass[:, :1] * 0
     # levels: [edge_t, edge_t+1) between the sorted inner theta values (and 0, 1)
     inner = theta[:, 1:count]
     edges = ops.concat([zero, ops.gather(inner, -1, ops.argsort(inner, -1)), zero + 1], -1)
-    lengths = edges[:, 1:] - edges[:, :-1]  # [R, T = C]
-    cut = theta[:, None, :] > edges[:, :-1, None]  # [R, T, C+1]
+    lengths = edges[:, 1:] - edges[:, :-1]  # [S R, T = C]
+    cut = theta[:, None, :] > edges[:, :-1, None]  # [S R, T, C+1]
     ids = ops.arange(count + 1, cut)
     low_all = ops.cummax(ops.where(cut, ids[None, None, :], 0), -1)  # last cut at or before b
     high_all = ops.flip(ops.cummin(ops.flip(ops.where(cut, ids[None, None, :], count), -1), -1),
@@ -463,10 +539,14 @@ def nested_partitions(target: Array, draft: Array, paths: int, support: int | No
     g_high = ops.take_rows(cap, high.reshape(-1, levels * count)).reshape(high.shape)
     x_low = ops.take_rows(mass, low.reshape(-1, levels * count)).reshape(low.shape)
     x_high = ops.take_rows(mass, high.reshape(-1, levels * count)).reshape(high.shape)
-    slope = ops.safe_div(g_high - g_low, x_high - x_low)  # [R, T, C]
-    rate = ops.total(lengths[:, :, None] * slope, 1)  # [R, C]
-    return NestedPartitions(paths, draft, cells, mass, height, cap, theta, lengths, low, high,
-                            rate)
+    slope = ops.safe_div(g_high - g_low, x_high - x_low)  # [S R, T, C]
+    rate = ops.total(lengths[:, :, None] * slope, 1)  # [S R, C]
+    out = []
+    for j, n in enumerate(counts):
+        part = slice(j * rows, (j + 1) * rows)
+        out.append(NestedPartitions(n, draft, cells, mass1, height1, cap[part], theta[part],
+                                    lengths[part], low[part], high[part], rate[part]))
+    return out
 
 
 @dataclass
@@ -499,7 +579,7 @@ class CloserToDraft:
         return ops.where(low, mixed, self.base.rate)
 
     def law(self) -> Array:
-        return self.base.draft * ops.take_rows(self.rate, self.cells.cell_of)
+        return self.base.draft * self.cells.per_token(self.rate)
 
     def _rows(self, rows: Array | None) -> tuple[Array, Array, Array]:
         if rows is None:
