@@ -1,9 +1,9 @@
 """Coarsened instances: a certified UPPER bound on the K-path optimum of a huge vocabulary.
 
 The K-path optimum of a real pair (docs/theory.md section 4.1; the bound: section 13.1)
-lives on V^L paths with V = 151,936: no LP can hold it for L >= 2. A coarsened instance keeps, at every *kept* node u, a set
-S(u) of M tokens (chosen from the real rows, e.g. the top-M of p + q) and lumps every
-other token into one remainder token R:
+lives on V^L paths with V = 151,936: no LP can hold it for L >= 2. A coarsened instance
+keeps, at every *kept* node u, a set S(u) of M tokens (chosen from the real rows, e.g. the
+top-M of p + q) and lumps every other token into one remainder token R:
 
     p'(t | u) = p(t | u),  q'(t | u) = q(t | u)        for t in S(u)
     p'(R | u) = 1 - p(S(u) | u),  q'(R | u) = 1 - q(S(u) | u)
