@@ -55,7 +55,8 @@ def time_tree_pass(model, context: int, paths: int, depth: int, device: torch.de
     cache.commit(torch.where(real, torch.arange(tokens.shape[1], device=device), -1))
     cache.compact()
     drafted = torch.randint(0, vocab, (1, paths, depth), generator=generator, device=device)
-    node_of, node_tokens, node_depth, ancestor, node_real = build_tree(drafted)
+    tree = build_tree(drafted)
+    node_tokens, node_depth, ancestor, node_real = tree.tokens, tree.depth, tree.ancestor, tree.real
     node_tokens[:, 0] = prompt[-1]
     times = []
     for i in range(repeats + 1):

@@ -167,10 +167,10 @@ def realgap(
             for c in r["contexts"]:
                 for k, block in c["by_paths"].items():
                     rows.append([c["prompt"], c["context"], c["depth"], k, block["lower"],
-                                 block["upper"], block["best"]])
+                                 block["upper"], block["best"], block["estimate"]])
             table(f"realgap: {r['pair']} (full-vocabulary rows; per context)",
-                  ["prompt", "ctx", "L", "K", "lower (best verifier, 95% CI)", "upper bound", "best"],
-                  rows)
+                  ["prompt", "ctx", "L", "K", "certified lower", "certified upper",
+                   "best verifier", "its estimate [95% betting CI]"], rows)
             rows = []
             for s in r["summary"]:
                 for name, iv in sorted(s["verifiers"].items(), key=lambda kv: -kv[1]["estimate"]):
@@ -178,7 +178,7 @@ def realgap(
                     rows.append([s["temperature"], s["depth"], s["paths"], s["contexts"],
                                  format_interval(s["upper"]), name, format_interval(iv),
                                  format_interval(gap)])
-            table("realgap summary: means over contexts, 95% bootstrap CI over prompts",
+            table("realgap summary: means over contexts [95% t interval on per-prompt means]",
                   ["T", "L", "K", "ctx", "upper bound", "verifier", "E[tau+1]", "gap to upper"], rows)
             if r.get("failures"):
                 for f in r["failures"]:
@@ -207,18 +207,23 @@ VOCABULARY_LIMITED = ("khisti",)  # left out of the default list on real vocabul
 
 
 def _context_view(record: dict[str, Any]) -> dict[str, Any]:
-    """Per-context interval statement: lower (best verifier) <= optimum <= upper."""
+    """Per-context statement: certified lower <= optimum <= certified upper, and the best
+    verifier's estimate with its interval (an estimate: it may lie either side of lower)."""
     view: dict[str, Any] = {"prompt": record["prompt"], "context": record["context"],
                             "depth": record["depth"], "by_paths": {}}
     for k, block in record["by_paths"].items():
-        upper = block["upper"]
-        lower = block["lower"]
+        upper, lower = block["upper"], block["lower"]
+        best = block.get("best_estimate") or lower  # records made before the certified lower
         tag = ("closed form" if upper.get("closed_form")
                else "certified" if upper["certified"] else "NOT certified")
+        exact = best.get("exact")
         view["by_paths"][k] = {
-            "lower": f"{lower['mean']:.4f} [{lower['low']:.4f}, {lower['high']:.4f}]",
+            "lower": (f"{lower['value']:.4f} ({lower['verifier']})" if "value" in lower
+                      else "n/a (older record)"),
             "upper": f"{upper['value']:.4f} ({tag})",
-            "best": lower["verifier"],
+            "best": best["verifier"],
+            "estimate": (f"{best['mean']:.4f} (exact)" if exact else
+                         f"{best['mean']:.4f} [{best['low']:.4f}, {best['high']:.4f}]"),
             "verifiers": {n: [iv["mean"], iv["low"], iv["high"]]
                           for n, iv in block["verifiers"].items()},
         }

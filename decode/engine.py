@@ -40,6 +40,17 @@ the next tree pass); the draft also re-reads X_L when tau = L (it never fed X_L)
 Rows that finish (EOS or max_new_tokens) leave the batch. Models with sliding-window
 layers are refused (the slot cache assumes full attention).
 
+The code is the loop of `SpeculativeEngine.generate` over plain step functions: prefill,
+draft_paths, tree_pass (a `TreeBatch`: the distinct nodes, one field per tensor), verify,
+score, fetch, commit_caches, commit_tokens; the metrics are computed from the per-step
+records (`step_metrics`). The host reads the device ONCE per step (`fetch`: path, tau,
+correction, the chosen path's tokens, E[tau + 1], node counts and scores in one float64
+tensor); cache widths are counted on the host. With `EngineConfig.compact_tree` (default on
+the CPU) the tree is sized by its distinct-node count, which is a second read per step;
+without it (default on CUDA) it has 1 + K L node slots, padding included.
+tests/test_engine.py counts the reads. (On CUDA the per-phase timers, `time_phases`,
+add device synchronisations that read nothing.)
+
 Works on CUDA when present and on the CPU otherwise; every tensor op in the step,
 including the verifier law and sampling, stays on the models' device.
 """
@@ -49,7 +60,6 @@ from __future__ import annotations
 import resource
 import sys
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -192,16 +202,21 @@ class SlotCache:
             self.cache.update(stacked[0], stacked[1], layer)
 
     def commit(self, slots: torch.Tensor) -> None:
-        """Mark slots [B, M] (entries < 0 ignored) as committed."""
-        rows = torch.arange(slots.shape[0], device=slots.device)[:, None].expand_as(slots)
-        keep = slots >= 0
-        self.valid[rows[keep], slots[keep]] = True
+        """Mark slots [B, M] (entries < 0 ignored) as committed (no host sync)."""
+        added = torch.zeros(self.valid.shape, dtype=torch.int32, device=slots.device)
+        added.scatter_add_(1, slots.clamp_min(0), (slots >= 0).to(torch.int32))
+        self.valid |= added > 0
 
-    def compact(self, rows: torch.Tensor | None = None) -> None:
-        """Keep only committed slots (left-aligned per row) and, if given, only `rows` [B']."""
+    def compact(self, rows: torch.Tensor | None = None, width: int | None = None) -> None:
+        """Keep only committed slots (left-aligned per row) and, if given, only `rows` [B'].
+
+        width: the largest number of committed slots over the kept rows when the caller
+        knows it (the engine counts on the host); None reads it from the device (a sync).
+        """
         valid = self.valid if rows is None else self.valid[rows]
         counts = valid.sum(1)
-        width = int(counts.max()) if counts.numel() else 0
+        if width is None:
+            width = int(counts.max()) if counts.numel() else 0
         order = torch.sort((~valid).to(torch.int8), dim=1, stable=True).indices[
             :, :width
         ]  # [B', S']
@@ -238,19 +253,26 @@ def chain_inputs(
     return tokens, positions, new_mask, real
 
 
-def build_tree(
-    tokens: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+@dataclass
+class TreeBatch:
     """Distinct nodes of K drafted paths per row, as a flat node list with slot 0 = root.
 
-    tokens [B, K, L]. Returns
-      node_of [B, K, L+1] long: node index of the first i tokens of path k (0 = root)
-      node_tokens [B, N] long: last token of every node (root: filled in by the caller)
-      node_depth [B, N] long (padding nodes: depth 0)
-      ancestor [B, N, N] bool: node a attends node c (c an ancestor of a or a itself;
-                padding nodes see themselves only)
-      real [B, N] bool: the node exists in this row (False: padding)
-    N = 1 + the largest number of distinct nodes over rows.
+    N = 1 + the largest number of distinct nodes over rows (compact) or 1 + K L (fixed).
+    """
+
+    node_of: torch.Tensor  # [B, K, L+1] long: node index of the first i tokens of path k
+    tokens: torch.Tensor  # [B, N] long: last token of every node (root: set by the caller)
+    depth: torch.Tensor  # [B, N] long: depth of every node (padding nodes: 0)
+    ancestor: torch.Tensor  # [B, N, N] bool: a attends c (c an ancestor of a, or a itself;
+    #                         padding nodes see themselves only)
+    real: torch.Tensor  # [B, N] bool: the node exists in this row (False: padding)
+
+
+def build_tree(tokens: torch.Tensor, compact: bool = True) -> TreeBatch:
+    """The TreeBatch of drafted paths tokens [B, K, L] (shared prefixes are one node).
+
+    compact: N = 1 + the largest distinct-node count over rows (reads that count from the
+    device: one host sync); otherwise N = 1 + K L (no sync; more padding nodes).
     """
     batch, paths, depth = tokens.shape
     device = tokens.device
@@ -263,7 +285,7 @@ def build_tree(
     index = index.reshape(batch, paths, depth)
     # a repeated node takes the index of its first occurrence (path first[b, k, i], depth i)
     node = torch.gather(index, 1, first)  # [B, K, L]
-    count = int(flat.sum(1).max()) + 1
+    count = (int(flat.sum(1).max()) if compact else paths * depth) + 1
     node_of = torch.cat([torch.zeros(batch, paths, 1, dtype=torch.long, device=device), node], 2)
     node_tokens = torch.zeros(batch, count, dtype=torch.long, device=device)
     node_depth = torch.zeros(batch, count, dtype=torch.long, device=device)
@@ -279,10 +301,8 @@ def build_tree(
     real = torch.zeros(batch, count, dtype=torch.bool, device=device)
     real[:, 0] = True
     real[rows, node] = True
-    ancestor = (ancestor & real[:, :, None]) | torch.eye(count, dtype=torch.bool, device=device)[
-        None
-    ]
-    return node_of, node_tokens, node_depth, ancestor, real
+    eye = torch.eye(count, dtype=torch.bool, device=device)[None]
+    return TreeBatch(node_of, node_tokens, node_depth, (ancestor & real[:, :, None]) | eye, real)
 
 
 # ---------------------------------------------------------------------------------------
@@ -307,6 +327,9 @@ class EngineConfig:
     score_dtype: torch.dtype = torch.float64  # dtype of the rows of the scored laws
     score_elements: int = 1 << 25  # rows scored at once: B' K (L+1) V at most this many
     score_grid: bool = False  # also score every (K', L') <= (K, L) on the same tree (score_cells)
+    compact_tree: bool | None = None  # tree of distinct nodes only (one more host read per
+    #                                   step to size it); None: on the CPU only
+    time_phases: bool = True  # seconds per phase per step (CUDA: a device sync per phase)
 
 
 @dataclass
@@ -389,6 +412,7 @@ def score_grid(
     dtype: torch.dtype = torch.float64,
     max_elements: int = 1 << 25,
     seconds: dict[str, float] | None = None,
+    to_cpu: bool = True,
 ) -> dict[tuple[int, int], dict[str, torch.Tensor]]:
     """Exact conditional E[tau + 1 | tree] of every named verifier at every (K', L') cell.
 
@@ -397,7 +421,8 @@ def score_grid(
     entries). cells: the (K', L') to score (default: only (K, L)); cell (K', L') scores the
     tree of the first K' paths cut to depth L' (`cut_tree`) on the same rows. A verifier
     that reads path 0 only (VerifierSpec.multipath False) is evaluated once per L' and its
-    value shared by every K'. Returns {cell: {name: [B] float64 on the CPU}}. seconds: if
+    value shared by every K'. Returns {cell: {name: [B] float64 on the CPU}} (to_cpu False:
+    on the rows' device, no host read). seconds: if
     given, the time spent in each verifier's law is added to seconds[name].
     """
     batch, paths, levels, vocab = target_rows.shape
@@ -418,7 +443,8 @@ def score_grid(
                 key = (1, d) if single[name] else (k, d)
                 if key not in done:
                     law = block_law(name, cut_tree(tree, *key))
-                    done[key] = law.block_efficiency().double().cpu()
+                    value = law.block_efficiency().double()
+                    done[key] = value.cpu() if to_cpu else value
                 out[(k, d)][name].append(done[key])
             if seconds is not None:
                 seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - begin
@@ -446,7 +472,10 @@ class SpeculativeEngine:
     """Speculative decoding of a target model with a draft model and a named verifier.
 
     The verifier is used only through ``block_law`` and ``sample_block``, so any verifier in
-    the registry works (including broken ones registered for audits).
+    the registry works (including broken ones registered for audits). `generate` is the
+    loop over the step functions below (prefill, draft_paths, tree_pass, verify, score,
+    fetch, commit); the host reads the device once per step (`fetch`), plus once to size
+    the tree when `EngineConfig.compact_tree` (the default on the CPU).
     """
 
     def __init__(
@@ -480,10 +509,10 @@ class SpeculativeEngine:
         self.prefix_store = prefix_store
 
     # -- rows ---------------------------------------------------------------------------
-    def _target_rows(self, logits: torch.Tensor) -> torch.Tensor:
+    def target_rows(self, logits: torch.Tensor) -> torch.Tensor:
         return probability_rows(logits, self.config.temperature, self.config.top_p)
 
-    def _draft_rows(self, logits: torch.Tensor) -> torch.Tensor:
+    def draft_rows(self, logits: torch.Tensor) -> torch.Tensor:
         c = self.config
         temperature = c.temperature if c.draft_temperature is None else c.draft_temperature
         top_p = c.top_p if c.draft_top_p is None else c.draft_top_p
@@ -504,303 +533,376 @@ class SpeculativeEngine:
         """Generate up to max_new_tokens per prompt (a batch of token-id lists, each >= 1 token).
 
         callback(prompt_index, new_tokens) is called after every step for every row that
-        grew (streaming). progress: a tqdm bar on stderr.
-
-        metrics (all rows together):
-          generated_tokens, target_calls (tree passes, prefill excluded), row_steps (sum of
-          active rows over the calls), block_efficiency (mean tau + 1 per row-step, before
-          truncation at EOS / max_new_tokens), expected_block_efficiency (mean of the law's
-          exact E[tau + 1] given the drafted tree: same mean, lower variance),
-          tokens_per_call (generated / row_steps), accepted_histogram (tau = 0..L),
-          prefill_s, decode_s, draft_s, target_s, verifier_s, other_s, tokens_per_s
-          (generated / (prefill + decode)), decode_tokens_per_s, ms_per_token (decode),
-          target_nodes_per_call (mean nodes per row in the tree pass, pending included),
-          draft_forwards, peak_memory_mb and peak_memory_kind; score_s (time spent scoring,
-          excluded from decode_s), score_seconds {verifier: seconds in its law} and
-          per_prompt: one dict per prompt with row_steps, accepted_plus_one,
-          generated_tokens, expected_block_efficiency (sums over that prompt's steps) and
-          scores {verifier: sum over its steps of E[tau + 1 | tree]}.
+        grew (streaming). progress: a tqdm bar on stderr. Metrics: `step_metrics`.
         """
-        c = self.config
         if not prompts or any(len(p) == 0 for p in prompts):
             raise ValueError("every prompt needs at least one token")
-        device, vocab = self.device, self.target.vocab_size
-        eos = set(c.eos_token_ids if c.eos_token_ids is not None else self.target.eos_token_ids)
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-        batch, paths, depth = len(prompts), c.paths, c.depth
-        committed = [list(p) for p in prompts]
-        generated: list[list[int]] = [[] for _ in prompts]
-        active = list(range(batch))  # prompt index of every batch row
-        timers = Counter({"draft": 0.0, "target": 0.0, "verifier": 0.0, "score": 0.0})
-        stats: Counter[str] = Counter()
-        histogram = [0] * (depth + 1)
-        expected_be = 0.0
-        score_seconds: dict[str, float] = dict.fromkeys(c.score, 0.0)
-        cells = score_cells(paths, depth) if c.score_grid else [(paths, depth)]
-        per_prompt = [
-            {"row_steps": 0, "accepted_plus_one": 0, "expected_block_efficiency": 0.0,
-             "scores": dict.fromkeys(c.score, 0.0),
-             **({"grid": {cell_name(cell): dict.fromkeys(c.score, 0.0) for cell in cells}}
-                if c.score_grid else {})}
-            for _ in prompts
-        ]
-        step_log: list[dict[str, Any]] = []
-        steps: list[StepRecord] = []
-        bar = None
-        if progress:
-            from tqdm import tqdm
-
-            bar = tqdm(
-                total=batch * c.max_new_tokens,
-                file=sys.stderr,
-                unit="tok",
-                desc=f"{self.verifier} K={paths} L={depth}",
-            )
-
-        def clock(name: str, start: float) -> float:
-            _synchronize(device)
-            now = time.perf_counter()
-            timers[name] += now - start
-            return now
-
-        # prefill: both caches take every prompt token but the last
-        _synchronize(device)
-        t_start = time.perf_counter()
-        heads = [tuple(p[:-1]) for p in committed]
-        # identical prompts share one prefill (rows are copied afterwards)
-        unique = list(dict.fromkeys(heads))
-        first_row = {h: i for i, h in enumerate(unique)}
-        copies = torch.tensor([first_row[h] for h in heads], dtype=torch.long, device=device)
-        target_cache = SlotCache(self.target.model, len(unique), device)
-        draft_cache = SlotCache(self.draft.model, len(unique), device)
-        store = self.prefix_store
-        if store is not None and all(h in store.entries for h in unique):
-            target_cache.load([store.entries[h][0] for h in unique])
-            draft_cache.load([store.entries[h][1] for h in unique])
-            stats["prefill_reused"] = batch
-        elif max(len(h) for h in unique) > 0:
-            lengths = torch.zeros(len(unique), dtype=torch.long, device=device)
-            for cache in (target_cache, draft_cache):
-                tokens, positions, new_mask, real = chain_inputs(unique, lengths, device)
-                cache.forward(tokens, positions, new_mask, last_only=True)
-                cache.commit(torch.where(real, torch.arange(tokens.shape[1], device=device), -1))
-                cache.compact()
-            if store is not None:
-                for b, h in enumerate(unique):
-                    store.entries[h] = (target_cache.row(b), draft_cache.row(b))
-        target_cache.compact(copies)
-        draft_cache.compact(copies)
-        draft_uncached = [[p[-1]] for p in committed]
-        _synchronize(device)
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+        state = prefill(self, prompts)
+        bar = progress_bar(self, len(prompts)) if progress else None
+        _synchronize(self.device)
         t_decode = time.perf_counter()
-        timers["prefill"] = t_decode - t_start
-
-        while active:
-            rows_now = len(active)
-            n = torch.tensor(
-                [len(committed[r]) for r in active], device=device
-            )  # [B'] incl. pending
-            # ---- draft: uncached committed tokens, then K paths of depth L ----------------
-            t0 = time.perf_counter()
-            tokens, positions, new_mask, real = chain_inputs(
-                draft_uncached,
-                n - torch.tensor([len(u) for u in draft_uncached], device=device),
-                device,
-            )
-            base = draft_cache.slots
-            logits = draft_cache.forward(tokens, positions, new_mask, last_only=True)[:, -1]
-            draft_cache.commit(
-                torch.where(real, base + torch.arange(tokens.shape[1], device=device), -1)
-            )
-            stats["draft_forwards"] += 1
-            q_root = self._draft_rows(logits)  # [B', V]
-            drafted = torch.empty(rows_now, paths, depth, dtype=torch.long, device=device)
-            draft_rows = torch.empty(
-                rows_now, paths, depth, vocab, dtype=q_root.dtype, device=device
-            )
-            draft_rows[:, :, 0] = q_root[:, None]
-            drafted[:, :, 0] = torch.multinomial(
-                q_root, paths, replacement=True, generator=generator
-            )
-            tentative: list[int] = []  # first slot of the K nodes fed at depth 1..L-1
-            eye = torch.eye(paths, dtype=torch.bool, device=device)[None].expand(rows_now, -1, -1)
-            for i in range(1, depth):
-                extra = torch.zeros(
-                    rows_now, paths, draft_cache.slots, dtype=torch.bool, device=device
-                )
-                for start in tentative:
-                    extra[:, :, start : start + paths] |= eye
-                tentative.append(draft_cache.slots)
-                logits = draft_cache.forward(
-                    drafted[:, :, i - 1],
-                    (n - 1 + i)[:, None].expand(-1, paths),
-                    eye,
-                    past_extra=extra,
-                )
-                stats["draft_forwards"] += 1
-                rows_i = self._draft_rows(logits)  # [B', K, V]
-                # paths sharing their first i tokens share one row (that of the first such path)
-                prefix = drafted[:, :, :i]
-                same = (prefix[:, :, None, :] == prefix[:, None, :, :]).all(-1)  # [B', K, K]
-                first = same.to(torch.int8).argmax(2)  # [B', K]
-                rows_i = torch.gather(rows_i, 1, first[..., None].expand(-1, -1, vocab))
-                draft_rows[:, :, i] = rows_i
-                drafted[:, :, i] = torch.multinomial(
-                    rows_i.reshape(-1, vocab), 1, generator=generator
-                ).reshape(rows_now, paths)
-            t1 = clock("draft", t0)
-            # ---- target: one tree-masked pass over pending token + distinct nodes ----------
-            node_of, node_tokens, node_depth, ancestor, node_real = build_tree(drafted)
-            node_tokens[:, 0] = torch.tensor([committed[r][-1] for r in active], device=device)
-            base = target_cache.slots
-            logits = target_cache.forward(node_tokens, n[:, None] - 1 + node_depth, ancestor)
-            p_nodes = self._target_rows(logits)  # [B', N, V]
-            target_rows = torch.gather(
-                p_nodes, 1, node_of.reshape(rows_now, -1, 1).expand(-1, -1, vocab)
-            ).reshape(rows_now, paths, depth + 1, vocab)
-            stats["target_nodes"] += int(node_real.sum())
-            t2 = clock("target", t1)
-            # ---- verify ---------------------------------------------------------------------
-            dtype = c.law_dtype
-            tree = DraftTree(drafted, target_rows.to(dtype), draft_rows.to(dtype))
-            law = self.law(tree)
-            path, accepted, token = sample_block(law, generator)
-            row_expected = law.block_efficiency()  # [B']
-            expected_be += float(row_expected.sum())
-            t3 = clock("verifier", t2)
-            for r, tau, value in zip(active, accepted.tolist(), row_expected.tolist(), strict=True):
-                per_prompt[r]["row_steps"] += 1
-                per_prompt[r]["accepted_plus_one"] += tau + 1
-                per_prompt[r]["expected_block_efficiency"] += value
-            if c.score:
-                law_s = dict.fromkeys(c.score, 0.0)
-                grid = score_grid(c.score, drafted, target_rows, draft_rows, cells,
-                                  c.score_dtype, c.score_elements, law_s)
-                for cell, scores in grid.items():
-                    for name, values in scores.items():
-                        for r, value in zip(active, values.tolist(), strict=True):
-                            if cell == (paths, depth):
-                                per_prompt[r]["scores"][name] += value
-                            if c.score_grid:
-                                per_prompt[r]["grid"][cell_name(cell)][name] += value
-                for name, sec in law_s.items():
-                    score_seconds[name] += sec
-                t4 = clock("score", t3)
-            step_log.append({"rows": rows_now, "nodes": int(node_real.sum()),
-                             "draft_s": t1 - t0, "target_s": t2 - t1, "verifier_s": t3 - t2,
-                             "law_s": law_s if c.score else {}})
-            if c.score:
-                t3 = t4
-            # ---- commit ---------------------------------------------------------------------
-            row_index = torch.arange(rows_now, device=device)
-            accepted_nodes = node_of[row_index, path]  # [B', L+1] node indices along the path
-            keep = torch.arange(depth + 1, device=device)[None] <= accepted[:, None]
-            target_cache.commit(torch.where(keep, base + accepted_nodes, -1))
-            # draft: tentative slot of path k at depth i is tentative[i-1] + k (i = 1..L-1)
-            if tentative:
-                starts = torch.tensor(tentative, device=device)[None]  # [1, L-1]
-                draft_slots = starts + path[:, None]
-                draft_keep = torch.arange(1, depth, device=device)[None] <= accepted[:, None]
-                draft_cache.commit(torch.where(draft_keep, draft_slots, -1))
-            path_l, accepted_l, token_l = path.tolist(), accepted.tolist(), token.tolist()
-            drafted_l = drafted.tolist()
-            if c.record_steps:
-                steps.append(
-                    StepRecord(
-                        list(active),
-                        [list(committed[r]) for r in active],
-                        tree,
-                        path,
-                        accepted,
-                        token,
-                    )
-                )
-            still: list[int] = []
-            new_uncached: list[list[int]] = []
-            for b, r in enumerate(active):
-                tau = accepted_l[b]
-                block = drafted_l[b][path_l[b]][:tau] + [token_l[b]]
-                histogram[tau] += 1
-                room = c.max_new_tokens - len(generated[r])
-                block = block[:room]
-                for j, t in enumerate(block):
-                    if t in eos:
-                        block = block[: j + 1]
-                        break
-                generated[r].extend(block)
-                committed[r].extend(block)
+        while state.active:
+            clock = StepClock(self.device, self.config.time_phases)
+            drafted, q, tentative = draft_paths(self, state, generator)
+            clock.lap("draft_s")
+            nodes, p, base = tree_pass(self, state, drafted)
+            clock.lap("target_s")
+            tree, outcome = verify(self, drafted, p, q, generator)
+            clock.lap("verifier_s")
+            law_s: dict[str, float] = {}
+            scores = score(self, tree, law_s)
+            clock.lap("score_s")
+            host = fetch(outcome, nodes, drafted, scores)  # the step's one host sync
+            commit_caches(state, nodes, base, tentative, outcome)
+            record = {"rows": len(state.active), "law_s": law_s, **host.summary()}
+            if self.config.record_steps:
+                state.steps.append(StepRecord(list(state.active), [list(state.committed[r])
+                                              for r in state.active], tree, *outcome[:3]))
+            grown = commit_tokens(self, state, host)
+            for r, block in grown:
                 if callback is not None and block:
                     callback(r, block)
                 if bar is not None:
                     bar.update(len(block))
-                done = len(generated[r]) >= c.max_new_tokens or (block and block[-1] in eos)
-                if not done:
-                    still.append(b)
-                    tail = [drafted_l[b][path_l[b]][depth - 1]] if tau == depth else []
-                    new_uncached.append(tail + [token_l[b]])
-            stats["row_steps"] += rows_now
-            stats["target_calls"] += 1
-            stats["accepted_plus_one"] += int(accepted.sum()) + rows_now
-            if len(still) < rows_now:
-                keep_rows = torch.tensor(still, dtype=torch.long, device=device)
-                target_cache.compact(keep_rows)
-                draft_cache.compact(keep_rows)
-            else:
-                target_cache.compact()
-                draft_cache.compact()
-            active = [active[b] for b in still]
-            draft_uncached = new_uncached
-            timers["other"] += time.perf_counter() - t3
-        _synchronize(device)
-        t_end = time.perf_counter()
+            clock.lap("other_s")
+            state.log.append({**record, **clock.laps})
+        _synchronize(self.device)
+        decode_s = time.perf_counter() - t_decode
         if bar is not None:
             bar.close()
-        total_tokens = sum(len(g) for g in generated)
-        decode_s = t_end - t_decode - timers["score"]  # scoring is not part of decoding
-        row_steps = max(stats["row_steps"], 1)
-        for r, entry in enumerate(per_prompt):
-            entry["generated_tokens"] = len(generated[r])
-        peak, kind = peak_memory_mb(device)
-        metrics: dict[str, Any] = {
-            "verifier": self.verifier,
-            "paths": paths,
-            "depth": depth,
-            "temperature": c.temperature,
-            "top_p": c.top_p,
-            "draft_temperature": c.temperature
-            if c.draft_temperature is None
-            else c.draft_temperature,
-            "prompts": batch,
-            "generated_tokens": total_tokens,
-            "target_calls": stats["target_calls"],
-            "row_steps": stats["row_steps"],
-            "block_efficiency": stats["accepted_plus_one"] / row_steps,
-            "expected_block_efficiency": expected_be / row_steps,
-            "tokens_per_call": total_tokens / row_steps,
-            "accepted_histogram": histogram,
-            "prefill_s": timers["prefill"],
-            "decode_s": decode_s,
-            "draft_s": timers["draft"],
-            "target_s": timers["target"],
-            "verifier_s": timers["verifier"],
-            "other_s": timers["other"],
-            "tokens_per_s": total_tokens / max(decode_s + timers["prefill"], 1e-12),
-            "decode_tokens_per_s": total_tokens / max(decode_s, 1e-12),
-            "ms_per_token": 1000 * decode_s / max(total_tokens, 1),
-            "target_nodes_per_call": stats["target_nodes"] / row_steps,
-            "draft_forwards": stats["draft_forwards"],
-            "prefill_reused": stats["prefill_reused"],
-            "peak_memory_mb": peak,
-            "peak_memory_kind": kind,
-            "device": str(device),
-            "score_s": timers["score"],
-            "score_seconds": score_seconds,
-            "score_dtype": str(c.score_dtype) if c.score else None,
-            "per_prompt": per_prompt,
-            "step_log": step_log,
-        }
-        return GenerationResult(generated, metrics, steps)
+        return GenerationResult(state.generated, step_metrics(self, state, decode_s), state.steps)
+
+
+@dataclass
+class DecodeState:
+    """Host-side state of one `generate` call over B prompts (rows leave when they finish)."""
+
+    committed: list[list[int]]  # per prompt: prompt + generated tokens
+    generated: list[list[int]]
+    active: list[int]  # prompt index of every batch row
+    uncached: list[list[int]]  # per active row: committed tokens the draft has not fed
+    target: SlotCache
+    draft: SlotCache
+    target_count: list[int]  # per active row: committed slots of the target's cache
+    draft_count: list[int]
+    per_prompt: list[dict[str, Any]]
+    cells: list[tuple[int, int]]
+    prefill_s: float
+    prefill_reused: int
+    log: list[dict[str, Any]] = field(default_factory=list)  # one record per step
+    steps: list[StepRecord] = field(default_factory=list)
+
+
+class StepClock:
+    """Seconds per phase of one step (a device sync before each reading on CUDA when timed:
+    a timing sync, not a host read)."""
+
+    def __init__(self, device: torch.device, synchronize: bool = True):
+        self.device, self.synchronize = device, synchronize
+        self.laps: dict[str, float] = {}
+        self.last = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        if self.synchronize:
+            _synchronize(self.device)
+        now = time.perf_counter()
+        self.laps[name] = now - self.last
+        self.last = now
+
+
+def progress_bar(engine: SpeculativeEngine, batch: int) -> Any:
+    from tqdm import tqdm  # lazy: optional progress display
+
+    c = engine.config
+    return tqdm(total=batch * c.max_new_tokens, file=sys.stderr, unit="tok",
+                desc=f"{engine.verifier} K={c.paths} L={c.depth}")
+
+
+def prefill(engine: SpeculativeEngine, prompts: list[list[int]]) -> DecodeState:
+    """Both caches take every prompt token but the last (identical prompts share one prefill;
+    a PrefixStore reuses earlier calls' key/values)."""
+    c, device = engine.config, engine.device
+    _synchronize(device)
+    start = time.perf_counter()
+    heads = [tuple(p[:-1]) for p in prompts]
+    unique = list(dict.fromkeys(heads))
+    first_row = {h: i for i, h in enumerate(unique)}
+    copies = torch.tensor([first_row[h] for h in heads], dtype=torch.long, device=device)
+    target = SlotCache(engine.target.model, len(unique), device)
+    draft = SlotCache(engine.draft.model, len(unique), device)
+    store, reused = engine.prefix_store, 0
+    if store is not None and all(h in store.entries for h in unique):
+        target.load([store.entries[h][0] for h in unique])
+        draft.load([store.entries[h][1] for h in unique])
+        reused = len(prompts)
+    elif max(len(h) for h in unique) > 0:
+        lengths = torch.zeros(len(unique), dtype=torch.long, device=device)
+        for cache in (target, draft):
+            tokens, positions, new_mask, real = chain_inputs(unique, lengths, device)
+            cache.forward(tokens, positions, new_mask, last_only=True)
+            cache.commit(torch.where(real, torch.arange(tokens.shape[1], device=device), -1))
+            cache.compact(width=max(len(h) for h in unique))
+        if store is not None:
+            for b, h in enumerate(unique):
+                store.entries[h] = (target.row(b), draft.row(b))
+    width = max(len(h) for h in heads)
+    target.compact(copies, width)
+    draft.compact(copies, width)
+    cells = score_cells(c.paths, c.depth) if c.score_grid else [(c.paths, c.depth)]
+    per_prompt = [{"row_steps": 0, "accepted_plus_one": 0, "expected_block_efficiency": 0.0,
+                   "scores": dict.fromkeys(c.score, 0.0),
+                   **({"grid": {cell_name(cell): dict.fromkeys(c.score, 0.0) for cell in cells}}
+                      if c.score_grid else {})} for _ in prompts]
+    _synchronize(device)
+    return DecodeState(
+        committed=[list(p) for p in prompts], generated=[[] for _ in prompts],
+        active=list(range(len(prompts))), uncached=[[p[-1]] for p in prompts],
+        target=target, draft=draft, target_count=[len(h) for h in heads],
+        draft_count=[len(h) for h in heads], per_prompt=per_prompt, cells=cells,
+        prefill_s=time.perf_counter() - start, prefill_reused=reused)
+
+
+def draft_paths(engine: SpeculativeEngine, state: DecodeState, generator: torch.Generator | None
+                ) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    """Feed the draft its uncached committed tokens, then draw K i.i.d. paths of depth L.
+
+    Returns drafted [B', K, L], draft rows q [B', K, L, V] (paths that share their first i
+    tokens share the row at depth i) and the first cache slot of the K nodes fed at each
+    depth 1..L-1 (tentative until committed).
+    """
+    c, device, cache = engine.config, engine.device, state.draft
+    rows_now, paths, depth = len(state.active), c.paths, c.depth
+    lengths = torch.tensor([len(state.committed[r]) for r in state.active], device=device)
+    tokens, positions, new_mask, real = chain_inputs(
+        state.uncached, lengths - torch.tensor([len(u) for u in state.uncached], device=device),
+        device)
+    base = cache.slots
+    logits = cache.forward(tokens, positions, new_mask, last_only=True)[:, -1]
+    cache.commit(torch.where(real, base + torch.arange(tokens.shape[1], device=device), -1))
+    q_root = engine.draft_rows(logits)  # [B', V]
+    vocab = q_root.shape[-1]
+    drafted = torch.empty(rows_now, paths, depth, dtype=torch.long, device=device)
+    q = torch.empty(rows_now, paths, depth, vocab, dtype=q_root.dtype, device=device)
+    q[:, :, 0] = q_root[:, None]
+    drafted[:, :, 0] = torch.multinomial(q_root, paths, replacement=True, generator=generator)
+    tentative: list[int] = []
+    eye = torch.eye(paths, dtype=torch.bool, device=device)[None].expand(rows_now, -1, -1)
+    for i in range(1, depth):
+        extra = torch.zeros(rows_now, paths, cache.slots, dtype=torch.bool, device=device)
+        for start in tentative:
+            extra[:, :, start : start + paths] |= eye
+        tentative.append(cache.slots)
+        logits = cache.forward(drafted[:, :, i - 1], (lengths - 1 + i)[:, None].expand(-1, paths),
+                               eye, past_extra=extra)
+        rows_i = engine.draft_rows(logits)  # [B', K, V]
+        prefix = drafted[:, :, :i]
+        same = (prefix[:, :, None, :] == prefix[:, None, :, :]).all(-1)  # [B', K, K]
+        first = same.to(torch.int8).argmax(2)  # [B', K]: the first path with this prefix
+        rows_i = torch.gather(rows_i, 1, first[..., None].expand(-1, -1, vocab))
+        q[:, :, i] = rows_i
+        drafted[:, :, i] = torch.multinomial(rows_i.reshape(-1, vocab), 1,
+                                             generator=generator).reshape(rows_now, paths)
+    return drafted, q, tentative
+
+
+def tree_pass(engine: SpeculativeEngine, state: DecodeState, drafted: torch.Tensor
+              ) -> tuple[TreeBatch, torch.Tensor, int]:
+    """ONE tree-masked target forward over the pending token and the distinct drafted nodes.
+
+    Returns the TreeBatch, target rows p [B', K, L+1, V] along every path and the first
+    cache slot of the tree's nodes (tentative until committed).
+    """
+    c, device = engine.config, engine.device
+    rows_now, paths, depth = drafted.shape
+    compact = c.compact_tree if c.compact_tree is not None else device.type == "cpu"
+    nodes = build_tree(drafted, compact=compact)
+    nodes.tokens[:, 0] = torch.tensor([state.committed[r][-1] for r in state.active],
+                                      device=device)
+    lengths = torch.tensor([len(state.committed[r]) for r in state.active], device=device)
+    base = state.target.slots
+    logits = state.target.forward(nodes.tokens, lengths[:, None] - 1 + nodes.depth,
+                                  nodes.ancestor)
+    p_nodes = engine.target_rows(logits)  # [B', N, V]
+    vocab = p_nodes.shape[-1]
+    p = torch.gather(p_nodes, 1, nodes.node_of.reshape(rows_now, -1, 1).expand(-1, -1, vocab))
+    return nodes, p.reshape(rows_now, paths, depth + 1, vocab), base
+
+
+def verify(engine: SpeculativeEngine, drafted: torch.Tensor, p: torch.Tensor, q: torch.Tensor,
+           generator: torch.Generator | None) -> tuple[DraftTree, tuple[torch.Tensor, ...]]:
+    """The driver's law on the drafted tree and one block drawn from it.
+
+    Returns the DraftTree and (path, accepted, token, E[tau + 1 | tree]), each [B'] on the
+    device.
+    """
+    dtype = engine.config.law_dtype
+    tree = DraftTree(drafted, p.to(dtype), q.to(dtype))
+    law = engine.law(tree)
+    path, accepted, token = sample_block(law, generator)
+    return tree, (path, accepted, token, law.block_efficiency())
+
+
+def score(engine: SpeculativeEngine, tree: DraftTree, law_s: dict[str, float]
+          ) -> dict[tuple[int, int], dict[str, torch.Tensor]]:
+    """Every scored verifier's exact E[tau + 1 | tree] at every cell (device tensors)."""
+    c = engine.config
+    if not c.score:
+        return {}
+    cells = score_cells(c.paths, c.depth) if c.score_grid else [(c.paths, c.depth)]
+    return score_grid(c.score, tree.tokens, tree.target_rows, tree.draft_rows, cells,
+                      c.score_dtype, c.score_elements, law_s, to_cpu=False)
+
+
+@dataclass
+class StepOutcome:
+    """What the host reads after a step (one transfer): per row the chosen path, tau, the
+    correction token, the drafted tokens of the chosen path, E[tau + 1 | tree], the node
+    count of its tree and the scores {cell: {verifier: value}}."""
+
+    path: list[int]
+    accepted: list[int]
+    token: list[int]
+    chosen: list[list[int]]
+    expected: list[float]
+    nodes: list[int]
+    scores: dict[tuple[int, int], dict[str, list[float]]]
+
+    def summary(self) -> dict[str, Any]:
+        return {"nodes": sum(self.nodes), "accepted": list(self.accepted)}
+
+
+def fetch(outcome: tuple[torch.Tensor, ...], nodes: TreeBatch, drafted: torch.Tensor,
+          scores: dict[tuple[int, int], dict[str, torch.Tensor]]) -> StepOutcome:
+    """The step's ONE host read: everything the host needs, packed in one float64 tensor
+    (token ids < 2^53 are exact in float64)."""
+    path, accepted, token, expected = outcome
+    rows = torch.arange(drafted.shape[0], device=drafted.device)
+    chosen = drafted[rows, path]  # [B', L]
+    keys = [(cell, name) for cell, by_name in scores.items() for name in by_name]
+    columns = [path[:, None], accepted[:, None], token[:, None], expected[:, None],
+               nodes.real.sum(1, keepdim=True), chosen,
+               *[scores[cell][name].to(drafted.device)[:, None] for cell, name in keys]]
+    table = torch.cat([col.to(torch.float64) for col in columns], dim=1).tolist()
+    depth = chosen.shape[1]
+    out = StepOutcome([int(r[0]) for r in table], [int(r[1]) for r in table],
+                      [int(r[2]) for r in table], [[int(x) for x in r[5 : 5 + depth]] for r in table],
+                      [r[3] for r in table], [int(r[4]) for r in table], {})
+    for j, (cell, name) in enumerate(keys):
+        out.scores.setdefault(cell, {})[name] = [r[5 + depth + j] for r in table]
+    return out
+
+
+def commit_caches(state: DecodeState, nodes: TreeBatch, base: int, tentative: list[int],
+                  outcome: tuple[torch.Tensor, ...]) -> None:
+    """Mark the accepted slots committed in both caches (device only, no host read)."""
+    path, accepted = outcome[0], outcome[1]
+    device = path.device
+    rows = torch.arange(path.shape[0], device=device)
+    depth = nodes.node_of.shape[2] - 1
+    keep = torch.arange(depth + 1, device=device)[None] <= accepted[:, None]
+    state.target.commit(torch.where(keep, base + nodes.node_of[rows, path], -1))
+    if tentative:  # draft: tentative slot of path k at depth i is tentative[i-1] + k
+        slots = torch.tensor(tentative, device=device)[None] + path[:, None]
+        keep = torch.arange(1, depth, device=device)[None] <= accepted[:, None]
+        state.draft.commit(torch.where(keep, slots, -1))
+
+
+def commit_tokens(engine: SpeculativeEngine, state: DecodeState, host: StepOutcome
+                  ) -> list[tuple[int, list[int]]]:
+    """Append every row's block (cut at EOS / max_new_tokens), add its sums, drop finished
+    rows from the batch and compact both caches. Returns [(prompt index, new tokens)]."""
+    c = engine.config
+    eos = set(c.eos_token_ids if c.eos_token_ids is not None else engine.target.eos_token_ids)
+    depth, grown, still, uncached = c.depth, [], [], []
+    for b, r in enumerate(state.active):
+        tau = host.accepted[b]
+        entry = state.per_prompt[r]
+        entry["row_steps"] += 1
+        entry["accepted_plus_one"] += tau + 1
+        entry["expected_block_efficiency"] += host.expected[b]
+        for cell, by_name in host.scores.items():
+            for name, values in by_name.items():
+                if cell == (c.paths, depth):
+                    entry["scores"][name] += values[b]
+                if c.score_grid:
+                    entry["grid"][cell_name(cell)][name] += values[b]
+        block = (host.chosen[b][:tau] + [host.token[b]])[: c.max_new_tokens - len(state.generated[r])]
+        for j, t in enumerate(block):
+            if t in eos:
+                block = block[: j + 1]
+                break
+        state.generated[r].extend(block)
+        state.committed[r].extend(block)
+        grown.append((r, block))
+        state.target_count[b] += tau + 1
+        state.draft_count[b] += len(state.uncached[b]) + min(tau, depth - 1)
+        if not (len(state.generated[r]) >= c.max_new_tokens or (block and block[-1] in eos)):
+            still.append(b)
+            uncached.append(([host.chosen[b][depth - 1]] if tau == depth else []) + [host.token[b]])
+    keep = None if len(still) == len(state.active) else torch.tensor(still, dtype=torch.long,
+                                                                      device=engine.device)
+    state.target_count = [state.target_count[b] for b in still]
+    state.draft_count = [state.draft_count[b] for b in still]
+    state.target.compact(keep, max(state.target_count, default=0))
+    state.draft.compact(keep, max(state.draft_count, default=0))
+    state.active = [state.active[b] for b in still]
+    state.uncached = uncached
+    return grown
+
+
+def step_metrics(engine: SpeculativeEngine, state: DecodeState, decode_s: float) -> dict[str, Any]:
+    """Metrics of a generate call, from its per-step records (state.log).
+
+    generated_tokens, target_calls (tree passes, prefill excluded), row_steps (sum of active
+    rows over the calls), block_efficiency (mean tau + 1 per row-step, before truncation at
+    EOS / max_new_tokens), expected_block_efficiency (mean of the law's exact E[tau + 1]
+    given the drafted tree: same mean, lower variance), tokens_per_call (generated /
+    row_steps), accepted_histogram (tau = 0..L), prefill_s, decode_s (scoring excluded),
+    draft_s, target_s, verifier_s, other_s, tokens_per_s (generated / (prefill + decode)),
+    decode_tokens_per_s, ms_per_token (decode), target_nodes_per_call (mean nodes per row in
+    the tree pass, pending included), draft_forwards, prefill_reused, peak_memory_mb and
+    peak_memory_kind; score_s, score_seconds {verifier: seconds in its law}; per_prompt: per
+    prompt row_steps, accepted_plus_one, generated_tokens, expected_block_efficiency and
+    scores {verifier: sum of E[tau + 1 | tree]} (and grid {"K,L": {verifier: sum}}); step_log:
+    the per-step records (rows, nodes, accepted, seconds per phase, law_s per verifier).
+    """
+    c, log = engine.config, state.log
+    total = {key: sum(s[key] for s in log) for key in ("draft_s", "target_s", "verifier_s",
+                                                        "score_s", "other_s", "rows", "nodes")}
+    taus = [t for s in log for t in s["accepted"]]
+    row_steps = max(total["rows"], 1)
+    tokens = sum(len(g) for g in state.generated)
+    decode_s -= total["score_s"]  # scoring is not part of decoding
+    histogram = [taus.count(t) for t in range(c.depth + 1)]
+    for r, entry in enumerate(state.per_prompt):
+        entry["generated_tokens"] = len(state.generated[r])
+    peak, kind = peak_memory_mb(engine.device)
+    return {
+        "verifier": engine.verifier, "paths": c.paths, "depth": c.depth,
+        "temperature": c.temperature, "top_p": c.top_p,
+        "draft_temperature": c.temperature if c.draft_temperature is None else c.draft_temperature,
+        "prompts": len(state.generated), "generated_tokens": tokens, "target_calls": len(log),
+        "row_steps": total["rows"],
+        "block_efficiency": (sum(taus) + len(taus)) / row_steps,
+        "expected_block_efficiency": sum(e["expected_block_efficiency"]
+                                         for e in state.per_prompt) / row_steps,
+        "tokens_per_call": tokens / row_steps, "accepted_histogram": histogram,
+        "prefill_s": state.prefill_s, "decode_s": decode_s, "draft_s": total["draft_s"],
+        "target_s": total["target_s"], "verifier_s": total["verifier_s"],
+        "other_s": total["other_s"],
+        "tokens_per_s": tokens / max(decode_s + state.prefill_s, 1e-12),
+        "decode_tokens_per_s": tokens / max(decode_s, 1e-12),
+        "ms_per_token": 1000 * decode_s / max(tokens, 1),
+        "target_nodes_per_call": total["nodes"] / row_steps,
+        "draft_forwards": len(log) * c.depth, "prefill_reused": state.prefill_reused,
+        "peak_memory_mb": peak, "peak_memory_kind": kind, "device": str(engine.device),
+        "score_s": total["score_s"],
+        "score_seconds": {n: sum(s["law_s"].get(n, 0.0) for s in log) for n in c.score},
+        "score_dtype": str(c.score_dtype) if c.score else None,
+        "per_prompt": state.per_prompt, "step_log": log,
+    }
 
 
 @torch.inference_mode()
@@ -865,33 +967,26 @@ def generate_autoregressive(
         active = [active[b] for b in still]
     _synchronize(device)
     elapsed = time.perf_counter() - t0
+    metrics = _autoregressive_metrics(generated, temperature, top_p, calls, row_steps, elapsed,
+                                      prefill_s, device)
+    return GenerationResult(generated, metrics)
+
+
+def _autoregressive_metrics(generated: list[list[int]], temperature: float, top_p: float,
+                            calls: int, row_steps: int, elapsed: float, prefill_s: float,
+                            device: torch.device) -> dict[str, Any]:
+    """The metrics of SpeculativeEngine.generate for plain target sampling (K = L = 0)."""
     total_tokens = sum(len(g) for g in generated)
     peak, kind = peak_memory_mb(device)
-    metrics = {
-        "verifier": "autoregressive",
-        "paths": 0,
-        "depth": 0,
-        "temperature": temperature,
-        "top_p": top_p,
-        "prompts": batch,
-        "generated_tokens": total_tokens,
-        "target_calls": calls,
-        "row_steps": row_steps,
-        "block_efficiency": 1.0,
+    return {
+        "verifier": "autoregressive", "paths": 0, "depth": 0, "temperature": temperature,
+        "top_p": top_p, "prompts": len(generated), "generated_tokens": total_tokens,
+        "target_calls": calls, "row_steps": row_steps, "block_efficiency": 1.0,
         "expected_block_efficiency": 1.0,
-        "tokens_per_call": total_tokens / max(row_steps, 1),
-        "decode_s": elapsed,
-        "prefill_s": prefill_s,
-        "target_s": elapsed,
-        "draft_s": 0.0,
-        "verifier_s": 0.0,
-        "other_s": 0.0,
-        "tokens_per_s": total_tokens / max(elapsed + prefill_s, 1e-12),
+        "tokens_per_call": total_tokens / max(row_steps, 1), "decode_s": elapsed,
+        "prefill_s": prefill_s, "target_s": elapsed, "draft_s": 0.0, "verifier_s": 0.0,
+        "other_s": 0.0, "tokens_per_s": total_tokens / max(elapsed + prefill_s, 1e-12),
         "decode_tokens_per_s": total_tokens / max(elapsed, 1e-12),
-        "ms_per_token": 1000 * elapsed / max(total_tokens, 1),
-        "target_nodes_per_call": 1.0,
-        "peak_memory_mb": peak,
-        "peak_memory_kind": kind,
-        "device": str(device),
+        "ms_per_token": 1000 * elapsed / max(total_tokens, 1), "target_nodes_per_call": 1.0,
+        "peak_memory_mb": peak, "peak_memory_kind": kind, "device": str(device),
     }
-    return GenerationResult(generated, metrics)

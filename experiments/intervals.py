@@ -189,4 +189,7 @@ def format_interval(record: dict[str, Any], digits: int = 3) -> str:
         return f"{centre} [{record.get('note', 'n/a')}]"
     if record["low"] == record["high"]:  # no spread: say so rather than print [x, x]
         return f"{centre} [{record.get('note', 'zero width')}]"
-    return f"{centre} [{_number(record['low'], digits)}, {_number(record['high'], digits)}]"
+    low, high = _number(record["low"], digits), _number(record["high"], digits)
+    if low == high:  # narrower than the digits shown: show it in scientific notation
+        low, high = f"{record['low']:.1e}", f"{record['high']:.1e}"
+    return f"{centre} [{low}, {high}]"

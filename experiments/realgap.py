@@ -20,13 +20,19 @@ At contexts reached by target sampling on real prompts (`decode.tree_rows
               optimum (proof in `lp.coarsen`). The coarse LP is solved by column
               generation in floats and its duals give an exact weak-duality bound
               (`lp.dual_bound`), tight to the float optimum (recorded as bound_minus_lp).
-  lower bound the best verifier's E[tau + 1] (every lossless verifier is a feasible point
-              of the LP, so optimum >= its exact value; ours is estimated, with its interval).
+  lower bound certified, from the kept rows only (`kept_lower_bounds`): the exact value of a
+              lossless verifier that ends the block outside the kept tree (token-kept at
+              K = 1, nss-kept at K paths; the larger). L = 1: the closed-form optimum, so
+              lower = upper there, and bv, token, nss and nodeopt take their exact L = 1
+              values (`exact_one_step`) instead of sampled ones.
+  best estimate the best verifier's sampled E[tau + 1] with its interval (an estimate, not a
+              bound: it may lie on either side of the certified lower bound).
 
-So per context: lower bound (best verifier) <= optimum <= upper bound, and each verifier's
-gap to the upper bound. Claim checked: no verifier's interval lies entirely above the
-upper bound (a verifier beating the optimum would be lossy, or the bound wrong); a
-violation is a counterexample (the record is kept and reported as a failure).
+So per context: certified lower <= optimum <= certified upper, with every verifier's interval
+next to them. Claims checked: lower <= upper, and no verifier's interval lies entirely above
+the upper bound (a verifier beating the optimum would be lossy, or a bound wrong); a
+violation is a counterexample (the record is kept and reported as a failure). Summaries
+over contexts: t intervals on per-prompt means (`intervals.cluster_mean_interval`).
 
 The truncated instances of earlier versions (top-M of the target per node, both rows
 RENORMALISED: neither an upper nor a lower bound) remain available as a labelled option
@@ -53,7 +59,7 @@ from ..lp.coarsen import coarsened_instance, describe_coarsening
 from ..lp.instance import from_rows
 from ..verifiers.exact import exact_result
 from ..verifiers.registry import verifier_names
-from .intervals import betting_interval, bootstrap_ratio
+from .intervals import betting_interval, cluster_mean_interval
 from .store import append_jsonl, load_jsonl, record_key, slug  # noqa: F401 - load_jsonl re-exported
 
 MODE_FULL = "full-vocabulary"
@@ -110,7 +116,70 @@ def coarse_upper_bounds(target: Any, draft: Any, context: list[int], depth: int,
                                           if result.value is not None else None))
         record["seconds"] = round(time.perf_counter() - start, 3)
         bounds[str(k)] = record
-    return {"coarsening": coarsening, "bounds": bounds}
+    lower = kept_lower_bounds(rows.target_edge, rows.draft_edge, width, depth, paths)
+    return {"coarsening": coarsening, "bounds": bounds, "lower": lower}
+
+
+def kept_lower_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, depth: int,
+                      paths: list[int]) -> dict[str, Any]:
+    """Certified LOWER bounds on the K-path optimum from the kept rows only (docs/theory.md
+    section 13.4): the exact values of two lossless verifiers that end the block at any node
+    outside the kept tree (they may still emit that node's token, at its kept parent).
+
+    target_edge, draft_edge [N, M]: the FULL-vocabulary probabilities p(c|u), q(c|u) of the
+    M kept children of every kept node u of depth 0..L-1 (N = (M^L - 1)/(M - 1), shortlex,
+    `decode.tree_rows.TreeRows`).
+
+      token-kept  token-level sampling on path 0; an accepted drafted token outside the kept
+                  set is emitted as the block's last token. Every emitted token has law
+                  p(.|u) and the decision to stop depends only on that token, so it is
+                  lossless; E[tau + 1] = 1 + sum over kept nodes z (depth 1..L) of
+                  prod_j min(p, q)(z_j | z_<j). A K = 1 verifier: a lower bound for every K.
+      nss-kept    naive sampling at K paths: Y ~ p(.|u); move down into Y when Y is a kept
+                  drafted child, else end the block with Y. By the multinomial branching of
+                  i.i.d. paths (section 12.2), with f = 0 at depth L,
+                      f(u, m) = sum_(kept c) p(c|u) sum_(j=1..m) Bin(j; m, q(c|u)) (1 + f(uc, j)),
+                  E[tau + 1] = 1 + f(root, K).
+    Both are exact (float64 sums and products of the recorded probabilities, relative
+    rounding below 1e-12), need no sampling, and are <= OPT_K (every lossless verifier is
+    a feasible point; OPT_K >= OPT_1). Returns {K: {value, verifier, values, method}}.
+    """
+    from math import comb
+
+    te = np.asarray(target_edge, dtype=np.float64)
+    de = np.asarray(draft_edge, dtype=np.float64)
+    count = (width**depth - 1) // (width - 1) if width > 1 else depth
+    if te.shape != (count, width) or de.shape != (count, width):
+        raise ValueError(f"need edges [{count}, {width}] for M = {width}, L = {depth}, "
+                         f"got {te.shape}, {de.shape}")
+    first_leaf = (width ** (depth - 1) - 1) // (width - 1) if width > 1 else depth - 1
+    # token-kept: path products of min(p, q), children of node n are width * n + 1 + j
+    reach = np.zeros(count)
+    reach[0] = 1.0
+    token = 1.0
+    for n in range(count):
+        step = reach[n] * np.minimum(te[n], de[n])  # [M]: reach of the children
+        token += float(step.sum())
+        if n < first_leaf:
+            reach[width * n + 1 : width * n + 1 + width] = step
+    most = max(paths)
+    f = np.zeros((count, most + 1))  # f[n, m], nodes of depth L-1 first (children at L: 0)
+    for n in range(count - 1, -1, -1):
+        below = (f[width * n + 1 : width * n + 1 + width] if n < first_leaf
+                 else np.zeros((width, most + 1)))
+        for m in range(1, most + 1):
+            j = np.arange(1, m + 1)
+            binom = (np.array([comb(m, int(i)) for i in j])[None]
+                     * de[n][:, None] ** j[None] * (1 - de[n][:, None]) ** (m - j)[None])
+            f[n, m] = float((te[n] * (binom * (1 + below[:, 1 : m + 1])).sum(1)).sum())
+    out = {}
+    for k in paths:
+        values = {"token-kept": token, "nss-kept": 1.0 + f[0, k]}
+        best = max(values, key=values.get)
+        out[str(k)] = {"value": values[best], "verifier": best, "values": values,
+                       "certified": True, "method": "exact value of a lossless verifier that "
+                       "uses only the kept rows (experiments.realgap.kept_lower_bounds)"}
+    return out
 
 
 def verifier_intervals(target: Any, draft: Any, context: list[int], depth: int, paths: list[int],
@@ -158,6 +227,28 @@ def verifier_intervals(target: Any, draft: Any, context: list[int], depth: int, 
             "values": {str(k): values[k] for k in paths}}
 
 
+EXACT_AT_ONE = ("bv", "token", "nss", "nodeopt")  # verifiers with an exact L = 1 form here
+
+
+def exact_one_step(by_paths: dict[str, dict[str, Any]], p: np.ndarray, q: np.ndarray,
+                   paths: list[int], optima: dict[str, Any]) -> None:
+    """At L = 1 replace the sampled values of the verifiers with an exact full-vocabulary
+    form (in place): bv and token, 1 + sum min(p, q) (path 0 only); nss,
+    1 + sum_c p(c) (1 - (1 - q(c))^K) (Y ~ p, accepted when drafted); nodeopt, the K-path
+    optimum (its L = 1 rule attains it, docs/theory.md section 8). float64 on the full rows."""
+    p64, q64 = p.astype(np.float64), q.astype(np.float64)
+    for k in paths:
+        exact = {"bv": 1.0 + float(np.minimum(p64, q64).sum()),
+                 "nss": 1.0 + float((p64 * (1.0 - (1.0 - q64) ** k)).sum()),
+                 "nodeopt": optima[str(k)]["value"]}
+        exact["token"] = exact["bv"]
+        for name, value in exact.items():
+            if name in by_paths[str(k)]:
+                by_paths[str(k)][name] = {"mean": value, "low": value, "high": value, "n": 0,
+                                          "exact": True, "method": "exact (closed form, full "
+                                          "rows, float64)"}
+
+
 def context_record(target: Any, draft: Any, context: list[int], depth: int, paths: list[int],
                    samples: int, batch: int, width: int, verifiers: list[str], temperature: float,
                    draft_temperature: float | None, generator: Any, score_dtype: Any = None
@@ -177,13 +268,17 @@ def context_record(target: Any, draft: Any, context: list[int], depth: int, path
                                      "(speclp.lp.closed_form.one_step_optimum)"}
                   for k, c in zip(paths, closed, strict=True)}
         record["rows"] = {"sum_min_pq": float(np.minimum(p, q).sum())}
+        lowers = {k: {**b, "verifier": "optimum (closed form)", "certified": False}
+                  for k, b in bounds.items()}
     else:
         coarse = coarse_upper_bounds(target, draft, context, depth, width, paths, temperature,
                                      draft_temperature, ready)
-        bounds = coarse["bounds"]
+        bounds, lowers = coarse["bounds"], coarse["lower"]
         record["coarsening"] = coarse["coarsening"]
     found = verifier_intervals(target, draft, context, depth, paths, samples, batch, verifiers,
                                temperature, draft_temperature, generator, score_dtype, ready)
+    if depth == 1:
+        exact_one_step(found["by_paths"], p, q, paths, bounds)
     record["trees"] = found["trees"]
     by_paths: dict[str, Any] = {}
     failures: list[str] = []
@@ -200,7 +295,12 @@ def context_record(target: Any, draft: Any, context: list[int], depth: int, path
             if iv["low"] > upper["value"] + tolerance:
                 failures.append(f"K={k}: {n} E[tau+1] {iv['low']:.6f}..{iv['high']:.6f} lies above "
                                 f"the upper bound {upper['value']:.6f}")
-        by_paths[key] = {"upper": upper, "lower": {"verifier": best, **intervals[best]},
+        lower = lowers[key]
+        if lower["value"] > upper["value"] + tolerance:
+            failures.append(f"K={k}: certified lower bound {lower['value']:.6f} lies above the "
+                            f"upper bound {upper['value']:.6f}")
+        by_paths[key] = {"upper": upper, "lower": lower,
+                         "best_estimate": {"verifier": best, **intervals[best]},
                          "verifiers": intervals, "gaps": gaps}
     record["by_paths"] = by_paths
     record["values"] = found["values"]
@@ -294,10 +394,11 @@ def full_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def summarize_realgap(records: list[dict[str, Any]], seed: int = 0) -> list[dict[str, Any]]:
-    """Per (pair, T, L, K): means over contexts with 95% bootstrap intervals over prompts.
+    """Per (pair, T, L, K): means over contexts with 95% t intervals on per-prompt means.
 
-    upper: mean upper bound (and how many certified / closed form); verifiers: mean E[tau+1];
-    gap: mean (upper - verifier); lower_best: how often each verifier was the best.
+    upper / lower: mean certified bounds (lower None for records made before it existed;
+    how many uppers certified / closed form); verifiers: mean E[tau+1]; gap: mean (upper -
+    verifier); best_verifier_counts: how often each verifier had the best estimate.
     """
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for r in full_records(records):
@@ -320,13 +421,17 @@ def summarize_realgap(records: list[dict[str, Any]], seed: int = 0) -> list[dict
                 for n in names}
         best: dict[str, int] = {}
         for r in recs:
-            name = r["by_paths"][key]["lower"]["verifier"]
+            block = r["by_paths"][key]
+            name = (block.get("best_estimate") or block["lower"])["verifier"]
             best[name] = best.get(name, 0) + 1
+        certified_lower = [(r["prompt"], r["by_paths"][key]["lower"]["value"]) for r in recs
+                           if "value" in r["by_paths"][key]["lower"]]
         bounds = [r["by_paths"][key]["upper"] for r in recs]
         out.append({
             "pair": pair, "temperature": temperature, "depth": depth, "paths": k,
             "contexts": len(recs), "prompts": len(prompts),
             "upper": upper,
+            "lower": cluster(certified_lower) if len(certified_lower) == len(recs) else None,
             "upper_kind": "closed-form optimum" if depth == 1 else "coarsened LP bound",
             "upper_certified": sum(bool(b["certified"]) for b in bounds),
             "upper_closed_form": sum(bool(b.get("closed_form")) for b in bounds),
@@ -337,13 +442,15 @@ def summarize_realgap(records: list[dict[str, Any]], seed: int = 0) -> list[dict
 
 
 def _cluster_mean(values: list[tuple[str, float]], prompts: list[str], seed: int) -> dict[str, Any]:
-    """Mean of per-context values with a bootstrap interval over prompts (clusters)."""
+    """Mean over prompts of the per-prompt mean of per-context values, with the t interval on
+    the per-prompt means (n/a with one prompt). `seed` is unused (kept for callers)."""
     index = {p: i for i, p in enumerate(prompts)}
     sums, counts = np.zeros(len(prompts)), np.zeros(len(prompts))
     for prompt, v in values:
         sums[index[prompt]] += v
         counts[index[prompt]] += 1
-    return bootstrap_ratio(sums, counts, seed=seed)
+    keep = counts > 0
+    return cluster_mean_interval(sums[keep], counts[keep])
 
 
 

@@ -1,9 +1,9 @@
 """Coarsened instances: a certified UPPER bound on the K-path optimum of a huge vocabulary.
 
-The K-path optimum of a real pair (THEORY section 4) lives on V^L paths with V = 151,936:
-no LP can hold it for L >= 2. A coarsened instance keeps, at every *kept* node u, a set
-S(u) of M tokens (chosen from the real rows, e.g. the top-M of p + q) and lumps every
-other token into one remainder token R:
+The K-path optimum of a real pair (docs/theory.md section 4.1; the bound: section 13.1)
+lives on V^L paths with V = 151,936: no LP can hold it for L >= 2. A coarsened instance
+keeps, at every *kept* node u, a set S(u) of M tokens (chosen from the real rows, e.g. the
+top-M of p + q) and lumps every other token into one remainder token R:
 
     p'(t | u) = p(t | u),  q'(t | u) = q(t | u)        for t in S(u)
     p'(R | u) = 1 - p(S(u) | u),  q'(R | u) = 1 - q(S(u) | u)
@@ -124,14 +124,16 @@ def kept_tokens(target: np.ndarray, draft: np.ndarray, width: int, select: str =
     return out
 
 
-def coarsen_instance(instance: Instance, width: int, select: str = "mix",
-                     exact: bool | None = None) -> tuple[Instance, np.ndarray]:
-    """Coarsen a (small) fine instance: returns (coarse instance, kept tokens [n, M]).
+def kept_edges(instance: Instance, width: int, select: str = "mix", exact: bool | None = None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The kept tree of a (small) fine instance: (target_kept, draft_kept, tokens), each
+    [n, M] over the n = sum_(d < L) M^d kept nodes in shortlex order over the child slots:
+    the fine probabilities p(t|u), q(t|u) of the M kept tokens t of every kept node u (as
+    `decode.tree_rows.TreeRows.target_edge` / `draft_edge` on a real pair), and the tokens.
 
     The kept tokens at every kept node are chosen by `kept_tokens`; kept nodes are the
-    fine prefixes of kept tokens, visited in shortlex order over the child slots. exact
-    (default: the instance is rational) builds the coarse rows in exact rationals from the
-    fine instance's exact rows.
+    fine prefixes of kept tokens. exact (default: the instance is rational) takes the
+    probabilities from the fine instance's exact rows.
     """
     vocab, depth = instance.vocab_size, instance.depth
     if not 1 <= width <= vocab:
@@ -158,9 +160,15 @@ def coarsen_instance(instance: Instance, width: int, select: str = "mix",
                     next_index += 1
         level = children
     rows = np.arange(kept_nodes)[:, None]
-    target_kept = target[fine_node[rows], tokens]
-    draft_kept = draft[fine_node[rows], tokens]
-    coarse = coarsened_instance(target_kept, draft_kept, width, depth,
+    return target[fine_node[rows], tokens], draft[fine_node[rows], tokens], tokens
+
+
+def coarsen_instance(instance: Instance, width: int, select: str = "mix",
+                     exact: bool | None = None) -> tuple[Instance, np.ndarray]:
+    """Coarsen a (small) fine instance: returns (coarse instance, kept tokens [n, M]) (the
+    kept tree of `kept_edges`)."""
+    target_kept, draft_kept, tokens = kept_edges(instance, width, select, exact)
+    coarse = coarsened_instance(target_kept, draft_kept, width, instance.depth,
                                 name=f"{instance.name}-coarse{width}")
     return coarse, tokens
 

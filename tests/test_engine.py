@@ -86,7 +86,13 @@ def test_probability_rows_temperature_and_top_p() -> None:
 
 def test_build_tree_deduplicates_shared_prefixes() -> None:
     tokens = torch.tensor([[[1, 2, 3], [1, 2, 0], [2, 2, 3]], [[0, 0, 0], [0, 0, 0], [0, 0, 0]]])
-    node_of, node_tokens, node_depth, ancestor, real = build_tree(tokens)
+    tree = build_tree(tokens)
+    node_of, node_tokens, node_depth, ancestor, real = (tree.node_of, tree.tokens, tree.depth,
+                                                        tree.ancestor, tree.real)
+    assert node_tokens.shape == (2, 8) and ancestor.shape == (2, 8, 8)
+    fixed = build_tree(tokens, compact=False)  # 1 + K L nodes, the same real ones
+    assert fixed.tokens.shape == (2, 10) and torch.equal(fixed.node_of, node_of)
+    assert torch.equal(fixed.real[:, :8], real) and not fixed.real[:, 8:].any()
     # row 0: nodes (1), (1,2), (1,2,3), (1,2,0), (2), (2,2), (2,2,3) -> 7 + root; row 1: 3 + root
     assert real.sum(1).tolist() == [8, 4]
     assert node_of[0, 0].tolist() == [0, 1, 2, 3]
@@ -389,3 +395,80 @@ def test_paired_bv_score_is_unbiased_for_the_realised_block_efficiency() -> None
     z = abs(a.mean() - b.mean()) / np.sqrt(a.var() / len(a) + b.var() / len(b))
     assert z < 3.3, (a.mean(), b.mean(), z)
     assert a.std() < b.std()  # the exact conditional value has less variance than a draw
+
+
+# ---------------------------------------------------------------------------------------
+# host reads per step
+
+
+# Tensor methods that read device memory on the host. (.numpy() is left out: it works on
+# CPU tensors only, as a zero-copy view; a CUDA tensor needs .cpu() first, which is counted.
+# verifiers/gbv.py sorts CPU keys in numpy that way.)
+SYNCING = ("tolist", "item", "__bool__", "__int__", "__float__", "__index__", "cpu")
+
+
+def count_host_reads(monkeypatch, run) -> int:
+    """Calls of the Tensor methods that read a tensor on the host, made by the engine during
+    the decoding steps (prefill and the models' own forwards excluded)."""
+    import speclp.decode.engine as engine_module
+
+    state = {"count": 0, "on": True}
+    for name in SYNCING:
+        original = getattr(torch.Tensor, name)
+
+        def counted(self, *args, _original=original, **kwargs):
+            if state["on"]:
+                state["count"] += 1
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+
+    def quiet(function):
+        def wrapped(*args, **kwargs):
+            before, state["on"] = state["on"], False
+            try:
+                return function(*args, **kwargs)
+            finally:
+                state["on"] = before
+        return wrapped
+
+    monkeypatch.setattr(engine_module.SlotCache, "forward", quiet(engine_module.SlotCache.forward))
+    monkeypatch.setattr(engine_module, "prefill", quiet(engine_module.prefill))
+    monkeypatch.setattr(engine_module, "step_metrics", quiet(engine_module.step_metrics))
+    run()
+    monkeypatch.undo()
+    return state["count"]
+
+
+@pytest.mark.parametrize("compact, per_step", [(False, 1), (True, 2)])
+def test_the_engine_reads_the_device_once_per_step(monkeypatch, compact: bool, per_step: int) -> None:
+    target, draft = tiny_model(30, vocab=9), tiny_model(31, vocab=9)
+    config = EngineConfig(paths=3, depth=3, max_new_tokens=9, eos_token_ids=(2,),
+                          compact_tree=compact)
+    out = {}
+
+    def run():
+        out["r"] = SpeculativeEngine(target, draft, "gbv", config).generate(
+            [[1, 2], [3], [4, 5, 6]], generator=torch.Generator().manual_seed(2))
+
+    reads = count_host_reads(monkeypatch, run)
+    steps = out["r"].metrics["target_calls"]
+    assert steps >= 3 and reads == per_step * steps, (reads, steps)
+    # the counter sees a read where there is one (a check that can fail)
+    assert count_host_reads(monkeypatch, lambda: torch.ones(3).sum().item()) == 1
+
+
+def test_the_fixed_tree_decodes_the_same_law() -> None:
+    """Padding the tree to 1 + K L nodes changes only the batch shape of the target pass:
+    same rows up to float rounding, hence the same tokens here."""
+    target, draft = tiny_model(32, vocab=9), tiny_model(33, vocab=9)
+    outs = []
+    for compact in (True, False):
+        config = EngineConfig(paths=3, depth=3, max_new_tokens=10, eos_token_ids=(),
+                              compact_tree=compact, law_dtype=torch.float64)
+        outs.append(SpeculativeEngine(target, draft, "specinfer", config).generate(
+            [[1, 2], [3]], generator=torch.Generator().manual_seed(4)))
+    assert outs[0].tokens == outs[1].tokens
+    for a, b in zip(outs[0].metrics["per_prompt"], outs[1].metrics["per_prompt"], strict=True):
+        assert a["expected_block_efficiency"] == pytest.approx(b["expected_block_efficiency"],
+                                                               abs=1e-5)
