@@ -101,6 +101,8 @@ def key_order(ratio: Array) -> Array:
     if bits.device.type != "cpu":
         return torch.sort(bits, dim=-1, stable=True).indices
     wide = bits.to(torch.int64)
+    if wide.shape[0] == 1:  # no stacking copy
+        return torch.sort(wide[0], stable=True).indices.unsqueeze(0)
     return torch.stack([torch.sort(row, stable=True).indices for row in wide])
 
 
@@ -126,11 +128,15 @@ def _unsort(values: Array, order: Array, out: Array) -> None:
 
 def _exclusive_cumsum(sorted_row: Array) -> Array:
     """[B, V] sum of the entries before each position (0 first)."""
-    cumulative = ops.cumsum(sorted_row, -1)
-    if ops.is_torch(cumulative):
-        out = torch.zeros_like(cumulative)
-        out[:, 1:] = cumulative[:, :-1]
+    if ops.is_torch(sorted_row):  # the prefix sums written in place, one position on
+        out = torch.empty_like(sorted_row)
+        out[:, 0] = 0
+        if sorted_row.shape[0] == 1:
+            torch.cumsum(sorted_row[:, :-1], -1, out=out[:, 1:])
+        else:
+            out[:, 1:] = torch.cumsum(sorted_row[:, :-1], -1)
         return out
+    cumulative = ops.cumsum(sorted_row, -1)
     return ops.concat([cumulative[..., :1] * 0, cumulative[..., :-1]], -1)
 
 

@@ -136,7 +136,7 @@ def nodeopt_selection(tree: DraftTree, support: int | None = DEFAULT_SUPPORT,
     selected = ops.ones((batch, paths), like=target)
     rates = []
     for i in range(depth):
-        q = draft[:, :, i].reshape(rows, vocab)
+        q = node_draft.reshape(rows, depth, vocab)[:, i]  # a view: no copy of the rows
         node = inverse[:, :, i].reshape(rows)  # rule row of path k's depth-i node
         own = tokens[:, :, i].reshape(rows)  # path k's child there
         children = ops.ones((batch, paths, paths), like=tokens[:, :, 0]) * tokens[:, None, :, i]

@@ -26,18 +26,21 @@ from .ops import torch  # imported on first use (ops._LazyTorch)
 Array = Any
 
 
-def residual_rows(weight: Array, target_rows: Array, draft_rows: Array) -> tuple[Array, Array]:
+def residual_rows(weight: Array, target_rows: Array, draft_rows: Array, out: Array | None = None
+                  ) -> tuple[Array, Array]:
     """Residual (w p - q)_+ and its mass Z.
 
     weight [...], target_rows/draft_rows [..., V] -> (normalised rows [..., V], Z [...]).
     A row whose mass is 0 is returned as zeros (it is never emitted). On torch: the raw row
-    divided by where(Z > 0, Z, 1), the same values as safe_div (a row of mass 0 is all zeros
-    already) in fewer passes.
+    (built in place) divided by where(Z > 0, Z, 1), the same values as safe_div (a row of
+    mass 0 is all zeros already) in fewer passes; out: write the rows there.
     """
+    if ops.is_torch(target_rows):
+        raw = (weight[..., None] * target_rows - draft_rows).clamp_min_(0)
+        mass = raw.sum(-1)
+        return torch.div(raw, torch.where(mass > 0, mass, 1.0)[..., None], out=out), mass
     raw = ops.positive_part(weight[..., None] * target_rows - draft_rows)
     mass = ops.total(raw, -1)
-    if ops.is_torch(raw):
-        return raw / torch.where(mass > 0, mass, 1.0)[..., None], mass
     return ops.safe_div(raw, mass[..., None]), mass
 
 
@@ -75,11 +78,12 @@ def bv_path_law(tokens: Array, target_rows: Array, draft_rows: Array) -> tuple[A
         correction = None
         residuals = []
     for i in range(depth):
-        row, mass = residual_rows(weights[i], target_rows[:, i], draft_rows[:, i])
         if correction is None:
+            row, mass = residual_rows(weights[i], target_rows[:, i], draft_rows[:, i])
             residuals.append(row)
         else:
-            correction[:, i] = row
+            _, mass = residual_rows(weights[i], target_rows[:, i], draft_rows[:, i],
+                                    out=correction[:, i])
         stop_probs.append(ops.safe_div(mass, mass + 1 - weights[i]))  # h_i
     if correction is None:
         residuals.append(target_rows[:, depth])

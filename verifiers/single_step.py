@@ -211,22 +211,31 @@ class Cells:
     @property
     def cell_of(self) -> Array:
         """[R, V] the (ordered) cell of every token."""
-        return self.raw if self.relabel is None else ops.take_rows(self.relabel, self.raw)
+        raw = self._index(self.raw)
+        return raw if self.relabel is None else ops.take_rows(self.relabel, raw)
+
+    @staticmethod
+    def _index(raw: Array) -> Array:
+        return raw.long() if ops.is_torch(raw) and raw.dtype != torch.int64 else raw
 
     def per_token(self, values: Array, rows: Array | None = None) -> Array:
         """values[cell_of] per token: [R, C] -> [R, V] (rows [Q]: the rows' values [Q, C] read
-        through the cells of rows `rows`, [Q, V])."""
+        through the cells of rows `rows`, [Q, V]). Torch int32 ids: one index_select of the
+        flattened values (no int64 copy of the ids)."""
         raw = self.raw if rows is None else self.raw[rows]
         if self.relabel is not None:
             values = ops.take_rows(values, self.relabel if rows is None else self.relabel[rows])
+        if ops.is_torch(raw) and raw.dtype == torch.int32:
+            count = values.shape[-1]
+            return values.reshape(-1).index_select(0, _flat_cells(raw, count)).reshape(raw.shape)
         return ops.take_rows(values, raw)
 
     def cell_at(self, tokens: Array, rows: Array | None = None) -> Array:
         """[Q, J] the cells of tokens [Q, J] in rows `rows` [Q] (None: Q = R)."""
         if rows is None:
-            raw = ops.take_rows(self.raw, tokens)
+            raw = self._index(ops.take_rows(self.raw, tokens))
             return raw if self.relabel is None else ops.take_rows(self.relabel, raw)
-        raw = self.raw[rows[:, None], tokens]
+        raw = self._index(self.raw[rows[:, None], tokens])
         return raw if self.relabel is None else self.relabel[rows[:, None], raw]
 
 
@@ -252,6 +261,26 @@ def ratio_bucket(target: Array, draft: Array, buckets: int) -> Array:
         ratio = np.nan_to_num(ops.as_float64(target) / ops.as_float64(draft), nan=0.0)
         half_octave = ratio.astype(np.float32).view(np.int32) >> 22
     return np.clip(offset - half_octave.astype(np.int64), 0, buckets - 1)
+
+
+def _flat_cells(raw: Array, count: int) -> Array:
+    """[R V] int32 cell ids of a torch int32 raw [R, C-cell ids] with row offsets r C."""
+    offsets = torch.arange(raw.shape[0], device=raw.device, dtype=raw.dtype)[:, None] * count
+    return (raw + offsets).reshape(-1)
+
+
+def _cell_sums(draft: Array, target: Array, raw: Array, count: int) -> tuple[Array, Array]:
+    """(q-mass, a-mass) [R, C] of every cell. Torch int32 ids with float32/float64 rows: one
+    bincount each over the rows with offsets (no int64 copy of the ids; the same sums as
+    scatter_add, which also adds in token order); otherwise scatter sums."""
+    if ops.is_torch(raw) and raw.dtype == torch.int32 and draft.dtype == target.dtype and \
+            draft.dtype in (torch.float32, torch.float64):
+        flat, size = _flat_cells(raw, count), raw.shape[0] * count
+        sums = [torch.bincount(flat, weights=rows.reshape(-1), minlength=size).reshape(-1, count)
+                for rows in (draft, target)]
+        return sums[0], sums[1]
+    index = raw.long() if ops.is_torch(raw) else raw
+    return ops.scatter_sum(draft, index, count), ops.scatter_sum(target, index, count)
 
 
 def ratio_cells(target: Array, draft: Array, support: int | None = None,
@@ -286,8 +315,9 @@ def ratio_cells(target: Array, draft: Array, support: int | None = None,
             ratio = target.float() / draft.float()
         half_octave = ratio.view(torch.int32).bitwise_right_shift_(22)
         raw = half_octave.neg_().add_(first + 2 * OCTAVES + 1 + 254)
-        raw = raw.clamp_(first, first + buckets - 1).masked_fill_(draft == 0, 0).long()
-        ids = torch.arange(1, singles + 1, device=raw.device).expand(rows, singles)
+        raw = raw.clamp_(first, first + buckets - 1).masked_fill_(draft == 0, 0)  # int32
+        ids = torch.arange(1, singles + 1, device=raw.device, dtype=raw.dtype).expand(rows,
+                                                                                  singles)
         raw.scatter_(-1, chosen, torch.where(ops.take_rows(draft, chosen) == 0, 0, ids))
     else:
         chosen = ops.argsort(-score, -1)[:, :singles]
@@ -297,8 +327,7 @@ def ratio_cells(target: Array, draft: Array, support: int | None = None,
         np.put_along_axis(raw, chosen, ids, axis=-1)
         raw = ops.where(draft == 0, 0, raw)
     count = 1 + singles + buckets
-    width = ops.scatter_sum(draft, raw, count)
-    height = ops.scatter_sum(target, raw, count)
+    width, height = _cell_sums(draft, target, raw, count)
     # cell order: never-drafted first, then by cell ratio descending, empty cells last
     cell_ratio = ops.safe_div(height, width)
     top = ops.amax(cell_ratio, -1)[:, None] + 1

@@ -55,11 +55,6 @@ def write(run: object, claim: str, vocab: int, depth: int, paths: int, draft_sam
 
 # shapes of SHIPPED without a shipped proof, and why (the README lists them; the tests check it)
 NOT_SHIPPED: dict[str, str] = {
-    "bv-optimal-V3-L1": "produced (8575 kept cells, 1631.5 s) before the export of elimination "
-                        "signs and of the laws' sign facts, so the file in unchecked/ lacks "
-                        "facts the checker needs (unchecked/README.md); a regeneration "
-                        "(issue 17) got 112 s of CPU in 24 min at nice 15 on the shared "
-                        "machine (load 9-14) and was stopped",
     "bv-optimal-V2-L2": "the run was stopped unfinished after ~50 min (issue 13); not rerun "
                         "(issue 17: the shared machine at load 9-14)",
     "l1-optimum-V3-L1-K1, -K2, -K3 (both draft samplings)": "runs stopped unfinished to free "
