@@ -401,11 +401,14 @@ def summarize_realgap(records: list[dict[str, Any]], seed: int = 0) -> list[dict
     verifier); best_verifier_counts: how often each verifier had the best estimate.
     """
     groups: dict[tuple, list[dict[str, Any]]] = {}
-    for r in full_records(records):
+    for r in full_records(records):  # one group per run settings (never mixed across runs)
         for k in r["by_paths"]:
-            groups.setdefault((r["pair"], r["temperature"], r["depth"], int(k)), []).append(r)
+            groups.setdefault((r["pair"], r["temperature"], r.get("draft_temperature"),
+                               r["depth"], int(k), r.get("width"), r.get("samples"),
+                               tuple(sorted(r["by_paths"][k]["verifiers"]))), []).append(r)
     out = []
-    for (pair, temperature, depth, k), recs in sorted(groups.items(), key=lambda g: str(g[0])):
+    for (pair, temperature, _, depth, k, width, _, _), recs in sorted(groups.items(),
+                                                                     key=lambda g: str(g[0])):
         key = str(k)
         prompts = sorted({r["prompt"] for r in recs})
 
@@ -429,6 +432,7 @@ def summarize_realgap(records: list[dict[str, Any]], seed: int = 0) -> list[dict
         bounds = [r["by_paths"][key]["upper"] for r in recs]
         out.append({
             "pair": pair, "temperature": temperature, "depth": depth, "paths": k,
+            "width": width, "draft_temperature": recs[0].get("draft_temperature"),
             "contexts": len(recs), "prompts": len(prompts),
             "upper": upper,
             "lower": cluster(certified_lower) if len(certified_lower) == len(recs) else None,
