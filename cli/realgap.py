@@ -178,7 +178,7 @@ def realgap(
                     rows.append([s["temperature"], s["depth"], s["paths"], s["contexts"],
                                  format_interval(s["upper"]), name, format_interval(iv),
                                  format_interval(gap)])
-            table("realgap summary: means over contexts [95% t interval on per-prompt means]",
+            table("realgap summary: means over contexts [nominal 95% t interval on per-prompt means]",
                   ["T", "L", "K", "ctx", "upper bound", "verifier", "E[tau+1]", "gap to upper"], rows)
             if r.get("failures"):
                 for f in r["failures"]:
