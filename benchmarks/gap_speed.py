@@ -2,7 +2,9 @@
 
 For every shape (V, L, K) of SHAPES this runs `speclp gap INSTANCE --paths K --json` as a
 fresh process (process start included) on a Dirichlet(1) instance (seed 1), and records
-    wall seconds, peak RSS of the process (os.wait4), the optimum's certificate ("certified"
+    wall seconds, CPU seconds (user + system: what the process itself used, which a shared
+    machine's load does not inflate much), peak RSS of the process (os.wait4), the
+    optimum's certificate ("certified"
     exactly, or "certified within w" by exact bounds), every verifier's evaluation (node
     recursion, selection law, single path, enumeration, or estimate) and its seconds;
 twice: quiet (nothing of ours beside it) and loaded (two CPU-bound processes beside it).
@@ -62,7 +64,9 @@ def run_gap(instance: Path, paths: int) -> dict:
         text = out.read().decode()
         err.seek(0)
         error = err.read().decode()[-500:]
-    record = {"wall_seconds": round(wall, 3), "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+    record = {"wall_seconds": round(wall, 3),
+              "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3),
+              "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
               "exit": os.waitstatus_to_exitcode(status), "load_before": round(load, 2)}
     try:
         result = json.loads(text)
@@ -123,10 +127,13 @@ def figure(records: list[dict], path: Path) -> None:
     labels = [f"({r['shape'][0]},{r['shape'][1]},{r['shape'][2]})" for r in records]
     x = np.arange(len(records))
     fig, ax = plt.subplots(figsize=(max(6.5, 0.9 * len(records) + 2), 4.0))
-    for offset, mode, colour in ((-0.2, "quiet", "tab:blue"), (0.2, "loaded", "tab:orange")):
+    for offset, mode, colour in ((-0.3, "quiet", "tab:blue"), (0.1, "loaded", "tab:orange")):
         values = [r.get(mode, {}).get("wall_seconds", np.nan) for r in records]
-        ax.bar(x + offset, values, width=0.38, color=colour, label=f"{mode} (wall, process "
-                                                                    "start included)")
+        cpu = [r.get(mode, {}).get("cpu_seconds", np.nan) for r in records]
+        ax.bar(x + offset, values, width=0.2, color=colour, label=f"{mode}: wall (process "
+                                                                   "start included)")
+        ax.bar(x + offset + 0.2, cpu, width=0.2, color=colour, alpha=0.45, hatch="//",
+               label=f"{mode}: CPU of the process")
     ax.scatter(x, [TARGETS.get(tuple(r["shape"]), np.nan) for r in records], marker="_", s=600,
                color="black", label="target", zorder=3)
     for i, r in enumerate(records):
@@ -146,9 +153,11 @@ def figure(records: list[dict], path: Path) -> None:
     ax.set_xticks(x, labels, rotation=30)
     ax.set_xlabel("(V, L, K)")
     ax.set_ylabel("seconds")
+    loads = [r.get("quiet", {}).get("load_before", np.nan) for r in records]
     ax.set_title("speclp gap, every verifier exact, optimum certified\n"
-                 "(Dirichlet(1), seed 1; 1 thread; loaded = 2 CPU-bound processes beside it)",
-                 fontsize=10)
+                 "(Dirichlet(1), seed 1; 1 thread; loaded = 2 CPU-bound processes beside it;\n"
+                 f"shared 2-core machine, 1-min load {np.nanmin(loads):.0f}-{np.nanmax(loads):.0f}"
+                 " before the quiet runs)", fontsize=9)
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
@@ -157,8 +166,8 @@ def figure(records: list[dict], path: Path) -> None:
 
 
 def markdown(records: list[dict]) -> str:
-    lines = ["| (V, L, K) | target s | quiet s | loaded s | peak RSS MiB | optimum | "
-             "estimated | structure vs enumerated (sum of s) |",
+    lines = ["| (V, L, K) | target s | quiet wall s (CPU s) | loaded wall s (CPU s) | peak RSS MiB | "
+             "optimum | estimated | structure vs enumerated (sum of s) |",
              "|---|---|---|---|---|---|---|---|"]
     for r in records:
         quiet, loaded = r.get("quiet", {}), r.get("loaded", {})
@@ -173,8 +182,9 @@ def markdown(records: list[dict]) -> str:
             pair = (f"{sum(v['structure_seconds'] for v in side.values()):.2f} vs "
                     f"{sum(v['enumerated_seconds'] for v in side.values()):.2f}")
         lines.append(f"| {tuple(r['shape'])} | {TARGETS.get(tuple(r['shape']), '')} | "
-                     f"{quiet.get('wall_seconds', '')} (load {quiet.get('load_before', '')}) | "
-                     f"{loaded.get('wall_seconds', '')} (load {loaded.get('load_before', '')}) | "
+                     f"{quiet.get('wall_seconds', '')} ({quiet.get('cpu_seconds', '')}; load "
+                     f"{quiet.get('load_before', '')}) | {loaded.get('wall_seconds', '')} "
+                     f"({loaded.get('cpu_seconds', '')}; load {loaded.get('load_before', '')}) | "
                      f"{max(quiet.get('peak_rss_mib', 0), loaded.get('peak_rss_mib', 0))} | "
                      f"{cert} | {', '.join(quiet.get('estimates', [])) or 'none'} | {pair} |")
     return "\n".join(lines) + "\n"

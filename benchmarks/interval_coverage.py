@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parent
 RESULTS = ROOT / "results" / "bench"
 COUNTS = (3, 8, 16, 32, 48)
 LEVEL = 0.95
+BOOT_REPS = 400  # simulated data sets per row for the (slower) bootstrap
 
 
 def t_cover(samples: np.ndarray, truth: float) -> np.ndarray:
@@ -82,6 +83,9 @@ def recorded_populations(min_prompts: int = 8) -> list[dict]:
         cells = [record_cells(r) for r in recs]
         steps = np.array([r["row_steps"] for r in recs], dtype=np.float64)
         for cell in sorted(set.intersection(*(set(c) for c in cells))):
+            if config.get("score_grid") and not (cell[0] in (2, config["paths"])
+                                                 and cell[1] in (1, 2, 4, config["depth"])):
+                continue  # grid runs: K' in {2, K_max}, L' in {1, 2, 4, L_max}
             for name in sorted(cells[0][cell]):
                 if name == "bv" or "bv" not in cells[0][cell]:
                     continue
@@ -117,7 +121,7 @@ def outlier_sampler(rare: float = 0.15, big: float = 1.5, sd: float = 0.1):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=4000)
-    parser.add_argument("--resamples", type=int, default=1000)
+    parser.add_argument("--resamples", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--counts", default=",".join(map(str, COUNTS)))
     args = parser.parse_args()
@@ -155,11 +159,11 @@ def row(kind: str, name: str, population: int | None, n: int, samples: np.ndarra
         resamples: int, rng: np.random.Generator) -> dict:
     reps = samples.shape[0]
     t = float(t_cover(samples, truth).mean())
-    boot = float(bootstrap_cover(samples[: min(reps, 2000)], truth, resamples, rng).mean())
+    boot = float(bootstrap_cover(samples[: min(reps, BOOT_REPS)], truth, resamples, rng).mean())
     return {"kind": kind, "population": name, "population_prompts": population, "n": n,
             "t_coverage": t, "t_mc_se": float(np.sqrt(t * (1 - t) / reps)),
             "bootstrap_coverage": boot,
-            "bootstrap_mc_se": float(np.sqrt(boot * (1 - boot) / min(reps, 2000)))}
+            "bootstrap_mc_se": float(np.sqrt(boot * (1 - boot) / min(reps, BOOT_REPS)))}
 
 
 def summarise(rows: list[dict], counts: list[int]) -> list[dict]:
@@ -180,7 +184,7 @@ def summarise(rows: list[dict], counts: list[int]) -> list[dict]:
 
 def markdown(out: dict) -> str:
     lines = ["# Simulated coverage of nominal 95% intervals over prompts", "",
-             f"{out['reps']} simulated data sets per row (bootstrap: at most 2000, "
+             f"{out['reps']} simulated data sets per row (bootstrap: at most {BOOT_REPS}, "
              f"{out['resamples']} resamples each); seed {out['seed']}. recorded = resampling the "
              "recorded per-prompt paired differences (each run/cell/verifier with >= 8 prompts "
              "is one population, min and median over them); skewed / outliers = generative "

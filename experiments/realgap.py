@@ -58,6 +58,8 @@ from ..lp.closed_form import one_step_optimum
 from ..lp.coarsen import coarsened_instance, describe_coarsening
 from ..lp.instance import from_rows
 from ..verifiers.exact import exact_result
+from ..verifiers.gbv import below_mass
+from ..verifiers.ops import safe_div
 from ..verifiers.registry import verifier_names
 from .intervals import betting_interval, cluster_mean_interval
 from .store import append_jsonl, load_jsonl, record_key, slug  # noqa: F401 - load_jsonl re-exported
@@ -227,18 +229,24 @@ def verifier_intervals(target: Any, draft: Any, context: list[int], depth: int, 
             "values": {str(k): values[k] for k in paths}}
 
 
-EXACT_AT_ONE = ("bv", "token", "nss", "nodeopt")  # verifiers with an exact L = 1 form here
+EXACT_AT_ONE = ("bv", "token", "gbv", "nss", "nodeopt")  # verifiers with an exact L = 1 form
 
 
 def exact_one_step(by_paths: dict[str, dict[str, Any]], p: np.ndarray, q: np.ndarray,
                    paths: list[int], optima: dict[str, Any]) -> None:
     """At L = 1 replace the sampled values of the verifiers with an exact full-vocabulary
     form (in place): bv and token, 1 + sum min(p, q) (path 0 only); nss,
-    1 + sum_c p(c) (1 - (1 - q(c))^K) (Y ~ p, accepted when drafted); nodeopt, the K-path
-    optimum (its L = 1 rule attains it, docs/theory.md section 8). float64 on the full rows."""
+    1 + sum_c p(c) (1 - (1 - q(c))^K) (Y ~ p, accepted when drafted); gbv, BV against its
+    selection law r(x) = (B(x) + q(x))^K - B(x)^K (the drafted token of largest key (p/q,
+    id) is selected; B(x): q-mass of the keys below x, `verifiers.gbv.below_mass`), i.e.
+    1 + sum min(p, r) (docs/theory.md sections 9, 12.3); nodeopt, the K-path optimum (its
+    L = 1 rule attains it, docs/theory.md section 8). float64 on the full rows."""
     p64, q64 = p.astype(np.float64), q.astype(np.float64)
+    below = below_mass(q64[None], safe_div(p64, q64)[None])[0][0]
     for k in paths:
+        selection = (below + q64) ** k - below**k
         exact = {"bv": 1.0 + float(np.minimum(p64, q64).sum()),
+                 "gbv": 1.0 + float(np.minimum(p64, selection).sum()),
                  "nss": 1.0 + float((p64 * (1.0 - (1.0 - q64) ** k)).sum()),
                  "nodeopt": optima[str(k)]["value"]}
         exact["token"] = exact["bv"]
@@ -401,11 +409,14 @@ def summarize_realgap(records: list[dict[str, Any]], seed: int = 0) -> list[dict
     verifier); best_verifier_counts: how often each verifier had the best estimate.
     """
     groups: dict[tuple, list[dict[str, Any]]] = {}
-    for r in full_records(records):
+    for r in full_records(records):  # one group per run settings (never mixed across runs)
         for k in r["by_paths"]:
-            groups.setdefault((r["pair"], r["temperature"], r["depth"], int(k)), []).append(r)
+            groups.setdefault((r["pair"], r["temperature"], r.get("draft_temperature"),
+                               r["depth"], int(k), r.get("width"), r.get("samples"),
+                               tuple(sorted(r["by_paths"][k]["verifiers"]))), []).append(r)
     out = []
-    for (pair, temperature, depth, k), recs in sorted(groups.items(), key=lambda g: str(g[0])):
+    for (pair, temperature, _, depth, k, width, _, _), recs in sorted(groups.items(),
+                                                                     key=lambda g: str(g[0])):
         key = str(k)
         prompts = sorted({r["prompt"] for r in recs})
 
@@ -429,6 +440,7 @@ def summarize_realgap(records: list[dict[str, Any]], seed: int = 0) -> list[dict
         bounds = [r["by_paths"][key]["upper"] for r in recs]
         out.append({
             "pair": pair, "temperature": temperature, "depth": depth, "paths": k,
+            "width": width, "draft_temperature": recs[0].get("draft_temperature"),
             "contexts": len(recs), "prompts": len(prompts),
             "upper": upper,
             "lower": cluster(certified_lower) if len(certified_lower) == len(recs) else None,

@@ -337,7 +337,9 @@ def _colgen_optimum(model: TreeModel, paths: int, draft_sampling: str, certify: 
                                   f"{float(record.exact_value):.17g})")
             record.certified = False
             record.exact_value = None
-    if certify and not record.certified and result.status == "optimal" and draft_sampling == "iid":
+    if (certify and not record.certified and result.status == "optimal"
+            and draft_sampling == "iid" and "time limit" not in record.certificate):
+        # the exact certificate failed (not for lack of time): certify by exact bounds
         left = None if time_limit is None else time_limit - (time.perf_counter() - start)
         if left is None or left > 0:
             return _bounded_optimum(model, paths, rational, left, start,

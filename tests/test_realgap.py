@@ -159,7 +159,7 @@ def test_run_realgap_records_bounds_and_resumes(tiny_pair, tmp_path):
             lower = block["lower"]["value"]
             assert lower <= upper + 1e-9  # certified bracket
             for name, iv in block["verifiers"].items():
-                exact = r["depth"] == 1 and name in ("bv", "nss")  # exact L = 1 forms
+                exact = r["depth"] == 1 and name in ("bv", "gbv", "nss")  # exact L = 1 forms
                 assert iv.get("exact", False) == exact
                 assert iv["n"] == (0 if exact else 48) and iv["low"] <= iv["mean"] <= iv["high"]
                 assert iv["low"] <= upper + 1e-9, (name, iv, upper)

@@ -77,8 +77,11 @@ def test_a_bound_from_renormalised_rows_is_caught():
 def test_exact_one_step_values():
     rng = np.random.default_rng(0)
     p, q = rng.dirichlet(np.ones(6)), rng.dirichlet(np.ones(6))
+    q[2] = 0.0  # a token the draft never proposes
+    q /= q.sum()
     optima = {str(k): {"value": float(one_step_optimum(p, q, [k])[0].value[0])} for k in (1, 3)}
-    by_paths = {str(k): {"bv": {}, "nss": {}, "nodeopt": {}, "gbv": {"mean": 0.0}} for k in (1, 3)}
+    by_paths = {str(k): {"bv": {}, "nss": {}, "nodeopt": {}, "gbv": {},
+                         "specinfer": {"mean": 0.0}} for k in (1, 3)}
     exact_one_step(by_paths, p, q, [1, 3], optima)
     inst = dirichlet_instance(6, 1, seed=0)
     inst.target[0], inst.draft[0] = p, q
@@ -90,4 +93,6 @@ def test_exact_one_step_values():
             float(exact_result(model, "nss", paths=k).block_efficiency), abs=1e-12)
         assert got["nodeopt"]["mean"] == pytest.approx(
             float(exact_result(model, "nodeopt", paths=k).block_efficiency), abs=1e-9)
-        assert got["gbv"] == {"mean": 0.0}  # no exact form used here: left as sampled
+        assert got["gbv"]["mean"] == pytest.approx(
+            float(exact_result(model, "gbv", paths=k).block_efficiency), abs=1e-12)
+        assert got["specinfer"] == {"mean": 0.0}  # no exact form used here: left as sampled

@@ -63,8 +63,8 @@ def plot_bench(records: list[dict[str, Any]], out: str | Path) -> list[Path]:
             ax.axhline(0, color="black", lw=0.8)
     fig.suptitle("exact conditional E[tau+1] of every verifier on the SAME drafted trees (full "
                  "vocabulary; one (K_max, L_max) tree per step cut to every (K', L'));\n"
-                 "error bars: 95% t intervals on per-prompt means (coverage simulated in "
-                 "benchmarks/interval_coverage.py)", fontsize=9)
+                 "error bars: nominal 95% t intervals on per-prompt means (simulated coverage: "
+                 "benchmarks/results/bench/interval_coverage.md)", fontsize=9)
     fig.tight_layout()
     out = Path(out)
     if out.suffix in (".png", ".pdf"):
