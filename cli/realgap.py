@@ -11,9 +11,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import torch
 import typer
 
-from ..experiments.store import slug
+from ..experiments.intervals import format_interval
+from ..experiments.plots import plot_realgap, plot_renormalised
+from ..experiments.realgap import (
+    MAX_COARSE_PATHS,
+    full_records,
+    run_realgap,
+    run_realgap_renormalised,
+    summarize_realgap,
+    summarize_renormalised,
+)
+from ..experiments.store import load_jsonl, select_records, slug
+from ..verifiers.registry import verifier_names
 from . import validate as check
 from .common import BadInput, ClaimFailed, new_commands, progress, run, table
 from .trees import check_run_flags, load_run_pair
@@ -77,15 +89,6 @@ def realgap(
                 threads)
         if instances == MODE_RENORMALISED:
             return _realgap_renormalised(depths, ks)
-        from ..experiments.plots import plot_realgap
-        from ..experiments.realgap import (
-            MAX_COARSE_PATHS,
-            full_records,
-            run_realgap,
-            summarize_realgap,
-        )
-        from ..experiments.store import load_jsonl, select_records
-
         widths = check.int_list("--top", top, 2, 1024)
         if len(widths) != 1:
             raise BadInput(f"--top: full-vocabulary mode takes one M, got {top!r}")
@@ -99,8 +102,6 @@ def realgap(
                                f"paths (limit {MAX_COARSE_PATHS:,}); lower --top or --depth")
         names = _verifier_list(verifiers)
         check.model_pair("--pair", pair)
-        import torch
-
         loaded, prompt_list, draft_t, label = load_run_pair(pair, prompts, draft_temperature, threads)
         check.vocabulary_limits("--verifiers", names, ks, loaded.target.vocab_size)
         out_file = out / f"{slug(pair)}.jsonl"
@@ -130,13 +131,6 @@ def realgap(
         if max(depths) > 3 or max(ks) > 3:
             raise BadInput("--depth/--paths: supported sizes are M <= 5, L <= 3, K <= 3 (LP size)")
         check.model_pair("--pair", pair)
-        from ..experiments.plots import plot_renormalised
-        from ..experiments.realgap import (
-            run_realgap_renormalised,
-            summarize_renormalised,
-        )
-        from ..experiments.store import load_jsonl, select_records
-
         loaded, prompt_list, draft_t, label = load_run_pair(pair, prompts, draft_temperature, threads)
         out_file = out / f"{slug(pair)}_renormalised.jsonl"
         status = run_realgap_renormalised(
@@ -153,8 +147,6 @@ def realgap(
                 "summary": summarize_renormalised(records)}
 
     def render(r: dict[str, Any]) -> None:
-        from ..experiments.intervals import format_interval
-
         if r["instances"] == MODE_RENORMALISED:
             rows = []
             for s in r["summary"]:
@@ -192,8 +184,6 @@ def realgap(
 
 
 def _verifier_list(text: str) -> list[str]:
-    from ..verifiers.registry import verifier_names
-
     lossless = verifier_names(draft_sampling="iid")
     if not text.strip():  # khisti enumerates V^(K-1) companion tuples: small vocabularies only
         return [n for n in lossless if n not in VOCABULARY_LIMITED]

@@ -111,7 +111,7 @@ class SlotCache:
     """
 
     def __init__(self, model: Any, batch: int, device: torch.device):
-        from transformers import DynamicCache
+        from transformers import DynamicCache  # lazy: optional dependency (the models extra)
 
         self.model = model
         self.cache = DynamicCache(config=model.config)

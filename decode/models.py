@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.nn as nn
 
 
 class ModelUnavailable(RuntimeError):
@@ -265,7 +266,7 @@ def parse_dtype(name: str | None) -> torch.dtype | None:
 
 def _require_transformers() -> Any:
     try:
-        import transformers
+        import transformers  # lazy: optional dependency (the models extra)
     except ImportError as err:  # pragma: no cover - depends on the environment
         raise ModelUnavailable(
             'real models need the optional extra: pip install "speclp[models]" '
@@ -331,8 +332,6 @@ def load_model(
 
 def _plain_weights(model: Any) -> bool:
     """True when every linear/embedding weight is an ordinary dense tensor (dequantised)."""
-    import torch.nn as nn
-
     layers = [m for m in model.modules() if "Linear" in type(m).__name__]
     return bool(layers) and all(type(m) is nn.Linear for m in layers)
 

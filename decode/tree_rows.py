@@ -72,7 +72,7 @@ class _TreeForward:
 
     def __init__(self, model: Any, context: list[int], temperature: float,
                  row_dtype: torch.dtype = torch.float32):
-        from transformers import DynamicCache
+        from transformers import DynamicCache  # lazy: optional dependency (the models extra)
 
         self.model = model
         self.temperature = temperature
@@ -248,7 +248,7 @@ def sample_contexts(model: Any, prompt: list[int], count: int, every: int,
 
     Plain autoregressive sampling with a KV cache; stops early at an EOS token.
     """
-    from transformers import DynamicCache
+    from transformers import DynamicCache  # lazy: optional dependency (the models extra)
 
     device = next(model.parameters()).device
     cache = DynamicCache(config=model.config)

@@ -44,18 +44,23 @@ skips records already present (resumable; a torn last line is ignored).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable
+from math import comb
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
+from ..decode.engine import score_tree
 from ..decode.tree_rows import prefill, sample_contexts, sample_trees, tree_rows
 from ..lp import optimum, tolerances
 from ..lp.closed_form import one_step_optimum
 from ..lp.coarsen import coarsened_instance, describe_coarsening
+from ..lp.dual_bound import dual_upper_bound
 from ..lp.instance import from_rows
 from ..verifiers.exact import exact_result
 from ..verifiers.gbv import below_mass
@@ -87,7 +92,6 @@ def coarse_upper_bounds(target: Any, draft: Any, context: list[int], depth: int,
     rows seconds}, "bounds": {K: record}}; a record has value (the certified bound),
     certified, certificate, lp_value, bound_minus_lp, status, seconds, method.
     """
-    from ..lp.dual_bound import dual_upper_bound
 
     rows = tree_rows(target, draft, context, width, depth - 1, temperature, draft_temperature,
                      select="mix", row_dtype=_float64(), prefilled=prefilled)
@@ -146,7 +150,6 @@ def kept_lower_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: in
     rounding below 1e-12), need no sampling, and are <= OPT_K (every lossless verifier is
     a feasible point; OPT_K >= OPT_1). Returns {K: {value, verifier, values, method}}.
     """
-    from math import comb
 
     te = np.asarray(target_edge, dtype=np.float64)
     de = np.asarray(draft_edge, dtype=np.float64)
@@ -194,9 +197,7 @@ def verifier_intervals(target: Any, draft: Any, context: list[int], depth: int, 
     Trees with equal tokens (frequent on peaked rows) are scored once. Returns
     {"by_paths": {K: {name: betting_interval}}, "trees": {...}, "values": {K: {name: list}}}.
     """
-    import torch
 
-    from ..decode.engine import score_tree
 
     dtype = score_dtype or torch.float64
     most = max(paths)
@@ -318,7 +319,6 @@ def context_record(target: Any, draft: Any, context: list[int], depth: int, path
 
 
 def _float64() -> Any:
-    import torch
 
     return torch.float64
 
@@ -344,7 +344,6 @@ def run_realgap(target: Any, draft: Any, prompts: list[dict[str, Any]], depths: 
     failures, keys} (keys: this call's records, so that summaries count only what was asked).
     prompts: [{"id", "tokens"}]. Contexts: prompt + k*every target-sampled tokens.
     """
-    import torch
 
     names = verifiers or verifier_names(draft_sampling="iid")
     dtype = score_dtype or torch.float64
@@ -392,7 +391,6 @@ def run_realgap(target: Any, draft: Any, prompts: list[dict[str, Any]], depths: 
 
 def prompt_digest(prompt: dict[str, Any]) -> str:
     """Short sha256 of a prompt's token ids (an edited prompt changes the key)."""
-    import hashlib
 
     return hashlib.sha256(json.dumps([int(t) for t in prompt["tokens"]]).encode()).hexdigest()[:16]
 
@@ -510,7 +508,6 @@ def run_realgap_renormalised(target: Any, draft: Any, prompts: list[dict[str, An
 
     prompts: [{"id", "tokens"}] (token ids). Contexts: prompt + k*every target-sampled tokens.
     """
-    import torch
 
     done = {r.get("key") for r in load_jsonl(out_file)}
     verifiers = verifier_names(draft_sampling="iid")  # contexts are drafted i.i.d.
@@ -584,6 +581,5 @@ def summarize_renormalised(records: list[dict[str, Any]]) -> list[dict[str, Any]
 
 
 def _stable_hash(text: str) -> int:
-    import hashlib
 
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")

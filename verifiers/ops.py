@@ -31,7 +31,7 @@ class _LazyTorch:
     array while torch has not been imported (no tensor can exist then)."""
 
     def __getattr__(self, name: str) -> Any:
-        import torch as module
+        import torch as module  # lazy: keeps torch out of the theory side until a tensor exists
 
         globals()["torch"] = module  # from now on this module calls torch directly
         return getattr(module, name)

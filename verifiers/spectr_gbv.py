@@ -46,6 +46,7 @@ import numpy as np
 
 from . import ops
 from .law import BlockLaw, DraftTree, register
+from .multipath import canonical_paths, shared_prefix
 
 Array = Any
 
@@ -116,8 +117,6 @@ def spectr_gbv_tests(tree: DraftTree) -> tuple[Array, Array, Array]:
 
 def spectr_gbv_law(tree: DraftTree) -> BlockLaw:
     """Exact law of the released SpecTr-GBV rule (module docstring)."""
-    from .multipath import canonical_paths, shared_prefix
-
     tokens = ops.index_like(tree.target_rows, tree.tokens)
     batch, paths, depth = tree.batch, tree.paths, tree.depth
     tests, residuals, _ = spectr_gbv_tests(tree)

@@ -78,10 +78,7 @@ def _context_column(ax: Any, x: int, block: dict[str, Any], names: list[str],
 
 def plot_renormalised(records: list[dict[str, Any]], out_dir: Path) -> list[Path]:
     """Bar chart of the mean gap to the certified optimum per verifier, one panel per (M, L, K)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     summary = summarize_renormalised(records)
     if not summary:
