@@ -185,31 +185,20 @@ def walk_tree(tree: DraftTree, rule: NodeRule) -> BlockLaw:
     return BlockLaw(ops.stack(stops, 2), ops.stack(corrections, 2))
 
 
-def _specinfer_rule(target: Array, draft: Array, through: Array, children: Array,
-                    first: Array) -> tuple[Array, Array]:
-    residual = target
+def _recursive_rejection(target: Array, draft: Array, through: Array, children: Array,
+                         first: Array, distinct: bool) -> tuple[Array, Array]:
+    """Recursive rejection sampling at a node, the paths' children tested in path order
+    against the current residual row. distinct=False (SpecInfer): every path's child, the
+    proposal stays the draft row; distinct=True (RRSw): each distinct child once (its first
+    path), the tried token then removed from the proposal, which is renormalised."""
+    residual, proposal = target, draft
+    vocab = target.shape[-1]
     remaining = ops.ones(target.shape[:2], like=target)  # [B, K0]
     accepts = []
     for j in range(children.shape[1]):
-        alive = through[:, :, j]
-        p_c = _gather_tokens(residual, children[:, j])
-        q_c = _gather_tokens(draft, children[:, j])
-        a = ops.where(alive, ops.minimum(ops.safe_div(p_c, q_c), 1), 0)
-        accepts.append(remaining * a)
-        remaining = remaining * (1 - a)
-        rejected, _ = residual_rows(ops.ones(remaining.shape, like=remaining), residual, draft)
-        residual = ops.where(alive[..., None], rejected, residual)
-    return ops.stack(accepts, 2), residual
-
-
-def _rrsw_rule(target: Array, draft: Array, through: Array, children: Array,
-                     first: Array) -> tuple[Array, Array]:
-    residual, proposal = target, draft
-    vocab = target.shape[-1]
-    remaining = ops.ones(target.shape[:2], like=target)
-    accepts = []
-    for j in range(children.shape[1]):
-        tried = through[:, :, j] & first[:, j : j + 1]  # a new distinct child at the node
+        tried = through[:, :, j]
+        if distinct:
+            tried = tried & first[:, j : j + 1]  # a new distinct child at the node
         p_c = _gather_tokens(residual, children[:, j])
         q_c = _gather_tokens(proposal, children[:, j])
         a = ops.where(tried, ops.minimum(ops.safe_div(p_c, q_c), 1), 0)
@@ -217,10 +206,21 @@ def _rrsw_rule(target: Array, draft: Array, through: Array, children: Array,
         remaining = remaining * (1 - a)
         rejected, _ = residual_rows(ops.ones(remaining.shape, like=remaining), residual, proposal)
         residual = ops.where(tried[..., None], rejected, residual)
-        removed = ops.where(_one_hot(children[:, j], vocab)[:, None, :], 0, proposal)
-        removed = ops.safe_div(removed, ops.total(removed, -1, keepdim=True))
-        proposal = ops.where(tried[..., None], removed, proposal)
+        if distinct:
+            removed = ops.where(_one_hot(children[:, j], vocab)[:, None, :], 0, proposal)
+            removed = ops.safe_div(removed, ops.total(removed, -1, keepdim=True))
+            proposal = ops.where(tried[..., None], removed, proposal)
     return ops.stack(accepts, 2), residual
+
+
+def _specinfer_rule(target: Array, draft: Array, through: Array, children: Array,
+                    first: Array) -> tuple[Array, Array]:
+    return _recursive_rejection(target, draft, through, children, first, distinct=False)
+
+
+def _rrsw_rule(target: Array, draft: Array, through: Array, children: Array,
+               first: Array) -> tuple[Array, Array]:
+    return _recursive_rejection(target, draft, through, children, first, distinct=True)
 
 
 def _drafted_mask(through: Array, children: Array, vocab: int) -> Array:
