@@ -17,6 +17,7 @@ Only what the laws need is here; nothing loops over the batch or the vocabulary.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -77,24 +78,26 @@ def _pick(x: Any, y: Any, method: str, fallback: bool) -> Any:
     return x if (x <= y) == fallback else y
 
 
-_EXACT_MIN = np.frompyfunc(lambda x, y: _pick(x, y, "minimum", True), 2, 1)
-_EXACT_MAX = np.frompyfunc(lambda x, y: _pick(x, y, "maximum", False), 2, 1)
+def _elementwise_extremum(method: str, fallback: bool) -> Callable[[Array, Array | float], Array]:
+    """The ops function `method`(a, b) ("minimum" or "maximum", elementwise): torch.<method>
+    on tensors, _pick(x, y, method, fallback) on exact object arrays, numpy.<method>
+    otherwise."""
+    exact_op = np.frompyfunc(lambda x, y: _pick(x, y, method, fallback), 2, 1)
+    numpy_op = getattr(np, method)
+
+    def op(a: Array, b: Array | float) -> Array:
+        if is_torch(a):
+            return getattr(torch, method)(a, _like(b, a))
+        if is_exact(a):
+            return exact_op(a, b)
+        return numpy_op(a, b)
+
+    op.__name__ = op.__qualname__ = method
+    return op
 
 
-def minimum(a: Array, b: Array | float) -> Array:
-    if is_torch(a):
-        return torch.minimum(a, _like(b, a))
-    if is_exact(a):
-        return _EXACT_MIN(a, b)
-    return np.minimum(a, b)
-
-
-def maximum(a: Array, b: Array | float) -> Array:
-    if is_torch(a):
-        return torch.maximum(a, _like(b, a))
-    if is_exact(a):
-        return _EXACT_MAX(a, b)
-    return np.maximum(a, b)
+minimum = _elementwise_extremum("minimum", True)
+maximum = _elementwise_extremum("maximum", False)
 
 
 def positive_part(a: Array) -> Array:
@@ -168,10 +171,22 @@ def _exact_zero(like: np.ndarray) -> Any:
     return flat[0] * 0 if flat.size else 0
 
 
-def cumprod(a: Array, dim: int) -> Array:
-    if is_torch(a):
-        return torch.cumprod(a, dim=dim)
-    return np.cumprod(a, axis=dim)
+def _along_axis(name: str, doc: str) -> Callable[[Array, int], Array]:
+    """The ops function `name`(a, dim): torch.<name>(a, dim=dim) on tensors, numpy.<name>(a,
+    axis=dim) otherwise (the operations both libraries spell alike)."""
+    numpy_op = getattr(np, name)
+
+    def op(a: Array, dim: int) -> Array:
+        if is_torch(a):
+            return getattr(torch, name)(a, dim=dim)
+        return numpy_op(a, axis=dim)
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = doc
+    return op
+
+
+cumprod = _along_axis("cumprod", "Running product along one axis.")
 
 
 def flip(a: Array, dim: int) -> Array:
@@ -209,11 +224,7 @@ def as_float64(a: Array) -> np.ndarray:
 # --- additions for the multi-path laws (sorting, prefix sums, index arithmetic) ---
 
 
-def cumsum(a: Array, dim: int) -> Array:
-    """Inclusive prefix sum along one axis."""
-    if is_torch(a):
-        return torch.cumsum(a, dim=dim)
-    return np.cumsum(a, axis=dim)
+cumsum = _along_axis("cumsum", "Inclusive prefix sum along one axis.")
 
 
 def argsort(a: Array, dim: int = -1) -> Array:
@@ -249,20 +260,15 @@ def arange(n: int, like: Array) -> Array:
     return np.arange(n)
 
 
-def argmin(a: Array, dim: int) -> Array:
-    """Index of the FIRST minimum along `dim`."""
-    if is_torch(a):
-        return torch.argmin(a, dim=dim)
-    return np.argmin(a, axis=dim)
+argmin = _along_axis("argmin", "Index of the FIRST minimum along `dim`.")
+_argmax = _along_axis("argmax", "Index of the FIRST maximum along `dim` (no torch bools).")
 
 
 def argmax(a: Array, dim: int) -> Array:
     """Index of the FIRST maximum along `dim` (ints or bools; torch and numpy agree)."""
-    if is_torch(a):
-        if a.dtype == torch.bool:
-            a = a.to(torch.int8)
-        return torch.argmax(a, dim=dim)
-    return np.argmax(a, axis=dim)
+    if is_torch(a) and a.dtype == torch.bool:
+        a = a.to(torch.int8)  # torch.argmax refuses bool input
+    return _argmax(a, dim)
 
 
 # --- additions for the single-step optimum (running extrema, scatter sums, rank search) ---
