@@ -20,10 +20,21 @@ from ..verifiers.drafts import DRAFT_SAMPLING
 from ..verifiers.registry import get_verifier
 from . import validate as check
 from .common import BadInput, ClaimFailed, new_commands, progress, run, table
+from .options import (
+    COUNTEREXAMPLE_HELP,
+    backend_option,
+    concentration_option,
+    denominator_option,
+    depth_option,
+    draft_sampling_option,
+    json_option,
+    paths_option,
+    save_dir_option,
+    seed_option,
+    trials_option,
+    vocab_option,
+)
 
-DENOMINATOR_HELP = "Round rows to multiples of 1/D (rational, exact comparison); 0: floats."
-SAVE_HELP = "Where a counterexample is saved."
-BACKEND_HELP = f"LP backend: {' or '.join(BACKENDS)}."
 CLASS = class_claims.DEFAULTS
 BV = bv_optimal.DEFAULTS
 CLAIM_HELP = {
@@ -133,21 +144,21 @@ def _check(claim: str, trials: int, vocab: int, depth: int, paths: int, seed: in
 @check_group.command("class-equals-full", help=CLAIM_HELP["class-equals-full"])
 def check_class_claim_cmd(
     ctx: typer.Context,
-    trials: int = typer.Option(CLASS.trials, "--trials", help="Random instances."),
-    vocab: int = typer.Option(CLASS.vocab, "--vocab", help="Vocabulary size V."),
-    depth: int = typer.Option(CLASS.depth, "--depth", help="Depth L."),
-    paths: int = typer.Option(CLASS.paths, "--paths", help="Number K of drafted paths."),
-    seed: int = typer.Option(CLASS.seed, "--seed", help="First seed."),
-    alpha: float = typer.Option(CLASS.alpha, "--alpha", help="Dirichlet concentration of the rows."),
-    denominator: int = typer.Option(CLASS.denominator, "--denominator", help=DENOMINATOR_HELP),
-    draft_sampling: str = typer.Option(CLASS.draft_sampling, "--draft-sampling",
-                                       help=f"Draft law: {' or '.join(DRAFT_SAMPLING)}."),
+    trials: int = trials_option(CLASS.trials),
+    vocab: int = vocab_option(CLASS.vocab),
+    depth: int = depth_option(CLASS.depth),
+    paths: int = paths_option(CLASS.paths),
+    seed: int = seed_option(CLASS.seed, "First seed."),
+    alpha: float = concentration_option(CLASS.alpha),
+    denominator: int = denominator_option(CLASS.denominator),
+    draft_sampling: str = draft_sampling_option(CLASS.draft_sampling,
+                                                f"Draft law: {' or '.join(DRAFT_SAMPLING)}."),
     against: str = typer.Option(None, "--against",
                                 help="node-form only: compare the node form with class (default) "
                                      "or full."),
-    backend: str = typer.Option(CLASS.backend, "--backend", help=BACKEND_HELP),
-    save_dir: str = typer.Option(CLASS.save_dir, "--save-dir", help=SAVE_HELP),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    backend: str = backend_option(BACKENDS, CLASS.backend),
+    save_dir: str = save_dir_option(CLASS.save_dir, COUNTEREXAMPLE_HELP),
+    as_json: bool = json_option(),
 ) -> None:
     """The two claims on the selection class (one command function, registered under both
     names: the name invoked, ctx.info_name, is the claim)."""
@@ -172,16 +183,16 @@ def _render_bv(r: dict[str, Any]) -> None:
 
 @check_group.command("bv-optimal")
 def check_bv_optimal_cmd(
-    trials: int = typer.Option(BV.trials, "--trials", help="Random instances."),
-    vocab: int = typer.Option(BV.vocab, "--vocab", help="Vocabulary size V."),
-    depth: int = typer.Option(BV.depth, "--depth", help="Depth L."),
-    seed: int = typer.Option(BV.seed, "--seed", help="First seed."),
-    alpha: float = typer.Option(BV.alpha, "--alpha", help="Dirichlet concentration of the rows."),
-    denominator: int = typer.Option(BV.denominator, "--denominator", help=DENOMINATOR_HELP),
+    trials: int = trials_option(BV.trials),
+    vocab: int = vocab_option(BV.vocab),
+    depth: int = depth_option(BV.depth),
+    seed: int = seed_option(BV.seed, "First seed."),
+    alpha: float = concentration_option(BV.alpha),
+    denominator: int = denominator_option(BV.denominator),
     verifier: str = typer.Option("bv", "--verifier", help="Verifier claimed optimal (bv)."),
-    backend: str = typer.Option(BV.backend, "--backend", help=BACKEND_HELP),
-    save_dir: str = typer.Option(BV.save_dir, "--save-dir", help=SAVE_HELP),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    backend: str = backend_option(BACKENDS, BV.backend),
+    save_dir: str = save_dir_option(BV.save_dir, COUNTEREXAMPLE_HELP),
+    as_json: bool = json_option(),
 ) -> None:
     """Full LP optimum = node LP optimum = exact BV block efficiency, BV lossless
     (docs/theory.md Theorem 3.3)."""
