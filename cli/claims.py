@@ -18,22 +18,9 @@ from ..lp.engine import BACKENDS
 from ..proofs import bv_optimal, class_claims
 from ..verifiers.drafts import DRAFT_SAMPLING
 from ..verifiers.registry import get_verifier
+from . import options as option
 from . import validate as check
 from .common import BadInput, ClaimFailed, new_commands, progress, run, table
-from .options import (
-    COUNTEREXAMPLE_HELP,
-    backend_option,
-    concentration_option,
-    denominator_option,
-    depth_option,
-    draft_sampling_option,
-    json_option,
-    paths_option,
-    save_dir_option,
-    seed_option,
-    trials_option,
-    vocab_option,
-)
 
 CLASS = class_claims.DEFAULTS
 BV = bv_optimal.DEFAULTS
@@ -144,21 +131,21 @@ def _check(claim: str, trials: int, vocab: int, depth: int, paths: int, seed: in
 @check_group.command("class-equals-full", help=CLAIM_HELP["class-equals-full"])
 def check_class_claim_cmd(
     ctx: typer.Context,
-    trials: int = trials_option(CLASS.trials),
-    vocab: int = vocab_option(CLASS.vocab),
-    depth: int = depth_option(CLASS.depth),
-    paths: int = paths_option(CLASS.paths),
-    seed: int = seed_option(CLASS.seed, "First seed."),
-    alpha: float = concentration_option(CLASS.alpha),
-    denominator: int = denominator_option(CLASS.denominator),
-    draft_sampling: str = draft_sampling_option(CLASS.draft_sampling,
+    trials: int = option.trials(CLASS.trials),
+    vocab: int = option.vocab(CLASS.vocab),
+    depth: int = option.depth(CLASS.depth),
+    paths: int = option.paths(CLASS.paths),
+    seed: int = option.seed(CLASS.seed, "First seed."),
+    alpha: float = option.concentration(CLASS.alpha),
+    denominator: int = option.denominator(CLASS.denominator),
+    draft_sampling: str = option.draft_sampling(CLASS.draft_sampling,
                                                 f"Draft law: {' or '.join(DRAFT_SAMPLING)}."),
     against: str = typer.Option(None, "--against",
                                 help="node-form only: compare the node form with class (default) "
                                      "or full."),
-    backend: str = backend_option(BACKENDS, CLASS.backend),
-    save_dir: str = save_dir_option(CLASS.save_dir, COUNTEREXAMPLE_HELP),
-    as_json: bool = json_option(),
+    backend: str = option.backend(BACKENDS, CLASS.backend),
+    save_dir: str = option.save_dir(CLASS.save_dir, option.COUNTEREXAMPLE_HELP),
+    as_json: bool = option.json(),
 ) -> None:
     """The two claims on the selection class (one command function, registered under both
     names: the name invoked, ctx.info_name, is the claim)."""
@@ -183,16 +170,16 @@ def _render_bv(r: dict[str, Any]) -> None:
 
 @check_group.command("bv-optimal")
 def check_bv_optimal_cmd(
-    trials: int = trials_option(BV.trials),
-    vocab: int = vocab_option(BV.vocab),
-    depth: int = depth_option(BV.depth),
-    seed: int = seed_option(BV.seed, "First seed."),
-    alpha: float = concentration_option(BV.alpha),
-    denominator: int = denominator_option(BV.denominator),
+    trials: int = option.trials(BV.trials),
+    vocab: int = option.vocab(BV.vocab),
+    depth: int = option.depth(BV.depth),
+    seed: int = option.seed(BV.seed, "First seed."),
+    alpha: float = option.concentration(BV.alpha),
+    denominator: int = option.denominator(BV.denominator),
     verifier: str = typer.Option("bv", "--verifier", help="Verifier claimed optimal (bv)."),
-    backend: str = backend_option(BACKENDS, BV.backend),
-    save_dir: str = save_dir_option(BV.save_dir, COUNTEREXAMPLE_HELP),
-    as_json: bool = json_option(),
+    backend: str = option.backend(BACKENDS, BV.backend),
+    save_dir: str = option.save_dir(BV.save_dir, option.COUNTEREXAMPLE_HELP),
+    as_json: bool = option.json(),
 ) -> None:
     """Full LP optimum = node LP optimum = exact BV block efficiency, BV lossless
     (docs/theory.md Theorem 3.3)."""

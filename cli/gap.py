@@ -13,19 +13,9 @@ from ..proofs.gap import OptimumNotFound
 from ..proofs.gap import gap as compute_gap
 from ..verifiers.drafts import DRAFT_SAMPLING
 from ..verifiers.registry import REGISTRY, compared_verifiers, unknown_verifiers, verifier_names
+from . import options as option
 from . import validate as check
 from .common import BadInput, ClaimFailed, new_commands, run, stderr, table, working
-from .options import (
-    backend_option,
-    draft_sampling_option,
-    json_option,
-    max_enumerated_option,
-    method_option,
-    paths_option,
-    samples_option,
-    save_dir_option,
-    seed_option,
-)
 
 METHODS = tuple(m for m in ENGINE_METHODS if m != "closed-form")  # closed-form: auto picks it
 MAX_GAP_PATHS = 32  # `speclp gap --paths`: verifier laws hold [configurations, K, L+1, V] rows
@@ -99,28 +89,28 @@ def status_text(v: dict[str, Any]) -> str:
 @commands.command()
 def gap(
     instance: str = typer.Argument(..., help="Instance JSON file."),
-    paths: int = paths_option(2, "Number K of draft paths."),
-    draft_sampling: str = draft_sampling_option(),
+    paths: int = option.paths(2, "Number K of draft paths."),
+    draft_sampling: str = option.draft_sampling(),
     verifiers: str = typer.Option(
         None, "--verifiers",
         help="Verifiers to compare, comma-separated (default: every registered lossless one, "
              f"and the ones not claimed lossless: {', '.join(NOT_CLAIMED) or 'none'}, reported "
              f"without a claim; the deliberately broken {', '.join(BROKEN)} only by name). "
              "An unknown name: exit 2."),
-    method: str = method_option("Optimum engine: auto (= colgen), colgen or full (the "
+    method: str = option.method("Optimum engine: auto (= colgen), colgen or full (the "
                                 "enumerated LP, small instances only)."),
-    backend: str = backend_option(BACKENDS, "highs", "LP backend of --method full"),
-    save_dir: str = save_dir_option(),
+    backend: str = option.backend(BACKENDS, "highs", "LP backend of --method full"),
+    save_dir: str = option.save_dir(),
     time_limit: float = typer.Option(600.0, "--time-limit",
                                      help="Seconds for the optimum (colgen or full LP); when hit: "
                                           "one line, exit 1."),
-    max_enumerated: int = max_enumerated_option(
+    max_enumerated: int = option.max_enumerated(
         "Draft configurations one verifier's exact law may enumerate (traversal, spectr_gbv, "
         "drafts without replacement); above it the block efficiency is estimated from --samples "
         "sampled configurations. Laws by structure take up to max(this, 5e7) evaluations."),
-    samples: int = samples_option(),
-    seed: int = seed_option(0, "Seed of the sampled configurations."),
-    as_json: bool = json_option(),
+    samples: int = option.samples(),
+    seed: int = option.seed(0, "Seed of the sampled configurations."),
+    as_json: bool = option.json(),
 ) -> None:
     """Every verifier's exact block efficiency E[tau + 1] against the K-path LP optimum.
 

@@ -1,7 +1,9 @@
 """The typer options several commands share: one factory per flag, holding its name, help
 text and (where the commands agree) its default, so that a flag reads the same in every
-`speclp X --help`. Each call builds a fresh option; a command passes the default (and the
-help) where its own differs. Only typer is imported here (`speclp --help` stays light)."""
+`speclp X --help`. A command module imports this module as `option` and declares e.g.
+`vocab: int = option.vocab(3)`; each call builds a fresh option, and a command passes the
+default (and the help) where its own differs. Only typer is imported here (`speclp --help`
+stays light)."""
 
 from __future__ import annotations
 
@@ -19,79 +21,79 @@ MAX_ENUMERATED = 1_000_000
 SAMPLES = 4096
 
 
-def json_option() -> Any:
+def json() -> Any:
     """--json: the one JSON object of the CLI contract (speclp.cli)."""
     return typer.Option(False, "--json", help="Print one JSON object.")
 
 
-def vocab_option(default: int) -> Any:
+def vocab(default: int) -> Any:
     return typer.Option(default, "--vocab", help="Vocabulary size V.")
 
 
-def depth_option(default: int, help: str = "Depth L.") -> Any:
+def depth(default: int, help: str = "Depth L.") -> Any:
     return typer.Option(default, "--depth", help=help)
 
 
-def paths_option(default: int, help: str = "Number K of drafted paths.") -> Any:
+def paths(default: int, help: str = "Number K of drafted paths.") -> Any:
     return typer.Option(default, "--paths", help=help)
 
 
-def trials_option(default: int) -> Any:
+def trials(default: int) -> Any:
     return typer.Option(default, "--trials", help="Random instances.")
 
 
-def seed_option(default: int, help: str | None = None) -> Any:
+def seed(default: int, help: str | None = None) -> Any:
     return typer.Option(default, "--seed", help=help)
 
 
-def concentration_option(default: float) -> Any:
+def concentration(default: float) -> Any:
     """--alpha of the claim checks: the Dirichlet concentration of random rows."""
     return typer.Option(default, "--alpha", help="Dirichlet concentration of the rows.")
 
 
-def denominator_option(default: int) -> Any:
+def denominator(default: int) -> Any:
     return typer.Option(default, "--denominator", help=DENOMINATOR_HELP)
 
 
-def backend_option(backends: Sequence[str], default: str, what: str = "LP backend") -> Any:
+def backend(backends: Sequence[str], default: str, what: str = "LP backend") -> Any:
     """--backend, its help naming the backends (`what: highs or cvxpy.`)."""
     return typer.Option(default, "--backend", help=f"{what}: {' or '.join(backends)}.")
 
 
-def draft_sampling_option(default: str = "iid", help: str = DRAFT_SAMPLING_HELP) -> Any:
+def draft_sampling(default: str = "iid", help: str = DRAFT_SAMPLING_HELP) -> Any:
     return typer.Option(default, "--draft-sampling", help=help)
 
 
-def save_dir_option(default: str = SAVE_DIR, help: str = FAILING_INSTANCE_HELP) -> Any:
+def save_dir(default: str = SAVE_DIR, help: str = FAILING_INSTANCE_HELP) -> Any:
     return typer.Option(default, "--save-dir", help=help)
 
 
-def method_option(help: str) -> Any:
+def method(help: str) -> Any:
     """--method of the optimum engine (auto by default; the help says what auto picks)."""
     return typer.Option("auto", "--method", help=help)
 
 
-def max_enumerated_option(help: str) -> Any:
+def max_enumerated(help: str) -> Any:
     """--max-enumerated: draft configurations one verifier's exact law may enumerate
-    before its block efficiency is estimated from --samples (samples_option)."""
+    before its block efficiency is estimated from --samples (samples)."""
     return typer.Option(MAX_ENUMERATED, "--max-enumerated", help=help)
 
 
-def samples_option() -> Any:
+def samples() -> Any:
     return typer.Option(SAMPLES, "--samples",
                         help="Sampled draft configurations per estimated verifier.")
 
 
-def new_out_option(what: str) -> Any:
+def new_out(what: str) -> Any:
     """--new-out of a resumable results folder holding `what` (a sweep, a spec)."""
     return typer.Option(False, "--new-out",
                         help=f"If --out holds another {what}, use a new folder next to it "
                              "(OUT-2, ...) instead of refusing.")
 
 
-def prompts_option(default: str) -> Any:
+def prompts(default: str) -> Any:
     return typer.Option(default, "--prompts", help="humaneval:N or file:PATH.")
 
 
-def every_option(default: int) -> Any:
+def every(default: int) -> Any:
     return typer.Option(default, "--every", help="Target-sampled tokens between contexts.")

@@ -23,19 +23,10 @@ from ..experiments.sweep import (
 from ..experiments.sweep import summarize as summarise_rows
 from ..lp.engine import BACKENDS
 from ..verifiers.drafts import DRAFT_SAMPLING
+from . import options as option
 from . import validate as check
 from .common import BadInput, ClaimFailed, new_commands, progress, run, stderr, table
 from .gap import METHODS, check_estimation, check_gap_paths, parse_verifiers
-from .options import (
-    backend_option,
-    draft_sampling_option,
-    json_option,
-    max_enumerated_option,
-    method_option,
-    new_out_option,
-    samples_option,
-    seed_option,
-)
 
 commands = new_commands()
 
@@ -51,20 +42,20 @@ def sweep(
     temperature: str = typer.Option(None, "--temperature",
                                     help="Draft temperatures (family temperature)."),
     trials: int = typer.Option(4, "--trials", help="Instances per grid cell."),
-    seed: int = seed_option(0, "First seed (seeds seed..seed+trials-1)."),
-    draft_sampling: str = draft_sampling_option(),
-    backend: str = backend_option(BACKENDS, "highs"),
+    seed: int = option.seed(0, "First seed (seeds seed..seed+trials-1)."),
+    draft_sampling: str = option.draft_sampling(),
+    backend: str = option.backend(BACKENDS, "highs"),
     no_certify: bool = typer.Option(False, "--no-certify",
                                     help="Skip exact certificates (optima labelled so)."),
-    method: str = method_option("Optimum engine: auto (closed form at L = 1, else colgen), "
+    method: str = option.method("Optimum engine: auto (closed form at L = 1, else colgen), "
                                 "colgen or full (the enumerated LP)."),
     max_variables: int = typer.Option(400_000, "--max-variables",
                                       help="Size guard of --method full: full LP variables per "
                                            "cell."),
-    max_enumerated: int = max_enumerated_option(
+    max_enumerated: int = option.max_enumerated(
         "Configurations one verifier's exact law may enumerate; above it the block efficiency is "
         "ESTIMATED from --samples sampled configurations (rows say estimate, with a 95% CI)."),
-    samples: int = samples_option(),
+    samples: int = option.samples(),
     verifiers: str = typer.Option(None, "--verifiers",
                                   help="Verifiers, comma-separated (default: gap's default, every "
                                        "registered lossless verifier and the ones not claimed "
@@ -73,12 +64,12 @@ def sweep(
                                     help="Leave out cells over the size guard (else exit 2)."),
     out: str = typer.Option(None, "--out",
                             help="Results folder (resumable; default ./speclp-results/sweep)."),
-    new_out: bool = new_out_option("sweep"),
+    new_out: bool = option.new_out("sweep"),
     fmt: str = typer.Option("parquet", "--format", help="parquet or csv."),
     workers: int = typer.Option(1, "--workers", help="Worker processes."),
     cluster: str = typer.Option(None, "--cluster",
                                 help="Dask scheduler address, or 'local' for a LocalCluster."),
-    as_json: bool = json_option(),
+    as_json: bool = option.json(),
 ) -> None:
     """Optimality gaps over a grid of random instances, one row per (instance, verifier).
 
@@ -180,7 +171,7 @@ def plot(
     results: str = typer.Argument(..., help="Sweep directory / results file, or bench results."),
     out: str = typer.Option(None, "--out",
                             help="Figure folder (default ./speclp-results/NAME_figures)."),
-    as_json: bool = json_option(),
+    as_json: bool = option.json(),
 ) -> None:
     """Optimality-gap figures (PNG and PDF) from a sweep, or benchmark figures."""
 
