@@ -22,6 +22,7 @@ from ..proofs.audit import (
 from ..proofs.audit import audit as run_audit
 from ..proofs.sandbox import CALL_TIMEOUT, LAYOUTS, SamplerFailed, split_spec
 from ..verifiers.registry import get_verifier
+from . import options as option
 from . import validate as check
 from .common import BadInput, ClaimFailed, new_commands, progress, run, stderr, table
 
@@ -37,8 +38,8 @@ def audit(
                                 "child process and audited statistically (see README)."),
     paths: int = typer.Option(None, "--paths", help="Draft paths K (default 2; 1 with --layout "
                               "ragged)."),
-    vocab: int = typer.Option(3, "--vocab", help="Vocabulary size V."),
-    depth: int = typer.Option(2, "--depth", help="Depth L."),
+    vocab: int = option.vocab(3),
+    depth: int = option.depth(2),
     trials: int = typer.Option(None, "--trials", help="Random instances (default 20 for --verifier, "
                                "6 for --sampler: one per family with --family mixed)."),
     ties: bool = typer.Option(False, "--ties", help="Instances with many equal ratios p/q, one-hot "
@@ -46,8 +47,8 @@ def audit(
     family: str = typer.Option(None, "--family", help="Instance family: dirichlet, clipped-ties, "
                                "ties, zero-draft, near-deterministic, tiny, or mixed (all in turn; "
                                "the default of --sampler; --verifier: dirichlet)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the instance stream (and of the draws)."),
-    draft_sampling: str = typer.Option("iid", "--draft-sampling", help="iid or without-replacement."),
+    seed: int = option.seed(0, "Seed of the instance stream (and of the draws)."),
+    draft_sampling: str = option.draft_sampling(),
     exact: bool = typer.Option(False, "--exact", help="--verifier: exact rational arithmetic "
                                "(refused with --sampler: a sampler is audited statistically)."),
     runs: int = typer.Option(MAX_RUNS, "--max-runs", "--runs", help="--sampler: most sampler runs "
@@ -69,8 +70,8 @@ def audit(
                                "audit the --trials that look furthest from the target."),
     instance: str = typer.Option(None, "--instance", help="--sampler: audit this instance file "
                                  "instead of random ones."),
-    save_dir: str = typer.Option("counterexamples", "--save-dir", help="Where a failing instance is saved."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    save_dir: str = option.save_dir(),
+    as_json: bool = option.json(),
 ) -> None:
     """Audit a verifier or anyone's sampler for losslessness.
 

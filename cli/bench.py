@@ -25,6 +25,7 @@ from ..experiments.intervals import format_interval
 from ..experiments.plots import plot_bench
 from ..experiments.store import slug
 from ..verifiers.registry import verifier_names
+from . import options as option
 from . import validate as check
 from .common import BadInput, new_commands, progress, run, stderr, table
 
@@ -47,7 +48,7 @@ def bench(
         help="Built-in pair (qwen2.5-coder), 'TARGET,DRAFT', or one model "
         "(then its own draft at --draft-temperature, default 1.5 T).",
     ),
-    prompts: str = typer.Option("humaneval:10", "--prompts", help="humaneval:N or file:PATH."),
+    prompts: str = option.prompts("humaneval:10"),
     verifiers: str = typer.Option(
         "token,bv,gbv,specinfer,spectr,traversal",
         "--verifiers",
@@ -72,12 +73,12 @@ def bench(
     batch: int = typer.Option(8, "--batch", help="Prompts decoded together (one engine call)."),
     baseline: bool = typer.Option(False, "--baseline", help="Also decode autoregressively (tokens/s)."),
     out: Path = typer.Option(DEFAULT_OUT, "--out", help="Folder of the JSONL results and figure."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = option.seed(0),
     device: str = typer.Option(None, "--device", help="cuda or cpu (default: cuda if present)."),
     dtype: str = typer.Option("auto", "--dtype", help="auto, bf16 or fp32 (model weights)."),
     score_dtype: str = typer.Option("fp32", "--score-dtype", help="fp32 or fp64: rows of the scored laws."),
     threads: int = typer.Option(None, "--threads", help="torch CPU threads (default: torch's)."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    as_json: bool = option.json(),
 ) -> None:
     """Paired decoding comparison: every verifier scored on the same drafted trees.
 

@@ -18,12 +18,10 @@ from ..lp.engine import BACKENDS
 from ..proofs import bv_optimal, class_claims
 from ..verifiers.drafts import DRAFT_SAMPLING
 from ..verifiers.registry import get_verifier
+from . import options as option
 from . import validate as check
 from .common import BadInput, ClaimFailed, new_commands, progress, run, table
 
-DENOMINATOR_HELP = "Round rows to multiples of 1/D (rational, exact comparison); 0: floats."
-SAVE_HELP = "Where a counterexample is saved."
-BACKEND_HELP = f"LP backend: {' or '.join(BACKENDS)}."
 CLASS = class_claims.DEFAULTS
 BV = bv_optimal.DEFAULTS
 CLAIM_HELP = {
@@ -133,21 +131,21 @@ def _check(claim: str, trials: int, vocab: int, depth: int, paths: int, seed: in
 @check_group.command("class-equals-full", help=CLAIM_HELP["class-equals-full"])
 def check_class_claim_cmd(
     ctx: typer.Context,
-    trials: int = typer.Option(CLASS.trials, "--trials", help="Random instances."),
-    vocab: int = typer.Option(CLASS.vocab, "--vocab", help="Vocabulary size V."),
-    depth: int = typer.Option(CLASS.depth, "--depth", help="Depth L."),
-    paths: int = typer.Option(CLASS.paths, "--paths", help="Number K of drafted paths."),
-    seed: int = typer.Option(CLASS.seed, "--seed", help="First seed."),
-    alpha: float = typer.Option(CLASS.alpha, "--alpha", help="Dirichlet concentration of the rows."),
-    denominator: int = typer.Option(CLASS.denominator, "--denominator", help=DENOMINATOR_HELP),
-    draft_sampling: str = typer.Option(CLASS.draft_sampling, "--draft-sampling",
-                                       help=f"Draft law: {' or '.join(DRAFT_SAMPLING)}."),
+    trials: int = option.trials(CLASS.trials),
+    vocab: int = option.vocab(CLASS.vocab),
+    depth: int = option.depth(CLASS.depth),
+    paths: int = option.paths(CLASS.paths),
+    seed: int = option.seed(CLASS.seed, "First seed."),
+    alpha: float = option.concentration(CLASS.alpha),
+    denominator: int = option.denominator(CLASS.denominator),
+    draft_sampling: str = option.draft_sampling(CLASS.draft_sampling,
+                                                f"Draft law: {' or '.join(DRAFT_SAMPLING)}."),
     against: str = typer.Option(None, "--against",
                                 help="node-form only: compare the node form with class (default) "
                                      "or full."),
-    backend: str = typer.Option(CLASS.backend, "--backend", help=BACKEND_HELP),
-    save_dir: str = typer.Option(CLASS.save_dir, "--save-dir", help=SAVE_HELP),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    backend: str = option.backend(BACKENDS, CLASS.backend),
+    save_dir: str = option.save_dir(CLASS.save_dir, option.COUNTEREXAMPLE_HELP),
+    as_json: bool = option.json(),
 ) -> None:
     """The two claims on the selection class (one command function, registered under both
     names: the name invoked, ctx.info_name, is the claim)."""
@@ -172,16 +170,16 @@ def _render_bv(r: dict[str, Any]) -> None:
 
 @check_group.command("bv-optimal")
 def check_bv_optimal_cmd(
-    trials: int = typer.Option(BV.trials, "--trials", help="Random instances."),
-    vocab: int = typer.Option(BV.vocab, "--vocab", help="Vocabulary size V."),
-    depth: int = typer.Option(BV.depth, "--depth", help="Depth L."),
-    seed: int = typer.Option(BV.seed, "--seed", help="First seed."),
-    alpha: float = typer.Option(BV.alpha, "--alpha", help="Dirichlet concentration of the rows."),
-    denominator: int = typer.Option(BV.denominator, "--denominator", help=DENOMINATOR_HELP),
+    trials: int = option.trials(BV.trials),
+    vocab: int = option.vocab(BV.vocab),
+    depth: int = option.depth(BV.depth),
+    seed: int = option.seed(BV.seed, "First seed."),
+    alpha: float = option.concentration(BV.alpha),
+    denominator: int = option.denominator(BV.denominator),
     verifier: str = typer.Option("bv", "--verifier", help="Verifier claimed optimal (bv)."),
-    backend: str = typer.Option(BV.backend, "--backend", help=BACKEND_HELP),
-    save_dir: str = typer.Option(BV.save_dir, "--save-dir", help=SAVE_HELP),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    backend: str = option.backend(BACKENDS, BV.backend),
+    save_dir: str = option.save_dir(BV.save_dir, option.COUNTEREXAMPLE_HELP),
+    as_json: bool = option.json(),
 ) -> None:
     """Full LP optimum = node LP optimum = exact BV block efficiency, BV lossless
     (docs/theory.md Theorem 3.3)."""

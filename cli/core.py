@@ -15,6 +15,7 @@ from ..lp.full import MAX_VARIABLES, full_lp_size
 from ..lp.instance import BUILTINS, builtin_instance
 from ..lp.node import node_lp
 from ..verifiers.exact import exact_result
+from . import options as option
 from . import validate as check
 from .common import BadInput, ClaimFailed, new_commands, progress, run, table
 
@@ -49,8 +50,8 @@ def solve(
     builtin: str = typer.Option(None, "--builtin", help=f"Built-in instance: {', '.join(BUILTINS)}."),
     depth: int = typer.Option(None, "--depth",
                               help=f"Depth L of a built-in instance (default {DEFAULT_DEPTH})."),
-    backend: str = typer.Option(BACKENDS[0], "--backend", help=f"LP backend: {' or '.join(BACKENDS)}."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    backend: str = option.backend(BACKENDS, BACKENDS[0]),
+    as_json: bool = option.json(),
 ) -> None:
     """Solve the single-path information-agnostic LPs and compare BV and token-level.
 

@@ -13,6 +13,7 @@ from ..proofs.gap import OptimumNotFound
 from ..proofs.gap import gap as compute_gap
 from ..verifiers.drafts import DRAFT_SAMPLING
 from ..verifiers.registry import REGISTRY, compared_verifiers, unknown_verifiers, verifier_names
+from . import options as option
 from . import validate as check
 from .common import BadInput, ClaimFailed, new_commands, run, stderr, table, working
 
@@ -57,6 +58,19 @@ def parse_verifiers(flag: str, text: str | None) -> list[str] | None:
     return chosen
 
 
+def check_gap_paths(flag: str, paths: int) -> None:
+    """Refuse (exit 2) a number of paths K over MAX_GAP_PATHS (gap and sweep)."""
+    if paths > MAX_GAP_PATHS:
+        raise BadInput(f"{flag}: K = {paths} is over the limit of {MAX_GAP_PATHS} paths (every "
+                       "verifier's law holds K paths per draft configuration); use fewer paths")
+
+
+def check_estimation(max_enumerated: int, samples: int) -> None:
+    """The checks of --max-enumerated and --samples (gap and sweep)."""
+    check.integer("--max-enumerated", max_enumerated, 1)
+    check.integer("--samples", samples, 2, check.MAX_SAMPLES)
+
+
 def status_text(v: dict[str, Any]) -> str:
     """The status cell of a verifier row: TV (exact or float64), estimate, or not claimed."""
     estimate = v.get("estimate")
@@ -75,36 +89,28 @@ def status_text(v: dict[str, Any]) -> str:
 @commands.command()
 def gap(
     instance: str = typer.Argument(..., help="Instance JSON file."),
-    paths: int = typer.Option(2, "--paths", help="Number K of draft paths."),
-    draft_sampling: str = typer.Option("iid", "--draft-sampling",
-                                       help="iid or without-replacement."),
+    paths: int = option.paths(2, "Number K of draft paths."),
+    draft_sampling: str = option.draft_sampling(),
     verifiers: str = typer.Option(
         None, "--verifiers",
         help="Verifiers to compare, comma-separated (default: every registered lossless one, "
              f"and the ones not claimed lossless: {', '.join(NOT_CLAIMED) or 'none'}, reported "
              f"without a claim; the deliberately broken {', '.join(BROKEN)} only by name). "
              "An unknown name: exit 2."),
-    method: str = typer.Option("auto", "--method",
-                               help="Optimum engine: auto (= colgen), colgen or full (the "
-                                    "enumerated LP, small instances only)."),
-    backend: str = typer.Option("highs", "--backend",
-                                help="LP backend of --method full: highs or cvxpy."),
-    save_dir: str = typer.Option("counterexamples", "--save-dir",
-                                 help="Where a failing instance is saved."),
+    method: str = option.method("Optimum engine: auto (= colgen), colgen or full (the "
+                                "enumerated LP, small instances only)."),
+    backend: str = option.backend(BACKENDS, "highs", "LP backend of --method full"),
+    save_dir: str = option.save_dir(),
     time_limit: float = typer.Option(600.0, "--time-limit",
                                      help="Seconds for the optimum (colgen or full LP); when hit: "
                                           "one line, exit 1."),
-    max_enumerated: int = typer.Option(1_000_000, "--max-enumerated",
-                                       help="Draft configurations one verifier's exact law may "
-                                            "enumerate (traversal, spectr_gbv, drafts without "
-                                            "replacement); above it the block efficiency is "
-                                            "estimated from --samples sampled configurations. "
-                                            "Laws by structure take up to max(this, 5e7) "
-                                            "evaluations."),
-    samples: int = typer.Option(4096, "--samples",
-                                help="Sampled draft configurations per estimated verifier."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the sampled configurations."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    max_enumerated: int = option.max_enumerated(
+        "Draft configurations one verifier's exact law may enumerate (traversal, spectr_gbv, "
+        "drafts without replacement); above it the block efficiency is estimated from --samples "
+        "sampled configurations. Laws by structure take up to max(this, 5e7) evaluations."),
+    samples: int = option.samples(),
+    seed: int = option.seed(0, "Seed of the sampled configurations."),
+    as_json: bool = option.json(),
 ) -> None:
     """Every verifier's exact block efficiency E[tau + 1] against the K-path LP optimum.
 
@@ -120,10 +126,7 @@ def gap(
     """
 
     def body() -> dict[str, Any]:
-        check.integer("--paths", paths, 1)
-        if paths > MAX_GAP_PATHS:
-            raise BadInput(f"--paths: K = {paths} is over the limit of {MAX_GAP_PATHS} paths (every "
-                           "verifier's law holds K paths per draft configuration); use fewer paths")
+        check_gap_paths("--paths", check.integer("--paths", paths, 1))
         check.choice("--draft-sampling", draft_sampling, DRAFT_SAMPLING)
         chosen = parse_verifiers("--verifiers", verifiers)
         check.choice("--backend", backend, BACKENDS)
@@ -132,8 +135,7 @@ def gap(
             raise BadInput("--backend: cvxpy solves the enumerated LP only; add --method full")
         check.output_dir("--save-dir", save_dir)
         check.number("--time-limit", time_limit, 0, low_open=True)
-        check.integer("--max-enumerated", max_enumerated, 1)
-        check.integer("--samples", samples, 2, check.MAX_SAMPLES)
+        check_estimation(max_enumerated, samples)
         check.seed("--seed", seed)
         inst = check.instance_file(instance, paths, draft_sampling, size_flag="--paths",
                                    method=method, exact_laws=False)

@@ -30,6 +30,7 @@ from ..lp.instance import (
     temperature_instance,
     ties_instance,
 )
+from . import options as option
 from . import validate as check
 from .common import BadInput, new_commands, run, working
 
@@ -101,8 +102,8 @@ def instance(
     family: str = typer.Option("dirichlet", "--family",
                                help="dirichlet, temperature (temperature-shifted draft) or ties "
                                     "(rational, many equal ratios)."),
-    vocab: int = typer.Option(2, "--vocab", help="Vocabulary size V."),
-    depth: int = typer.Option(2, "--depth", help="Depth L (rows for every prefix of length 0..L)."),
+    vocab: int = option.vocab(2),
+    depth: int = option.depth(2, "Depth L (rows for every prefix of length 0..L)."),
     alpha: float = typer.Option(None, "--alpha",
                                 help=f"Dirichlet concentration (--family dirichlet; default "
                                      f"{DEFAULTS['alpha']:g})."),
@@ -112,13 +113,13 @@ def instance(
     noise: float = typer.Option(None, "--noise",
                                 help=f"Standard deviation of the draft's logit noise (--family "
                                      f"temperature; default {DEFAULTS['noise']:g})."),
-    seed: int = typer.Option(DEFAULTS["seed"], "--seed", help="Random seed of the rows."),
+    seed: int = option.seed(DEFAULTS["seed"], "Random seed of the rows."),
     denominator: int = typer.Option(None, "--denominator",
                                     help="Rational rows: round every row to multiples of 1/D "
                                          "(exact arithmetic downstream); ties: composition units "
                                          f"(default {TIES_DENOMINATOR})."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing --out file."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    as_json: bool = option.json(),
 ) -> None:
     """Write an instance file (random target and draft rows) for solve, gap, audit and check."""
 

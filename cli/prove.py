@@ -22,6 +22,7 @@ import typer
 from ..proofs.symbolic.markdown import render
 from ..proofs.symbolic.prove import ClaimInputError, proof_stem, prove, validate
 from ..proofs.symbolic.ship import CERTIFICATES
+from . import options as option
 from . import validate as check
 from .common import BadInput, ClaimFailed, counting, new_commands, run, table
 
@@ -61,22 +62,20 @@ commands = new_commands()
 @commands.command("prove")
 def prove_cmd(
     claim: str = typer.Argument(..., help=f"Claim: {CLAIM_HELP}."),
-    vocab: int = typer.Option(2, "--vocab", help="Vocabulary size V."),
-    depth: int = typer.Option(1, "--depth", help="Depth L."),
-    paths: int = typer.Option(1, "--paths", help="Number K of drafted paths."),
-    draft_sampling: str = typer.Option("iid", "--draft-sampling",
-                                       help="iid or without-replacement (l1-optimum)."),
+    vocab: int = option.vocab(2),
+    depth: int = option.depth(1),
+    paths: int = option.paths(1),
+    draft_sampling: str = option.draft_sampling("iid", "iid or without-replacement (l1-optimum)."),
     out: str = typer.Option("symbolic-proofs", "--out",
                             help="Directory for the proof (JSON + Markdown)."),
-    save_dir: str = typer.Option("counterexamples", "--save-dir",
-                                 help="Where a counterexample instance is saved."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the witness search."),
+    save_dir: str = option.save_dir(help="Where a counterexample instance is saved."),
+    seed: int = option.seed(0, "Seed of the witness search."),
     all_cells: bool = typer.Option(False, "--all-cells",
                                    help="On failure, go on and map every failing cell."),
     time_limit: float = typer.Option(DEFAULT_TIME_LIMIT_S, "--time-limit",
                                      help="Seconds; past it the proof stops (exit 1, nothing "
                                           "written)."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    as_json: bool = option.json(),
 ) -> None:
     """Prove a claim for EVERY instance of a shape (symbolic cells).
 

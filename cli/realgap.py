@@ -26,6 +26,7 @@ from ..experiments.realgap import (
 )
 from ..experiments.store import load_jsonl, select_records, slug
 from ..verifiers.registry import verifier_names
+from . import options as option
 from . import validate as check
 from .common import BadInput, ClaimFailed, new_commands, progress, run, table
 from .trees import check_run_flags, load_run_pair
@@ -41,7 +42,7 @@ commands = new_commands()
 @commands.command()
 def realgap(
     pair: str = typer.Option("qwen2.5-coder", "--pair", help="Pair name, TARGET,DRAFT, or one model."),
-    prompts: str = typer.Option("humaneval:10", "--prompts", help="humaneval:N or file:PATH."),
+    prompts: str = option.prompts("humaneval:10"),
     instances: str = typer.Option(MODE_FULL, "--instances",
                                   help="full-vocabulary (default): bounds and verifier intervals on the "
                                        "real rows; renormalised: LABELLED truncated instances (top-M of "
@@ -59,15 +60,15 @@ def realgap(
                                        "drafts but khisti, which needs a small vocabulary)."),
     score_dtype: str = typer.Option("fp64", "--score-dtype", help="fp64 or fp32: rows of the scored laws."),
     contexts_per_prompt: int = typer.Option(2, "--contexts-per-prompt"),
-    every: int = typer.Option(8, "--every", help="Target-sampled tokens between contexts."),
+    every: int = option.every(8),
     temperature: float = typer.Option(1.0, "--temperature"),
     draft_temperature: float = typer.Option(None, "--draft-temperature"),
     out: Path = typer.Option(REALGAP_OUT, "--out",
                              help="Folder of the JSONL results and figures (default "
                                   "./speclp-results/realgap)."),
-    seed: int = typer.Option(0, "--seed"),
+    seed: int = option.seed(0),
     threads: int = typer.Option(None, "--threads"),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    as_json: bool = option.json(),
 ) -> None:
     """How far is every verifier from the best possible on a real pair?
 

@@ -22,15 +22,11 @@ from ..experiments.sweep import (
 )
 from ..experiments.sweep import summarize as summarise_rows
 from ..lp.engine import BACKENDS
-from ..lp.engine import METHODS as ENGINE_METHODS
 from ..verifiers.drafts import DRAFT_SAMPLING
+from . import options as option
 from . import validate as check
 from .common import BadInput, ClaimFailed, new_commands, progress, run, stderr, table
-from .gap import parse_verifiers
-
-METHODS = tuple(m for m in ENGINE_METHODS if m != "closed-form")  # closed-form: auto picks it
-MAX_GAP_PATHS = 32  # `speclp gap --paths`: verifier laws hold [configurations, K, L+1, V] rows
-
+from .gap import METHODS, check_estimation, check_gap_paths, parse_verifiers
 
 commands = new_commands()
 
@@ -46,25 +42,20 @@ def sweep(
     temperature: str = typer.Option(None, "--temperature",
                                     help="Draft temperatures (family temperature)."),
     trials: int = typer.Option(4, "--trials", help="Instances per grid cell."),
-    seed: int = typer.Option(0, "--seed", help="First seed (seeds seed..seed+trials-1)."),
-    draft_sampling: str = typer.Option("iid", "--draft-sampling",
-                                       help="iid or without-replacement."),
-    backend: str = typer.Option("highs", "--backend", help="LP backend: highs or cvxpy."),
+    seed: int = option.seed(0, "First seed (seeds seed..seed+trials-1)."),
+    draft_sampling: str = option.draft_sampling(),
+    backend: str = option.backend(BACKENDS, "highs"),
     no_certify: bool = typer.Option(False, "--no-certify",
                                     help="Skip exact certificates (optima labelled so)."),
-    method: str = typer.Option("auto", "--method",
-                               help="Optimum engine: auto (closed form at L = 1, else colgen), "
-                                    "colgen or full (the enumerated LP)."),
+    method: str = option.method("Optimum engine: auto (closed form at L = 1, else colgen), "
+                                "colgen or full (the enumerated LP)."),
     max_variables: int = typer.Option(400_000, "--max-variables",
                                       help="Size guard of --method full: full LP variables per "
                                            "cell."),
-    max_enumerated: int = typer.Option(1_000_000, "--max-enumerated",
-                                       help="Configurations one verifier's exact law may "
-                                            "enumerate; above it the block efficiency is "
-                                            "ESTIMATED from --samples sampled configurations "
-                                            "(rows say estimate, with a 95% CI)."),
-    samples: int = typer.Option(4096, "--samples",
-                                help="Sampled draft configurations per estimated verifier."),
+    max_enumerated: int = option.max_enumerated(
+        "Configurations one verifier's exact law may enumerate; above it the block efficiency is "
+        "ESTIMATED from --samples sampled configurations (rows say estimate, with a 95% CI)."),
+    samples: int = option.samples(),
     verifiers: str = typer.Option(None, "--verifiers",
                                   help="Verifiers, comma-separated (default: gap's default, every "
                                        "registered lossless verifier and the ones not claimed "
@@ -73,14 +64,12 @@ def sweep(
                                     help="Leave out cells over the size guard (else exit 2)."),
     out: str = typer.Option(None, "--out",
                             help="Results folder (resumable; default ./speclp-results/sweep)."),
-    new_out: bool = typer.Option(False, "--new-out",
-                                 help="If --out holds another sweep, use a new folder next to it "
-                                      "(OUT-2, ...) instead of refusing."),
+    new_out: bool = option.new_out("sweep"),
     fmt: str = typer.Option("parquet", "--format", help="parquet or csv."),
     workers: int = typer.Option(1, "--workers", help="Worker processes."),
     cluster: str = typer.Option(None, "--cluster",
                                 help="Dask scheduler address, or 'local' for a LocalCluster."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    as_json: bool = option.json(),
 ) -> None:
     """Optimality gaps over a grid of random instances, one row per (instance, verifier).
 
@@ -94,8 +83,7 @@ def sweep(
         check.integer("--trials", trials, 1)
         check.seed("--seed", seed)
         check.integer("--max-variables", max_variables, 1)
-        check.integer("--max-enumerated", max_enumerated, 1)
-        check.integer("--samples", samples, 2, check.MAX_SAMPLES)
+        check_estimation(max_enumerated, samples)
         chosen = parse_verifiers("--verifiers", verifiers)
         out_path = check.output_dir("--out", out or default_out("sweep"))
         alphas = (check.float_list("--alpha", alpha, 0, low_open=True) if alpha is not None
@@ -105,9 +93,7 @@ def sweep(
         if alpha is None and temperature is None:
             alphas = [1.0]  # default family: Dirichlet(1)
         path_counts = check.int_list("--paths", paths, 1)
-        if max(path_counts) > MAX_GAP_PATHS:
-            raise BadInput(f"--paths: K = {max(path_counts)} is over the limit of {MAX_GAP_PATHS} paths "
-                           "(every verifier's law holds K paths per draft configuration); use fewer paths")
+        check_gap_paths("--paths", max(path_counts))
         spec = SweepSpec(vocab=check.int_list("--vocab", vocab, 2), depth=check.int_list("--depth", depth, 1),
                          paths=path_counts, alpha=alphas,
                          temperature=temperatures, trials=trials,
@@ -185,7 +171,7 @@ def plot(
     results: str = typer.Argument(..., help="Sweep directory / results file, or bench results."),
     out: str = typer.Option(None, "--out",
                             help="Figure folder (default ./speclp-results/NAME_figures)."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    as_json: bool = option.json(),
 ) -> None:
     """Optimality-gap figures (PNG and PDF) from a sweep, or benchmark figures."""
 

@@ -33,6 +33,7 @@ from ..experiments.trees import (
 )
 from ..proofs.tree_selection import REFERENCES, RULES, node_count
 from ..verifiers.registry import verifier_names
+from . import options as option
 from . import validate as check
 from .common import BadInput, counting, new_commands, progress, run, table
 
@@ -103,7 +104,7 @@ def trees(
     pair: str = typer.Option(DEFAULTS.pair, "--pair",
                              help="Pair name, TARGET,DRAFT, or one model (draft = same model at "
                                   "--draft-temperature, default 1.5)."),
-    prompts: str = typer.Option(DEFAULTS.prompts, "--prompts", help="humaneval:N or file:PATH."),
+    prompts: str = option.prompts(DEFAULTS.prompts),
     budgets: str = typer.Option(",".join(map(str, DEFAULTS.budgets)), "--budgets",
                                 help="Comma list of budgets N (drafted nodes per round)."),
     rules: str = typer.Option(",".join(DEFAULTS.rules), "--rules",
@@ -116,7 +117,7 @@ def trees(
     depth: int = typer.Option(DEFAULTS.depth, "--depth", help="L: depth of the candidate tree."),
     contexts_per_prompt: int = typer.Option(DEFAULTS.contexts_per_prompt, "--contexts-per-prompt",
                                             help="Contexts per prompt."),
-    every: int = typer.Option(DEFAULTS.every, "--every", help="Target-sampled tokens between contexts."),
+    every: int = option.every(DEFAULTS.every),
     temperature: float = typer.Option(DEFAULTS.temperature, "--temperature",
                                       help="Temperature of the target's rows (and of the draft's "
                                            "unless --draft-temperature)."),
@@ -138,15 +139,13 @@ def trees(
     out: Path = typer.Option(TREES_OUT, "--out",
                              help="Folder of the JSONL results and figures (default "
                                   "./speclp-results/trees)."),
-    new_out: bool = typer.Option(False, "--new-out",
-                                 help="If --out holds another spec, use a new folder next to it "
-                                      "(OUT-2, ...) instead of refusing."),
-    seed: int = typer.Option(DEFAULTS.seed, "--seed", help="Seed of the context sampling and the engine."),
+    new_out: bool = option.new_out("spec"),
+    seed: int = option.seed(DEFAULTS.seed, "Seed of the context sampling and the engine."),
     time_limit: float = typer.Option(DEFAULT_TIME_LIMIT_S, "--time-limit",
                                      help="Seconds: no new context (or engine run) starts after it; "
                                           "finished ones are kept, rerun to continue (default 4 h)."),
     threads: int = typer.Option(None, "--threads", help="torch CPU threads."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    as_json: bool = option.json(),
 ) -> None:
     """Expected tokens per round of tree-selection rules at real contexts, per budget.
 
