@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +31,14 @@ def ladder_args(doc: str, results: Path, argv: list[str] | None) -> argparse.Nam
     return parser.parse_args(argv)
 
 
-def resumed_records(path: Path, resume: bool) -> list[dict[str, Any]]:
-    """The records an earlier run left in PATH when resuming (none otherwise)."""
-    if resume and path.exists():
-        return json.loads(path.read_text()).get("records", [])
-    return []
+def resumed_records(out: Path, name: str, resume: bool, key: Callable[[dict[str, Any]], str]
+                    ) -> tuple[Path, list[dict[str, Any]], set[str]]:
+    """The record file OUT/NAME.json (OUT created), the records an earlier run left there
+    when resuming (none otherwise) and their keys, the instances not to run again."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{name}.json"
+    records = json.loads(path.read_text()).get("records", []) if resume and path.exists() else []
+    return path, records, {key(r) for r in records}
 
 
 def save_records(path: Path, records: list[dict[str, Any]], summary: dict[str, Any]) -> None:

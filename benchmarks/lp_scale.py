@@ -30,14 +30,7 @@ from speclp.lp.solve import solve
 from speclp.verifiers.tree import TreeModel, num_nodes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (  # noqa: E402
-    ladder_args,
-    pyplot,
-    resumed_records,
-    save_figure,
-    save_records,
-    seconds_log_axes,
-)
+from _common import ladder_args, pyplot, resumed_records, save_figure, save_records, seconds_log_axes  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CVXPY_MAX_VARS = 60_000
@@ -124,10 +117,7 @@ def key(rec: dict[str, Any]) -> str:
 
 
 def run(out: Path, quick: bool = False, resume: bool = False) -> dict[str, Any]:
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "lp_scale.json"
-    records = resumed_records(path, resume)
-    done = {key(r) for r in records}
+    path, records, done = resumed_records(out, "lp_scale", resume, key)
 
     def save() -> None:
         save_records(path, records, summarise(records))

@@ -27,14 +27,7 @@ from speclp.lp.instance import dirichlet_instance
 from speclp.lp.solve import solve
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import (  # noqa: E402
-    ladder_args,
-    pyplot,
-    resumed_records,
-    save_figure,
-    save_records,
-    seconds_log_axes,
-)
+from _common import ladder_args, pyplot, resumed_records, save_figure, save_records, seconds_log_axes  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SMALL = [(3, 2, 3), (2, 3, 3), (3, 3, 2)]
@@ -87,10 +80,7 @@ def key(rec: dict[str, Any]) -> str:
 
 
 def run(out: Path, quick: bool = False, resume: bool = False) -> dict[str, Any]:
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "multipath_scale.json"
-    records = resumed_records(path, resume)
-    done = {key(r) for r in records}
+    path, records, done = resumed_records(out, "multipath_scale", resume, key)
 
     def add(rec: dict[str, Any]) -> None:
         records.append(rec)
