@@ -24,14 +24,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 
 import torch
 from speclp.verifiers.law import DraftTree, sample_block
 from speclp.verifiers.registry import block_law
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _device import device_name, pick_device, synced_seconds  # noqa: E402
 
 VERIFIERS = ("bv", "gbv", "nodeopt")
 
@@ -62,13 +65,7 @@ def correlated_tree(batch: int, paths: int, depth: int, vocab: int, dtype: torch
 
 
 def one_step(name: str, tree: DraftTree, generator: torch.Generator, device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    start = time.perf_counter()
-    sample_block(block_law(name, tree), generator)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter() - start
+    return synced_seconds(lambda: sample_block(block_law(name, tree), generator), device)
 
 
 def measure(args: argparse.Namespace, vocab: int, device: torch.device) -> dict:
@@ -96,8 +93,7 @@ def measure(args: argparse.Namespace, vocab: int, device: torch.device) -> dict:
                 "real-model shapes, not real-model rows",
         "vocab": vocab, "paths": args.paths, "depth": args.depth, "batch": args.batch,
         "rounds": args.rounds, "dtype": args.dtype, "device": str(device),
-        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
-        else platform.processor() or platform.machine(),
+        "device_name": device_name(device),
         "threads": torch.get_num_threads(), "torch": torch.__version__,
         "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "verifiers": rows, "ratios": ratios,
@@ -126,7 +122,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None, help="save the JSON here (default: print only)")
     args = parser.parse_args(argv)
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = pick_device(args.device)
     torch.set_num_threads(args.threads)
     results = []
     for vocab in [int(v) for v in args.vocab.split(",")]:

@@ -13,12 +13,16 @@ Prints a summary and saves every row with --out.
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from speclp.lp.instance import dirichlet_instance
 from speclp.verifiers.exact import exact_result
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import print_and_save  # noqa: E402
 
 TIE = 1e-12
 
@@ -57,10 +61,7 @@ def main() -> None:
                      for k in (2, 3, 4)},
         "seconds": round(time.perf_counter() - start, 1),
     }
-    print(json.dumps(summary, indent=1))
-    if args.out:
-        with open(args.out, "w") as fh:
-            json.dump({"summary": summary, "rows": rows}, fh, indent=1)
+    print_and_save(summary, rows, args.out)
 
 
 if __name__ == "__main__":

@@ -16,14 +16,15 @@ marked as an extrapolation.
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import statistics
-import time
+import sys
 from pathlib import Path
 
 import torch
 from speclp.decode.engine import SlotCache, build_tree, chain_inputs
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _device import pick_device, run_record, save_run, synced_seconds  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -58,17 +59,16 @@ def time_tree_pass(model, context: int, paths: int, depth: int, device: torch.de
     tree = build_tree(drafted)
     node_tokens, node_depth, ancestor, node_real = tree.tokens, tree.depth, tree.ancestor, tree.real
     node_tokens[:, 0] = prompt[-1]
-    times = []
-    for i in range(repeats + 1):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        start = time.perf_counter()
+
+    def tree_pass() -> None:
         logits = cache.forward(node_tokens, context - 1 + node_depth, ancestor)
         torch.softmax(logits.float(), -1)  # the engine turns every node into a row
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+
+    times = []
+    for i in range(repeats + 1):
+        seconds = synced_seconds(tree_pass, device)
         if i:
-            times.append(time.perf_counter() - start)
+            times.append(seconds)
         cache.compact()  # drop the tentative slots
     return times, int(node_real.sum())
 
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = pick_device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
     dtype = getattr(torch, args.dtype) if args.dtype else (
@@ -115,21 +115,10 @@ def main(argv: list[str] | None = None) -> dict:
         extra = (f", ~{row['extrapolated_28_layers_ms']:.0f} ms at 28 layers"
                  if "extrapolated_28_layers_ms" in row else "")
         print(f"K={paths} L={depth} nodes={nodes:3d} {row['median_ms']:9.1f} ms{extra}", flush=True)
-    result = {
-        "benchmark": "target tree pass, Qwen2.5-1.5B architecture, random weights",
-        "device": str(device),
-        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
-        else platform.processor() or platform.machine(),
-        "dtype": str(dtype), "threads": torch.get_num_threads(), "torch": torch.__version__,
-        "note": ("CPU run at small settings (no GPU in this session)"
-                 if device.type == "cpu" else ""),
-        "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "rows": rows,
-    }
-    out = Path(args.out) if args.out else RESULTS / f"bench_gpu_tree_pass_{device.type}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
-    print(f"saved {out}")
-    return result
+    result = run_record("target tree pass, Qwen2.5-1.5B architecture, random weights", device,
+                        rows, dtype=str(dtype), threads=torch.get_num_threads())
+    return save_run(result, Path(args.out) if args.out
+                    else RESULTS / f"bench_gpu_tree_pass_{device.type}.json")
 
 
 if __name__ == "__main__":

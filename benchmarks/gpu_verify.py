@@ -15,15 +15,16 @@ default is batch 1 only (batch 32 at V = 151,936 needs ~1.5 GB per tensor in fp3
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import statistics
-import time
+import sys
 from pathlib import Path
 
 import torch
 from speclp.verifiers.law import DraftTree, sample_block
 from speclp.verifiers.registry import block_law, verifier_names
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _device import pick_device, run_record, save_run, synced_seconds  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -47,18 +48,9 @@ def random_tree(batch: int, paths: int, depth: int, vocab: int, device: torch.de
 def time_step(name: str, tree: DraftTree, device: torch.device, generator: torch.Generator,
               repeats: int) -> list[float]:
     """Seconds per block_law + sample_block (after one warm-up)."""
-    times = []
-    for i in range(repeats + 1):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        start = time.perf_counter()
-        law = block_law(name, tree)
-        sample_block(law, generator)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        if i:
-            times.append(time.perf_counter() - start)
-    return times
+    times = [synced_seconds(lambda: sample_block(block_law(name, tree), generator), device)
+             for _ in range(repeats + 1)]
+    return times[1:]
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -74,7 +66,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = pick_device(args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
     batches = [int(b) for b in (args.batch or ("1,32" if device.type == "cuda" else "1")).split(",")]
@@ -98,21 +90,10 @@ def main(argv: list[str] | None = None) -> dict:
                 print(f"B={batch:3d} K={paths} {name:12s} {rows[-1]['median_ms']:9.2f} ms "
                       f"(min {rows[-1]['min_ms']:.2f})", flush=True)
             del tree
-    result = {
-        "benchmark": "verifier step (block_law + sample_block), random rows",
-        "device": str(device),
-        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
-        else platform.processor() or platform.machine(),
-        "threads": torch.get_num_threads(), "dtype": args.dtype, "torch": torch.__version__,
-        "note": "CPU run at small settings (no GPU in this session)" if device.type == "cpu"
-        else "",
-        "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "rows": rows,
-    }
-    out = Path(args.out) if args.out else RESULTS / f"bench_gpu_verify_{device.type}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
-    print(f"saved {out}")
-    return result
+    result = run_record("verifier step (block_law + sample_block), random rows", device, rows,
+                        threads=torch.get_num_threads(), dtype=args.dtype)
+    return save_run(result, Path(args.out) if args.out
+                    else RESULTS / f"bench_gpu_verify_{device.type}.json")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ optimal). cvxpy (CLARABEL) runs only up to CVXPY_MAX_VARS variables.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -29,6 +28,9 @@ from speclp.lp.instance import dirichlet_instance
 from speclp.lp.node import node_lp, node_optimum
 from speclp.lp.solve import solve
 from speclp.verifiers.tree import TreeModel, num_nodes
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import ladder_args, pyplot, resumed_records, save_figure, save_records, seconds_log_axes  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CVXPY_MAX_VARS = 60_000
@@ -115,15 +117,10 @@ def key(rec: dict[str, Any]) -> str:
 
 
 def run(out: Path, quick: bool = False, resume: bool = False) -> dict[str, Any]:
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "lp_scale.json"
-    records: list[dict[str, Any]] = []
-    if resume and path.exists():
-        records = json.loads(path.read_text()).get("records", [])
-    done = {key(r) for r in records}
+    path, records, done = resumed_records(out, "lp_scale", resume, key)
 
     def save() -> None:
-        path.write_text(json.dumps({"records": records, "summary": summarise(records)}, indent=1))
+        save_records(path, records, summarise(records))
 
     def add(rec: dict[str, Any]) -> None:
         records.append(rec)
@@ -224,12 +221,7 @@ def markdown(records: list[dict[str, Any]], summary: dict[str, Any]) -> str:
 
 
 def plot(records: list[dict[str, Any]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig, axes = pyplot().subplots(1, 2, figsize=(12, 4.5))
     for ax, kind in zip(axes, ("full", "node"), strict=True):
         rs = sorted((r for r in records if r["kind"] == kind), key=lambda r: r["variables"])
         for field, label, marker in (("build_s", "build", "o"),
@@ -241,24 +233,12 @@ def plot(records: list[dict[str, Any]], path: Path) -> None:
             if pts:
                 xs, ys = zip(*pts, strict=True)
                 ax.plot(xs, ys, marker=marker, label=label)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("LP variables")
-        ax.set_ylabel("seconds")
-        ax.set_title(f"{kind} LP")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+        seconds_log_axes(ax, "LP variables", f"{kind} LP")
+    save_figure(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--resume", action="store_true")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args(argv)
+    args = ladder_args(__doc__, RESULTS, argv)
     summary = run(args.out, args.quick, args.resume)
     print(json.dumps(summary, indent=1))
     return 0

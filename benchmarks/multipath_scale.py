@@ -15,8 +15,8 @@ too, as a reference for the value and the time.
 
 from __future__ import annotations
 
-import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,9 @@ from speclp.lp.colgen import certify_master, solve_colgen
 from speclp.lp.full import estimate_full_lp, full_lp
 from speclp.lp.instance import dirichlet_instance
 from speclp.lp.solve import solve
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import ladder_args, pyplot, resumed_records, save_figure, save_records, seconds_log_axes  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SMALL = [(3, 2, 3), (2, 3, 3), (3, 3, 2)]
@@ -77,18 +80,12 @@ def key(rec: dict[str, Any]) -> str:
 
 
 def run(out: Path, quick: bool = False, resume: bool = False) -> dict[str, Any]:
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "multipath_scale.json"
-    records: list[dict[str, Any]] = []
-    if resume and path.exists():
-        records = json.loads(path.read_text()).get("records", [])
-    done = {key(r) for r in records}
+    path, records, done = resumed_records(out, "multipath_scale", resume, key)
 
     def add(rec: dict[str, Any]) -> None:
         records.append(rec)
         print(format_record(rec), flush=True)
-        path.write_text(json.dumps({"records": records, "summary": summarise(records)},
-                                   indent=1))
+        save_records(path, records, summarise(records))
 
     for v, l_, k in SMALL:
         if f"V{v}-L{l_}-K{k}" not in done:
@@ -107,7 +104,7 @@ def run(out: Path, quick: bool = False, resume: bool = False) -> dict[str, Any]:
         if probe["status"] != "optimal":
             break
     summary = summarise(records)
-    path.write_text(json.dumps({"records": records, "summary": summary}, indent=1))
+    save_records(path, records, summary)
     (out / "multipath_scale.md").write_text(markdown(records, summary))
     plot(records, out / "multipath_scale.png")
     return summary
@@ -178,12 +175,7 @@ def markdown(records: list[dict[str, Any]], summary: dict[str, Any]) -> str:
 
 
 def plot(records: list[dict[str, Any]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = pyplot().subplots(figsize=(7, 4.5))
     rs = sorted(records, key=lambda r: r["configurations"])
     xs = [r["configurations"] for r in rs]
     ax.plot(xs, [r["solve_s"] for r in rs], "s-", label="column generation solve")
@@ -196,24 +188,13 @@ def plot(records: list[dict[str, Any]], path: Path) -> None:
     for r in rs:
         ax.annotate(key(r), (r["configurations"], r["solve_s"]), fontsize=7,
                     textcoords="offset points", xytext=(3, 3))
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("draft configurations (multisets of K paths)")
-    ax.set_ylabel("seconds")
-    ax.set_title("K-path full LP by column generation")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    seconds_log_axes(ax, "draft configurations (multisets of K paths)",
+                     "K-path full LP by column generation")
+    save_figure(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--resume", action="store_true")
-    parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args(argv)
+    args = ladder_args(__doc__, RESULTS, argv)
     print(json.dumps(run(args.out, args.quick, args.resume), indent=1))
     return 0
 

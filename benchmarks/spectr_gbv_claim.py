@@ -13,15 +13,19 @@ block efficiency and TV of `spectr_gbv` (every draft configuration enumerated).
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 import time
 from fractions import Fraction
+from pathlib import Path
 
 from speclp.lp import optimum as lp_optimum
 from speclp.lp.instance import dirichlet_instance
 from speclp.verifiers.exact import exact_result
 from speclp.verifiers.spectr_gbv import claimed_expected_accepted
 from speclp.verifiers.tree import node_depths
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import print_and_save  # noqa: E402
 
 
 def main() -> None:
@@ -64,10 +68,7 @@ def main() -> None:
                 "law_equals_claim": sum(r["law"] == r["claimed"] for r in cell),
             }
     summary["seconds"] = round(time.perf_counter() - start, 1)
-    print(json.dumps(summary, indent=1))
-    if args.out:
-        with open(args.out, "w") as fh:
-            json.dump({"summary": summary, "rows": rows}, fh, indent=1)
+    print_and_save(summary, rows, args.out)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import sys
 import time
@@ -43,6 +42,7 @@ from speclp.verifiers.single_path import bv_path_law
 from speclp.verifiers.single_step import ratio_cells
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _device import device_name, pick_device, synced_seconds  # noqa: E402
 from beyond_step import correlated_tree  # noqa: E402
 
 VERIFIERS = ("bv_before", "bv", "gbv", "nodeopt", "specinfer")
@@ -87,19 +87,6 @@ def law_of(name: str, tree: DraftTree) -> BlockLaw:
     return bv_before(tree) if name == "bv_before" else block_law(name, tree)
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def timed(fn, device: torch.device) -> float:
-    _sync(device)
-    start = time.perf_counter()
-    fn()
-    _sync(device)
-    return time.perf_counter() - start
-
-
 def summary(times: list[float]) -> dict[str, float]:
     return {"median_ms": 1000 * statistics.median(times), "min_ms": 1000 * min(times),
             "max_ms": 1000 * max(times)}
@@ -109,13 +96,13 @@ def measure(tree: DraftTree, rounds: int, generator: torch.Generator, device: to
             ) -> dict[str, Any]:
     """Interleaved rounds of every verifier's step on one tree."""
     for name in VERIFIERS:  # warm-up
-        timed(lambda name=name: sample_block(law_of(name, tree), generator), device)
+        synced_seconds(lambda name=name: sample_block(law_of(name, tree), generator), device)
     times: dict[str, list[float]] = {name: [] for name in VERIFIERS}
     for r in range(rounds):
         for j in range(len(VERIFIERS)):
             name = VERIFIERS[(r + j) % len(VERIFIERS)]
-            times[name].append(timed(lambda name=name: sample_block(law_of(name, tree), generator),
-                                     device))
+            times[name].append(synced_seconds(
+                lambda name=name: sample_block(law_of(name, tree), generator), device))
     ratios = {}
     for name in VERIFIERS:
         per_round = [a / b for a, b in zip(times[name], times["bv"], strict=True)]
@@ -148,7 +135,7 @@ def breakdown(tree: DraftTree, rounds: int, generator: torch.Generator, device: 
     out = {}
     for name, fn in parts.items():
         fn()
-        out[name] = 1000 * statistics.median(timed(fn, device) for _ in range(rounds))
+        out[name] = 1000 * statistics.median(synced_seconds(fn, device) for _ in range(rounds))
     return out
 
 
@@ -163,13 +150,12 @@ def grid(args: argparse.Namespace) -> list[tuple[int, str, int, int]]:
 
 def run(args: argparse.Namespace, save=None) -> dict[str, Any]:
     """Every configuration of the grid; save(result) after each one (partial results)."""
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = pick_device(args.device)
     result = {"benchmark": "verifier step (block_law + sample_block), interleaved rounds",
               "rows": "synthetic: softmax(3 N(0,1)) target, draft = softmax(logits/1.3 + "
                       "0.5 N(0,1)); real-model shapes, not real-model rows",
               "vocab": args.vocab, "batch": 1, "rounds": args.rounds, "device": str(device),
-              "device_name": torch.cuda.get_device_name(device) if device.type == "cuda"
-              else platform.processor() or platform.machine(),
+              "device_name": device_name(device),
               "peak_gbs": args.peak_gbs, "torch": torch.__version__,
               "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "targets": {f"{k} <= {v}x BV at K=3, L=8, 1 thread, float32": v
