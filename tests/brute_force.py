@@ -121,56 +121,50 @@ def _children(paths: list[tuple], node: tuple) -> list[int]:
 
 # --- the rules -----------------------------------------------------------------
 
-def nss_walk(rows: Rows, paths: int) -> Callable[[Chooser], tuple]:
+def _tree_walk(rows: Rows, paths: int, step) -> Callable[[Chooser], tuple]:
+    """The walk down the drafted tree that NSS, NaiveTree, RRSw and Khisti share: draw the
+    K paths, then at each node above depth L let the rule's step(ch, p, q, drafts, node)
+    give (token, descend): descend moves to that child, otherwise the block ends with that
+    token as the correction. At depth L the bonus token is drawn from the target row."""
     def run(ch: Chooser) -> tuple:
         drafts = rows.draw_paths(ch, paths)
         node: tuple = ()
-        while True:
-            y = ch.token(rows.p(node))
-            if len(node) < rows.depth and y in _children(drafts, node):
-                node = node + (y,)
-            else:
-                return node + (y,)
+        while len(node) < rows.depth:
+            token, descend = step(ch, rows.p(node), rows.q(node), drafts, node)
+            if not descend:
+                return node + (token,)
+            node = node + (token,)
+        return node + (ch.token(rows.p(node)),)
     return run
+
+
+def nss_walk(rows: Rows, paths: int) -> Callable[[Chooser], tuple]:
+    def step(ch, p, q, drafts, node):
+        y = ch.token(p)
+        return y, y in _children(drafts, node)
+    return _tree_walk(rows, paths, step)
 
 
 def naive_tree_walk(rows: Rows, paths: int) -> Callable[[Chooser], tuple]:
-    def run(ch: Chooser) -> tuple:
-        drafts = rows.draw_paths(ch, paths)
-        node: tuple = ()
-        while len(node) < rows.depth:
-            p, q = rows.p(node), rows.q(node)
-            children = _children(drafts, node)
-            first = children[0]
-            if ch.bernoulli(min(Fraction(1), p[first] / q[first])):
-                node = node + (first,)
-                continue
-            y = ch.token(_residual(p, q))
-            if y in children:
-                node = node + (y,)
-            else:
-                return node + (y,)
-        return node + (ch.token(rows.p(node)),)
-    return run
+    def step(ch, p, q, drafts, node):
+        children = _children(drafts, node)
+        first = children[0]
+        if ch.bernoulli(min(Fraction(1), p[first] / q[first])):
+            return first, True
+        y = ch.token(_residual(p, q))
+        return y, y in children
+    return _tree_walk(rows, paths, step)
 
 
 def rrsw_walk(rows: Rows, paths: int) -> Callable[[Chooser], tuple]:
-    def run(ch: Chooser) -> tuple:
-        drafts = rows.draw_paths(ch, paths)
-        node: tuple = ()
-        while len(node) < rows.depth:
-            p, q = rows.p(node), rows.q(node)
-            moved = False
-            for c in _children(drafts, node):
-                if ch.bernoulli(min(Fraction(1), p[c] / q[c]) if q[c] else Fraction(0)):
-                    node, moved = node + (c,), True
-                    break
-                p = _residual(p, q)
-                q = _normalised([Fraction(0) if t == c else x for t, x in enumerate(q)])
-            if not moved:
-                return node + (ch.token(p),)
-        return node + (ch.token(rows.p(node)),)
-    return run
+    def step(ch, p, q, drafts, node):
+        for c in _children(drafts, node):
+            if ch.bernoulli(min(Fraction(1), p[c] / q[c]) if q[c] else Fraction(0)):
+                return c, True
+            p = _residual(p, q)
+            q = _normalised([Fraction(0) if t == c else x for t, x in enumerate(q)])
+        return ch.token(p), False
+    return _tree_walk(rows, paths, step)
 
 
 def importance_selection_law(p: list[Fraction], q: list[Fraction], n: int) -> list[Fraction]:
@@ -192,25 +186,19 @@ def importance_selection_law(p: list[Fraction], q: list[Fraction], n: int) -> li
 
 
 def khisti_walk(rows: Rows, paths: int) -> Callable[[Chooser], tuple]:
-    def run(ch: Chooser) -> tuple:
-        drafts = rows.draw_paths(ch, paths)
-        node: tuple = ()
-        while len(node) < rows.depth:
-            p, q = rows.p(node), rows.q(node)
-            through = [path for path in drafts if path[: len(node)] == node]
-            kids = [path[len(node)] for path in through]
-            weight = [p[c] / q[c] for c in kids]
-            total = sum(weight)
-            options = [(c, w / total if total else Fraction(1, len(kids)))
-                       for c, w in zip(kids, weight, strict=True)]
-            c = ch.choice(options)
-            r = importance_selection_law(p, q, len(kids))
-            if ch.bernoulli(min(Fraction(1), p[c] / r[c])):
-                node = node + (c,)
-                continue
-            return node + (ch.token(_residual(p, r)),)
-        return node + (ch.token(rows.p(node)),)
-    return run
+    def step(ch, p, q, drafts, node):
+        through = [path for path in drafts if path[: len(node)] == node]
+        kids = [path[len(node)] for path in through]
+        weight = [p[c] / q[c] for c in kids]
+        total = sum(weight)
+        options = [(c, w / total if total else Fraction(1, len(kids)))
+                   for c, w in zip(kids, weight, strict=True)]
+        c = ch.choice(options)
+        r = importance_selection_law(p, q, len(kids))
+        if ch.bernoulli(min(Fraction(1), p[c] / r[c])):
+            return c, True
+        return ch.token(_residual(p, r)), False
+    return _tree_walk(rows, paths, step)
 
 
 def spectr_gbv_walk(rows: Rows, paths: int) -> Callable[[Chooser], tuple]:

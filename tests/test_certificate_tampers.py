@@ -12,19 +12,29 @@ from __future__ import annotations
 import copy
 import functools
 import gzip
-import importlib.util
 import json
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
 import sympy
+from helpers_proofs import (
+    CERTIFICATES,
+    CHECKER,
+    combination_negative,
+    dual_changed,
+    first,
+    first_combination,
+    leaves,
+    load_module,
+    root_condition_dropped,
+    set_field,
+    set_leaf,
+    split_outcomes,
+    strict,
+    witness_outside,
+)
 from speclp.lp.instance import dirichlet_instance, ties_instance
 from speclp.verifiers.exact import exact_result
-
-ROOT = Path(__file__).resolve().parent.parent
-CERTIFICATES = ROOT / "proofs" / "certificates"
-CHECKER = CERTIFICATES / "check.py"
 
 BV = "bv-optimal-V2-L1"
 L1 = "l1-optimum-V2-L1-K2"
@@ -37,10 +47,7 @@ REFUTED = "refuted/token-optimal-V2-L2"
 
 @functools.lru_cache(maxsize=1)
 def checker():
-    spec = importlib.util.spec_from_file_location("speclp_proof_checker_tampers", CHECKER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module("speclp_proof_checker_tampers", CHECKER)
 
 
 @functools.cache
@@ -60,18 +67,6 @@ def srepr(text: str) -> str:
     expr = sympy.sympify(text)
     expr = expr.subs({s: sympy.Symbol(str(s), real=True) for s in expr.free_symbols})
     return sympy.srepr(expr)
-
-
-def leaves(doc: dict, where=lambda n: True) -> list[dict]:
-    return [n for n in doc["nodes"] if n["status"] == "leaf" and where(n)]
-
-
-def first(doc: dict, status: str, where=lambda n: True) -> dict:
-    return next(n for n in doc["nodes"] if n["status"] == status and where(n))
-
-
-def strict(node: dict) -> bool:
-    return any(rel in (">", "<") for _, rel in node["conditions"])
 
 
 def program(doc: dict, leaf: dict) -> dict:
@@ -95,50 +90,10 @@ def extra_condition_in_leaf(doc):
     leaf["facts"].append({"poly": leaf["conditions"][0][0], "rel": ">", "by": "condition"})
 
 
-def rename_claim_gbv_to_token(doc):
-    doc["claim"] = "token-optimal"
-
-
-def rename_claim_l1_to_bv(doc):
-    doc["claim"] = "bv-optimal"
-
-
-def rename_claim_unknown(doc):
-    doc["claim"] = "everything-is-optimal"
-
-
-def rename_claim_bv_to_l1(doc):
-    doc["claim"] = "l1-optimum"
-
-
-def shape_depth(doc):
-    doc["shape"]["depth"] = 2
-
-
-def shape_paths(doc):
-    doc["shape"]["paths"] = 3
-
-
-def shape_sampling(doc):
-    doc["shape"]["draft_sampling"] = "without-replacement"
-
-
 def shape_vocab_token_dropped(doc):
     """V = 3 rows with the last token dropped from every row."""
     for which in ("target", "draft"):
         doc["rows"][which] = [row[:-1] for row in doc["rows"][which]]
-
-
-def shape_vocab_smaller(doc):
-    doc["shape"]["vocab"] = 2
-
-
-def rows_changed(doc):
-    doc["rows"]["target"][0][0] = srepr("p_0/2")
-
-
-def symbols_renamed(doc):
-    doc["symbols"][0] = "x_0"
 
 
 def empty_lp(doc):
@@ -166,42 +121,29 @@ def laws_set_to_seven(doc):
         leaf["result"]["right"] = ["Integer(7)"] * n
 
 
-def block_efficiency_changed(doc):
-    leaf = leaves(doc)[-1]
-    leaf["result"]["block_efficiency"] = "Integer(7)"
-
-
-def continued_law_changed(doc):
-    leaf = leaves(doc)[-1]
-    leaf["result"]["continued_law"][0] = "Integer(7)"
-
-
-def acceptance_changed(doc):
-    leaf = leaves(doc)[-1]
-    leaf["result"]["acceptance"] = "Integer(7)"
-
-
-def closed_form_changed(doc):
-    leaf = leaves(doc)[-1]
-    leaf["result"]["closed_form"] = "Integer(7)"
+def three_threshold_sets(doc) -> dict:
+    """The first kept cell with three threshold sets."""
+    return leaves(doc, lambda n: len(n["result"]["threshold_sets"]) == 3)[0]
 
 
 def threshold_sets_changed(doc):
-    leaf = leaves(doc, lambda n: len(n["result"]["threshold_sets"]) == 3)[0]
-    leaf["result"]["threshold_sets"] = [[], [0, 1]]
+    three_threshold_sets(doc)["result"]["threshold_sets"] = [[], [0, 1]]
+
+
+def zero_elimination(doc) -> dict:
+    """The first kept '=' cell whose elimination sets its symbol to 0."""
+    return first(doc, "leaf", lambda n: n.get("outcome") == "="
+                 and n["elimination"]["value"] == "Integer(0)")
 
 
 def elimination_value(doc):
     """An '=' cell's value changed (p = 1 instead of p = 0): {p = 0} left uncovered."""
-    node = first(doc, "leaf", lambda n: n.get("outcome") == "="
-                 and n["elimination"]["value"] == "Integer(0)")
-    node["elimination"]["value"] = "Integer(1)"
+    zero_elimination(doc)["elimination"]["value"] = "Integer(1)"
 
 
 def elimination_polynomial(doc):
     """The elimination of a different polynomial than the parent's split (value consistent)."""
-    node = first(doc, "leaf", lambda n: n.get("outcome") == "="
-                 and n["elimination"]["value"] == "Integer(0)")
+    node = zero_elimination(doc)
     symbol = node["elimination"]["symbol"]
     node["elimination"]["poly"] = srepr(f"{symbol} - 1")
     node["elimination"]["value"] = "Integer(1)"
@@ -233,7 +175,7 @@ def elimination_reintroduces_a_symbol(doc):
 
 
 def threshold_best_not_a_threshold_set(doc):
-    leaf = leaves(doc, lambda n: len(n["result"]["threshold_sets"]) == 3)[0]
+    leaf = three_threshold_sets(doc)
     sets = [tuple(h) for h in leaf["result"]["threshold_sets"]]
     leaf["result"]["best"] = list(next(h for h in ((0,), (1,)) if h not in sets))
 
@@ -259,11 +201,6 @@ def swapped_results(doc):
     kept = [n for n in leaves(doc) if n["result"]["best"] != leaves(doc)[0]["result"]["best"]]
     a = leaves(doc)[0]
     a["result"], kept[0]["result"] = kept[0]["result"], a["result"]
-
-
-def swapped_children(doc):
-    node = first(doc, "split", lambda n: len(n["split"]["outcomes"]) >= 2)
-    node["split"]["outcomes"] = node["split"]["outcomes"][::-1]
 
 
 def dual_feasible_only_at_witness(doc):
@@ -292,8 +229,13 @@ def dual_feasible_only_at_witness(doc):
     raise AssertionError("no leaf with a basic non-root pi column")
 
 
+def nonzero_primal(doc) -> dict:
+    """The first kept cell with a nonzero primal entry."""
+    return leaves(doc, lambda n: any(v != "Integer(0)" for v in n["result"]["primal"]))[0]
+
+
 def primal_breaks_a_matching_row(doc):
-    leaf = leaves(doc, lambda n: any(v != "Integer(0)" for v in n["result"]["primal"]))[0]
+    leaf = nonzero_primal(doc)
     prog = program(doc, leaf)
     j = next(j for j, (lab, v) in enumerate(zip(prog["variables"], leaf["result"]["primal"],
                                                 strict=True))
@@ -310,40 +252,21 @@ def primal_negative(doc):
 
 def law_primal_changed(doc):
     """bv-optimal: the file's primal (unused: the checker computes BV's law point) changed."""
-    leaf = leaves(doc, lambda n: any(v != "Integer(0)" for v in n["result"]["primal"]))[0]
+    leaf = nonzero_primal(doc)
     j = next(j for j, v in enumerate(leaf["result"]["primal"]) if v != "Integer(0)")
     leaf["result"]["primal"][j] = "Integer(0)"
 
 
-def witness_optimum_changed(doc):
-    leaf = leaves(doc)[0]
-    leaf["result"]["witness_optimum"] = "100"
+def relabelled(field: str, old: str, new: str):
+    """The tamper that replaces `old` by `new` in the labels `field` of every program."""
+    def change(doc):
+        for prog in doc["programs"].values():
+            prog[field] = [label.replace(old, new) for label in prog[field]]
+    return change
 
 
-def dual_changed(doc):
-    leaf = leaves(doc)[0]
-    leaf["result"]["dual"][-1] = "Integer(7)"
-
-
-def variable_labels_renamed(doc):
-    for prog in doc["programs"].values():
-        prog["variables"] = [v.replace("pi[", "x[") for v in prog["variables"]]
-
-
-def row_labels_unknown(doc):
-    for prog in doc["programs"].values():
-        prog["rows"] = [r.replace("match[", "other[") for r in prog["rows"]]
-
-
-def split_misses_a_sign(doc):
-    node = first(doc, "split", lambda n: len(n["split"]["outcomes"]) >= 2)
-    node["split"]["outcomes"] = node["split"]["outcomes"][:1]
-
-
-def root_condition_dropped(doc):
-    root = doc["nodes"][0]
-    root["conditions"] = root["conditions"][1:]
-    root["facts"] = root["facts"][1:]
+def branching(node: dict) -> bool:
+    return len(node["split"]["outcomes"]) >= 2
 
 
 def child_condition_weakened(doc):
@@ -360,47 +283,32 @@ def split_polynomial_changed(doc):
 
 
 def combination_wrong(doc):
-    for node in doc["nodes"]:
-        for f in node["facts"]:
-            if f["by"] == "combination":
-                f["terms"].append(["1", [0]])
-                return
-
-
-def combination_negative(doc):
-    for node in doc["nodes"]:
-        for f in node["facts"]:
-            if f["by"] == "combination":
-                f["terms"][0][0] = "-1"
-                return
+    found = first_combination(doc)
+    if found is not None:
+        found[1]["terms"].append(["1", [0]])
 
 
 def strictness_claimed(doc):
-    for node in doc["nodes"]:
-        for f in node["facts"]:
-            if f["by"] == "combination" and f["rel"] == ">=" and all(
-                    node["facts"][i]["rel"] in (">=", "<=") for _, m in f["terms"] for i in m):
-                f["rel"] = ">"
-                return
-    raise AssertionError("no weak combination fact")
+    found = first_combination(doc, lambda node, f: f["rel"] == ">=" and all(
+        node["facts"][i]["rel"] in (">=", "<=") for _, m in f["terms"] for i in m))
+    if found is None:
+        raise AssertionError("no weak combination fact")
+    found[1]["rel"] = ">"
 
 
 def combination_claims_equality(doc):
     """A strict combination (which proves a sign) relabelled as proving poly = 0."""
-    for node in doc["nodes"]:
-        for f in node["facts"]:
-            if f["by"] == "combination" and f["rel"] in (">", "<"):
-                f["rel"] = "="
-                return
-    raise AssertionError("no strict combination fact")
+    found = first_combination(doc, lambda node, f: f["rel"] in (">", "<"))
+    if found is None:
+        raise AssertionError("no strict combination fact")
+    found[1]["rel"] = "="
 
 
 def fact_refers_forward(doc):
-    for node in doc["nodes"]:
-        for f in node["facts"]:
-            if f["by"] == "combination":
-                f["terms"][0][1] = [len(node["facts"]) + 3]
-                return
+    found = first_combination(doc)
+    if found is not None:
+        node, f = found
+        f["terms"][0][1] = [len(node["facts"]) + 3]
 
 
 def empty_certificate_wrong(doc):
@@ -414,27 +322,13 @@ def leaf_declared_empty(doc):
     leaf["certificate"] = {"by": "constant condition"}
 
 
-def leaf_unresolved(doc):
-    leaves(doc)[0]["status"] = "unresolved"
-
-
 def witness_removed(doc):
     del leaves(doc)[0]["witness"]
-
-
-def witness_outside(doc):
-    leaf = leaves(doc, strict)[0]
-    for key in leaf["witness"]:
-        leaf["witness"][key] = "0"
 
 
 def witness_missing_symbol(doc):
     leaf = leaves(doc)[0]
     leaf["witness"].pop(next(iter(leaf["witness"])))
-
-
-def claim_fails_on_cell(doc):
-    leaves(doc)[0]["result"]["holds"] = False
 
 
 def key_order_swapped(doc):
@@ -455,25 +349,8 @@ def choice_flipped(doc):
         return
 
 
-def excluded_with_enough_paths(doc):
-    leaf = leaves(doc)[0]
-    leaf["status"] = "excluded"
-
-
-def excluded_in_iid(doc):
-    leaves(doc)[0]["status"] = "excluded"
-
-
 def parent_forward(doc):
     doc["nodes"][1]["parent"] = len(doc["nodes"]) - 1
-
-
-def format_changed(doc):
-    doc["format"] = "speclp-symbolic-proof/0"
-
-
-def refutation_instance_not_a_distribution(doc):
-    doc["counterexample"]["instance"]["target"][0] = ["1/2", "1/3"]
 
 
 def refutation_no_loss(doc):
@@ -485,38 +362,42 @@ def refutation_no_loss(doc):
             doc["counterexample"]["point"][name] = doc["counterexample"]["point"]["p" + name[1:]]
 
 
-def refutation_point_not_instance(doc):
-    doc["counterexample"]["point"]["p_0"] = "1/3"
-
-
-def refutation_value_changed(doc):
-    doc["counterexample"]["engine"]["token_block_efficiency"] = "3/2"
-
+# one-field tampers used twice below
+witness_optimum_changed = set_leaf(0, "result", "witness_optimum", value="100")
+cell_excluded = set_leaf(0, "status", value="excluded")
 
 TAMPERS = {
     "extra condition fact (root declared empty)": (BV, extra_condition, "a condition beyond"),
     "extra condition fact in a kept cell": (L1, extra_condition_in_leaf, "a condition beyond"),
-    "claim renamed gbv-k1-is-bv -> token-optimal": ("gbv-k1-is-bv-V2-L2", rename_claim_gbv_to_token,
+    "claim renamed gbv-k1-is-bv -> token-optimal": ("gbv-k1-is-bv-V2-L2",
+                                                   set_field("claim", value="token-optimal"),
                                                    "no dual solution"),
-    "claim renamed l1-optimum -> bv-optimal": (L1, rename_claim_l1_to_bv, "K = 1 i.i.d. claim"),
-    "claim renamed bv-optimal -> l1-optimum": (BV, rename_claim_bv_to_l1, "best"),
-    "claim unknown": (BV, rename_claim_unknown, "unknown claim"),
-    "shape depth changed": (BV, shape_depth, "symbols: not the symbols of the shape"),
-    "shape paths changed": (L1, shape_paths, "primal: not the variables"),
-    "shape draft sampling changed": (L1, shape_sampling,
+    "claim renamed l1-optimum -> bv-optimal": (L1, set_field("claim", value="bv-optimal"),
+                                               "K = 1 i.i.d. claim"),
+    "claim renamed bv-optimal -> l1-optimum": (BV, set_field("claim", value="l1-optimum"), "best"),
+    "claim unknown": (BV, set_field("claim", value="everything-is-optimal"), "unknown claim"),
+    "shape depth changed": (BV, set_field("shape", "depth", value=2),
+                            "symbols: not the symbols of the shape"),
+    "shape paths changed": (L1, set_field("shape", "paths", value=3), "primal: not the variables"),
+    "shape draft sampling changed": (L1, set_field("shape", "draft_sampling", value="without-replacement"),
                                      "(fewer positive paths than K|primal: not the variables)"),
     "shape with a vocabulary token dropped": (GBV3, shape_vocab_token_dropped,
                                               "rows: the target rows are not those of the shape"),
-    "shape vocabulary changed": (GBV3, shape_vocab_smaller, "symbols: not the symbols"),
-    "rows changed": (BV, rows_changed, "rows: the target rows are not those of the shape"),
-    "symbol renamed": (BV, symbols_renamed, "symbols: not the symbols"),
+    "shape vocabulary changed": (GBV3, set_field("shape", "vocab", value=2), "symbols: not the symbols"),
+    "rows changed": (BV, set_field("rows", "target", 0, 0, value=srepr("p_0/2")),
+                     "rows: the target rows are not those of the shape"),
+    "symbol renamed": (BV, set_field("symbols", 0, value="x_0"), "symbols: not the symbols"),
     "empty LP (bv-optimal)": (BV, empty_lp, "reduced cost of"),
     "empty LP (l1-optimum)": (L1, empty_lp_l1, "primal: not the variables"),
     "laws set to 7": ("gbv-k1-is-bv-V2-L2", laws_set_to_seven, "left law is not the re-derived"),
-    "block efficiency changed": (BV, block_efficiency_changed, "block_efficiency is not"),
-    "continued law changed": (BV, continued_law_changed, "continued_law is not the target"),
-    "acceptance changed": (GBV, acceptance_changed, "acceptance is not the re-derived"),
-    "closed form changed": (L1, closed_form_changed, "closed_form is not the re-derived"),
+    "block efficiency changed": (BV, set_leaf(-1, "result", "block_efficiency", value="Integer(7)"),
+                                 "block_efficiency is not"),
+    "continued law changed": (BV, set_leaf(-1, "result", "continued_law", 0, value="Integer(7)"),
+                              "continued_law is not the target"),
+    "acceptance changed": (GBV, set_leaf(-1, "result", "acceptance", value="Integer(7)"),
+                           "acceptance is not the re-derived"),
+    "closed form changed": (L1, set_leaf(-1, "result", "closed_form", value="Integer(7)"),
+                            "closed_form is not the re-derived"),
     "threshold sets changed": (L1, threshold_sets_changed, "threshold_sets are not"),
     "elimination value changed": (BV, elimination_value, "elimination: wrong value"),
     "elimination of another polynomial": (BV, elimination_polynomial,
@@ -529,7 +410,7 @@ TAMPERS = {
                                                   "denominator factor p_0 may vanish"),
     "cells swapped": (L1, swapped_cells, "conditions"),
     "results swapped": (L1, swapped_results, r"(f\(H\*\)|threshold|LP optimum|row|reduced|>= 0)"),
-    "split children swapped": (BV, swapped_children, "children != outcomes"),
+    "split children swapped": (BV, split_outcomes(lambda o: o[::-1], branching), "children != outcomes"),
     "dual feasible only at the witness": (L1, dual_feasible_only_at_witness, "reduced cost of pi"),
     "primal breaks a matching row": (L1, primal_breaks_a_matching_row, r"row match\[.*A x != b"),
     "primal negative": (L1, primal_negative, ">= 0 is not shown"),
@@ -539,9 +420,10 @@ TAMPERS = {
     "LP optimum at the witness changed (l1-optimum)": (L1, witness_optimum_changed,
                                                        "witness_optimum is not"),
     "dual entry changed": (BV, dual_changed, r"(reduced cost|c\^T x != b\^T y)"),
-    "LP variable labels renamed": (L1, variable_labels_renamed, "primal: not the variables"),
-    "LP row labels unknown": (L1, row_labels_unknown, "dual: rows that the claim's LP does not"),
-    "split misses a sign": (BV, split_misses_a_sign, "miss signs"),
+    "LP variable labels renamed": (L1, relabelled("variables", "pi[", "x["), "primal: not the variables"),
+    "LP row labels unknown": (L1, relabelled("rows", "match[", "other["),
+                              "dual: rows that the claim's LP does not"),
+    "split misses a sign": (BV, split_outcomes(lambda o: o[:1], branching), "miss signs"),
     "root condition dropped": (BV, root_condition_dropped, "the root is not the domain"),
     "child condition weakened": (BV, child_condition_weakened, "conditions != parent's"),
     "split polynomial changed": (BV, split_polynomial_changed,
@@ -554,24 +436,29 @@ TAMPERS = {
     "derived fact refers forward": (BV, fact_refers_forward, "not before it"),
     "emptiness certificate broken": (L1K3, empty_certificate_wrong, "not 0 > 0"),
     "kept cell declared empty": (BV, leaf_declared_empty, "no condition became a false constant"),
-    "kept cell unresolved": (BV, leaf_unresolved, "incomplete"),
+    "kept cell unresolved": (BV, set_leaf(0, "status", value="unresolved"), "incomplete"),
     "witness removed": (BV, witness_removed, "without a witness"),
     "witness outside its cell": (BV, witness_outside, "the witness violates"),
     "witness misses a symbol": (BV, witness_missing_symbol, "misses a symbol"),
-    "claim fails on a cell": (BV, claim_fails_on_cell, "the claim fails on this cell"),
+    "claim fails on a cell": (BV, set_leaf(0, "result", "holds", value=False),
+                              "the claim fails on this cell"),
     "GBV key order reversed": (GBV, key_order_swapped, r"key\(\d\) < key\(\d\) not shown"),
     "GBV x* changed": (GBV, x_star_changed, "x_star is not the re-derived"),
     "GBV min choices flipped": (GBV, choice_flipped, "choice is not shown"),
-    "excluded cell with enough paths": (L1WO, excluded_with_enough_paths, "enough positive paths"),
-    "excluded cell in an i.i.d. proof": (L1, excluded_in_iid, "only l1-optimum without"),
+    "excluded cell with enough paths": (L1WO, cell_excluded, "enough positive paths"),
+    "excluded cell in an i.i.d. proof": (L1, cell_excluded, "only l1-optimum without"),
     "parent after its child": (BV, parent_forward, "not an earlier node"),
-    "format changed": (BV, format_changed, "unknown format"),
-    "refutation: instance not a distribution": (REFUTED, refutation_instance_not_a_distribution,
-                                                "not a distribution"),
+    "format changed": (BV, set_field("format", value="speclp-symbolic-proof/0"), "unknown format"),
+    "refutation: instance not a distribution": (
+        REFUTED, set_field("counterexample", "instance", "target", 0, value=["1/2", "1/3"]),
+        "not a distribution"),
     "refutation: nothing refuted": (REFUTED, refutation_no_loss, "does not beat"),
-    "refutation: point is not the instance": (REFUTED, refutation_point_not_instance,
+    "refutation: point is not the instance": (REFUTED,
+                                              set_field("counterexample", "point", "p_0", value="1/3"),
                                               "the point is not the instance"),
-    "refutation: stated value changed": (REFUTED, refutation_value_changed, "not the file's"),
+    "refutation: stated value changed": (
+        REFUTED, set_field("counterexample", "engine", "token_block_efficiency", value="3/2"),
+        "not the file's"),
 }
 
 
@@ -601,9 +488,7 @@ def test_smt_second_check_agrees_and_can_disagree():
     the first cells of a shipped proof are unsat when negated under the cell's conditions,
     and a false implication is found sat (so the second check can fail)."""
     pytest.importorskip("z3")
-    spec = importlib.util.spec_from_file_location("speclp_smt_check", CERTIFICATES / "smt_check.py")
-    smt = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(smt)
+    smt = load_module("speclp_smt_check", CERTIFICATES / "smt_check.py")
     report = smt.run_file(str(CERTIFICATES / f"{BV}.json.gz"), 10_000, max_cells=8)
     assert report["questions"] > 0 and report["answers"]["unsat"] == report["questions"]
     alg = smt.check.Algebra(["p_0"])

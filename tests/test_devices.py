@@ -55,11 +55,21 @@ def device_law(model, verifier: str, paths: int, device: str, dtype: torch.dtype
         continued_law(model, emit), target)
 
 
-@pytest.mark.parametrize("verifier", VERIFIERS)
-@pytest.mark.parametrize("shape", SHAPES)
-def test_float32_law_matches_float64_on_the_cpu(verifier, shape):
+def every_law_case(test):
+    """Parametrise `test` over VERIFIERS x SHAPES (its arguments verifier, shape; the
+    instance of a shape is case_model's)."""
+    return pytest.mark.parametrize("verifier", VERIFIERS)(pytest.mark.parametrize("shape", SHAPES)(test))
+
+
+def case_model(shape: tuple[int, int, int]):
+    """(model, paths) of a (V, L, K) shape: the Dirichlet(0.7) instance of seed 5."""
     vocab, depth, paths = shape
-    model = dirichlet_instance(vocab, depth, alpha=0.7, seed=5).model()
+    return dirichlet_instance(vocab, depth, alpha=0.7, seed=5).model(), paths
+
+
+@every_law_case
+def test_float32_law_matches_float64_on_the_cpu(verifier, shape):
+    model, paths = case_model(shape)
     emit64, value64, tv64 = device_law(model, verifier, paths, "cpu", torch.float64)
     emit32, value32, _ = device_law(model, verifier, paths, "cpu", torch.float32)
     assert tv64 <= 1e-12
@@ -69,11 +79,9 @@ def test_float32_law_matches_float64_on_the_cpu(verifier, shape):
 
 @pytest.mark.skipif(not other_devices(), reason="no device other than the CPU here (no CUDA, "
                     "no MPS): the cpu-vs-device law comparison needs one")
-@pytest.mark.parametrize("verifier", VERIFIERS)
-@pytest.mark.parametrize("shape", SHAPES)
+@every_law_case
 def test_same_law_on_every_device(verifier, shape):
-    vocab, depth, paths = shape
-    model = dirichlet_instance(vocab, depth, alpha=0.7, seed=5).model()
+    model, paths = case_model(shape)
     emit_cpu, value_cpu, _ = device_law(model, verifier, paths, "cpu", torch.float64)
     for device in other_devices():
         emit, value, tv = device_law(model, verifier, paths, device, torch.float64)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from helpers_torch import one_thread  # noqa: F401 (an autouse fixture: importing it applies it here)
 from scipy import stats
 
 transformers = pytest.importorskip(
@@ -26,15 +27,6 @@ from speclp.decode.engine import (  # noqa: E402
 from speclp.decode.models import LoadedModel, VocabularyMismatch, wrap_model  # noqa: E402
 from speclp.verifiers.law import REGISTRY, BlockLaw, DraftTree, register  # noqa: E402
 from speclp.verifiers.registry import verifier_names  # noqa: E402
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models: one intra-op thread (no OpenMP spin-waits on a shared 2-core box)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def tiny_model(

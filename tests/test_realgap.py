@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from helpers_torch import one_thread  # noqa: F401 (an autouse fixture: importing it applies it here)
 from speclp.cli import app
 from speclp.decode.engine import probability_rows, score_tree
 from speclp.decode.tree_rows import next_token_rows, prefill, sample_trees, tree_rows
@@ -33,14 +34,6 @@ from speclp.verifiers.exact import exact_result
 from typer.testing import CliRunner
 
 VOCAB = 40
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

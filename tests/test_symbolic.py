@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import gzip
-import importlib.util
 import json
 import subprocess
 import sys
@@ -18,6 +17,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers_proofs import (
+    CERTIFICATES,
+    CHECKER,
+    combination_negative,
+    dual_changed,
+    first,
+    load_module,
+    root_condition_dropped,
+    split_outcomes,
+    witness_outside,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from speclp.lp import optimum
@@ -31,16 +41,9 @@ from speclp.verifiers.exact import configurations, exact_result
 from speclp.verifiers.exact import draft_tree as make_draft_tree
 from speclp.verifiers.registry import block_law
 
-ROOT = Path(__file__).resolve().parent.parent
-CERTIFICATES = ROOT / "proofs" / "certificates"
-CHECKER = CERTIFICATES / "check.py"
-
 
 def load_checker():
-    spec = importlib.util.spec_from_file_location("speclp_proof_checker", CHECKER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module("speclp_proof_checker", CHECKER)
 
 
 # ---------------------------------------------------------------------------
@@ -158,43 +161,25 @@ def _tampered(doc, change):
     return bad
 
 
-def _first(doc, status):
-    return next(n for n in doc["nodes"] if n["status"] == status)
+def _negative_coefficient_or_flipped_condition(d):
+    if not combination_negative(d):
+        first(d, "leaf")["conditions"][0][1] = "<"
 
 
-@pytest.mark.parametrize("name", ["dual", "witness", "split", "root", "fact"])
+# tamper kinds shared with tests/test_certificate_tampers.py (there: on the shipped files)
+TAMPERED = {
+    "dual": dual_changed,
+    "witness": witness_outside,
+    "split": split_outcomes(lambda o: o[:1]),
+    "root": root_condition_dropped,
+    "fact": _negative_coefficient_or_flipped_condition,
+}
+
+
+@pytest.mark.parametrize("name", list(TAMPERED))
 def test_checker_rejects_tampered_proofs(bv21, name):
     checker = load_checker()
-    doc = bv21.document
-
-    def dual(d):
-        leaf = _first(d, "leaf")
-        leaf["result"]["dual"][-1] = "Integer(7)"
-
-    def witness(d):
-        leaf = next(n for n in d["nodes"] if n["status"] == "leaf"
-                    and any(r in (">", "<") for _, r in n["conditions"]))
-        for key in leaf["witness"]:
-            leaf["witness"][key] = "0"
-
-    def split(d):
-        node = _first(d, "split")
-        node["split"]["outcomes"] = node["split"]["outcomes"][:1]
-
-    def root(d):
-        d["nodes"][0]["conditions"] = d["nodes"][0]["conditions"][1:]
-        d["nodes"][0]["facts"] = d["nodes"][0]["facts"][1:]
-
-    def fact(d):
-        for node in d["nodes"]:
-            for f in node["facts"]:
-                if f["by"] == "combination":
-                    f["terms"][0][0] = "-1"
-                    return
-        node = _first(d, "leaf")
-        node["conditions"][0][1] = "<"
-
-    bad = _tampered(doc, locals()[name])
+    bad = _tampered(bv21.document, TAMPERED[name])
     with pytest.raises(checker.ProofError):
         checker.Checker(bad).check()
 
