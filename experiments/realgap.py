@@ -361,14 +361,14 @@ def run_realgap(target: Any, draft: Any, prompts: list[dict[str, Any]], depths: 
                 "context": c, "depth": d, "width": width if d > 1 else None}
 
     for prompt in progress(prompts):
-        asked = [(c, d) for c in range(contexts_per_prompt) for d in depths]
-        wanted += [realgap_key(settings(prompt, c, d)) for c, d in asked]
-        if all(realgap_key(settings(prompt, c, d)) in done for c, d in asked):
-            reused += len(asked)
+        keys = [realgap_key(settings(prompt, c, d))
+                for c in range(contexts_per_prompt) for d in depths]
+        wanted += keys
+        contexts = _pending_contexts(target, prompt, keys, done, contexts_per_prompt, every,
+                                     temperature, eos, seed)
+        if contexts is None:
+            reused += len(keys)
             continue
-        gen = torch.Generator().manual_seed(seed + _stable_hash(prompt["id"]))
-        contexts = sample_contexts(target, prompt["tokens"], contexts_per_prompt, every,
-                                   temperature, eos, gen)
         for c, context in enumerate(contexts):
             for d in depths:
                 key = realgap_key(settings(prompt, c, d))
@@ -387,6 +387,18 @@ def run_realgap(target: Any, draft: Any, prompts: list[dict[str, Any]], depths: 
                 failures += [f"{prompt['id']} context {c} L={d}: {f}" for f in body["failures"]]
     return {"file": str(out_file), "computed": computed, "reused": reused, "failures": failures,
             "keys": wanted}
+
+
+def _pending_contexts(target: Any, prompt: dict[str, Any], keys: list[str], done: set[Any],
+                      contexts_per_prompt: int, every: int, temperature: float,
+                      eos: set[int] | None, seed: int) -> list[list[int]] | None:
+    """The prompt's contexts (target-sampled from a generator seeded by seed and the prompt
+    id), or None when every record key of the prompt is already done (nothing is sampled)."""
+    if all(key in done for key in keys):
+        return None
+    gen = torch.Generator().manual_seed(seed + _stable_hash(prompt["id"]))
+    return sample_contexts(target, prompt["tokens"], contexts_per_prompt, every, temperature,
+                           eos, gen)
 
 
 def prompt_digest(prompt: dict[str, Any]) -> str:
@@ -517,15 +529,14 @@ def run_realgap_renormalised(target: Any, draft: Any, prompts: list[dict[str, An
     computed = reused = 0
     wanted: list[str] = []
     for prompt in progress(prompts):
-        keys = [(c, m, d, k) for c in range(contexts_per_prompt) for m in widths for d in depths
-                for k in paths]
-        wanted += [renormalised_key(prompt, c, m, d, k, **fixed) for c, m, d, k in keys]
-        if all(renormalised_key(prompt, c, m, d, k, **fixed) in done for c, m, d, k in keys):
+        keys = [renormalised_key(prompt, c, m, d, k, **fixed) for c in range(contexts_per_prompt)
+                for m in widths for d in depths for k in paths]
+        wanted += keys
+        contexts = _pending_contexts(target, prompt, keys, done, contexts_per_prompt, every,
+                                     temperature, eos, seed)
+        if contexts is None:
             reused += len(keys)
             continue
-        gen = torch.Generator().manual_seed(seed + _stable_hash(prompt["id"]))
-        contexts = sample_contexts(target, prompt["tokens"], contexts_per_prompt, every,
-                                   temperature, eos, gen)
         for c, context in enumerate(contexts):
             for m in widths:
                 for d in depths:
