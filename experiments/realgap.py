@@ -47,7 +47,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from math import comb
 from pathlib import Path
 from typing import Any
@@ -347,33 +347,29 @@ def run_realgap(target: Any, draft: Any, prompts: list[dict[str, Any]], depths: 
 
     names = verifiers or verifier_names(draft_sampling="iid")
     dtype = score_dtype or torch.float64
-    done = {r.get("key") for r in load_jsonl(out_file)}
-    computed = reused = 0
+    run = _Resumable(out_file)
     failures: list[str] = []
     common = {"mode": MODE_FULL, "pair": label, "every": every, "temperature": temperature,
               "draft_temperature": draft_temperature, "seed": seed, "paths": sorted(paths),
               "samples": samples, "batch": batch, "verifiers": sorted(names),
               "score_dtype": str(dtype), "model_dtype": str(getattr(target, "dtype", ""))}
-    wanted: list[str] = []
 
     def settings(prompt: dict[str, Any], c: int, d: int) -> dict[str, Any]:
         return {**common, "prompt": prompt["id"], "prompt_digest": prompt_digest(prompt),
                 "context": c, "depth": d, "width": width if d > 1 else None}
 
-    for prompt in progress(prompts):
-        asked = [(c, d) for c in range(contexts_per_prompt) for d in depths]
-        wanted += [realgap_key(settings(prompt, c, d)) for c, d in asked]
-        if all(realgap_key(settings(prompt, c, d)) in done for c, d in asked):
-            reused += len(asked)
-            continue
-        gen = torch.Generator().manual_seed(seed + _stable_hash(prompt["id"]))
-        contexts = sample_contexts(target, prompt["tokens"], contexts_per_prompt, every,
-                                   temperature, eos, gen)
+    def keys_of(prompt: dict[str, Any]) -> list[str]:
+        return [realgap_key(settings(prompt, c, d))
+                for c in range(contexts_per_prompt) for d in depths]
+
+    for prompt, contexts in run.prompt_contexts(target, progress(prompts), keys_of,
+                                                contexts_per_prompt, every, temperature, eos,
+                                                seed):
         for c, context in enumerate(contexts):
             for d in depths:
                 key = realgap_key(settings(prompt, c, d))
-                if key in done:
-                    reused += 1
+                if key in run.done:
+                    run.reused += 1
                     continue
                 tree_gen = torch.Generator().manual_seed(
                     seed + _stable_hash(f"{prompt['id']}|{c}|L{d}|trees"))
@@ -381,12 +377,46 @@ def run_realgap(target: Any, draft: Any, prompts: list[dict[str, Any]], depths: 
                                       width, names, temperature, draft_temperature, tree_gen, dtype)
                 record = {"key": key, **settings(prompt, c, d), "context_tokens": len(context),
                           "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **body}
-                append_jsonl(out_file, record)
-                done.add(key)
-                computed += 1
+                run.write(record)
                 failures += [f"{prompt['id']} context {c} L={d}: {f}" for f in body["failures"]]
-    return {"file": str(out_file), "computed": computed, "reused": reused, "failures": failures,
-            "keys": wanted}
+    return {"file": str(out_file), "computed": run.computed, "reused": run.reused,
+            "failures": failures, "keys": run.wanted}
+
+
+class _Resumable:
+    """The resume bookkeeping of a records run (run_realgap, run_realgap_renormalised): the
+    keys already in out_file (done), this call's keys (wanted), and how many records were
+    reused and computed."""
+
+    def __init__(self, out_file: Path) -> None:
+        self.out_file = out_file
+        self.done = {r.get("key") for r in load_jsonl(out_file)}
+        self.wanted: list[str] = []
+        self.reused = self.computed = 0
+
+    def prompt_contexts(self, target: Any, prompts: Iterable[dict[str, Any]],
+                        keys_of: Callable[[dict[str, Any]], list[str]], contexts_per_prompt: int,
+                        every: int, temperature: float, eos: set[int] | None, seed: int,
+                        ) -> Iterator[tuple[dict[str, Any], list[list[int]]]]:
+        """(prompt, its target-sampled contexts) for every prompt with a record key
+        (keys_of(prompt)) not yet done; a prompt whose keys are all done is counted as
+        reused and nothing is sampled for it. The contexts' generator is seeded by seed and
+        the prompt id."""
+        for prompt in prompts:
+            keys = keys_of(prompt)
+            self.wanted += keys
+            if all(key in self.done for key in keys):
+                self.reused += len(keys)
+                continue
+            gen = torch.Generator().manual_seed(seed + _stable_hash(prompt["id"]))
+            yield prompt, sample_contexts(target, prompt["tokens"], contexts_per_prompt, every,
+                                          temperature, eos, gen)
+
+    def write(self, record: dict[str, Any]) -> None:
+        """Append a computed record to out_file and mark its key done."""
+        append_jsonl(self.out_file, record)
+        self.done.add(record["key"])
+        self.computed += 1
 
 
 def prompt_digest(prompt: dict[str, Any]) -> str:
@@ -509,29 +539,25 @@ def run_realgap_renormalised(target: Any, draft: Any, prompts: list[dict[str, An
     prompts: [{"id", "tokens"}] (token ids). Contexts: prompt + k*every target-sampled tokens.
     """
 
-    done = {r.get("key") for r in load_jsonl(out_file)}
+    run = _Resumable(out_file)
     verifiers = verifier_names(draft_sampling="iid")  # contexts are drafted i.i.d.
     fixed = {"pair": label, "every": every, "temperature": temperature,
              "draft_temperature": draft_temperature, "seed": seed,
              "dtype": str(getattr(target, "dtype", ""))}
-    computed = reused = 0
-    wanted: list[str] = []
-    for prompt in progress(prompts):
-        keys = [(c, m, d, k) for c in range(contexts_per_prompt) for m in widths for d in depths
-                for k in paths]
-        wanted += [renormalised_key(prompt, c, m, d, k, **fixed) for c, m, d, k in keys]
-        if all(renormalised_key(prompt, c, m, d, k, **fixed) in done for c, m, d, k in keys):
-            reused += len(keys)
-            continue
-        gen = torch.Generator().manual_seed(seed + _stable_hash(prompt["id"]))
-        contexts = sample_contexts(target, prompt["tokens"], contexts_per_prompt, every,
-                                   temperature, eos, gen)
+
+    def keys_of(prompt: dict[str, Any]) -> list[str]:
+        return [renormalised_key(prompt, c, m, d, k, **fixed) for c in range(contexts_per_prompt)
+                for m in widths for d in depths for k in paths]
+
+    for prompt, contexts in run.prompt_contexts(target, progress(prompts), keys_of,
+                                                contexts_per_prompt, every, temperature, eos,
+                                                seed):
         for c, context in enumerate(contexts):
             for m in widths:
                 for d in depths:
                     todo = [k for k in paths
-                            if renormalised_key(prompt, c, m, d, k, **fixed) not in done]
-                    reused += len(paths) - len(todo)
+                            if renormalised_key(prompt, c, m, d, k, **fixed) not in run.done]
+                    run.reused += len(paths) - len(todo)
                     if not todo:
                         continue
                     rows = tree_rows(target, draft, context, m, d, temperature, draft_temperature,
@@ -551,10 +577,9 @@ def run_realgap_renormalised(target: Any, draft: Any, prompts: list[dict[str, An
                             "rows_seconds": rows.seconds,
                             **renormalised_gap_record(inst, k, verifiers),
                         }
-                        append_jsonl(out_file, record)
-                        done.add(record["key"])
-                        computed += 1
-    return {"file": str(out_file), "computed": computed, "reused": reused, "keys": wanted}
+                        run.write(record)
+    return {"file": str(out_file), "computed": run.computed, "reused": run.reused,
+            "keys": run.wanted}
 
 
 def summarize_renormalised(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

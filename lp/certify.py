@@ -94,6 +94,19 @@ def fmpq_to_fraction(v: fmpq) -> Fraction:
 # exact sparse square solve
 # ---------------------------------------------------------------------------
 
+def _drop_entry(adj: list[dict[int, Any]], line: int, entry: int, stack: list[int],
+                singular: str) -> None:
+    """Remove `entry` from adj[line] (a row or a column of the elimination): the line is
+    queued on `stack` when one entry is left, and the basis is singular (SingularBasis with
+    the text `singular`) when none is."""
+    del adj[line][entry]
+    left = len(adj[line])
+    if left == 1:
+        stack.append(line)
+    elif left == 0:
+        raise SingularBasis(singular)
+
+
 def solve_sparse_exact(n: int, rows: np.ndarray, cols: np.ndarray, vals: list,
                        rhs: list) -> tuple[list, int]:
     """Solve the n x n system sum_k vals[k] x[cols[k]] = rhs[rows[k]] exactly.
@@ -139,12 +152,8 @@ def solve_sparse_exact(n: int, rows: np.ndarray, cols: np.ndarray, vals: list,
             del col_adj[j][i]
             for k, akj in col_adj[j].items():
                 work[k] -= akj * xj
-                del row_adj[k][j]
-                left = len(row_adj[k])
-                if left == 1:
-                    row_stack.append(k)
-                elif left == 0:
-                    raise SingularBasis("basis matrix is singular (a row lost all its unknowns)")
+                _drop_entry(row_adj, k, j, row_stack,
+                            "basis matrix is singular (a row lost all its unknowns)")
             col_adj[j].clear()
         else:
             j = col_stack.pop()
@@ -155,12 +164,8 @@ def solve_sparse_exact(n: int, rows: np.ndarray, cols: np.ndarray, vals: list,
             deferred.append((i, j, a, others, work[i]))
             alive_rows[i] = alive_cols[j] = False
             for c in others:
-                del col_adj[c][i]
-                left = len(col_adj[c])
-                if left == 1:
-                    col_stack.append(c)
-                elif left == 0:
-                    raise SingularBasis("basis matrix is singular (a column lost all its rows)")
+                _drop_entry(col_adj, c, i, col_stack,
+                            "basis matrix is singular (a column lost all its rows)")
             row_adj[i].clear()
             col_adj[j].clear()
     core_rows = [i for i in range(n) if alive_rows[i]]

@@ -158,6 +158,13 @@ class Optimum:
         return out
 
 
+def check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    """Raise ValueError "<name> must be one of <choices>, got <value>" unless value is one of
+    choices (the argument checks of optimum, program_optimum and proofs.gap)."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+
+
 def _round(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds, 6)
 
@@ -176,8 +183,7 @@ def program_optimum(lp: LinearProgram, backend: str = "highs", certify: bool = T
     cvxpy's value from the exact optimum is recorded (details["backend_error"]).
     time_limit: seconds for the solver (None: none); a solve stopped by it gives a record
     with value None, status "time_limit", NOT certified."""
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    check_choice("backend", backend, BACKENDS)
     start = time.perf_counter()
     solution = solve(lp, backend=backend, time_limit=time_limit)
     record = Optimum(
@@ -240,10 +246,8 @@ def optimum(instance: Instance | TreeModel, paths: int = 1, draft_sampling: str 
     [T] node indices of a fixed draft tree (then paths must be 1 and draft_sampling is
     ignored). Raises ValueError on bad arguments or an LP over the size limits.
     """
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    check_choice("method", method, METHODS)
+    check_choice("backend", backend, BACKENDS)
     if paths < 1:
         raise ValueError(f"paths must be >= 1, got {paths}")
     model, rational = _model_and_rational(instance, certify)

@@ -38,7 +38,7 @@ from fractions import Fraction
 from typing import Any
 
 from ..lp import tolerances
-from ..lp.engine import BACKENDS, DEFAULT_TIME_LIMIT, METHODS, optimum
+from ..lp.engine import BACKENDS, DEFAULT_TIME_LIMIT, METHODS, check_choice, optimum
 from ..lp.instance import Instance
 from ..verifiers.drafts import DRAFT_SAMPLING
 from ..verifiers.exact import enumeration_size, exact_result, sampled_result
@@ -139,13 +139,9 @@ def gap(instance: Instance, paths: int, draft_sampling: str = "iid", backend: st
     drafting without replacement, an enumerated LP over the builder's size limit), and
     OptimumNotFound (one line) when the optimum is not found, e.g. time_limit (seconds) hit.
     """
-    if draft_sampling not in DRAFT_SAMPLING:
-        raise ValueError(f"draft_sampling must be one of {', '.join(DRAFT_SAMPLING)}, "
-                         f"got {draft_sampling!r}")
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    check_choice("draft_sampling", draft_sampling, DRAFT_SAMPLING)
+    check_choice("backend", backend, BACKENDS)
+    check_choice("method", method, METHODS)
     if paths < 1:
         raise ValueError(f"paths must be >= 1, got {paths}")
     start = time.perf_counter()

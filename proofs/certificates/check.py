@@ -499,6 +499,20 @@ def power(ar: Arith, x: Frac, k: int) -> Frac:
     return out
 
 
+def without_replacement(ar: Arith, orders) -> Frac:
+    """Sum over the given draw orders (each a sequence of draft probabilities) of the
+    probability of drawing that sequence without replacement: every draw from q renormalised
+    to the untaken tokens, q(x_1) q(x_2) / (1 - q(x_1)) ..."""
+    out = ar.zero
+    for order in orders:
+        term, used = ar.one, ar.zero
+        for qx in order:
+            term = ar.divide(term * qx, ar.one - used) if not used.zero() else term * qx
+            used = used + qx
+        out = out + term
+    return out
+
+
 # ---- the full K-path LP (docs/theory.md section 4.1) --------------------------------------
 class FullLP:
     """The full LP of an instance: configurations of the positive leaves with weights,
@@ -547,14 +561,8 @@ class FullLP:
             for v in q:
                 out = out * v
             return out
-        out = ar.zero
-        for order in permutations(range(len(config))):
-            term, used = ar.one, ar.zero
-            for k in order:
-                term = ar.divide(term * q[k], ar.one - used) if not used.zero() else term * q[k]
-                used = used + q[k]
-            out = out + term
-        return out
+        return without_replacement(ar, ([q[k] for k in order]
+                                        for order in permutations(range(len(config)))))
 
     @staticmethod
     def pi(config: tuple, node: tuple, y: int) -> str:
@@ -1050,14 +1058,8 @@ class Checker:
         draws in every order, each from q renormalised to the untaken tokens."""
         if self.sampling == "iid":
             return power(ar, ar.total(q[x] for x in h), self.paths)
-        out = ar.zero
-        for order in permutations(h, self.paths):
-            term, used = ar.one, ar.zero
-            for x in order:
-                term = ar.divide(term * q[x], ar.one - used) if not used.zero() else term * q[x]
-                used = used + q[x]
-            out = out + term
-        return out
+        return without_replacement(ar, ([q[x] for x in order]
+                                        for order in permutations(h, self.paths)))
 
     def check_l1(self, node: dict, result: dict, ar: Arith, facts: list, inst: Instance
                  ) -> None:

@@ -655,15 +655,7 @@ class Cell:
         except ZeroDivisionError:
             kid.empty_reason = {"condition": None, "becomes": 0}
             return kid
-        projected = []
-        for x in self.samples:
-            try:
-                y = kid.complete(x)
-            except ZeroDivisionError:
-                continue
-            if kid.contains(y):
-                projected.append(y)
-        kid.samples = projected
+        kid.samples = [y for y in map(kid.completed_point, self.samples) if y is not None]
         return kid
 
     # ---- points ---------------------------------------------------------------------------
@@ -683,6 +675,15 @@ class Cell:
         for e in self.eliminations:
             y[e.var] = self.values[e.var].evaluate(x)
         return y
+
+    def completed_point(self, x: list[Fraction]) -> list[Fraction] | None:
+        """x completed (`complete`) when that point exists (no eliminated symbol divides by
+        zero there) and lies in the cell (`contains`), else None."""
+        try:
+            y = self.complete(x)
+        except ZeroDivisionError:
+            return None
+        return y if self.contains(y) else None
 
     def find_samples(self, count: int, tries: int = 1500) -> list[list[Fraction]]:
         """Up to `count` exact points of the cell by random search: lattice points of the
@@ -728,12 +729,8 @@ class Cell:
         found: list[list[Fraction]] = []
         for row in np.nonzero(ok)[0]:
             d = int(denominator[row])
-            x = [flint.fmpq(int(v), d) for v in numerators[row]]
-            try:
-                x = self.complete(x)
-            except ZeroDivisionError:
-                continue
-            if self.contains(x):
+            x = self.completed_point([flint.fmpq(int(v), d) for v in numerators[row]])
+            if x is not None:
                 found.append(x)
                 if len(found) >= count:
                     break
@@ -774,11 +771,8 @@ class Cell:
                 for var, v in zip(free, z, strict=True):
                     f = Fraction(float(v)).limit_denominator(limit)
                     x[var] = flint.fmpq(f.numerator, f.denominator)
-                try:
-                    x = self.complete(x)
-                except ZeroDivisionError:
-                    continue
-                if self.contains(x):
+                x = self.completed_point(x)
+                if x is not None:
                     self.samples.append(x)
                     return True
         return False
