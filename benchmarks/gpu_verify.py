@@ -1,9 +1,14 @@
 """Verifier step time at a real vocabulary: every registered verifier, K paths, depth L.
 
 One "step" = block_law + sample_block on a DraftTree with random rows (what the engine
-calls once per target pass). Rows: softmax of Gaussian logits (scale 3, peaked like an LM),
-target rows [B, K, L+1, V], draft rows [B, K, L, V], row 0 shared by the K paths, drafted
-tokens sampled from the draft rows (so they have q > 0).
+calls once per target pass). Rows: the synthetic correlated rows of benchmarks/beyond_step.py
+(`correlated_tree`: softmax of Gaussian logits of scale 3, peaked like an LM; the draft a
+tempered, noisy copy), target rows [B, K, L+1, V], draft rows [B, K, L, V], tokens drafted
+depth by depth from the draft rows (so they have q > 0), and paths that share a prefix share
+its rows (the DraftTree contract: equal prefixes carry equal rows). Until 2026-12-02 this
+script drew every path's rows independently, which broke that contract whenever two paths
+drew the same first tokens (nodeopt's law then had no mass: "invalid multinomial
+distribution" at V = 64, L = 2); the recorded results were regenerated.
 
     python benchmarks/gpu_verify.py                       # CUDA if present, else CPU
     python benchmarks/gpu_verify.py --batch 1,32 --paths 1,2,3,4 --depth 8
@@ -25,24 +30,9 @@ from speclp.verifiers.registry import block_law, verifier_names
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _device import pick_device, run_record, save_run, synced_seconds  # noqa: E402
+from beyond_step import correlated_tree  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def random_tree(batch: int, paths: int, depth: int, vocab: int, device: torch.device,
-                dtype: torch.dtype, generator: torch.Generator) -> DraftTree:
-    """Random rows with the shapes and sharing structure the engine produces."""
-    def rows(*shape: int) -> torch.Tensor:
-        logits = 3 * torch.randn(*shape, vocab, device=device, generator=generator)
-        return torch.softmax(logits, -1).to(dtype)
-
-    target = rows(batch, paths, depth + 1)
-    draft = rows(batch, paths, depth)
-    target[:, :, 0] = target[:, :1, 0]
-    draft[:, :, 0] = draft[:, :1, 0]
-    flat = draft.reshape(-1, vocab).float()
-    tokens = torch.multinomial(flat, 1, generator=generator).reshape(batch, paths, depth)
-    return DraftTree(tokens, target, draft)
 
 
 def time_step(name: str, tree: DraftTree, device: torch.device, generator: torch.Generator,
@@ -76,7 +66,7 @@ def main(argv: list[str] | None = None) -> dict:
     rows = []
     for batch in batches:
         for paths in [int(k) for k in args.paths.split(",")]:
-            tree = random_tree(batch, paths, args.depth, args.vocab, device, dtype, generator)
+            tree = correlated_tree(batch, paths, args.depth, args.vocab, dtype, generator, device)
             for name in names:
                 try:
                     times = time_step(name, tree, device, generator, args.repeats)
@@ -90,7 +80,7 @@ def main(argv: list[str] | None = None) -> dict:
                 print(f"B={batch:3d} K={paths} {name:12s} {rows[-1]['median_ms']:9.2f} ms "
                       f"(min {rows[-1]['min_ms']:.2f})", flush=True)
             del tree
-    result = run_record("verifier step (block_law + sample_block), random rows", device, rows,
+    result = run_record("verifier step (block_law + sample_block), correlated random rows", device, rows,
                         threads=torch.get_num_threads(), dtype=args.dtype)
     return save_run(result, Path(args.out) if args.out
                     else RESULTS / f"bench_gpu_verify_{device.type}.json")
