@@ -58,7 +58,11 @@ def plot_bench(records: list[dict[str, Any]], out: str | Path) -> list[Path]:
                         title=f"paired difference at L' = {l_cut}", xticks=range(1, k_max + 1))
         for ax in axes[pi]:
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=7)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=7)
+            else:  # a difference panel when only the reference was scored
+                ax.text(0.5, 0.5, f"no verifier besides {REFERENCE}", transform=ax.transAxes,
+                        ha="center", va="center", fontsize=8, color="grey")
         for ax in axes[pi, 1:]:
             ax.axhline(0, color="black", lw=0.8)
     fig.suptitle("exact conditional E[tau+1] of every verifier on the SAME drafted trees (full "
