@@ -36,12 +36,11 @@ def audit(
     sampler: str = typer.Option(None, "--sampler", help="MODULE:FUNCTION or FILE.py:FUNCTION: a "
                                 "sampler (target_rows, draft_rows, paths, rng) -> blocks, run in a "
                                 "child process and audited statistically (see README)."),
-    paths: int = typer.Option(None, "--paths", help="Draft paths K (default 2; 1 with --layout "
-                              "ragged)."),
+    paths: int = option.paths(None, "Draft paths K (default 2; 1 with --layout ragged)."),
     vocab: int = option.vocab(3),
     depth: int = option.depth(2),
-    trials: int = typer.Option(None, "--trials", help="Random instances (default 20 for --verifier, "
-                               "6 for --sampler: one per family with --family mixed)."),
+    trials: int = option.trials(None, "Random instances (default 20 for --verifier, 6 for "
+                                "--sampler: one per family with --family mixed)."),
     ties: bool = typer.Option(False, "--ties", help="Instances with many equal ratios p/q, one-hot "
                               "and zero entries (the same as --family ties)."),
     family: str = typer.Option(None, "--family", help="Instance family: dirichlet, clipped-ties, "
@@ -54,8 +53,8 @@ def audit(
     runs: int = typer.Option(MAX_RUNS, "--max-runs", "--runs", help="--sampler: most sampler runs "
                              f"per instance (at most {RUNS_LIMIT:,}); sampling stops earlier on a "
                              "rejection or at --time-limit."),
-    time_limit: float = typer.Option(TIME_LIMIT, "--time-limit", help="--sampler: seconds of "
-                                     "sampling for the whole audit, shared by its instances."),
+    time_limit: float = option.time_limit(TIME_LIMIT, "--sampler: seconds of sampling for the "
+                                          "whole audit, shared by its instances."),
     call_timeout: float = typer.Option(CALL_TIMEOUT, "--call-timeout", help="--sampler: seconds "
                                        "one call of the sampler (one batch) may take before the "
                                        "sampler counts as hung (exit 1)."),

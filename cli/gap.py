@@ -101,9 +101,8 @@ def gap(
                                 "enumerated LP, small instances only)."),
     backend: str = option.backend(BACKENDS, "highs", "LP backend of --method full"),
     save_dir: str = option.save_dir(),
-    time_limit: float = typer.Option(600.0, "--time-limit",
-                                     help="Seconds for the optimum (colgen or full LP); when hit: "
-                                          "one line, exit 1."),
+    time_limit: float = option.time_limit(600.0, "Seconds for the optimum (colgen or full LP); "
+                                                 "when hit: one line, exit 1."),
     max_enumerated: int = option.max_enumerated(
         "Draft configurations one verifier's exact law may enumerate (traversal, spectr_gbv, "
         "drafts without replacement); above it the block efficiency is estimated from --samples "

@@ -34,12 +34,17 @@ def depth(default: int, help: str = "Depth L.") -> Any:
     return typer.Option(default, "--depth", help=help)
 
 
-def paths(default: int, help: str = "Number K of drafted paths.") -> Any:
+def paths(default: int | str | None, help: str = "Number K of drafted paths.") -> Any:
     return typer.Option(default, "--paths", help=help)
 
 
-def trials(default: int) -> Any:
-    return typer.Option(default, "--trials", help="Random instances.")
+def trials(default: int | None, help: str = "Random instances.") -> Any:
+    return typer.Option(default, "--trials", help=help)
+
+
+def time_limit(default: float, help: str) -> Any:
+    """--time-limit in seconds (each command says what stops when it is reached)."""
+    return typer.Option(default, "--time-limit", help=help)
 
 
 def seed(default: int, help: str | None = None) -> Any:

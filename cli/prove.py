@@ -72,9 +72,8 @@ def prove_cmd(
     seed: int = option.seed(0, "Seed of the witness search."),
     all_cells: bool = typer.Option(False, "--all-cells",
                                    help="On failure, go on and map every failing cell."),
-    time_limit: float = typer.Option(DEFAULT_TIME_LIMIT_S, "--time-limit",
-                                     help="Seconds; past it the proof stops (exit 1, nothing "
-                                          "written)."),
+    time_limit: float = option.time_limit(DEFAULT_TIME_LIMIT_S, "Seconds; past it the proof "
+                                                                "stops (exit 1, nothing written)."),
     as_json: bool = option.json(),
 ) -> None:
     """Prove a claim for EVERY instance of a shape (symbolic cells).

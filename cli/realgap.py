@@ -48,7 +48,7 @@ def realgap(
                                        "real rows; renormalised: LABELLED truncated instances (top-M of "
                                        "the target per node, renormalised; neither bound)."),
     depth: str = typer.Option("1,2", "--depth", help="L (comma list)."),
-    paths: str = typer.Option("1,2,3,4", "--paths", help="K (comma list)."),
+    paths: str = option.paths("1,2,3,4", "K (comma list)."),
     top: str = typer.Option("8", "--top",
                             help="M. full-vocabulary: tokens kept per node in the coarsened upper-bound "
                                  "instance (top-M of p+q; L >= 2). renormalised: comma list, M <= 5."),

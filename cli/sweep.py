@@ -35,13 +35,13 @@ commands = new_commands()
 def sweep(
     vocab: str = typer.Option("2,3", "--vocab", help="Vocabulary sizes V, comma-separated."),
     depth: str = typer.Option("1,2", "--depth", help="Depths L."),
-    paths: str = typer.Option("1,2,3", "--paths", help="Numbers K of draft paths."),
+    paths: str = option.paths("1,2,3", "Numbers K of draft paths."),
     alpha: str = typer.Option(None, "--alpha",
                               help="Dirichlet concentrations (family dirichlet; default 1 when "
                                    "no --temperature)."),
     temperature: str = typer.Option(None, "--temperature",
                                     help="Draft temperatures (family temperature)."),
-    trials: int = typer.Option(4, "--trials", help="Instances per grid cell."),
+    trials: int = option.trials(4, "Instances per grid cell."),
     seed: int = option.seed(0, "First seed (seeds seed..seed+trials-1)."),
     draft_sampling: str = option.draft_sampling(),
     backend: str = option.backend(BACKENDS, "highs"),

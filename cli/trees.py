@@ -141,9 +141,9 @@ def trees(
                                   "./speclp-results/trees)."),
     new_out: bool = option.new_out("spec"),
     seed: int = option.seed(DEFAULTS.seed, "Seed of the context sampling and the engine."),
-    time_limit: float = typer.Option(DEFAULT_TIME_LIMIT_S, "--time-limit",
-                                     help="Seconds: no new context (or engine run) starts after it; "
-                                          "finished ones are kept, rerun to continue (default 4 h)."),
+    time_limit: float = option.time_limit(
+        DEFAULT_TIME_LIMIT_S, "Seconds: no new context (or engine run) starts after it; finished "
+                              "ones are kept, rerun to continue (default 4 h)."),
     threads: int = typer.Option(None, "--threads", help="torch CPU threads."),
     as_json: bool = option.json(),
 ) -> None:
