@@ -29,7 +29,8 @@ def plot_bench(records: list[dict[str, Any]], out: str | Path) -> list[Path]:
     for pi, (pair, temperature, k_max, l_max) in enumerate(panels):
         mine = [r for r in rows if (str(r["pair"]), r["temperature"], r["tree_paths"],
                                     r["tree_depth"]) == (pair, temperature, k_max, l_max)]
-        l_cut = min(4, l_max)
+        depths = sorted({r["depth"] for r in mine})
+        l_cut = max([d for d in depths if d <= 4], default=depths[0])  # L' = 4 when recorded
         by_depth = sorted((r for r in mine if r["paths"] == k_max), key=lambda r: r["depth"])
         by_paths = sorted((r for r in mine if r["depth"] == l_cut), key=lambda r: r["paths"])
         names = sorted({n for r in mine for n in r["verifiers"]})
@@ -61,15 +62,18 @@ def plot_bench(records: list[dict[str, Any]], out: str | Path) -> list[Path]:
             if ax.get_legend_handles_labels()[0]:
                 ax.legend(fontsize=7)
             else:  # a difference panel when only the reference was scored
-                ax.text(0.5, 0.5, f"no verifier besides {REFERENCE}", transform=ax.transAxes,
+                ax.text(0.5, 0.5, f"no verifier besides {REFERENCE}" if not others
+                        else "no rows at this (K', L')", transform=ax.transAxes,
                         ha="center", va="center", fontsize=8, color="grey")
+        for ax, top in zip(axes[pi], (l_max, l_max, k_max), strict=True):
+            ax.set_xlim(0.5, top + 0.5)  # jittered points and their bars stay inside
         for ax in axes[pi, 1:]:
             ax.axhline(0, color="black", lw=0.8)
     fig.suptitle("exact conditional E[tau+1] of every verifier on the SAME drafted trees (full "
                  "vocabulary; one (K_max, L_max) tree per step cut to every (K', L'));\n"
                  "error bars: nominal 95% t intervals on per-prompt means (simulated coverage: "
                  "benchmarks/results/bench/interval_coverage.md)", fontsize=9)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.55 / fig.get_figheight()))  # room for the two-line title
     out = Path(out)
     if out.suffix in (".png", ".pdf"):
         out = out.with_suffix("")
