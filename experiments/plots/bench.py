@@ -14,7 +14,8 @@ JITTER = 0.08  # horizontal offset between verifiers at one integer K or L (tick
 def plot_bench(records: list[dict[str, Any]], out: str | Path) -> list[Path]:
     """One row per (pair, T, run tree (K_max, L_max)): E[tau + 1] per step against L' at
     K' = K_max for every verifier; the paired difference verifier - bv against L' at
-    K' = K_max; the same difference against K' at L' = min(4, L_max). Error bars: the t
+    K' = K_max; the same difference against K' at L' = 4 (or the largest recorded L' < 4;
+    the smallest recorded when none is <= 4). Error bars: the t
     intervals of `summarize_bench` (a cell with one prompt has none: said in the title).
     Writes `out`.png and `out`.pdf (a .png/.pdf suffix on `out` is dropped first)."""
     plt = pyplot()
