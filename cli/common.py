@@ -25,6 +25,7 @@ from rich.progress import (
 from rich.table import Table
 
 from ..lp.instance import InstanceError
+from ..rationals import fraction_text
 from . import error_json, internal_error, one_line, stderr, stdout
 from .validate import BadInput
 
@@ -56,7 +57,7 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [jsonable(v) for v in value]
     if isinstance(value, Fraction):
-        return str(value)
+        return fraction_text(value)
     if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 1) == 0:
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):

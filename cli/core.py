@@ -14,6 +14,7 @@ from ..lp.engine import BACKENDS, optimum, program_optimum
 from ..lp.full import MAX_VARIABLES, full_lp_size
 from ..lp.instance import BUILTINS, builtin_instance
 from ..lp.node import node_lp
+from ..rationals import fraction_text, parse_fraction
 from ..verifiers.exact import exact_result
 from . import options as option
 from . import validate as check
@@ -81,14 +82,16 @@ def solve(
             else:  # an exact verifier law
                 res = exact_result(model, key)
                 verifiers[key] = float(res.block_efficiency)
-                verifiers_exact[key] = str(Fraction(res.block_efficiency)) if inst.rational else None
+                verifiers_exact[key] = (fraction_text(Fraction(res.block_efficiency)) if inst.rational
+                                        else None)
         for key in ("optimum", "lp_full", "lp_node"):  # not found: one line, exit 1
             if records[key]["value"] is None:
                 message = (f"{key}: optimum not found: {records[key]['status']} "
                            f"({records[key]['certificate']})")
                 raise ClaimFailed(message, {"error": message, key: records[key]})
         if full.exact_value is not None and inst.rational:
-            gaps = {n: str(full.exact_value - Fraction(verifiers_exact[n])) for n in verifiers}
+            gaps = {n: fraction_text(full.exact_value - parse_fraction(verifiers_exact[n]))
+                    for n in verifiers}
         else:
             gaps = {n: full.value - v for n, v in verifiers.items()}
         result = {

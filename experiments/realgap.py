@@ -62,6 +62,7 @@ from ..lp.closed_form import one_step_optimum
 from ..lp.coarsen import coarsened_instance, describe_coarsening
 from ..lp.dual_bound import dual_upper_bound
 from ..lp.instance import from_rows
+from ..rationals import fraction_text
 from ..verifiers.exact import exact_result
 from ..verifiers.gbv import below_mass
 from ..verifiers.ops import safe_div
@@ -116,7 +117,7 @@ def coarse_upper_bounds(target: Any, draft: Any, context: list[int], depth: int,
                           certificate="trivial bound L + 1 (the solver returned no duals)")
         else:
             bound = dual_upper_bound(instance, duals, k)
-            record.update(value=float(bound), exact=str(bound), certified=True,
+            record.update(value=float(bound), exact=fraction_text(bound), certified=True,
                           certificate="weak duality: dual bound evaluated in exact rationals",
                           bound_minus_lp=(float(bound) - result.value
                                           if result.value is not None else None))

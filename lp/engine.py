@@ -75,6 +75,7 @@ from typing import Any
 
 import numpy as np
 
+from ..rationals import fraction_text
 from ..verifiers.drafts import check_draft_sampling
 from ..verifiers.tree import TreeModel, num_nodes
 from .certify import refine_basis
@@ -128,7 +129,7 @@ class Optimum:
     def exact(self) -> str | None:
         """Fraction string of the certified optimum of a rational instance, else None."""
         if self.certified and self.rational and self.exact_value is not None:
-            return str(self.exact_value)
+            return fraction_text(self.exact_value)
         return None
 
     @property
@@ -380,8 +381,8 @@ def _bounded_optimum(model: TreeModel, paths: int, rational: bool, time_limit: f
     width = upper - lower
     record.certify_seconds = time.perf_counter() - t0
     record.value = float(lower)
-    record.details.update({"lower_bound_exact": str(lower), "upper_bound_exact": str(upper),
-                           "bounds_width": float(width)})
+    record.details.update({"lower_bound_exact": fraction_text(lower),
+                           "upper_bound_exact": fraction_text(upper), "bounds_width": float(width)})
     if 0 <= width <= BOUNDS_WIDTH:
         record.details["certified_within"] = float(width)
         record.certificate = (

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from ..rationals import fraction_text
 from ..verifiers.tree import SIZE_CAP, TreeModel, capped_num_nodes, node_prefix, num_nodes
 from . import tolerances
 
@@ -94,7 +95,7 @@ def _short(value: Any, limit: int = 60) -> str:
 
 
 def _fraction_str(x: Fraction) -> str:
-    return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
+    return fraction_text(x)
 
 
 # ---------------------------------------------------------------------------

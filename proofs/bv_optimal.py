@@ -19,6 +19,7 @@ from ..lp import tolerances
 from ..lp.engine import optimum, program_optimum
 from ..lp.instance import Instance, dirichlet_instance
 from ..lp.node import node_lp, node_optimum
+from ..rationals import fraction_text
 from ..verifiers.exact import exact_result
 from .class_claims import ClaimSettings
 
@@ -68,7 +69,7 @@ def check_instance(instance: Instance, verifier: str = "bv",
         "lp_node": node.to_json(),
         "closed_form": str(closed_form) if instance.rational else float(closed_form),
         "block_efficiency": float(exact_efficiency),
-        "exact_efficiency": str(exact_efficiency) if instance.rational else None,
+        "exact_efficiency": fraction_text(exact_efficiency) if instance.rational else None,
         "tv_exact": float(law_exact.total_variation),
         "tv_float64": law_float.total_variation,
         "failures": failures,

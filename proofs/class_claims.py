@@ -35,6 +35,7 @@ from ..lp.class_lp import class_lp_optimum
 from ..lp.engine import BACKENDS, Optimum, optimum
 from ..lp.instance import Instance, dirichlet_instance
 from ..lp.node_form import node_form_optimum
+from ..rationals import fraction_text
 from ..verifiers.drafts import DRAFT_SAMPLING
 from ..verifiers.exact import exact_result
 from ..verifiers.registry import verifier_names
@@ -113,7 +114,7 @@ def _verifier_record(instance: Instance, name: str, paths: int) -> dict[str, Any
     result = exact_result(instance.model(exact=instance.rational), name, paths=paths)
     value = Fraction(result.block_efficiency) if instance.rational else None
     return {"value": float(result.block_efficiency), "exact_value": value,
-            "exact": str(value) if value is not None else None, "certified": instance.rational,
+            "exact": fraction_text(value) if value is not None else None, "certified": instance.rational,
             "total_variation": result.total_variation}
 
 

@@ -40,6 +40,7 @@ from typing import Any
 from ..lp import tolerances
 from ..lp.engine import BACKENDS, DEFAULT_TIME_LIMIT, METHODS, check_choice, optimum
 from ..lp.instance import Instance
+from ..rationals import fraction_text
 from ..verifiers.drafts import DRAFT_SAMPLING
 from ..verifiers.exact import enumeration_size, exact_result, sampled_result
 from ..verifiers.registry import (
@@ -238,9 +239,9 @@ def _compare(instance: Instance, name: str, paths: int, draft_sampling: str, rec
     tv_exact = None if exact_law is None else Fraction(exact_law.total_variation_exact)
     tv = float(tv_exact) if tv_exact is not None else float(law.total_variation)
     row = {"block_efficiency": block_efficiency,
-           "exact": None if exact_be is None else str(exact_be),
+           "exact": None if exact_be is None else fraction_text(exact_be),
            "gap": float(exact_gap) if exact_gap is not None else value - block_efficiency,
-           "exact_gap": None if exact_gap is None else str(exact_gap),
+           "exact_gap": None if exact_gap is None else fraction_text(exact_gap),
            "ratio": block_efficiency / value, "tv": tv,
            "tv_exact": None if tv_exact is None else str(tv_exact),
            "tv_kind": "exact" if tv_exact is not None else "float64",

@@ -33,6 +33,7 @@ import numpy as np
 from ..lp.colgen import SelectionMixture
 from ..lp.engine import Optimum, optimum
 from ..lp.instance import Instance
+from ..rationals import fraction_text
 from ..verifiers import ops
 from ..verifiers.exact import exact_result
 from ..verifiers.law import BlockLaw, DraftTree
@@ -158,4 +159,4 @@ def reference_check(instance: Instance | TreeModel, paths: int,
 
 
 def _number(value: Any) -> Any:
-    return str(value) if isinstance(value, Fraction) else float(value)
+    return fraction_text(value) if isinstance(value, Fraction) else float(value)
