@@ -500,6 +500,19 @@ def test_smt_second_check_agrees_and_can_disagree():
 
 
 # ---- the checker's own laws against the project's (two implementations, one value) ------
+def _key_orders(model) -> dict[tuple, list[int]]:
+    """GBV's key order at every node: tokens ascending in (p/q, x), ratio 0 where q = 0."""
+    vocab = model.vocab_size
+    out = {}
+    for u in checker().nodes_of(vocab, model.depth - 1):
+        i = checker().nodes_of(vocab, model.depth).index(u)
+        p, q = model.target[i], model.draft[i]
+        ratio = [Fraction(p[x]) / Fraction(q[x]) if q[x] != 0 else Fraction(0)
+                 for x in range(vocab)]
+        out[u] = sorted(range(vocab), key=lambda x: (ratio[x], x))
+    return out
+
+
 def _checker_values(model, paths: int) -> dict[str, object]:
     """Block efficiencies from check.py's own laws and LP point on a rational instance."""
     ck = checker()
@@ -524,14 +537,13 @@ def _checker_values(model, paths: int) -> dict[str, object]:
         for verifier in ("token", "bv"):
             out[verifier] = value(lp, {c: (c[0], ck.single_path_law(verifier, ar, inst, c[0]))
                                        for c, _ in lp.configs})
-        out["gbv"] = value(lp, {c: ck.gbv_law(ar, inst, c, 1, None) for c, _ in lp.configs})
+        # GBV from its definition (selection, skewed rows) with the true keys at every node
+        out["gbv"] = value(lp, {c: ck.gbv_law(ar, inst, c, 1, _key_orders(model))
+                                for c, _ in lp.configs})
     if depth == 1:
-        p, q = model.target[0], model.draft[0]
-        ratio = [Fraction(p[x]) / Fraction(q[x]) if q[x] != 0 else Fraction(0)
-                 for x in range(vocab)]
-        order = sorted(range(vocab), key=lambda x: (ratio[x], x))  # key (p/q, x), ascending
         lp = ck.FullLP(ar, inst, paths, "iid")
-        out["gbv"] = value(lp, {c: ck.gbv_law(ar, inst, c, paths, order) for c, _ in lp.configs})
+        out["gbv"] = value(lp, {c: ck.gbv_law(ar, inst, c, paths, _key_orders(model))
+                                for c, _ in lp.configs})
     return out
 
 

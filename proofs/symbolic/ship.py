@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from .export import strict_document
 from .markdown import render
 from .prove import command_line, proof_stem, prove
 
@@ -44,13 +45,42 @@ REFUTED: tuple[tuple[str, int, int, int, str], ...] = (("token-optimal", 2, 2, 1
 
 def write(run: object, claim: str, vocab: int, depth: int, paths: int, draft_sampling: str,
           out: Path) -> tuple[Path, Path]:
-    """Write the proof's JSON and Markdown into out (the same files as `speclp prove`)."""
+    """Write the proof's JSON (strict: what the checker reads) and Markdown (the full
+    document, readable) into out (the same files as `speclp prove`)."""
     stem = proof_stem(claim, vocab, depth, paths, draft_sampling)
     json_path, md_path = out / f"{stem}.json.gz", out / f"{stem}.md"
     with gzip.open(json_path, "wt") as handle:
-        json.dump(run.document, handle, indent=0, separators=(",", ":"))
+        json.dump(strict_document(run.document), handle, indent=0, separators=(",", ":"))
     md_path.write_text(render(run.document))
     return json_path, md_path
+
+
+def write_refutation(refutation: dict, stem: str, out: Path) -> None:
+    """refuted/STEM.json (strict: the instance, the point and the engine's token value,
+    what the checker reads) and refuted/STEM.md (everything, readable)."""
+    (out / "refuted").mkdir(exist_ok=True)
+    (out / "refuted" / f"{stem}.json").write_text(
+        json.dumps(strict_document(refutation), indent=1) + "\n")
+    (out / "refuted" / f"{stem}.md").write_text(refutation_markdown(refutation))
+
+
+def refutation_markdown(refutation: dict) -> str:
+    """The refutation, readable: statement, summary and the failing cell with its point."""
+    ce = refutation["counterexample"]
+    lines = [f"# Refutation: `{refutation['claim']}` on {refutation['shape']}", "",
+             f"**Statement (false).** {refutation.get('statement', '')}", "",
+             f"On cell `{ce.get('cell')}` the identity `{ce.get('identity')}` is "
+             f"`{ce.get('difference_on_cell')}`; at the point below it is "
+             f"`{ce.get('difference_at_point')}`.", "",
+             "Cell conditions: " + "; ".join(f"`{c}`" for c in ce.get("conditions", [])), "",
+             "Eliminated: " + ", ".join(f"`{k} = {v}`" for k, v in ce.get("eliminated", {}).items()),
+             "", "Point: " + ", ".join(f"`{k} = {v}`" for k, v in ce.get("point", {}).items()), "",
+             "Engine at the point: " + ", ".join(f"{k} = {v}" for k, v in ce.get("engine", {}).items()),
+             "", "Summary of the run: `" + json.dumps(refutation.get("summary", {})) + "`", "",
+             "Re-check: `python proofs/certificates/check.py proofs/certificates/refuted/"
+             f"{refutation['claim']}-V{refutation['shape']['vocab']}-L{refutation['shape']['depth']}"
+             ".json` (the JSON holds only what the checker reads)."]
+    return "\n".join(lines) + "\n"
 
 
 # shapes of SHIPPED without a shipped proof, and why (the README lists them; the tests check it)
@@ -166,6 +196,23 @@ def readme(index: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def make_strict(path: Path) -> None:
+    """Rewrite one proof or refutation file in strict form (in place)."""
+    gz = path.name.endswith(".gz")
+    with (gzip.open(path, "rt") if gz else path.open()) as handle:
+        document = json.load(handle)
+    if "nodes" not in document and "summary" in document:  # a full refutation: keep it readable
+        path.with_name(path.name.removesuffix(".json") + ".md").write_text(
+            refutation_markdown(document))
+    strict = strict_document(document)
+    if gz:
+        with gzip.open(path, "wt") as handle:
+            json.dump(strict, handle, indent=0, separators=(",", ":"))
+    else:
+        path.write_text(json.dumps(strict, indent=1) + "\n")
+    print(f"{path}: strict", flush=True)
+
+
 class _Progress:
     """Prints the share of the cell tree done, cells and an extrapolated total time."""
 
@@ -196,7 +243,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds between progress lines on stderr (share of the cell tree)")
     parser.add_argument("--readme-only", action="store_true",
                         help="rewrite README.md from index.json (and the checker times) only")
+    parser.add_argument("--make-strict", nargs="+", metavar="FILE", default=None,
+                        help="rewrite these proof / refutation files (.json or .json.gz) in "
+                             "strict form (export.strict_document; the .md of a proof is "
+                             "left as it is, a refutation gets its .md) and exit")
     args = parser.parse_args(argv)
+    if args.make_strict:
+        for name in args.make_strict:
+            make_strict(Path(name))
+        return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     index_path = out / "index.json"
@@ -229,11 +284,9 @@ def main(argv: list[str] | None = None) -> int:
             entry["refuted"] = confirmed
             status |= 0 if confirmed else 1
             if ce is not None:
-                (out / "refuted").mkdir(exist_ok=True)
-                (out / "refuted" / f"{stem}.json").write_text(json.dumps(
-                    {"claim": claim, "shape": run.document["shape"],
-                     "statement": run.document["statement"], "summary": run.summary(),
-                     "counterexample": ce}, indent=1) + "\n")
+                write_refutation({"claim": claim, "shape": run.document["shape"],
+                                  "statement": run.document["statement"],
+                                  "summary": run.summary(), "counterexample": ce}, stem, out)
         else:
             write(run, claim, vocab, depth, paths, sampling, out)
             status |= 0 if proved else 1
