@@ -8,7 +8,12 @@ A proof (written by `speclp prove`) claims a statement for EVERY instance of a s
 (V, L, K, draft sampling). It is a decision tree of cells; a cell is a set of sign
 conditions on polynomials in the row symbols. This script trusts nothing in the file that
 it can derive: it imports nothing from speclp and, from the claim name and the shape alone,
-rebuilds everything the claim is about.
+rebuilds everything the claim is about. It runs nothing from the file: every expression is
+parsed by a recursive descent over the producer's grammar (parse_expression: Integer,
+Rational, Symbol of the shape, Add, Mul, Pow with a bounded integer exponent), never
+evaluated, and every rational by parse_rational; anything else is a rejection naming the
+field. Files are strict (format /2): a field the checker does not read is a rejection
+(the tables PROOF_FIELDS ... RESULT_FIELDS below; export.strict_document writes them).
 
 Re-derived here (own construction, sympy only):
   * the claim: the name selects the statement and the checks (docs/theory.md sections
@@ -40,11 +45,12 @@ Re-derived here (own construction, sympy only):
 Taken from the file (what the checker cannot cheaply find, all of it verified):
   the cell tree (splits, outcomes, eliminations, conditions), derived facts and emptiness
   certificates, witness points, dual solutions y of the LP (and for l1-optimum the primal
-  x: verified against the rebuilt LP), the GBV key order at L = 1 (verified by adjacent
-  comparisons). Laws, block efficiencies, continued laws, acceptances, closed forms,
-  threshold sets, configurations, x*, the LP optimum at the witness and (bv-optimal) the
-  primal in the file are never used: where present they are compared with the re-derived
-  ones, and a difference is a rejection. The file's LP matrices are not read at all.
+  x and H*: verified against the rebuilt LP), the GBV key order at L = 1 (verified by
+  adjacent comparisons). Laws, block efficiencies, continued laws, acceptances, closed
+  forms, threshold sets, configurations, x*, the LP optimum at the witness and (bv-optimal)
+  the primal in the file are never used: where present they are compared with the
+  re-derived ones, and a difference is a rejection. A program in the file is only its
+  variable and row labels (a strict file has no LP matrices).
 
 Claims (checked on every kept cell):
   bv-optimal      BV's law (computed here) is a feasible point of the K = 1 full LP, and a
@@ -58,7 +64,10 @@ Claims (checked on every kept cell):
                   the candidate sets are the sublevel sets of p/q (computed here), H* is one
                   of them, f(H*) <= f(H) for all, and the optimum is 1 + p(H*) + 1 - Q(H*),
                   Q(H) = P(all K drafts in H) computed here from the draft row.
-  gbv-k1-is-bv    GBV's law with K = 1 equals BV's law, configuration by configuration.
+  gbv-k1-is-bv    GBV's law with K = 1, from its own definition (the selection of section
+                  9.1 and the skewed rows of Lemma 9.1, for every key order at every node
+                  of the path: the rows must not depend on it), equals BV's law against q,
+                  configuration by configuration.
   gbv-l1-closed-form   L = 1, i.i.d.: GBV's E[tau] (from its law) equals
                   sum_x min(p(x), F(x)^K - F(x-)^K) in the key order (p/q, x); GBV's law is
                   lossless (rows (1.4)); the limit K -> inf: q(x*) > 0 and q = 0 above x*.

@@ -1,6 +1,8 @@
 """Exported proofs: a JSON document (sympy srepr) and a Markdown/LaTeX rendering.
 
-JSON layout ("format": "speclp-symbolic-proof/1"):
+JSON layout of the producer's full document (what the Markdown renders; the file written is
+strict_document of it, "format": "speclp-symbolic-proof/2", with only the fields the checker
+reads, see proofs/certificates/check.py PROOF_FIELDS ... RESULT_FIELDS):
     claim, statement, shape {vocab, depth, paths, draft_sampling}, symbols [names],
     rows {target, draft}: [N][V] srepr of every entry in the symbols,
     nodes: the decision tree, parents before children; each node
