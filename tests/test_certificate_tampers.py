@@ -662,6 +662,16 @@ def test_injected_code_in_a_proof_file_never_runs(tmp_path):
     assert not _injected(tmp_path)
 
 
+def test_hostile_json_is_a_failure_not_a_crash(tmp_path):
+    """A JSON nested beyond the json module's recursion, or not an object: FAIL, exit 1."""
+    deep, listed = tmp_path / "deep.json", tmp_path / "list.json"
+    deep.write_text("[" * 200_000 + "]" * 200_000)
+    listed.write_text("[1, 2]")
+    assert checker().main([str(deep), str(listed)]) == 1
+    with pytest.raises(checker().ProofError, match="not a JSON object"):
+        checker().check_document([1, 2])
+
+
 def test_the_payload_would_run_under_eval(tmp_path):
     """Control: the payload is live code (sympy.sympify would run it), so the test above
     can fail; here it runs in a throwaway sandbox namespace and leaves the marker."""

@@ -1494,6 +1494,7 @@ def load(path: str) -> dict:
 
 
 def check_document(doc: dict) -> dict:
+    require(isinstance(doc, dict), "proof: not a JSON object")
     if "nodes" not in doc and "counterexample" in doc:
         return check_refutation(doc)
     require(doc.get("format") == FORMAT, f"format: unknown format {str(doc.get('format'))[:40]!r} "
@@ -1532,6 +1533,9 @@ def main(argv: list[str]) -> int:
                       f"{report['statement']}")
         except (ProofError, OSError, ValueError, KeyError, TypeError) as err:
             print(f"FAIL {path}: {err}")
+            status = 1
+        except RecursionError:  # a JSON nested too deeply for the json module
+            print(f"FAIL {path}: the file is nested too deeply")
             status = 1
     return status
 
