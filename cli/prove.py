@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from click.core import ParameterSource
 
 from ..proofs.symbolic.export import strict_document
 from ..proofs.symbolic.markdown import render
@@ -95,8 +94,9 @@ def prove_cmd(
     shipped proof's total if any."""
 
     def body() -> dict[str, Any]:
-        given = {name for name in ("paths", "draft_sampling")
-                 if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)}
+        given = {name for name in ("paths", "draft_sampling")  # by name: typer may bring its own click
+                 if getattr(ctx.get_parameter_source(name), "name", "DEFAULT") not in ("DEFAULT",
+                                                                                      "DEFAULT_MAP")}
         unused = unused_flag(claim, given)
         if unused:
             raise BadInput(unused)

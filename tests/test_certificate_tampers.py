@@ -103,7 +103,8 @@ def empty_lp(doc):
         doc["programs"][key] = {"variables": [], "rows": []}
     for leaf in leaves(doc):
         leaf["result"]["primal"], leaf["result"]["dual"] = [], []
-        leaf["result"]["block_efficiency"] = "Integer(100)"
+        if "block_efficiency" in leaf["result"]:
+            leaf["result"]["block_efficiency"] = "Integer(100)"
 
 
 def empty_lp_l1(doc):
@@ -193,6 +194,7 @@ def swapped_cells(doc):
     doc["nodes"][a], doc["nodes"][b] = doc["nodes"][b], doc["nodes"][a]
     doc["nodes"][a]["parent"], doc["nodes"][b]["parent"] = (doc["nodes"][b]["parent"],
                                                             doc["nodes"][a]["parent"])
+    doc["nodes"][a]["id"], doc["nodes"][b]["id"] = doc["nodes"][b]["id"], doc["nodes"][a]["id"]
 
 
 def swapped_results(doc):
@@ -318,6 +320,7 @@ def empty_certificate_wrong(doc):
 def leaf_declared_empty(doc):
     leaf = leaves(doc, strict)[0]
     leaf["status"] = "empty"
+    del leaf["witness"], leaf["result"]  # an empty cell has neither (strict files)
     leaf["certificate"] = {"by": "constant condition"}
 
 
@@ -379,7 +382,16 @@ def node_id_changed(doc):
 
 # one-field tampers used twice below
 witness_optimum_changed = set_leaf(0, "result", "witness_optimum", value="100")
-cell_excluded = set_leaf(0, "status", value="excluded")
+def cell_excluded(doc):
+    leaf = leaves(doc)[0]
+    leaf["status"] = "excluded"
+    del leaf["result"]  # an excluded cell has none (strict files)
+
+
+def cell_unresolved(doc):
+    leaf = leaves(doc)[0]
+    leaf["status"] = "unresolved"
+    del leaf["result"], leaf["witness"]
 
 TAMPERS = {
     "extra condition fact (root declared empty)": (BV, extra_condition, "a condition beyond"),
@@ -452,7 +464,7 @@ TAMPERS = {
     "derived fact refers forward": (BV, fact_refers_forward, "not before it"),
     "emptiness certificate broken": (L1K3, empty_certificate_wrong, "not 0 > 0"),
     "kept cell declared empty": (BV, leaf_declared_empty, "no condition became a false constant"),
-    "kept cell unresolved": (BV, set_leaf(0, "status", value="unresolved"), "incomplete"),
+    "kept cell unresolved": (BV, cell_unresolved, "incomplete"),
     "witness removed": (BV, witness_removed, "without a witness"),
     "witness outside its cell": (BV, witness_outside, "the witness violates"),
     "witness misses a symbol": (BV, witness_missing_symbol, "misses a symbol"),
