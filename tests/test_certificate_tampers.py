@@ -719,6 +719,7 @@ HOSTILE = {
     "trailing text": "Integer(1)) + (Integer(2)",
     "unbalanced": "Add(Integer(1), Integer(2)",
     "not a string": 7,
+    "a list": ["Integer(1)"],
 }
 
 

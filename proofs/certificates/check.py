@@ -443,6 +443,7 @@ class Algebra:
     def frac(self, text: str, field: str = "expression") -> Frac:
         """The rational function the file's text writes (parsed, never evaluated: see
         parse_expression); field names the file's field in a rejection."""
+        require(isinstance(text, str), f"{field}: not an expression string")
         out = self._parsed.get(text)
         if out is None:
             out = parse_expression(text, field, FracBuilder(self))
