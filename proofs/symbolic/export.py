@@ -36,6 +36,7 @@ from typing import Any
 
 import sympy
 
+from ..certificates import check as ck  # the checker's field tables (what a strict file holds)
 from .algebra import RationalFunction, Ring, to_fraction
 from .cells import Cell
 from .explore import Node, Tree
@@ -316,8 +317,6 @@ def strict_document(document: dict) -> dict:
     statement, summary, LP matrices, split reasons, failures, ... stay in the Markdown); a
     refutation keeps its claim, shape, instance, point and the engine's token value. Nothing
     is recomputed: a field is kept or dropped, and the result is a new document."""
-    from ..certificates import check as ck
-
     def keep(obj: dict, allowed: set) -> dict:
         return {k: copy.deepcopy(v) for k, v in obj.items() if k in allowed}
 
