@@ -5,9 +5,13 @@
 
 Each proof is what `speclp prove CLAIM --vocab V --depth L [--paths K]
 [--draft-sampling S] --out DIR` writes (CLAIM-stem.json + .md), the JSON gzipped here
-(stem.json.gz; the checker reads both). The refutation of token-optimal on (2, 2) is
-shipped as its counterexample (refuted/token-optimal-V2-L2.json: the failing cell, the
-rational point and the engine's certified LP optimum and exact law there). The
+(stem.json.gz; the checker reads both), in strict form (export.strict_document: only the
+fields the checker reads; the .md is rendered from the full document). The refutation of
+token-optimal on (2, 2) is shipped as its counterexample (refuted/token-optimal-V2-L2.json:
+the instance, the rational point and the engine's token value, what the checker reads;
+refuted/token-optimal-V2-L2.md: the failing cell, the run's summary and the engine's
+certified LP optimum there). `--make-strict FILE ...` rewrites files of an older producer
+in strict form. The
 index proofs/certificates/README.md (and index.json) lists every shipped proof with its cells and the time
 it took (measured here, one process, on the machine that ran this). A proof that fails or
 is incomplete is written with its document (its summary says so) and listed as such; the
