@@ -9,6 +9,8 @@ readable table. Exit statuses:
          of the parser included); checked before any expensive work (cli/validate.py)
     3    internal error (a bug): one line ``internal error: ...; please report`` (set
          SPECLP_DEBUG=1 for the traceback)
+    4    stopped by its own limit before an answer (``prove --time-limit``): neither a
+         failed claim nor a bug (cli/common.py Stopped)
     130  interrupted (Ctrl-C / SIGTERM); resumable commands keep what they finished
 Long work shows a progress bar on stderr. With --json, an error (exit 2, 3 or 130) also
 prints one JSON object on stdout: {"error": the line without "error: ", "exit_status": N,

@@ -29,8 +29,8 @@ from ..rationals import fraction_text
 from . import error_json, internal_error, one_line, stderr, stdout
 from .validate import BadInput
 
-__all__ = ["BadInput", "ClaimFailed", "counting", "new_commands", "jsonable", "progress", "run", "stderr",
-           "stdout", "table", "working"]
+__all__ = ["BadInput", "ClaimFailed", "STOPPED_EXIT", "Stopped", "counting", "new_commands", "jsonable",
+           "progress", "run", "stderr", "stdout", "table", "working"]
 
 
 def new_commands(help: str | None = None) -> typer.Typer:
@@ -44,6 +44,18 @@ T = TypeVar("T")
 
 class ClaimFailed(Exception):
     """A checked claim failed: the payload (with the counterexample) is printed, exit status 1."""
+
+    def __init__(self, message: str, payload: dict[str, Any]):
+        super().__init__(message)
+        self.payload = payload
+
+
+STOPPED_EXIT = 4
+
+
+class Stopped(Exception):
+    """Work stopped by its own limit (e.g. `prove --time-limit`) before an answer: neither a
+    failed claim (1) nor a bug (3). The payload is printed; exit status 4."""
 
     def __init__(self, message: str, payload: dict[str, Any]):
         super().__init__(message)
@@ -88,6 +100,14 @@ def run(body: Callable[[], dict[str, Any]], as_json: bool,
             else:
                 print(json.dumps(jsonable(failure.payload), indent=1))
         raise typer.Exit(1) from None
+    except Stopped as stop:
+        if as_json:
+            print(json.dumps(jsonable(stop.payload)))
+        else:
+            stderr.print(f"STOPPED: {stop}", markup=False, soft_wrap=True)
+            if render is not None:
+                render(stop.payload)
+        raise typer.Exit(STOPPED_EXIT) from None
     except KeyboardInterrupt:
         stderr.print("interrupted", markup=False, highlight=False)
         raise typer.Exit(130) from None  # speclp.cli.Speclp.main adds the JSON object

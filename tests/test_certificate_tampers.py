@@ -81,6 +81,7 @@ def extra_condition(doc):
     poly = root["conditions"][0][0]
     root["facts"].append({"poly": poly, "rel": "<", "by": "condition"})
     root["status"] = "empty"
+    del root["split"]
     root["certificate"] = {"by": "opposite facts", "facts": [0, len(root["facts"]) - 1]}
     doc["nodes"] = doc["nodes"][:1]
 
@@ -99,12 +100,11 @@ def shape_vocab_token_dropped(doc):
 def empty_lp(doc):
     """Every cell's LP replaced by an empty program (the issue's 'BE = LP optimum = 100')."""
     for key in doc["programs"]:
-        doc["programs"][key] = {"num_vars": 0, "eq": [], "rhs_eq": [], "objective": [],
-                                "constant": 0, "dropped": [], "dropped_rhs": 0,
-                                "exprs": ["Integer(100)"], "variables": [], "rows": []}
+        doc["programs"][key] = {"variables": [], "rows": []}
     for leaf in leaves(doc):
         leaf["result"]["primal"], leaf["result"]["dual"] = [], []
-        leaf["result"]["block_efficiency"] = "Integer(100)"
+        if "block_efficiency" in leaf["result"]:
+            leaf["result"]["block_efficiency"] = "Integer(100)"
 
 
 def empty_lp_l1(doc):
@@ -194,6 +194,7 @@ def swapped_cells(doc):
     doc["nodes"][a], doc["nodes"][b] = doc["nodes"][b], doc["nodes"][a]
     doc["nodes"][a]["parent"], doc["nodes"][b]["parent"] = (doc["nodes"][b]["parent"],
                                                             doc["nodes"][a]["parent"])
+    doc["nodes"][a]["id"], doc["nodes"][b]["id"] = doc["nodes"][b]["id"], doc["nodes"][a]["id"]
 
 
 def swapped_results(doc):
@@ -319,6 +320,7 @@ def empty_certificate_wrong(doc):
 def leaf_declared_empty(doc):
     leaf = leaves(doc, strict)[0]
     leaf["status"] = "empty"
+    del leaf["witness"], leaf["result"]  # an empty cell has neither (strict files)
     leaf["certificate"] = {"by": "constant condition"}
 
 
@@ -362,19 +364,45 @@ def refutation_no_loss(doc):
             doc["counterexample"]["point"][name] = doc["counterexample"]["point"]["p" + name[1:]]
 
 
+def field_added(where, name: str):
+    """The tamper that adds the field `name` (a value the checker would not read) to the
+    object where(doc) returns."""
+    def change(doc):
+        where(doc)[name] = "not read"
+    return change
+
+
+def program_unused(doc):
+    doc["programs"]["0" * 16] = {"variables": [], "rows": []}
+
+
+def node_id_changed(doc):
+    leaves(doc)[0]["id"] = leaves(doc)[1]["id"]
+
+
 # one-field tampers used twice below
 witness_optimum_changed = set_leaf(0, "result", "witness_optimum", value="100")
-cell_excluded = set_leaf(0, "status", value="excluded")
+def cell_excluded(doc):
+    leaf = leaves(doc)[0]
+    leaf["status"] = "excluded"
+    del leaf["result"]  # an excluded cell has none (strict files)
+
+
+def cell_unresolved(doc):
+    leaf = leaves(doc)[0]
+    leaf["status"] = "unresolved"
+    del leaf["result"], leaf["witness"]
 
 TAMPERS = {
     "extra condition fact (root declared empty)": (BV, extra_condition, "a condition beyond"),
     "extra condition fact in a kept cell": (L1, extra_condition_in_leaf, "a condition beyond"),
     "claim renamed gbv-k1-is-bv -> token-optimal": ("gbv-k1-is-bv-V2-L2",
                                                    set_field("claim", value="token-optimal"),
-                                                   "no dual solution"),
+                                                   "result: field 'left' is not read"),
     "claim renamed l1-optimum -> bv-optimal": (L1, set_field("claim", value="bv-optimal"),
                                                "K = 1 i.i.d. claim"),
-    "claim renamed bv-optimal -> l1-optimum": (BV, set_field("claim", value="l1-optimum"), "best"),
+    "claim renamed bv-optimal -> l1-optimum": (BV, set_field("claim", value="l1-optimum"),
+                                               "result: field 'block_efficiency' is not read"),
     "claim unknown": (BV, set_field("claim", value="everything-is-optimal"), "unknown claim"),
     "shape depth changed": (BV, set_field("shape", "depth", value=2),
                             "symbols: not the symbols of the shape"),
@@ -436,12 +464,12 @@ TAMPERS = {
     "derived fact refers forward": (BV, fact_refers_forward, "not before it"),
     "emptiness certificate broken": (L1K3, empty_certificate_wrong, "not 0 > 0"),
     "kept cell declared empty": (BV, leaf_declared_empty, "no condition became a false constant"),
-    "kept cell unresolved": (BV, set_leaf(0, "status", value="unresolved"), "incomplete"),
+    "kept cell unresolved": (BV, cell_unresolved, "incomplete"),
     "witness removed": (BV, witness_removed, "without a witness"),
     "witness outside its cell": (BV, witness_outside, "the witness violates"),
     "witness misses a symbol": (BV, witness_missing_symbol, "misses a symbol"),
-    "claim fails on a cell": (BV, set_leaf(0, "result", "holds", value=False),
-                              "the claim fails on this cell"),
+    "claim fails on a cell (unread 'holds')": (BV, set_leaf(0, "result", "holds", value=False),
+                                               "result: field 'holds' is not read"),
     "GBV key order reversed": (GBV, key_order_swapped, r"key\(\d\) < key\(\d\) not shown"),
     "GBV x* changed": (GBV, x_star_changed, "x_star is not the re-derived"),
     "GBV min choices flipped": (GBV, choice_flipped, "choice is not shown"),
@@ -449,6 +477,33 @@ TAMPERS = {
     "excluded cell in an i.i.d. proof": (L1, cell_excluded, "only l1-optimum without"),
     "parent after its child": (BV, parent_forward, "not an earlier node"),
     "format changed": (BV, set_field("format", value="speclp-symbolic-proof/0"), "unknown format"),
+    # strict files (issue 27 part 3): a field the checker does not read is a rejection
+    "unread top-level field": (BV, field_added(lambda d: d, "statement"),
+                               "proof: field 'statement' is not read"),
+    "unread shape field": (BV, field_added(lambda d: d["shape"], "note"), "shape: field 'note'"),
+    "unread node field": (BV, field_added(lambda d: leaves(d)[0], "reason"), "node: field 'reason'"),
+    "unread split field": (BV, field_added(lambda d: first(d, "split")["split"], "why"),
+                           "split: field 'why'"),
+    "unread fact field": (BV, field_added(lambda d: d["nodes"][0]["facts"][0], "comment"),
+                          r"facts\[0\]: field 'comment'"),
+    "unread elimination field": (BV, field_added(lambda d: zero_elimination(d)["elimination"],
+                                                 "coefficient_factors"),
+                                 "elimination: field 'coefficient_factors'"),
+    "unread certificate field": (L1K3, field_added(lambda d: first(d, "empty")["certificate"],
+                                                   "facts"), "certificate: field 'facts'"),
+    "unread LP matrix": (L1, field_added(lambda d: next(iter(d["programs"].values())), "eq"),
+                         r"programs\.\w+: field 'eq'"),
+    "unread result field": (GBV, field_added(lambda d: leaves(d)[0]["result"], "kind"),
+                            "result: field 'kind'"),
+    "program used by no kept cell": (L1, program_unused, "used by no kept cell"),
+    "node id not its place in the tree": (BV, node_id_changed, "is not its place in the tree"),
+    "excluded cell with a result": (L1WO, field_added(lambda d: first(d, "excluded"), "result"),
+                                    "node: field 'result'"),
+    "refutation: unread field": (REFUTED, field_added(lambda d: d, "summary"),
+                                 "refutation: field 'summary'"),
+    "refutation: unread engine field": (REFUTED, field_added(lambda d: d["counterexample"]["engine"],
+                                                             "lp_optimum"),
+                                        "counterexample.engine: field 'lp_optimum'"),
     "refutation: instance not a distribution": (
         REFUTED, set_field("counterexample", "instance", "target", 0, value=["1/2", "1/3"]),
         "not a distribution"),
@@ -500,6 +555,19 @@ def test_smt_second_check_agrees_and_can_disagree():
 
 
 # ---- the checker's own laws against the project's (two implementations, one value) ------
+def _key_orders(model) -> dict[tuple, list[int]]:
+    """GBV's key order at every node: tokens ascending in (p/q, x), ratio 0 where q = 0."""
+    vocab = model.vocab_size
+    out = {}
+    for u in checker().nodes_of(vocab, model.depth - 1):
+        i = checker().nodes_of(vocab, model.depth).index(u)
+        p, q = model.target[i], model.draft[i]
+        ratio = [Fraction(p[x]) / Fraction(q[x]) if q[x] != 0 else Fraction(0)
+                 for x in range(vocab)]
+        out[u] = sorted(range(vocab), key=lambda x: (ratio[x], x))
+    return out
+
+
 def _checker_values(model, paths: int) -> dict[str, object]:
     """Block efficiencies from check.py's own laws and LP point on a rational instance."""
     ck = checker()
@@ -524,14 +592,13 @@ def _checker_values(model, paths: int) -> dict[str, object]:
         for verifier in ("token", "bv"):
             out[verifier] = value(lp, {c: (c[0], ck.single_path_law(verifier, ar, inst, c[0]))
                                        for c, _ in lp.configs})
-        out["gbv"] = value(lp, {c: ck.gbv_law(ar, inst, c, 1, None) for c, _ in lp.configs})
+        # GBV from its definition (selection, skewed rows) with the true keys at every node
+        out["gbv"] = value(lp, {c: ck.gbv_law(ar, inst, c, 1, _key_orders(model))
+                                for c, _ in lp.configs})
     if depth == 1:
-        p, q = model.target[0], model.draft[0]
-        ratio = [Fraction(p[x]) / Fraction(q[x]) if q[x] != 0 else Fraction(0)
-                 for x in range(vocab)]
-        order = sorted(range(vocab), key=lambda x: (ratio[x], x))  # key (p/q, x), ascending
         lp = ck.FullLP(ar, inst, paths, "iid")
-        out["gbv"] = value(lp, {c: ck.gbv_law(ar, inst, c, paths, order) for c, _ in lp.configs})
+        out["gbv"] = value(lp, {c: ck.gbv_law(ar, inst, c, paths, _key_orders(model))
+                                for c, _ in lp.configs})
     return out
 
 
@@ -551,3 +618,220 @@ def test_checker_laws_agree_with_the_projects(vocab, depth, paths, kind, seed):
         k = paths if verifier == "gbv" else 1
         expected = Fraction(exact_result(model, verifier, paths=k).block_efficiency)
         assert value == expected, (verifier, value, expected)
+
+
+# ---- proof files are parsed, never evaluated (issue 27, part 1) ---------------------------
+MARKER_NAME = "speclp-proof-file-code-ran"
+
+
+def _payload(marker) -> str:
+    """The issue's injection: Python that, if evaluated, replaces Checker.check (so every
+    file would print OK), sets a global of builtins and writes a marker file."""
+    code = (f"import builtins; builtins.SPECLP_INJECTED = 1; open({str(marker)!r}, 'w').write('x'); "
+            "import sys; [setattr(m.Checker, 'check', lambda self: {'leaf': 1}) "
+            "for m in list(sys.modules.values()) if hasattr(m, 'Checker')]")
+    return f"(__import__('builtins').exec({code!r}), Symbol('p_0', real=True))[1]"
+
+
+def _forged_refuted_claim(entry: str) -> dict:
+    """A 1-node 'proof' of the REFUTED claim token-optimal (V = 2, L = 2) whose first row
+    entry is `entry` (the issue's forgery)."""
+    ck = checker()
+    names = ck.symbol_names(2, 2)
+    rows = {w: [[f"Symbol('{letter}{''.join(map(str, u))}_0', real=True)",
+                 f"Add(Integer(1), Mul(Integer(-1), Symbol('{letter}{''.join(map(str, u))}_0', "
+                 "real=True)))"] for u in ck.nodes_of(2, 2)]
+            for w, letter in (("target", "p"), ("draft", "q"))}
+    rows["target"][0][0] = entry
+    return {"format": ck.FORMAT, "claim": "token-optimal",
+            "shape": {"vocab": 2, "depth": 2, "paths": 1, "draft_sampling": "iid"},
+            "symbols": names, "rows": rows, "programs": {},
+            "nodes": [{"id": "0", "parent": None, "status": "leaf", "conditions": [],
+                       "facts": [], "witness": {n: "0" for n in names}, "result": {}}]}
+
+
+def _injected(tmp_path) -> bool:
+    import builtins
+
+    return (tmp_path / MARKER_NAME).exists() or hasattr(builtins, "SPECLP_INJECTED")
+
+
+def test_injected_code_in_a_proof_file_never_runs(tmp_path):
+    """The issue's forgery is rejected naming the field, and its code did not run (no marker
+    file, no global set, Checker.check unchanged), in-process and as a script."""
+    original = checker().Checker.check
+    doc = _forged_refuted_claim(_payload(tmp_path / MARKER_NAME))
+    with pytest.raises(checker().ProofError, match=r"rows\.target: unexpected text"):
+        checker().check_document(doc)
+    assert not _injected(tmp_path) and checker().Checker.check is original
+    path = tmp_path / "forged.json"
+    path.write_text(json.dumps(doc))
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, str(CHECKER), str(path)], capture_output=True, text=True)
+    assert out.returncode == 1 and out.stdout.startswith("FAIL") and "rows.target" in out.stdout
+    assert not _injected(tmp_path)
+
+
+def test_hostile_json_is_a_failure_not_a_crash(tmp_path):
+    """A JSON nested beyond the json module's recursion, or not an object: FAIL, exit 1."""
+    deep, listed = tmp_path / "deep.json", tmp_path / "list.json"
+    deep.write_text("[" * 200_000 + "]" * 200_000)
+    listed.write_text("[1, 2]")
+    assert checker().main([str(deep), str(listed)]) == 1
+    with pytest.raises(checker().ProofError, match="not a JSON object"):
+        checker().check_document([1, 2])
+
+
+def test_the_payload_would_run_under_eval(tmp_path):
+    """Control: the payload is live code (sympy.sympify would run it), so the test above
+    can fail; here it runs in a throwaway sandbox namespace and leaves the marker."""
+    marker = tmp_path / "control"
+    code = f"open({str(marker)!r}, 'w').write('x')"
+    sympy.sympify(f"(__import__('builtins').exec({code!r}), Symbol('p_0', real=True))[1]")
+    assert marker.exists()
+
+
+HOSTILE = {
+    "call of a builtin": "exec('1')",
+    "dunder name": "__import__('os')",
+    "attribute access": "Symbol('p_0', real=True).__class__",
+    "method call": "Integer(1).evalf()",
+    "lambda": "(lambda: Symbol('p_0', real=True))()",
+    "subscript": "[Symbol('p_0', real=True)][0]",
+    "unknown function": "Function('f')(Symbol('p_0', real=True))",
+    "keyword other than real": "Symbol('p_0', commutative=False)",
+    "symbol of another shape": "Symbol('x_0', real=True)",
+    "symbol with a quote": "Symbol('p_0\\'', real=True)",
+    "float": "Float('0.5', precision=53)",
+    "infix text": "p_0 + 1",
+    "huge exponent": "Pow(Symbol('p_0', real=True), Integer(1000000000))",
+    "negative huge exponent": "Pow(Symbol('p_0', real=True), Integer(-65))",
+    "exponent not an Integer": "Pow(Symbol('p_0', real=True), Symbol('q_0', real=True))",
+    "huge integer": "Integer(" + "9" * 5000 + ")",
+    "zero denominator": "Rational(1, 0)",
+    "division by zero": "Pow(Integer(0), Integer(-1))",
+    "deep nesting": "Add(" * 10_000 + "Integer(1)" + ")" * 10_000,
+    "very long string": "Add(" + ", ".join(["Integer(1)"] * 100_000) + ")",
+    "degree blow-up": "Pow(Pow(Pow(Add(Symbol('p_0', real=True), Symbol('q_0', real=True)), "
+                      "Integer(64)), Integer(64)), Integer(64))",
+    "trailing text": "Integer(1)) + (Integer(2)",
+    "unbalanced": "Add(Integer(1), Integer(2)",
+    "not a string": 7,
+    "a list": ["Integer(1)"],
+}
+
+
+@pytest.mark.parametrize("kind", list(HOSTILE))
+def test_hostile_expressions_are_rejected_naming_the_field(kind):
+    doc = _forged_refuted_claim(HOSTILE[kind])
+    with pytest.raises(checker().ProofError, match=r"^rows\.target: "):
+        checker().check_document(doc)
+
+
+@pytest.mark.parametrize("kind", ["call of a builtin", "dunder name", "attribute access"])
+def test_hostile_expressions_rejected_in_every_field(kind):
+    """The same parser reads facts, splits, eliminations, duals and compared laws."""
+    text = HOSTILE[kind]
+    for stem, change, field in [
+        (BV, lambda d: d["nodes"][0]["facts"].__setitem__(0, {**d["nodes"][0]["facts"][0],
+                                                              "poly": text}), "facts[0].poly"),
+        (BV, lambda d: first(d, "split")["split"].__setitem__("poly", text), "split.poly"),
+        (BV, lambda d: zero_elimination(d)["elimination"].__setitem__("value", text),
+         "elimination.value"),
+        (BV, set_leaf(0, "result", "dual", 0, value=text), "result.dual"),
+        (BV, set_leaf(0, "result", "block_efficiency", value=text), "result.block_efficiency"),
+    ]:
+        doc = load(stem)
+        change(doc)
+        with pytest.raises(checker().ProofError) as err:
+            checker().check_document(doc)
+        assert field in str(err.value), (field, str(err.value))
+
+
+def test_parser_builds_what_sympy_means():
+    """Independent reference: sympy's own expressions (built here, in the test), written
+    with srepr as the producer does, parse to the same rational function (compared at
+    rational points)."""
+    ck = checker()
+    names = ["p_0", "q_0", "p1_0"]
+    alg = ck.Algebra(names)
+    p, q, r = (sympy.Symbol(n, real=True) for n in names)
+    exprs = [1 - p, p * q - sympy.Rational(3, 7) * r**2, (p + q) ** 3 - p / 2,
+             p / (1 - q), (p - q) ** 2 / (q * r + 1) ** 2 + sympy.Integer(-5), sympy.Integer(0),
+             sympy.Rational(-22, 9) * p * q * r]
+    points = [(Fraction(1, 3), Fraction(2, 5), Fraction(-7, 4)), (Fraction(5), Fraction(-1, 9),
+                                                                   Fraction(3, 2))]
+    for e in exprs:
+        f = alg.frac(sympy.srepr(e), "test")
+        for point in points:
+            at = [ck.QQ(x.numerator, x.denominator) for x in point]
+            value = alg.at(f.n, at) / alg.at(f.d, at)
+            expected = e.subs(dict(zip((p, q, r), map(sympy.Rational, point), strict=True)))
+            assert sympy.Rational(int(value.numerator), int(value.denominator)) == expected
+
+
+def test_rationals_of_the_file_are_parsed_strictly():
+    ck = checker()
+    assert ck.parse_rational("-3/4", "f") == ck.QQ(-3, 4) and ck.parse_rational("7", "f") == 7
+    for bad in ("1/0", "1e3", "0x10", "__import__('os')", "1/2/3", "9" * 2000, 5, ""):
+        with pytest.raises(ck.ProofError, match="^witness: "):
+            ck.parse_rational(bad, "witness")
+
+
+# ---- strict files (issue 27, part 3) -------------------------------------------------------
+def test_shipped_files_are_strict():
+    """Every shipped proof and the refutation hold exactly what strict_document keeps (so
+    every field of them is one the checker reads)."""
+    from speclp.proofs.symbolic.export import strict_document
+
+    stems = [p.name.removesuffix(".json.gz") for p in CERTIFICATES.glob("*.json.gz")
+             if p.stat().st_size < 1_000_000] + [REFUTED]
+    assert len(stems) >= 12
+    for stem in stems:
+        doc = load(stem)
+        assert strict_document(doc) == doc, stem
+
+
+def test_strict_document_of_an_older_file_checks():
+    """A format /1 document with everything the older producer wrote (statement, summary,
+    LP matrices, split reasons, failures, ...) is rejected, and strict_document makes it a
+    file the checker accepts (what the lead applies to proofs produced by older code)."""
+    from speclp.proofs.symbolic.export import strict_document
+
+    doc = load(L1WO)
+    old = copy.deepcopy(doc)
+    old.update({"format": "speclp-symbolic-proof/1", "statement": "s", "summary": {"kept": 1},
+                "generated_by": "speclp prove", "counterexample": None})
+    for prog in old["programs"].values():
+        prog.update({"num_vars": 0, "eq": [], "exprs": ["Integer(1)"]})
+    for node in old["nodes"]:
+        node["reason"] = "r"
+        if node["status"] == "split":
+            node["split"].update({"why": "w", "asked_at": "a"})
+        if node["status"] == "leaf":
+            node["result"].update({"holds": True, "failures": [], "kind": "l1-optimum"})
+        if node["status"] == "excluded":
+            node["result"] = {"excluded": "fewer than K"}
+    with pytest.raises(checker().ProofError, match="format"):
+        checker().check_document(old)
+    made = strict_document(old)
+    assert made == doc
+    assert checker().check_document(made)["nodes"]["leaf"] > 0
+    assert strict_document(made) == made
+
+
+def test_readme_table_names_every_claim_and_its_compared_fields():
+    """The certificates README's per-claim table (ship.CHECKER_TABLE) covers every claim of
+    the checker, and its last column names exactly the fields the checker compares."""
+    from speclp.proofs.symbolic.ship import CHECKER_TABLE
+
+    ck = checker()
+    rows = {row[0]: row for row in CHECKER_TABLE[1:]}
+    assert set(rows) == set(ck.CLAIMS) == set(ck.RESULT_FIELDS)
+    for claim, (inputs, compared) in ck.RESULT_FIELDS.items():
+        named = rows[claim][3] if claim != "token-optimal" else rows["bv-optimal"][3]
+        assert all(field in named for field in compared), claim
+        assert all(field in rows[claim][2] for field in inputs - {"program"}) or claim == "token-optimal"
+    assert "| gbv-k1-is-bv |" in (CERTIFICATES / "README.md").read_text()

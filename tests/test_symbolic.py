@@ -8,7 +8,6 @@ and counterexamples, and the sympy-only checker for every exported proof.
 from __future__ import annotations
 
 import copy
-import gzip
 import json
 import subprocess
 import sys
@@ -35,6 +34,7 @@ from speclp.lp.instance import instance_from_json
 from speclp.proofs.symbolic.algebra import RationalFunction, Ring, to_fmpq, to_fraction
 from speclp.proofs.symbolic.cells import Branch, Cell
 from speclp.proofs.symbolic.claims import CLAIMS
+from speclp.proofs.symbolic.export import strict_document
 from speclp.proofs.symbolic.prove import prove
 from speclp.proofs.symbolic.shapes import make_shape
 from speclp.verifiers.exact import configurations, exact_result
@@ -150,9 +150,12 @@ def test_bv_optimal_v2_l1_is_proved_and_checks(bv21, tmp_path):
     assert bv21.counts["kept"] >= 3 and bv21.counts["failing"] == 0
     checker = load_checker()
     path = tmp_path / "proof.json"
-    path.write_text(json.dumps(bv21.document))
+    path.write_text(json.dumps(strict_document(bv21.document)))
     report = checker.check_file(str(path))
     assert report["nodes"].get("leaf", 0) == bv21.counts["kept"]
+    # the full document (statement, summary, LP matrices, ...) is not a strict file
+    with pytest.raises(checker.ProofError, match="is not read by the checker"):
+        checker.check_document(bv21.document)
 
 
 def _tampered(doc, change):
@@ -179,7 +182,8 @@ TAMPERED = {
 @pytest.mark.parametrize("name", list(TAMPERED))
 def test_checker_rejects_tampered_proofs(bv21, name):
     checker = load_checker()
-    bad = _tampered(bv21.document, TAMPERED[name])
+    checker.Checker(strict_document(bv21.document)).check()  # untampered: accepted
+    bad = _tampered(strict_document(bv21.document), TAMPERED[name])
     with pytest.raises(checker.ProofError):
         checker.Checker(bad).check()
 
@@ -190,21 +194,33 @@ def test_token_optimal_v2_l2_is_refuted_by_a_counterexample_the_engine_confirms(
     the engine's certified LP optimum exceeds token-level verification's exact block
     efficiency by the difference the proof found on the cell."""
     path = CERTIFICATES / "refuted" / "token-optimal-V2-L2.json"
-    refutation = json.loads(path.read_text())
-    assert refutation["summary"]["cells"]["failing"] >= 1 and not refutation["summary"]["proved"]
+    refutation = json.loads(path.read_text())  # strict: instance, point, the engine's value
     ce = refutation["counterexample"]
     inst = instance_from_json(ce["instance"])
     record = optimum(inst, 1, method="full")
     token = Fraction(exact_result(inst.model(exact=True), "token").block_efficiency)
     assert record.certified
     assert record.exact_value > token  # the token-level verifier is not optimal here
-    assert Fraction(ce["difference_at_point"]) == record.exact_value - token
-    assert ce["conditions"] or ce["eliminated"]  # the cell is printed with the point
+    assert Fraction(ce["engine"]["token_block_efficiency"]) == token
+    readable = (CERTIFICATES / "refuted" / "token-optimal-V2-L2.md").read_text()
+    assert f"`{record.exact_value - token}`" in readable  # the difference at the point
 
 
 def test_gbv_k1_is_bv_v2_l1():
+    """Proved and re-checked; the check says something: with GBV's skewed rows of K = 2 in
+    place of K = 1 (not BV's rows) the checker rejects the same file."""
     run = prove("gbv-k1-is-bv", 2, 1)
     assert run.holds and run.complete
+    doc = strict_document(run.document)
+    checker = load_checker()
+    assert checker.check_document(doc)["nodes"]["leaf"] == run.counts["kept"]
+    rows = checker.skewed_rows
+    checker.skewed_rows = lambda ar, inst, best, paths, orders: rows(ar, inst, best, 2, orders)
+    try:
+        with pytest.raises(checker.ProofError, match="(differs from BV|depend on the key order)"):
+            checker.check_document(doc)
+    finally:
+        checker.skewed_rows = rows
 
 
 def test_l1_optimum_v2_k2_without_replacement():
@@ -261,10 +277,9 @@ SLOW_BYTES = 100_000  # gzipped proofs above this take a minute or more to re-ch
 def test_shipped_proof_rechecks(path):
     checker = load_checker()
     report = checker.check_file(str(path))
-    with gzip.open(path, "rt") as handle:
-        doc = json.load(handle)
-    assert doc["summary"]["holds"] and doc["summary"]["complete"]
-    assert report["nodes"].get("leaf", 0) == doc["summary"]["kept"]
+    entry = json.loads((CERTIFICATES / "index.json").read_text())[path.name.removesuffix(".json.gz")]
+    assert entry["proved"]
+    assert report["nodes"].get("leaf", 0) == entry["cells"]["kept"]
 
 
 def test_shipped_refutation_rechecks():
@@ -324,11 +339,51 @@ def test_cli_prove_json_and_bad_input(tmp_path):
     assert refused.exit_code == 2 and "--draft-sampling" in refused.output
     limit = runner.invoke(app, ["prove", "bv-optimal", "--vocab", "2", "--depth", "2",
                                 "--time-limit", "0.001", "--out", str(tmp_path / "limited")])
-    assert limit.exit_code == 1 and "time limit" in limit.output
+    # stopped by the limit: its own status 4, neither a refutation (1) nor a bug (3)
+    assert limit.exit_code == 4 and "STOPPED" in limit.output and "time limit" in limit.output
+    assert "CLAIM FAILED" not in limit.output
     assert not (tmp_path / "limited").exists()  # nothing half-written
+    limit = runner.invoke(app, ["prove", "bv-optimal", "--vocab", "2", "--depth", "2", "--json",
+                                "--time-limit", "0.001", "--out", str(tmp_path / "limited")])
+    payload = json.loads(limit.stdout)
+    assert limit.exit_code == 4 and payload["proved"] is False
+    assert payload["status"] == "stopped: time limit"
+    assert out["status"] == "proved"
+    written = json.loads(Path(out["json"]).read_text())  # strict: what the checker reads
+    assert "summary" not in written and "statement" not in written
+    assert load_checker().check_document(written)["nodes"]["leaf"] > 0
     bad_limit = runner.invoke(app, ["prove", "bv-optimal", "--time-limit", "0",
                                     "--out", str(tmp_path)])
     assert bad_limit.exit_code == 2 and "--time-limit" in bad_limit.output
+
+
+@pytest.mark.parametrize("claim,flags,named", [
+    ("bv-optimal", ["--paths", "1"], "--paths"),
+    ("gbv-k1-is-bv", ["--paths", "1"], "--paths"),
+    ("token-optimal", ["--paths", "2"], "--paths"),
+    ("bv-optimal", ["--draft-sampling", "iid"], "--draft-sampling"),
+    ("gbv-l1-closed-form", ["--draft-sampling", "iid"], "--draft-sampling"),
+])
+def test_cli_prove_refuses_flags_the_claim_does_not_use(tmp_path, claim, flags, named):
+    """A flag the claim does not use is bad input (exit 2, one line naming it), even at the
+    value the claim would take; nothing runs and nothing is written."""
+    from speclp.cli import app
+    from typer.testing import CliRunner
+
+    result = CliRunner().invoke(app, ["prove", claim, *flags, "--out", str(tmp_path / "x")])
+    assert result.exit_code == 2, result.output
+    assert f"error: {named}:" in result.output and "takes" in result.output
+    assert not (tmp_path / "x").exists()
+
+
+def test_cli_prove_accepts_the_flags_a_claim_uses(tmp_path):
+    from speclp.cli import app
+    from typer.testing import CliRunner
+
+    result = CliRunner().invoke(app, ["prove", "l1-optimum", "--paths", "2", "--draft-sampling",
+                                      "without-replacement", "--out", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["status"] == "proved"
 
 
 def test_numpy_object_arrays_keep_working():

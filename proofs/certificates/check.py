@@ -8,7 +8,12 @@ A proof (written by `speclp prove`) claims a statement for EVERY instance of a s
 (V, L, K, draft sampling). It is a decision tree of cells; a cell is a set of sign
 conditions on polynomials in the row symbols. This script trusts nothing in the file that
 it can derive: it imports nothing from speclp and, from the claim name and the shape alone,
-rebuilds everything the claim is about.
+rebuilds everything the claim is about. It runs nothing from the file: every expression is
+parsed by a recursive descent over the producer's grammar (parse_expression: Integer,
+Rational, Symbol of the shape, Add, Mul, Pow with a bounded integer exponent), never
+evaluated, and every rational by parse_rational; anything else is a rejection naming the
+field. Files are strict (format /2): a field the checker does not read is a rejection
+(the tables PROOF_FIELDS ... RESULT_FIELDS below; export.strict_document writes them).
 
 Re-derived here (own construction, sympy only):
   * the claim: the name selects the statement and the checks (docs/theory.md sections
@@ -40,11 +45,12 @@ Re-derived here (own construction, sympy only):
 Taken from the file (what the checker cannot cheaply find, all of it verified):
   the cell tree (splits, outcomes, eliminations, conditions), derived facts and emptiness
   certificates, witness points, dual solutions y of the LP (and for l1-optimum the primal
-  x: verified against the rebuilt LP), the GBV key order at L = 1 (verified by adjacent
-  comparisons). Laws, block efficiencies, continued laws, acceptances, closed forms,
-  threshold sets, configurations, x*, the LP optimum at the witness and (bv-optimal) the
-  primal in the file are never used: where present they are compared with the re-derived
-  ones, and a difference is a rejection. The file's LP matrices are not read at all.
+  x and H*: verified against the rebuilt LP), the GBV key order at L = 1 (verified by
+  adjacent comparisons). Laws, block efficiencies, continued laws, acceptances, closed
+  forms, threshold sets, configurations, x*, the LP optimum at the witness and (bv-optimal)
+  the primal in the file are never used: where present they are compared with the
+  re-derived ones, and a difference is a rejection. A program in the file is only its
+  variable and row labels (a strict file has no LP matrices).
 
 Claims (checked on every kept cell):
   bv-optimal      BV's law (computed here) is a feasible point of the K = 1 full LP, and a
@@ -58,7 +64,10 @@ Claims (checked on every kept cell):
                   the candidate sets are the sublevel sets of p/q (computed here), H* is one
                   of them, f(H*) <= f(H) for all, and the optimum is 1 + p(H*) + 1 - Q(H*),
                   Q(H) = P(all K drafts in H) computed here from the draft row.
-  gbv-k1-is-bv    GBV's law with K = 1 equals BV's law, configuration by configuration.
+  gbv-k1-is-bv    GBV's law with K = 1, from its own definition (the selection of section
+                  9.1 and the skewed rows of Lemma 9.1, for every key order at every node
+                  of the path: the rows must not depend on it), equals BV's law against q,
+                  configuration by configuration.
   gbv-l1-closed-form   L = 1, i.i.d.: GBV's E[tau] (from its law) equals
                   sum_x min(p(x), F(x)^K - F(x-)^K) in the key order (p/q, x); GBV's law is
                   lossless (rows (1.4)); the limit K -> inf: q(x*) > 0 and q = 0 above x*.
@@ -69,6 +78,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import re
 import sys
 from itertools import combinations, combinations_with_replacement, permutations, product
 
@@ -80,7 +90,7 @@ REL_SIGNS = {">": {1}, ">=": {0, 1}, "=": {0}, "<=": {-1, 0}, "<": {-1}}
 FLIP = {">": "<", ">=": "<=", "=": "=", "<=": ">=", "<": ">"}
 OPS = {"<": lambda s: s < 0, "<=": lambda s: s <= 0, ">": lambda s: s > 0,
        ">=": lambda s: s >= 0, "==": lambda s: s == 0, "!=": lambda s: s != 0, "=": lambda s: s == 0}
-FORMAT = "speclp-symbolic-proof/1"
+FORMAT = "speclp-symbolic-proof/2"  # /2: strict files (issue 27)
 
 CLAIMS = {
     "bv-optimal": "BV's law is an optimal point of the single-path full LP (BV attains the "
@@ -101,6 +111,49 @@ class ProofError(Exception):
     pass
 
 
+# ---- strict files: every field of a proof file is one the checker reads -------------------
+# (the producer writes exactly these: speclp.proofs.symbolic.export.strict_document; a field
+# not listed is a rejection naming it). Fields marked "compared" are re-derived here and
+# compared (a difference is a rejection); every other one is an input the checks use.
+PROOF_FIELDS = {"format", "claim", "shape", "symbols", "rows", "programs", "nodes"}
+SHAPE_FIELDS = {"vocab", "depth", "paths", "draft_sampling"}
+ROW_FIELDS = {"target", "draft"}
+PROGRAM_FIELDS = {"variables", "rows"}  # labels only: where the file's vectors go
+NODE_FIELDS = {"id", "parent", "status", "outcome", "elimination", "conditions", "facts"}
+STATUS_FIELDS = {"split": {"split"}, "empty": {"certificate"}, "leaf": {"witness", "result"},
+                 "excluded": {"witness"}}
+ELIMINATION_FIELDS = {"symbol", "value", "poly"}
+SPLIT_FIELDS = {"poly", "outcomes", "facts"}
+FACT_FIELDS = {"condition": {"poly", "rel", "by"}, "combination": {"poly", "rel", "by", "sign", "terms"},
+               "quotient": {"poly", "rel", "by", "fact", "others"}}
+CERTIFICATE_FIELDS = {"combination": {"by", "terms"}, "opposite facts": {"by", "facts"},
+                      "constant condition": {"by"}}
+RESULT_FIELDS = {  # per claim: (inputs, compared)
+    "bv-optimal": ({"program", "dual"},
+                   {"primal", "block_efficiency", "continued_law", "witness_optimum"}),
+    "token-optimal": ({"program", "dual"},
+                      {"primal", "block_efficiency", "continued_law", "witness_optimum"}),
+    "l1-optimum": ({"program", "primal", "dual", "best"},
+                   {"witness_optimum", "closed_form", "threshold_sets", "configurations"}),
+    "gbv-k1-is-bv": (set(), {"left", "right"}),
+    "gbv-l1-closed-form": ({"key_order"}, {"choices", "x_star", "acceptance", "continued_law"}),
+}
+REFUTATION_FIELDS = {"claim", "shape", "counterexample"}
+COUNTEREXAMPLE_FIELDS = {"instance", "point", "engine"}
+INSTANCE_FIELDS = {"vocab_size", "depth", "target", "draft"}
+ENGINE_FIELDS = {"token_block_efficiency"}  # compared with the checker's token law value
+
+
+def only_fields(obj, allowed: set, where: str) -> None:
+    """obj is a dict with no field outside allowed (a strict file)."""
+    if not isinstance(obj, dict):
+        raise ProofError(f"{where}: not an object")
+    extra = sorted(map(str, set(obj) - allowed))
+    if extra:
+        raise ProofError(f"{where}: field {extra[0][:40]!r} is not read by the checker (strict "
+                         "files hold only what it verifies)")
+
+
 def require(ok: bool, message: str) -> None:
     if not ok:
         raise ProofError(message)
@@ -113,6 +166,7 @@ def sign(x) -> int:
 def check_shape(claim: str, shape: dict) -> tuple[int, int, int, str]:
     """(V, L, K, draft sampling) of the shape, refused when the claim does not cover it."""
     require(claim in CLAIMS, f"claim: unknown claim {claim!r}")
+    only_fields(shape, SHAPE_FIELDS, "shape")
     try:
         vocab, depth = int(shape["vocab"]), int(shape["depth"])
         paths, sampling = int(shape["paths"]), shape["draft_sampling"]
@@ -127,6 +181,173 @@ def check_shape(claim: str, shape: dict) -> tuple[int, int, int, str]:
     if claim == "gbv-l1-closed-form":
         require(sampling == "iid", "shape: gbv-l1-closed-form is an i.i.d. claim")
     return vocab, depth, paths, sampling
+
+
+# ---- expressions: parsed, never evaluated ---------------------------------------------------
+# The producer writes every expression as sympy's srepr of a rational function of the shape's
+# symbols, e.g. "Add(Mul(Integer(-1), Symbol('p_0', real=True)), Rational(1, 2))". This is
+# the whole grammar accepted (a hand-written recursive descent; nothing in the text is ever
+# called, looked up or evaluated as Python):
+#     expr := Integer(INT) | Rational(INT, INT) | Symbol('NAME'[, real=True])
+#           | Add(expr, ...) | Mul(expr, ...) | Pow(expr, Integer(INT))
+# NAME must be a symbol of the shape; any other token is a rejection naming the field. The
+# bounds below (far above the shipped files: at most 1222 characters, nesting 5, exponent 3,
+# 4 digits) make hostile input fail fast.
+MAX_EXPRESSION_CHARS = 200_000
+MAX_NESTING = 64
+MAX_EXPONENT = 64
+MAX_DIGITS = 1000
+MAX_DEGREE = 256  # total degree of every intermediate numerator and denominator
+MAX_TERMS = 100_000  # bound on the terms of every intermediate product
+MAX_KEY_ORDERS = 720  # gbv-k1-is-bv: key orders along a path checked (V!^L)
+_TOKEN = re.compile(r"\s*(?:(?P<name>[A-Za-z]+)|(?P<int>-?[0-9]+)|'(?P<str>[A-Za-z0-9_]*)'"
+                    r"|(?P<punct>[(),=]))")
+_RATIONAL_TEXT = re.compile(rf"-?[0-9]{{1,{MAX_DIGITS}}}(/[0-9]{{1,{MAX_DIGITS}}})?")
+
+
+def tokens(text: str, field: str) -> list[tuple[str, str]]:
+    """(kind, text) tokens of an expression; anything else is a rejection."""
+    require(isinstance(text, str), f"{field}: not an expression string")
+    require(len(text) <= MAX_EXPRESSION_CHARS,
+            f"{field}: expression longer than {MAX_EXPRESSION_CHARS} characters")
+    out, pos, end = [], 0, len(text.rstrip())
+    while pos < end:
+        m = _TOKEN.match(text, pos)
+        require(m is not None, f"{field}: unexpected text {text[pos:pos + 20]!r}")
+        kind = m.lastgroup
+        out.append((kind, m.group(kind)))
+        pos = m.end()
+    return out
+
+
+def parse_expression(text: str, field: str, builder):
+    """The expression text, built by builder (integer, rational, symbol, add, mul, power):
+    a recursive descent over the grammar above; nothing is evaluated."""
+    toks = tokens(text, field)
+    pos = 0
+
+    def fail(what: str):
+        shown = toks[pos][1] if pos < len(toks) else "the end"
+        raise ProofError(f"{field}: {what} at {shown[:20]!r} (token {pos})")
+
+    def take(kind: str, value: str | None = None) -> str:
+        nonlocal pos
+        if pos >= len(toks) or toks[pos][0] != kind or (value is not None and toks[pos][1] != value):
+            fail(f"expected {value or kind}")
+        pos += 1
+        return toks[pos - 1][1]
+
+    def integer() -> int:
+        digits = take("int")
+        if len(digits.lstrip("-")) > MAX_DIGITS:
+            fail(f"an integer of more than {MAX_DIGITS} digits")
+        return int(digits)
+
+    def expr(depth: int):
+        nonlocal pos
+        if depth > MAX_NESTING:
+            fail(f"nesting deeper than {MAX_NESTING}")
+        head = take("name")
+        take("punct", "(")
+        if head == "Integer":
+            out = builder.integer(integer())
+        elif head == "Rational":
+            num = integer()
+            take("punct", ",")
+            den = integer()
+            if den <= 0:
+                fail("a rational with a denominator <= 0")
+            out = builder.rational(num, den)
+        elif head == "Symbol":
+            name = take("str")
+            if pos < len(toks) and toks[pos] == ("punct", ","):
+                pos += 1
+                take("name", "real")
+                take("punct", "=")
+                take("name", "True")
+            out = builder.symbol(name, field)
+        elif head in ("Add", "Mul"):
+            args = [expr(depth + 1)]
+            while pos < len(toks) and toks[pos] == ("punct", ","):
+                pos += 1
+                args.append(expr(depth + 1))
+            out = builder.add(args, field) if head == "Add" else builder.mul(args, field)
+        elif head == "Pow":
+            base = expr(depth + 1)
+            take("punct", ",")
+            take("name", "Integer")
+            take("punct", "(")
+            exponent = integer()
+            take("punct", ")")
+            if abs(exponent) > MAX_EXPONENT:
+                fail(f"an exponent beyond +-{MAX_EXPONENT}")
+            out = builder.power(base, exponent, field)
+        else:
+            pos -= 2
+            fail("not Integer, Rational, Symbol, Add, Mul or Pow")
+        take("punct", ")")
+        return out
+
+    result = expr(0)
+    if pos != len(toks):
+        fail("text after the expression")
+    return result
+
+
+def parse_rational(text, field: str):
+    """An exact rational written "n" or "n/d" (d > 0), as QQ; anything else is a rejection."""
+    require(isinstance(text, str) and _RATIONAL_TEXT.fullmatch(text.strip()) is not None,
+            f"{field}: not a rational n or n/d: {str(text)[:40]!r}")
+    num, _, den = text.strip().partition("/")
+    require(int(den or 1) > 0, f"{field}: a rational with denominator 0")
+    return QQ(int(num), int(den or 1))
+
+
+class FracBuilder:
+    """Builds the parsed expression as a Frac of the algebra's ring, with bounded degree and
+    size at every step."""
+
+    def __init__(self, algebra: Algebra) -> None:
+        self.a = algebra
+
+    def integer(self, value: int) -> Frac:
+        return self.a.const(value)
+
+    def rational(self, num: int, den: int) -> Frac:
+        return self.a.const(QQ(num, den))
+
+    def symbol(self, name: str, field: str) -> Frac:
+        require(name in self.a.index, f"{field}: symbol {name!r} is not a symbol of the shape")
+        return Frac(self.a.gens[self.a.index[name]], self.a.R.one)
+
+    @staticmethod
+    def _bounded(f: Frac, field: str) -> Frac:
+        for part in (f.n, f.d):
+            require(not part or part.is_ground or sum(max(part.monoms(), key=sum)) <= MAX_DEGREE,
+                    f"{field}: an expression of degree above {MAX_DEGREE}")
+        return f
+
+    def add(self, args: list, field: str) -> Frac:
+        out = args[0]
+        for a in args[1:]:
+            require(len(out.d) * len(a.n) + len(out.n) * len(a.d) <= MAX_TERMS
+                    and len(out.d) * len(a.d) <= MAX_TERMS, f"{field}: an expression too large")
+            out = self._bounded(out + a, field)
+        return out
+
+    def mul(self, args: list, field: str) -> Frac:
+        out = args[0]
+        for a in args[1:]:
+            require(len(out.n) * len(a.n) <= MAX_TERMS and len(out.d) * len(a.d) <= MAX_TERMS,
+                    f"{field}: an expression too large")
+            out = self._bounded(out * a, field)
+        return out
+
+    def power(self, base: Frac, exponent: int, field: str) -> Frac:
+        if exponent < 0:
+            require(bool(base.n), f"{field}: division by zero")
+            base, exponent = Frac(base.d, base.n), -exponent
+        return self.mul([self.a.one] + [base] * exponent, field)
 
 
 # ---- the tree of nodes (docs/theory.md section 1.1) ---------------------------------------
@@ -219,22 +440,21 @@ class Algebra:
         self._factors: dict = {}
         self._fact_index: dict = {}
 
-    def frac(self, text: str) -> Frac:
+    def frac(self, text: str, field: str = "expression") -> Frac:
+        """The rational function the file's text writes (parsed, never evaluated: see
+        parse_expression); field names the file's field in a rejection."""
+        require(isinstance(text, str), f"{field}: not an expression string")
         out = self._parsed.get(text)
         if out is None:
-            expr = sympy.sympify(text)
-            unknown = {str(s) for s in expr.free_symbols} - set(self.index)
-            require(not unknown, f"expression in symbols not of the shape: {sorted(unknown)}")
-            num, den = sympy.fraction(sympy.together(expr))
-            out = Frac(self.R.from_expr(num) if num.free_symbols else self.R(num),
-                       self.R.from_expr(den) if den.free_symbols else self.R(den))
-            require(bool(out.d), f"{text}: division by zero")
+            out = parse_expression(text, field, FracBuilder(self))
+            if out.d.is_ground and out.d != 1:
+                out = Frac(out.n * (1 / out.d.LC), self.R.one)
             self._parsed[text] = out
         return out
 
-    def poly(self, text: str):
-        f = self.frac(text)
-        require(f.d.is_ground, f"{text} is not a polynomial")
+    def poly(self, text: str, field: str = "polynomial"):
+        f = self.frac(text, field)
+        require(f.d.is_ground, f"{field}: {text[:80]} is not a polynomial")
         return f.n * (1 / f.d.LC)
 
     def const(self, value) -> Frac:
@@ -468,28 +688,48 @@ def bv_law(ar: Arith, inst: Instance, path: tuple, r_rows: list) -> dict:
             for y in range(vocab)}
 
 
-def gbv_law(ar: Arith, inst: Instance, config: tuple, paths: int, order: list | None) -> tuple:
-    """GBV (section 9): the best drafted path y* in the lexicographic key order, then BV
-    against the skewed rows r(x|u) = [(Lam + Q(b(x) + q(x|u)))^K - (Lam + Q b(x))^K] /
-    [(Lam + Q)^K - Lam^K]. Returns (y*, {(d, y): P(tau = d, Y = y | configuration)}).
+def gbv_selection(config: tuple, orders: dict) -> tuple:
+    """GBV's selection (section 9.1): the best drafted path of the configuration in the
+    lexicographic priority, walking from the root to the drafted child of highest key among
+    the paths still through the current node; orders[u] = the tokens at u in ascending key."""
+    candidates, depth = list(config), len(config[0])
+    for i in range(depth):
+        rank = {x: k for k, x in enumerate(orders[candidates[0][:i]])}
+        top = max(rank[path[i]] for path in candidates)
+        candidates = [path for path in candidates if rank[path[i]] == top]
+    return candidates[0]
 
-    K = 1: the only path, and r = q (the formula is q(x|u) for every b(x): exact algebra,
-    so no key order is needed). L = 1, K > 1: order = the root's tokens in ascending key
-    (verified by the caller). K > 1 with L > 1 is not covered by this checker."""
-    depth = inst.depth
-    if paths == 1:
-        best = config[0]
-        return best, bv_law(ar, inst, best, [inst.q(best[:i]) for i in range(depth)])
-    require(depth == 1 and order is not None, "GBV with K > 1 is checked at L = 1 only")
-    rank = {x: i for i, x in enumerate(order)}
-    best = max(config, key=lambda path: rank[path[0]])
-    q = inst.q(())
-    below, row = ar.zero, [ar.zero] * inst.vocab
-    for x in order:  # Lam = 0, Q = 1 at the root
-        upper = below + q[x]
-        row[x] = power(ar, upper, paths) - power(ar, below, paths)
-        below = upper
-    return best, bv_law(ar, inst, best, [row])
+
+def skewed_rows(ar: Arith, inst: Instance, best: tuple, paths: int, orders: dict) -> list:
+    """GBV's rows along the selected path (section 9.2, Lemma 9.1), from the definition:
+    r(x|u) = [(Lam + Q (b(x) + q(x|u)))^K - (Lam + Q b(x))^K] / [(Lam + Q)^K - Lam^K],
+    Q = q(u), Lam = the q-mass of the leaves ranked below cyl(u), b(x) = the q(.|u)-mass of
+    the tokens ranked below x at u; then Lam <- Lam + Q b(y), Q <- Q q(y|u) for y = best_i."""
+    lam, mass, rows = ar.zero, ar.one, []
+    for i in range(inst.depth):
+        u = best[:i]
+        q = inst.q(u)
+        below, row, b_of = ar.zero, [ar.zero] * inst.vocab, {}
+        scale = power(ar, lam + mass, paths) - power(ar, lam, paths)
+        for x in orders[u]:
+            b_of[x] = below
+            upper = below + q[x]
+            row[x] = ar.divide(power(ar, lam + mass * upper, paths)
+                               - power(ar, lam + mass * below, paths), scale)
+            below = upper
+        rows.append(row)
+        y = best[i]
+        lam, mass = lam + mass * b_of[y], mass * q[y]
+    return rows
+
+
+def gbv_law(ar: Arith, inst: Instance, config: tuple, paths: int, orders: dict) -> tuple:
+    """GBV (section 9): the selected path y* (gbv_selection), then BV against the skewed
+    rows (skewed_rows). Returns (y*, {(d, y): P(tau = d, Y = y | configuration)}).
+    orders[u]: the tokens at node u in ascending key (the caller verifies the key order, or
+    at K = 1 shows that the law does not depend on it)."""
+    best = gbv_selection(config, orders)
+    return best, bv_law(ar, inst, best, skewed_rows(ar, inst, best, paths, orders))
 
 
 def power(ar: Arith, x: Frac, k: int) -> Frac:
@@ -628,6 +868,7 @@ class FullLP:
 # ---- the proof document ----------------------------------------------------------------
 class Checker:
     def __init__(self, doc: dict) -> None:
+        only_fields(doc, PROOF_FIELDS, "proof")
         self.doc = doc
         self.claim = doc.get("claim")
         self.vocab, self.depth, self.paths, self.sampling = check_shape(self.claim,
@@ -638,6 +879,12 @@ class Checker:
         self.index = self.alg.index
         self._rows_cache: dict = {}
         self.rows_ = self.shape_rows()
+        only_fields(doc.get("rows"), ROW_FIELDS, "rows")
+        programs = doc.get("programs", {})
+        only_fields(programs, set(programs) if isinstance(programs, dict) else set(), "programs")
+        for key, program in programs.items():
+            only_fields(program, PROGRAM_FIELDS, f"programs.{key}")
+        self.used_programs: set = set()
         for which in ("target", "draft"):
             given = doc.get("rows", {}).get(which)
             require(isinstance(given, list) and len(given) == len(self.rows_[which])
@@ -645,8 +892,8 @@ class Checker:
                     f"rows: the {which} rows are not those of the shape")
             for mine, theirs in zip(self.rows_[which], given, strict=True):
                 for a, b in zip(mine, theirs, strict=True):
-                    require(a.equals(self.alg.frac(b)), f"rows: the {which} rows are not those "
-                                                        "of the shape")
+                    require(a.equals(self.alg.frac(b, f"rows.{which}")),
+                            f"rows: the {which} rows are not those of the shape")
 
     def shape_rows(self) -> dict[str, list[list[Frac]]]:
         alg = self.alg
@@ -673,7 +920,7 @@ class Checker:
         total = self.alg.R.zero
         strict = False
         for coef, members in terms:
-            c = QQ(*[int(x) for x in coef.split("/")]) if "/" in coef else QQ(int(coef))
+            c = parse_rational(coef, "a combination coefficient")
             require(c >= 0, f"negative coefficient {coef}")
             require(all(isinstance(i, int) and 0 <= i < len(facts) for i in members),
                     "a combination refers to a fact that is not before it")
@@ -692,7 +939,8 @@ class Checker:
         n_cond = len(node["conditions"])
         alg = self.alg
         for i, f in enumerate(node["facts"]):
-            p, rel = alg.poly(f["poly"]), f["rel"]
+            only_fields(f, FACT_FIELDS.get(f.get("by"), {"poly", "rel", "by"}), f"facts[{i}]")
+            p, rel = alg.poly(f["poly"], f"facts[{i}].poly"), f["rel"]
             require(rel in REL_SIGNS, f"fact {i}: unknown relation {rel}")
             by = f["by"]
             if i < n_cond:
@@ -784,10 +1032,10 @@ class Checker:
         alg = self.alg
         require(elim.get("symbol") in self.index, "elimination: unknown symbol")
         var = self.index[elim["symbol"]]
-        g = alg.poly(elim["poly"])
-        require(alg.key(g)[1] == alg.key(alg.poly(parent["split"]["poly"]))[1],
+        g = alg.poly(elim["poly"], "elimination.poly")
+        require(alg.key(g)[1] == alg.key(alg.poly(parent["split"]["poly"], "split.poly"))[1],
                 "elimination: not the parent's split polynomial")
-        value = alg.frac(elim["value"])
+        value = alg.frac(elim["value"], "elimination.value")
         require(g.degree(alg.gens[var]) == 1, "elimination: not linear in the symbol")
         require(value.n.degree(alg.gens[var]) <= 0 and value.d.degree(alg.gens[var]) <= 0,
                 "elimination: the value contains the symbol")
@@ -804,7 +1052,7 @@ class Checker:
         out: list[tuple] = []
         false_constant = False
         for text, rel in parent["conditions"]:
-            h = self.substitute(Frac(alg.poly(text), alg.R.one), var, value)
+            h = self.substitute(Frac(alg.poly(text, "conditions"), alg.R.one), var, value)
             c_den, den_factors = alg.factor(h.d)
             s_den = sign(c_den)
             for f, m in den_factors:
@@ -837,9 +1085,20 @@ class Checker:
             if VERBOSE and i % 500 == 0:
                 print(f"  node {i} of {len(nodes)}", file=sys.stderr, flush=True)
             try:
+                only_fields(node, NODE_FIELDS | STATUS_FIELDS.get(node.get("status"), set()),
+                            "node")
+                expected_id = ("0" if i == 0 else
+                               f"{nodes[node['parent']]['id']}."
+                               f"{children[node['parent']].index(i)}")
+                require(node["id"] == expected_id, f"id: {node['id']!r} is not its place in "
+                                                   f"the tree {expected_id!r}")
+                require(("elimination" in node) == (node.get("outcome") == "="),
+                        "an elimination exactly on the '=' children")
+                if "elimination" in node:
+                    only_fields(node["elimination"], ELIMINATION_FIELDS, "elimination")
                 require(all(rel in REL_SIGNS for _, rel in node["conditions"]),
                         "unknown relation in the conditions")
-                conditions = self.condition_set([(self.alg.poly(text), rel)
+                conditions = self.condition_set([(self.alg.poly(text, "conditions"), rel)
                                                  for text, rel in node["conditions"]])
                 false_constant = False
                 if node["parent"] is None:
@@ -850,7 +1109,7 @@ class Checker:
                     require(parent["status"] == "split", "the parent is not a split")
                     substitution = list(substitutions[node["parent"]])
                     if node["outcome"] == "=":
-                        value = self.alg.frac(node["elimination"]["value"])
+                        value = self.alg.frac(node["elimination"]["value"], "elimination.value")
                         require(all(value.n.degree(self.alg.gens[v]) <= 0
                                     and value.d.degree(self.alg.gens[v]) <= 0
                                     for v, _ in substitution),
@@ -860,14 +1119,13 @@ class Checker:
                         if not false_constant:
                             require(conditions == derived,
                                     "conditions after the elimination differ")
-                        substitution.append((self.index[node["elimination"]["symbol"]],
-                                             self.alg.frac(node["elimination"]["value"])))
+                        substitution.append((self.index[node["elimination"]["symbol"]], value))
                     else:
                         require(node["outcome"] in REL_SIGNS, "unknown outcome")
                         split = parent["split"]
                         expected = self.condition_set(
                             seen_facts[node["parent"]][:len(parent["conditions"])]
-                            + [(self.alg.poly(split["poly"]), node["outcome"])])
+                            + [(self.alg.poly(split["poly"], "split.poly"), node["outcome"])])
                         require(conditions == expected, "conditions != parent's + outcome")
                 facts = self.check_facts(node)  # conditions first, then proved facts
                 substitutions.append(substitution)
@@ -896,11 +1154,15 @@ class Checker:
             except (KeyError, TypeError, IndexError, AttributeError) as err:
                 raise ProofError(f"node {node.get('id')}: malformed ({type(err).__name__}: "
                                  f"{err})") from None
+        unused = sorted(set(self.doc.get("programs", {})) - self.used_programs)
+        if unused:
+            raise ProofError(f"programs: {unused[0]!r} is used by no kept cell")
         return counts
 
     def check_split(self, node: dict, facts: list, kids: list[dict]) -> None:
         split = node["split"]
-        p = self.alg.poly(split["poly"])
+        only_fields(split, SPLIT_FIELDS, "split")
+        p = self.alg.poly(split["poly"], "split.poly")
         require(not p.is_ground, "split on a constant")
         require(all(isinstance(j, int) and 0 <= j < len(facts) for j in split["facts"]),
                 "split facts out of range")
@@ -914,6 +1176,7 @@ class Checker:
 
     def check_empty(self, node: dict, facts: list, false_constant: bool) -> None:
         cert = node["certificate"]
+        only_fields(cert, CERTIFICATE_FIELDS.get(cert.get("by"), {"by"}), "certificate")
         if cert["by"] == "constant condition":
             require(false_constant, "no condition became a false constant")
         elif cert["by"] == "opposite facts":
@@ -931,9 +1194,7 @@ class Checker:
         values = [None] * len(self.alg.symbols)
         for name, text in node["witness"].items():
             require(name in self.index, f"the witness names an unknown symbol {name}")
-            num, _, den = text.partition("/")
-            require(int(den or 1) > 0, "witness: bad fraction")
-            values[self.index[name]] = QQ(int(num), int(den or 1))
+            values[self.index[name]] = parse_rational(text, f"witness.{name}")
         require(all(v is not None for v in values), "the witness misses a symbol")
         return values
 
@@ -941,13 +1202,13 @@ class Checker:
         require("witness" in node, "kept cell without a witness")
         point = self.point(node)
         for text, rel in node["conditions"]:
-            value = self.alg.at(self.alg.poly(text), point)
+            value = self.alg.at(self.alg.poly(text, "conditions"), point)
             require(OPS[rel](sign(value)), f"the witness violates {text}")
         k = index
         while nodes[k]["parent"] is not None:  # eliminated symbols hold their values there
             if nodes[k].get("outcome") == "=":
                 e = nodes[k]["elimination"]
-                v = self.alg.frac(e["value"])
+                v = self.alg.frac(e["value"], "elimination.value")
                 require(self.alg.at(v.n, point)
                         == point[self.index[e["symbol"]]] * self.alg.at(v.d, point),
                         "the witness breaks an elimination")
@@ -982,11 +1243,14 @@ class Checker:
         require(isinstance(labels, list) and isinstance(values, list)
                 and len(labels) == len(values) and len(set(labels)) == len(labels),
                 f"{which}: sizes do not match its labels")
-        return {lab: self.alg.frac(v) for lab, v in zip(labels, values, strict=True)}
+        return {lab: self.alg.frac(v, f"result.{which}") for lab, v in zip(labels, values, strict=True)}
 
     def check_result(self, node: dict, facts: list, substitution: list) -> None:
         result = node["result"]
-        require(result.get("holds", True), "the claim fails on this cell")
+        inputs, compared = RESULT_FIELDS[self.claim]
+        only_fields(result, inputs | compared, "result")
+        if "program" in result:
+            self.used_programs.add(result["program"])
         inst = self.instance(substitution)
         ar = Arith(self.alg, facts)
         if self.claim in SINGLE_PATH:
@@ -1014,17 +1278,16 @@ class Checker:
     def compare(self, result: dict, name: str, value: Frac) -> None:
         """A value the file states (ignored by the checks) must be the re-derived one."""
         if name in result:
-            require(self.alg.frac(result[name]).equals(value),
+            require(self.alg.frac(result[name], f"result.{name}").equals(value),
                     f"the file's {name} is not the re-derived one")
 
     def compare_at_witness(self, node: dict, result: dict, value: Frac) -> None:
         """The file's LP optimum at the witness (if any) must be the re-derived one there."""
         if "witness_optimum" in result:
             point = self.point(node)
-            num, _, den = str(result["witness_optimum"]).partition("/")
-            require(self.alg.at(value.n, point) == QQ(int(num), int(den or 1))
-                    * self.alg.at(value.d, point), "the file's witness_optimum is not the "
-                                                   "re-derived one")
+            given = parse_rational(result["witness_optimum"], "result.witness_optimum")
+            require(self.alg.at(value.n, point) == given * self.alg.at(value.d, point),
+                    "the file's witness_optimum is not the re-derived one")
 
     def compare_continued(self, result: dict, ar: Arith, inst: Instance) -> None:
         """The file's continued law (if any) must be the target law of the first L + 1
@@ -1034,24 +1297,47 @@ class Checker:
         target = [inst.path_p(ar, s) for s in product(range(self.vocab), repeat=self.depth + 1)]
         given = result["continued_law"]
         require(len(given) == len(target) and all(
-            self.alg.frac(a).equals(b) for a, b in zip(given, target, strict=True)),
+            self.alg.frac(a, "result.continued_law").equals(b)
+            for a, b in zip(given, target, strict=True)),
             "the file's continued_law is not the target law")
 
     def check_gbv_is_bv(self, result: dict, ar: Arith, inst: Instance) -> None:
+        """GBV's law at K = 1 from its own definition (selection and skewed rows, sections
+        9.1-9.2) equals BV's law against q, configuration by configuration. The skewed rows
+        are computed for EVERY key order at every node of the path (all V!^L of them: the
+        cell's facts need not decide the keys) and must all be equal; then GBV's law is BV
+        against them."""
         lp = FullLP(ar, inst, 1, "iid")
         size = (self.depth + 1) * self.vocab
+        combos = math.factorial(self.vocab) ** self.depth
+        require(combos <= MAX_KEY_ORDERS, f"gbv-k1-is-bv: {combos} key orders to check (more "
+                                          f"than {MAX_KEY_ORDERS})")
+        for side in ("left", "right"):
+            require(side not in result or (isinstance(result[side], list)
+                                           and len(result[side]) == len(lp.configs) * size),
+                    f"the file's {side} law has the wrong size")
         for b, (c, _) in enumerate(lp.configs):
             path = c[0]
             bv = bv_law(ar, inst, path, [inst.q(path[:i]) for i in range(self.depth)])
-            best, gbv = gbv_law(ar, inst, c, 1, None)
-            require(best == path, "GBV selected another path")
+            rows = None
+            for choice in product(permutations(range(self.vocab)), repeat=self.depth):
+                orders = {path[:i]: list(choice[i]) for i in range(self.depth)}
+                require(gbv_selection(c, orders) == path, "GBV selected another path")
+                mine = skewed_rows(ar, inst, path, 1, orders)
+                if rows is None:
+                    rows = mine
+                require(all(a.equals(z) for r, s in zip(rows, mine, strict=True)
+                            for a, z in zip(r, s, strict=True)),
+                        f"GBV's skewed rows at {path} depend on the key order")
+            gbv = bv_law(ar, inst, path, rows)  # GBV's law: BV against its skewed rows
             for (d, y), v in bv.items():
                 require(v.equals(gbv[(d, y)]), f"GBV's law differs from BV's at {path} {(d, y)}")
-                for side in ("left", "right"):  # the file's laws [C, K = 1, L + 1, V], if any
+                for side, law in (("left", gbv), ("right", bv)):  # [C, K = 1, L + 1, V]
                     if side in result:
-                        require(len(result[side]) == len(lp.configs) * size
-                                and self.alg.frac(result[side][b * size + d * self.vocab + y])
-                                .equals(v), f"the file's {side} law is not the re-derived one")
+                        given = self.alg.frac(result[side][b * size + d * self.vocab + y],
+                                              f"result.{side}")
+                        require(given.equals(law[(d, y)]),
+                                f"the file's {side} law is not the re-derived one")
 
     def q_inside(self, ar: Arith, q: list[Frac], h: tuple) -> Frac:
         """Q(H) = P(all K drafts in H): i.i.d. q(H)^K; without replacement, the K distinct
@@ -1104,7 +1390,7 @@ class Checker:
             require(ar.less(ratio[a], ratio[b]) or (ar.equal(ratio[a], ratio[b]) and a < b),
                     f"key({a}) < key({b}) not shown")
         lp = FullLP(ar, inst, paths, "iid")
-        laws = {c: gbv_law(ar, inst, c, paths, order) for c, _ in lp.configs}
+        laws = {c: gbv_law(ar, inst, c, paths, {(): order}) for c, _ in lp.configs}
         x = lp.law_point(laws)
         efficiency = lp.check(facts, x, {}, optimal=False)  # rows (1.4): lossless
         closed, cdf = ar.zero, ar.zero
@@ -1154,6 +1440,10 @@ def check_refutation(doc: dict) -> dict:
     feasible point of the rebuilt LP; so the verifier's law is not an LP optimum there."""
     claim = doc.get("claim")
     require(claim in SINGLE_PATH, f"refutation: claim {claim!r} has no refutation check")
+    only_fields(doc, REFUTATION_FIELDS, "refutation")
+    only_fields(doc["counterexample"], COUNTEREXAMPLE_FIELDS, "counterexample")
+    only_fields(doc["counterexample"]["instance"], INSTANCE_FIELDS, "counterexample.instance")
+    only_fields(doc["counterexample"].get("engine", {}), ENGINE_FIELDS, "counterexample.engine")
     vocab, depth, _, _ = check_shape(claim, doc.get("shape", {}))
     cex = doc["counterexample"]
     alg = Algebra(symbol_names(vocab, depth))
@@ -1167,11 +1457,12 @@ def check_refutation(doc: dict) -> dict:
         table = given[which]
         require(len(table) == n and all(len(r) == vocab for r in table),
                 f"refutation: {which} rows of the wrong size")
-        rows[which] = [[ar.const(QQ(str(v))) for v in r] for r in table]
+        rows[which] = [[ar.const(parse_rational(v, f"counterexample.instance.{which}")) for v in r]
+                        for r in table]
         for r in rows[which]:
             require(all(v.n.LC >= 0 for v in r if not v.zero()) and ar.total(r).equals(ar.one),
                     f"refutation: a {which} row is not a distribution")
-    point = [QQ(str(cex["point"][name])) for name in alg.names]
+    point = [parse_rational(cex["point"][name], f"counterexample.point.{name}") for name in alg.names]
     for which, letter in (("target", "p"), ("draft", "q")):
         for u, r in zip(nodes_of(vocab, depth), rows[which], strict=True):
             for t in range(vocab - 1):
@@ -1190,7 +1481,8 @@ def check_refutation(doc: dict) -> dict:
     require(to_q(better) > to_q(mine), "refutation: BV's law does not beat the claim's law")
     engine = cex.get("engine", {})
     if "token_block_efficiency" in engine:
-        require(to_q(mine) == QQ(str(engine["token_block_efficiency"])),
+        require(to_q(mine) == parse_rational(engine["token_block_efficiency"],
+                                             "counterexample.engine.token_block_efficiency"),
                 "refutation: the verifier's block efficiency is not the file's")
     return {"claim": claim, "refuted": True, "verifier_value": str(to_q(mine)),
             "feasible_value": str(to_q(better))}
@@ -1203,9 +1495,12 @@ def load(path: str) -> dict:
 
 
 def check_document(doc: dict) -> dict:
+    require(isinstance(doc, dict), "proof: not a JSON object")
     if "nodes" not in doc and "counterexample" in doc:
         return check_refutation(doc)
-    require(doc.get("format") == FORMAT, "unknown format")
+    require(doc.get("format") == FORMAT, f"format: unknown format {str(doc.get('format'))[:40]!r} "
+            f"(this checker reads {FORMAT}: strict files; an older file is made strict by "
+            "speclp.proofs.symbolic.export.strict_document)")
     counts = Checker(doc).check()
     return {"claim": doc["claim"], "shape": doc["shape"], "statement": CLAIMS[doc["claim"]],
             "nodes": counts}
@@ -1239,6 +1534,9 @@ def main(argv: list[str]) -> int:
                       f"{report['statement']}")
         except (ProofError, OSError, ValueError, KeyError, TypeError) as err:
             print(f"FAIL {path}: {err}")
+            status = 1
+        except RecursionError:  # a JSON nested too deeply for the json module
+            print(f"FAIL {path}: the file is nested too deeply")
             status = 1
     return status
 

@@ -1,6 +1,8 @@
 """Exported proofs: a JSON document (sympy srepr) and a Markdown/LaTeX rendering.
 
-JSON layout ("format": "speclp-symbolic-proof/1"):
+JSON layout of the producer's full document (what the Markdown renders; the file written is
+strict_document of it, "format": "speclp-symbolic-proof/2", with only the fields the checker
+reads, see proofs/certificates/check.py PROOF_FIELDS ... RESULT_FIELDS):
     claim, statement, shape {vocab, depth, paths, draft_sampling}, symbols [names],
     rows {target, draft}: [N][V] srepr of every entry in the symbols,
     nodes: the decision tree, parents before children; each node
@@ -25,6 +27,7 @@ real=True)).
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import itertools
 import json
@@ -33,12 +36,13 @@ from typing import Any
 
 import sympy
 
+from ..certificates import check as ck  # the checker's field tables (what a strict file holds)
 from .algebra import RationalFunction, Ring, to_fraction
 from .cells import Cell
 from .explore import Node, Tree
 from .lp_side import reduced_costs
 
-FORMAT = "speclp-symbolic-proof/1"
+FORMAT = "speclp-symbolic-proof/2"  # strict_document writes it; /1 had the full document
 
 
 class Exporter:
@@ -302,3 +306,58 @@ def result_document(ex: Exporter, programs: dict[str, dict], cell: Cell, result:
                     "left": [ex.value(v) for v in result.extra["left"]],
                     "right": [ex.value(v) for v in result.extra["right"]]})
     return doc, [v for v in signs if isinstance(v, RationalFunction)]
+
+
+def strict_document(document: dict) -> dict:
+    """The document reduced to what the standalone checker reads (issue 27: strict files).
+
+    Applied wherever a proof is written (`speclp prove --out`, ship.py), and to a document of
+    an older producer afterwards: a proof document (format /1 or /2) becomes format /2 with
+    only the checker's fields (its tables PROOF_FIELDS, NODE_FIELDS, RESULT_FIELDS, ...; the
+    statement, summary, LP matrices, split reasons, failures, ... stay in the Markdown); a
+    refutation keeps its claim, shape, instance, point and the engine's token value. Nothing
+    is recomputed: a field is kept or dropped, and the result is a new document."""
+    def keep(obj: dict, allowed: set) -> dict:
+        return {k: copy.deepcopy(v) for k, v in obj.items() if k in allowed}
+
+    if "nodes" not in document:  # a refutation
+        out = keep(document, ck.REFUTATION_FIELDS)
+        ce = keep(document["counterexample"], ck.COUNTEREXAMPLE_FIELDS)
+        ce["instance"] = keep(ce["instance"], ck.INSTANCE_FIELDS)
+        if "engine" in ce:
+            ce["engine"] = keep(ce["engine"], ck.ENGINE_FIELDS)
+        out["counterexample"] = ce
+        out["shape"] = keep(out["shape"], ck.SHAPE_FIELDS)
+        return out
+    out = keep(document, ck.PROOF_FIELDS)
+    out["format"] = ck.FORMAT
+    out["shape"] = keep(document["shape"], ck.SHAPE_FIELDS)
+    inputs, compared = ck.RESULT_FIELDS[document["claim"]]
+    nodes, used = [], set()
+    for node in document["nodes"]:
+        status = node["status"]
+        kept = keep(node, ck.NODE_FIELDS | ck.STATUS_FIELDS.get(status, set()))
+        if "elimination" in kept:
+            kept["elimination"] = keep(kept["elimination"], ck.ELIMINATION_FIELDS)
+        if "split" in kept:
+            kept["split"] = keep(kept["split"], ck.SPLIT_FIELDS)
+        kept["facts"] = [keep(f, ck.FACT_FIELDS.get(f.get("by"), {"poly", "rel", "by"}))
+                         for f in node.get("facts", [])]
+        if "certificate" in kept:
+            kept["certificate"] = keep(kept["certificate"],
+                                       ck.CERTIFICATE_FIELDS.get(kept["certificate"].get("by"),
+                                                                 {"by"}))
+        if "result" in kept:
+            if kept["result"] is None:
+                del kept["result"]
+            else:
+                kept["result"] = keep(kept["result"], inputs | compared)
+                if "program" in kept["result"]:
+                    used.add(kept["result"]["program"])
+        nodes.append(kept)
+    out["nodes"] = nodes
+    programs = document.get("programs") or {}
+    if programs or "programs" in document:
+        out["programs"] = {key: keep(programs[key], ck.PROGRAM_FIELDS)
+                           for key in programs if key in used}
+    return out

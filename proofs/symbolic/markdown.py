@@ -7,6 +7,8 @@ from typing import Any
 
 import sympy
 
+from ..certificates.check import parse_expression
+
 MAX_LISTED = 400  # kept cells rendered in full; the rest are summarised
 
 
@@ -24,14 +26,37 @@ class Renderer:
         self.doc = doc
         self.symbols = [sympy.Symbol(n, real=True) for n in doc["symbols"]]
         self.names = {s: _symbol_latex(s.name) for s in self.symbols}
+        self.by_name = {s.name: s for s in self.symbols}
         self._cache: dict[str, str] = {}
 
     def tex(self, text: str) -> str:
         out = self._cache.get(text)
         if out is None:
-            out = sympy.latex(sympy.sympify(text), symbol_names=self.names)
+            out = sympy.latex(parse_expression(text, "expression", self), symbol_names=self.names)
             self._cache[text] = out
         return out
+
+    # the builder of parse_expression (the checker's parser: the text is parsed, never
+    # evaluated): sympy expressions in the document's symbols
+    def integer(self, value: int) -> sympy.Expr:
+        return sympy.Integer(value)
+
+    def rational(self, num: int, den: int) -> sympy.Expr:
+        return sympy.Rational(num, den)
+
+    def symbol(self, name: str, field: str) -> sympy.Expr:
+        if name not in self.by_name:
+            raise ValueError(f"{field}: symbol {name!r} is not a symbol of the proof")
+        return self.by_name[name]
+
+    def add(self, args: list, field: str) -> sympy.Expr:
+        return sympy.Add(*args)
+
+    def mul(self, args: list, field: str) -> sympy.Expr:
+        return sympy.Mul(*args)
+
+    def power(self, base: sympy.Expr, exponent: int, field: str) -> sympy.Expr:
+        return sympy.Pow(base, sympy.Integer(exponent))
 
     def condition(self, poly: str, rel: str) -> str:
         op = {">": ">", ">=": r"\ge", "<": "<", "<=": r"\le", "=": "="}[rel]

@@ -5,9 +5,13 @@
 
 Each proof is what `speclp prove CLAIM --vocab V --depth L [--paths K]
 [--draft-sampling S] --out DIR` writes (CLAIM-stem.json + .md), the JSON gzipped here
-(stem.json.gz; the checker reads both). The refutation of token-optimal on (2, 2) is
-shipped as its counterexample (refuted/token-optimal-V2-L2.json: the failing cell, the
-rational point and the engine's certified LP optimum and exact law there). The
+(stem.json.gz; the checker reads both), in strict form (export.strict_document: only the
+fields the checker reads; the .md is rendered from the full document). The refutation of
+token-optimal on (2, 2) is shipped as its counterexample (refuted/token-optimal-V2-L2.json:
+the instance, the rational point and the engine's token value, what the checker reads;
+refuted/token-optimal-V2-L2.md: the failing cell, the run's summary and the engine's
+certified LP optimum there). `--make-strict FILE ...` rewrites files of an older producer
+in strict form. The
 index proofs/certificates/README.md (and index.json) lists every shipped proof with its cells and the time
 it took (measured here, one process, on the machine that ran this). A proof that fails or
 is incomplete is written with its document (its summary says so) and listed as such; the
@@ -23,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 
+from .export import strict_document
 from .markdown import render
 from .prove import command_line, proof_stem, prove
 
@@ -44,13 +49,42 @@ REFUTED: tuple[tuple[str, int, int, int, str], ...] = (("token-optimal", 2, 2, 1
 
 def write(run: object, claim: str, vocab: int, depth: int, paths: int, draft_sampling: str,
           out: Path) -> tuple[Path, Path]:
-    """Write the proof's JSON and Markdown into out (the same files as `speclp prove`)."""
+    """Write the proof's JSON (strict: what the checker reads) and Markdown (the full
+    document, readable) into out (the same files as `speclp prove`)."""
     stem = proof_stem(claim, vocab, depth, paths, draft_sampling)
     json_path, md_path = out / f"{stem}.json.gz", out / f"{stem}.md"
     with gzip.open(json_path, "wt") as handle:
-        json.dump(run.document, handle, indent=0, separators=(",", ":"))
+        json.dump(strict_document(run.document), handle, indent=0, separators=(",", ":"))
     md_path.write_text(render(run.document))
     return json_path, md_path
+
+
+def write_refutation(refutation: dict, stem: str, out: Path) -> None:
+    """refuted/STEM.json (strict: the instance, the point and the engine's token value,
+    what the checker reads) and refuted/STEM.md (everything, readable)."""
+    (out / "refuted").mkdir(exist_ok=True)
+    (out / "refuted" / f"{stem}.json").write_text(
+        json.dumps(strict_document(refutation), indent=1) + "\n")
+    (out / "refuted" / f"{stem}.md").write_text(refutation_markdown(refutation))
+
+
+def refutation_markdown(refutation: dict) -> str:
+    """The refutation, readable: statement, summary and the failing cell with its point."""
+    ce = refutation["counterexample"]
+    lines = [f"# Refutation: `{refutation['claim']}` on {refutation['shape']}", "",
+             f"**Statement (false).** {refutation.get('statement', '')}", "",
+             f"On cell `{ce.get('cell')}` the identity `{ce.get('identity')}` is "
+             f"`{ce.get('difference_on_cell')}`; at the point below it is "
+             f"`{ce.get('difference_at_point')}`.", "",
+             "Cell conditions: " + "; ".join(f"`{c}`" for c in ce.get("conditions", [])), "",
+             "Eliminated: " + ", ".join(f"`{k} = {v}`" for k, v in ce.get("eliminated", {}).items()),
+             "", "Point: " + ", ".join(f"`{k} = {v}`" for k, v in ce.get("point", {}).items()), "",
+             "Engine at the point: " + ", ".join(f"{k} = {v}" for k, v in ce.get("engine", {}).items()),
+             "", "Summary of the run: `" + json.dumps(refutation.get("summary", {})) + "`", "",
+             "Re-check: `python proofs/certificates/check.py proofs/certificates/refuted/"
+             f"{refutation['claim']}-V{refutation['shape']['vocab']}-L{refutation['shape']['depth']}"
+             ".json` (the JSON holds only what the checker reads)."]
+    return "\n".join(lines) + "\n"
 
 
 # shapes of SHIPPED without a shipped proof, and why (the README lists them; the tests check it)
@@ -65,53 +99,98 @@ NOT_SHIPPED: dict[str, str] = {
                                    "for them is not implemented",
 }
 
-CHECKER_SCOPE = """\
+_SCOPE_HEAD = """\
 ## What the checker re-derives, and what it takes from the file
 
-`check.py` imports nothing from speclp. From the file's claim name and shape alone it
-rebuilds:
+`check.py` imports nothing from speclp and runs nothing from the file: every expression
+is PARSED (a recursive descent over exactly the grammar the producer writes, sympy's srepr
+of a rational function: `Integer`, `Rational`, `Symbol('NAME', real=True)` of the shape's
+symbols, `Add`, `Mul`, `Pow(..., Integer(e))`), never evaluated; any other token is a
+rejection naming the field, and length (200,000 characters), nesting (64), exponents
+(|e| <= 64), integer digits (1000), degree (256) and size of every intermediate are
+bounded. Files are STRICT: a field the checker does not read is a rejection naming it
+(the producer writes the JSON through `export.strict_document`; the statement, summary,
+LP matrices and the rest stay in the `.md`).
 
-- the statement checked (the claim name selects it; a shape the claim does not cover is
-  refused; the file's `statement`, `summary` and result `kind` are not read);
-- the shape's symbols and symbolic rows (the file's `symbols` and `rows` must equal them);
-- the verifiers' laws from their definitions (docs/theory.md sections 2.1, 2.2, 9):
-  token-level, BV, and GBV as select-then-BV with the skewed rows. These few dozen lines
-  are the project's one deliberate second implementation: a checker is worth only its
-  independence from the producer;
-- on every kept cell, the full K-path LP of the claim (section 4.1): configurations of the
-  leaves with q > 0 and their weights, the pi and A columns, every marginal and
-  target-matching row (the producer's dropped row included). The file's LP matrices are
-  never read, only its variable and row labels, to place the file's vectors;
-- coverage: the root is the domain; a cell's first facts are exactly its conditions and
-  no other fact is an assumption; every split covers every sign its polynomial can take;
-  a child is its parent plus its outcome, or for "=" the parent with a symbol eliminated
-  from the parent's split polynomial;
-- every sign it uses: each irreducible factor gets its sign from a fact of the cell; every
-  denominator must be strictly signed on its cell; a min / max of a law may ignore zero
-  sets (where both sides are equal either choice is right).
+For every claim, from the claim name and shape alone, it rebuilds: the statement (a shape
+the claim does not cover is refused); the symbols and symbolic rows (the file's must equal
+them); the coverage of the cell tree (the root is the domain, a cell's first facts are
+exactly its conditions, every split covers every sign of its polynomial, a child is its
+parent plus its outcome, or for "=" the parent with a symbol eliminated from the parent's
+split polynomial; node ids are their places in the tree); every derived fact, emptiness
+certificate and witness point (exactly); and every sign it uses (each irreducible factor
+gets its sign from a fact of the cell; denominators strictly signed). From the file it
+takes, and verifies, the cell tree itself (splits, outcomes, eliminations, conditions),
+the derived facts with their proofs, the emptiness certificates and the witness points.
 
-It takes from the file, and verifies: the cell tree (splits, outcomes, eliminations,
-conditions), the derived facts (exact nonnegative combinations, quotients) and emptiness
-certificates, a rational witness point in every kept cell, the LP dual y on every kept
-cell (bv-optimal; l1-optimum also the primal x), checked against the rebuilt LP (A x = b on
-every row, x >= 0, reduced costs <= 0 and b^T y = c^T x on the whole cell), and the GBV key
-order at L = 1 (checked by adjacent comparisons). Laws, block efficiencies, continued laws,
-acceptances, closed forms and threshold sets in the file are compared with the re-derived
-ones (a difference is a rejection), never used. A refutation (refuted/) gives a rational
-instance: the checker computes the refuted verifier's value there and BV's law, a feasible
-point of the rebuilt LP with a higher value.
+Per claim, on every kept cell:
+
+"""
+
+# per claim: (claim, what the checker derives, what it takes from the file (verified),
+# what it compares with the derived value if present); the README's table
+CHECKER_TABLE: tuple[tuple[str, str, str, str], ...] = (
+    ('claim',
+     'the checker derives (its own code, docs/theory.md)',
+     'it takes from the file (verified)',
+     'compared with the derived value if present (a difference is a rejection)'),
+    ('bv-optimal',
+     "BV's law (2.2) on every configuration; its point of the rebuilt K = 1 full LP (4.1: every "
+     'marginal and target-matching row); A x = b, x >= 0 on the cell (so BV is lossless); c^T x',
+     "`dual` y (placed by the program's row labels, the only part of `programs` read): reduced "
+     "costs <= 0 on the whole cell and b^T y = c^T x, so BV's value is the LP optimum",
+     'primal, block_efficiency, continued_law (the target law), witness_optimum'),
+    ('token-optimal',
+     "the same with token-level verification's law (2.1)",
+     'the dual y, as above (the claim is false at (2, 2): the refutation below)',
+     'as bv-optimal'),
+    ('l1-optimum',
+     'the K-path full LP (i.i.d. or without replacement; configurations and weights); the threshold '
+     'sets H_y = {x : p(x) q(y) <= p(y) q(x)} (decided on the cell); f(H) = p(H) + 1 - Q(H) with Q(H)'
+     ' = P(all K drafts in H)',
+     '`primal` x and `dual` y (optimal for the rebuilt LP: A x = b, x >= 0, reduced costs <= 0, b^T y'
+     ' = c^T x), and `best` H* (must be a threshold set with f(H*) <= f(H) for all; LP optimum = 1 + f(H*))',
+     'witness_optimum, closed_form, threshold_sets, configurations'),
+    ('gbv-k1-is-bv',
+     "BV's law against q, and GBV's law FROM ITS OWN DEFINITION at K = 1: the selection of 9.1 (the "
+     'best drafted path in the lexicographic priority) and the skewed rows of Lemma 9.1 (Lam, Q, b(x)'
+     ' along the path) for EVERY key order at every node of the path (V!^L orders; the rows must not '
+     'depend on it), then BV against those rows; the two laws equal configuration by configuration',
+     'nothing beyond the tree, facts and witnesses',
+     "left (GBV's law), right (BV's law)"),
+    ('gbv-l1-closed-form',
+     "GBV's law at L = 1 from the selection and skewed rows in the file's key order; its LP point "
+     '(rows (1.4): lossless); E[tau] = sum_x min(p(x), F(x)^K - F(x-)^K) in that order; the limit K '
+     '-> inf: q(x*) > 0 and q = 0 above x*',
+     '`key_order` (ascending in (p/q, x): every adjacent pair is shown on the cell)',
+     'choices (which side of each min is smaller, shown on the cell), x_star, acceptance, '
+     'continued_law'),
+)
+
+_SCOPE_TAIL = """A refutation (refuted/) is a rational instance and point: the checker computes the refuted
+verifier's value there and BV's law, a feasible point of the rebuilt LP with a higher value;
+it compares the engine's token value (`engine.token_block_efficiency`) with its own.
 
 `tests/test_certificate_tampers.py` makes tampered copies of these files (unproved
 conditions, renamed claims and shapes, empty LPs, laws set to 7, changed eliminations, a
 non-threshold H*, vanishing denominators, swapped cells, a dual feasible only at the
-witness, a primal breaking a matching row, a dropped vocabulary token, ...) and asserts that
-the checker rejects every one, naming what failed.
+witness, a primal breaking a matching row, a dropped vocabulary token, fields the checker
+does not read, ...) and asserts that the checker rejects every one, naming what failed; it
+also feeds the issue-27 injection (a row entry that, evaluated, replaces the checker's
+check) and its variants (attribute access, lambda, dunder names, calls, huge exponents, deep
+nesting, very long strings) and asserts that each is rejected and that no code ran.
 
 A second, independent check of the inequalities (optional, `pip install speclp[smt]`):
 `python proofs/certificates/smt_check.py FILE` asks z3 whether the cell's conditions (not
 its derived facts) imply each inequality the checker proved there. On the shipped proofs it
-agreed on all 5370 (no counterexample, no timeout; benchmarks/results/prove/smt_check.txt).
+agreed on all 5370 (no counterexample, no timeout; benchmarks/results/prove/smt_check.txt;
+recorded before the strict re-ship of issue 27, which changed no inequality of those files
+but regenerated gbv-k1-is-bv-V2-L2).
 """
+
+CHECKER_SCOPE = (_SCOPE_HEAD.rstrip() + "\n\n" + "\n".join(
+    ["| " + " | ".join(CHECKER_TABLE[0]) + " |", "|---|---|---|---|"]
+    + ["| " + " | ".join(row) + " |" for row in CHECKER_TABLE[1:]]) + "\n\n" + _SCOPE_TAIL)
 
 
 def check_times() -> dict[str, str]:
@@ -166,6 +245,23 @@ def readme(index: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def make_strict(path: Path) -> None:
+    """Rewrite one proof or refutation file in strict form (in place)."""
+    gz = path.name.endswith(".gz")
+    with (gzip.open(path, "rt") if gz else path.open()) as handle:
+        document = json.load(handle)
+    if "nodes" not in document and "summary" in document:  # a full refutation: keep it readable
+        path.with_name(path.name.removesuffix(".json") + ".md").write_text(
+            refutation_markdown(document))
+    strict = strict_document(document)
+    if gz:
+        with gzip.open(path, "wt") as handle:
+            json.dump(strict, handle, indent=0, separators=(",", ":"))
+    else:
+        path.write_text(json.dumps(strict, indent=1) + "\n")
+    print(f"{path}: strict", flush=True)
+
+
 class _Progress:
     """Prints the share of the cell tree done, cells and an extrapolated total time."""
 
@@ -196,7 +292,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds between progress lines on stderr (share of the cell tree)")
     parser.add_argument("--readme-only", action="store_true",
                         help="rewrite README.md from index.json (and the checker times) only")
+    parser.add_argument("--make-strict", nargs="+", metavar="FILE", default=None,
+                        help="rewrite these proof / refutation files (.json or .json.gz) in "
+                             "strict form (export.strict_document; the .md of a proof is "
+                             "left as it is, a refutation gets its .md) and exit")
     args = parser.parse_args(argv)
+    if args.make_strict:
+        for name in args.make_strict:
+            make_strict(Path(name))
+        return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     index_path = out / "index.json"
@@ -229,11 +333,9 @@ def main(argv: list[str] | None = None) -> int:
             entry["refuted"] = confirmed
             status |= 0 if confirmed else 1
             if ce is not None:
-                (out / "refuted").mkdir(exist_ok=True)
-                (out / "refuted" / f"{stem}.json").write_text(json.dumps(
-                    {"claim": claim, "shape": run.document["shape"],
-                     "statement": run.document["statement"], "summary": run.summary(),
-                     "counterexample": ce}, indent=1) + "\n")
+                write_refutation({"claim": claim, "shape": run.document["shape"],
+                                  "statement": run.document["statement"],
+                                  "summary": run.summary(), "counterexample": ce}, stem, out)
         else:
             write(run, claim, vocab, depth, paths, sampling, out)
             status |= 0 if proved else 1
