@@ -573,7 +573,8 @@ def traversal_law(tree: DraftTree) -> BlockLaw:
     q_rows = ops.concat([draft, ops.zeros((batch, paths, 1, vocab), like=draft)], 2)
     q_rows = q_rows.reshape(batch, slots, vocab)
     is_root = (ops.arange(slots, tokens) % levels == 0)[None, :] & is_canon
-    weight = ops.where(is_root, ops.ones((batch, slots), like=target), 0)
+    weight = ops.where(is_root, ops.ones((batch, slots), like=target),
+                       ops.zeros((batch, slots), like=target))  # exact zeros on exact rows
     entered = is_root | False  # weight of the slot has been set
     stop = ops.zeros((batch, slots), like=target)
     correction = ops.zeros((batch, slots, vocab), like=target)
