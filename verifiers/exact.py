@@ -39,7 +39,7 @@ from .drafts import (
 )
 from .law import BlockLaw, DraftTree
 from .registry import block_law, get_verifier
-from .structure import evaluation_kind, rule_evaluations, structured_law
+from .structure import evaluation_kind, rule_evaluations, sibling_evaluations_bound, structured_law
 from .tree import TreeModel, all_paths, depth_offset, node_depths, num_nodes, prefix_node_indices
 
 __all__ = ["DRAFT_SAMPLING", "Configurations", "ExactResult", "SampledResult", "configurations",
@@ -238,6 +238,8 @@ def enumeration_size(model: TreeModel, verifier: str, paths: int,
         return rule_evaluations(model.vocab_size, model.depth, paths)
     if kind == "selection law":
         return model.vocab_size ** model.depth
+    if kind == "sibling recursion":
+        return sibling_evaluations_bound(model.vocab_size, model.depth, paths)
     leaves = len(positive_leaves(model)[1])
     if not spec.multipath:
         return leaves
