@@ -122,7 +122,12 @@ def gap(instance: Instance, paths: int, draft_sampling: str = "iid", backend: st
                        ratio, tv, tv_exact (fraction string where exact), tv_kind ("exact",
                        "float64" or None), lossless_claimed, evaluation (how the exact law was
                        computed: "node recursion", "selection law", "single path", "ordered",
-                       "multisets", or "estimate"), estimate, seconds}}; estimate is None for
+                       "multisets", or "estimate"), estimate, undefined, seconds}};
+                       undefined is None unless the rule as published is undefined on some
+                       configurations (spectr_gbv: an all-zero correction row), then
+                       {configurations, mass, mass_exact} and block_efficiency, exact, gap,
+                       exact_gap and ratio are None (a law of mass < 1 has no block
+                       efficiency); estimate is None for
                        an exact law, else {samples, seed, standard_error, ci_low, ci_high}:
                        the verifier's exact law would enumerate more than max_enumerated
                        configurations (or, by structure, take more than MAX_STRUCTURED
@@ -197,7 +202,8 @@ def _estimated(model: Any, name: str, paths: int, draft_sampling: str, record: A
            "lossless_claimed": claimed, "evaluation": "estimate",
            "estimate": {"samples": estimate.samples, "seed": estimate.seed,
                         "standard_error": estimate.standard_error,
-                        "ci_low": estimate.ci_low, "ci_high": estimate.ci_high}}
+                        "ci_low": estimate.ci_low, "ci_high": estimate.ci_high},
+           "undefined": None}
     margin = ESTIMATE_CLAIM_Z * estimate.standard_error
     if claimed and block_efficiency - margin > value + tolerance:
         return row, [
@@ -243,18 +249,33 @@ def _compare(instance: Instance, name: str, paths: int, draft_sampling: str, rec
            "gap": float(exact_gap) if exact_gap is not None else value - block_efficiency,
            "exact_gap": None if exact_gap is None else fraction_text(exact_gap),
            "ratio": block_efficiency / value, "tv": tv,
-           "tv_exact": None if tv_exact is None else str(tv_exact),
+           "tv_exact": None if tv_exact is None else fraction_text(tv_exact),
            "tv_kind": "exact" if tv_exact is not None else "float64",
-           "lossless_claimed": claimed, "evaluation": law.enumeration, "estimate": None}
+           "lossless_claimed": claimed, "evaluation": law.enumeration, "estimate": None,
+           "undefined": None}
+    undefined_law = exact_law if exact_law is not None else law
+    if undefined_law.undefined_configurations:
+        # the rule as published is undefined on some configurations (an all-zero correction
+        # row): its law has mass < 1, so no block efficiency, gap or ratio is reported for it
+        mass = undefined_law.undefined_mass
+        row.update({"block_efficiency": None, "exact": None, "gap": None, "exact_gap": None,
+                    "ratio": None, "undefined": {
+                        "configurations": undefined_law.undefined_configurations,
+                        "mass": float(mass),
+                        "mass_exact": fraction_text(mass) if exact_law is not None else None}})
     if not claimed:
         return row, []
+    if row["undefined"] is not None:
+        return row, [f"{name}: undefined on {row['undefined']['configurations']} configurations "
+                     f"of mass {row['undefined']['mass']:.6g}"]
     problems = []
     certified = ("certified" if record.certified else "NOT certified" if
                  record.certified_within is None else
                  f"certified-within-{record.certified_within:.2g}")
     if exact_gap is not None and exact_gap < 0:
-        problems.append(f"{name}: exact block efficiency {exact_be} exceeds the {certified} "
-                        f"exact optimum {record.exact_value} by {-exact_gap}")
+        problems.append(f"{name}: exact block efficiency {fraction_text(exact_be)} exceeds the "
+                        f"{certified} exact optimum {fraction_text(record.exact_value)} by "
+                        f"{fraction_text(-exact_gap)}")
     elif exact_gap is None and block_efficiency > value + tolerance:
         problems.append(f"{name}: block efficiency {block_efficiency:.15g} exceeds the "
                         f"{certified} optimum {value:.15g} by {block_efficiency - value:.3g} "

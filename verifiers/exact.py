@@ -42,8 +42,8 @@ from .registry import block_law, get_verifier
 from .structure import evaluation_kind, rule_evaluations, sibling_evaluations_bound, structured_law
 from .tree import TreeModel, all_paths, depth_offset, node_depths, num_nodes, prefix_node_indices
 
-__all__ = ["DRAFT_SAMPLING", "Configurations", "ExactResult", "SampledResult", "configurations",
-           "exact_result", "sampled_result"]
+__all__ = ["DRAFT_SAMPLING", "Configurations", "ExactResult", "LawMassError", "SampledResult",
+           "check_block_law", "check_emit", "configurations", "exact_result", "sampled_result"]
 
 
 def configurations(model: TreeModel, paths: int, draft_sampling: str = "iid") -> Configurations:
@@ -83,6 +83,74 @@ class ExactResult:
     # the same TV computed exactly (the laws' own rationals) on exact models, else None: an
     # exactly lossless law has exactly 0 here
     total_variation_exact: Any = None
+    # a rule registered may_be_undefined (spectr_gbv): the configurations on which it reaches
+    # a step with an all-zero correction row, and the probability of reaching one (= 1 - the
+    # law's mass); block_efficiency is then that of a law of mass < 1 and is not reported
+    undefined_configurations: int = 0
+    undefined_mass: Any = 0
+
+
+MASS_TOLERANCE = 1e-12  # float64 laws sum to one within this; exact laws exactly
+
+
+class LawMassError(ArithmeticError):
+    """A verifier's law does not sum to one: an internal error of the verifier (never a bad
+    input), named with the verifier and the configuration."""
+
+
+def _is_one(value: Any, exact: bool) -> bool:
+    return value == 1 if exact else abs(float(value) - 1) <= MASS_TOLERANCE
+
+
+def check_block_law(name: str, model: TreeModel, tokens: np.ndarray, law: BlockLaw,
+                    probability: np.ndarray, may_be_undefined: bool = False) -> tuple[int, Any]:
+    """Check a batch law where it is made: for every configuration, the stop masses sum to
+    one and the law's mass sum_(k, i) stop (sum of the correction row) is one; in exact
+    rationals every correction row with positive stop mass sums to exactly one, in float64
+    the masses are within MASS_TOLERANCE. A correction row summing to zero at positive stop
+    mass (exactly zero and, in float64, stop mass over MASS_TOLERANCE) is an undefined step:
+    allowed only for a rule registered may_be_undefined, which gets (configurations with an
+    undefined step, their probability-weighted undefined mass); anything else raises
+    LawMassError naming the verifier and the configuration."""
+    stop, correction = law.stop, law.correction
+    if ops.is_torch(stop):
+        stop, correction = ops.as_float64(stop), ops.as_float64(correction)
+    exact = stop.dtype == object
+    batch = stop.shape[0]
+    where = f"(V={model.vocab_size}, L={model.depth}, K={tokens.shape[1]})"
+    rows = correction.sum(axis=-1)  # [C, K, L+1]
+    zero = (rows == 0) & (stop != 0 if exact else stop > MASS_TOLERANCE)
+    if not may_be_undefined:
+        zero = zero & False
+    lost = np.where(zero, stop, 0 * stop).reshape(batch, -1).sum(axis=1)
+    stops = stop.reshape(batch, -1).sum(axis=1)
+    mass = (stop * rows).reshape(batch, -1).sum(axis=1) + lost
+    for label, values in (("stop masses", stops), ("law (with its undefined mass)", mass)):
+        for c in np.nonzero([not _is_one(v, exact) for v in values])[0][:1]:
+            raise LawMassError(f"{name}: {label} of configuration {tokens[c].tolist()} {where} "
+                               f"sum to {float(values[c])!r}, not 1")
+    if exact:
+        bad = np.argwhere((stop != 0) & ~zero & (rows != 1))
+        if len(bad):
+            c, k, i = bad[0]
+            raise LawMassError(f"{name}: correction row at prefix length {i} of path {k} of "
+                               f"configuration {tokens[c].tolist()} {where} sums to "
+                               f"{float(rows[c, k, i])!r}, not 1")
+    undefined = zero.reshape(batch, -1).any(axis=1)
+    return int(undefined.sum()), (lost * probability).sum() if batch else 0
+
+
+def check_emit(name: str, model: TreeModel, paths: int, emit: np.ndarray, kind: str,
+               expected: Any = 1) -> None:
+    """The node-aggregated law emit [N, V] has mass `expected` (1 unless undefined mass was
+    reported), exactly in rationals, within MASS_TOLERANCE in float64; else LawMassError."""
+    total = emit.sum()
+    ok = total == expected if emit.dtype == object else \
+        abs(float(total) - float(expected)) <= MASS_TOLERANCE
+    if not ok:
+        raise LawMassError(f"{name}: exact law ({kind}) on V={model.vocab_size}, "
+                           f"L={model.depth}, K={paths} has mass {float(total)!r}, not "
+                           f"{float(expected)!r}")
 
 
 def aggregate(model: TreeModel, configs: Configurations, law: BlockLaw) -> np.ndarray:
@@ -139,13 +207,15 @@ def total_variation(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(diff).sum() / 2)
 
 
-def _result(model: TreeModel, emit: np.ndarray, count: int, kind: str) -> ExactResult:
+def _result(model: TreeModel, emit: np.ndarray, count: int, kind: str,
+            undefined: tuple[int, Any] = (0, 0)) -> ExactResult:
     """ExactResult of a node-aggregated law emit [N, V]."""
     continued = continued_law(model, emit)
     target = model.target_path_probabilities(model.depth + 1)
     exact_tv = exact_total_variation(continued, target) if emit.dtype == object else None
     tv = float(exact_tv) if exact_tv is not None else total_variation(continued, target)
-    return ExactResult(emit, block_efficiency_from_emit(model, emit), tv, count, kind, exact_tv)
+    return ExactResult(emit, block_efficiency_from_emit(model, emit), tv, count, kind, exact_tv,
+                       undefined[0], undefined[1])
 
 
 # "auto": structure (i.i.d. drafts, verifiers.structure) where the verifier admits it, else
@@ -198,9 +268,12 @@ def exact_result(model: TreeModel, verifier: str | Callable[[DraftTree], BlockLa
     """
     if enumeration not in ENUMERATIONS:
         raise ValueError(f"enumeration must be one of {ENUMERATIONS}, got {enumeration!r}")
+    name = verifier if isinstance(verifier, str) else getattr(verifier, "__name__", "law")
+    may_be_undefined = isinstance(verifier, str) and get_verifier(verifier).may_be_undefined
     if enumeration == "auto" and not callable(verifier):
         structured = structured_law(model, get_verifier(verifier), paths, draft_sampling)
         if structured is not None:
+            check_emit(name, model, paths, structured.emit, structured.kind)
             return _result(model, structured.emit, structured.evaluations, structured.kind)
     configs, kind = enumerated_configurations(model, verifier, paths, draft_sampling,
                                               "ordered" if enumeration == "ordered" else "auto")
@@ -209,13 +282,18 @@ def exact_result(model: TreeModel, verifier: str | Callable[[DraftTree], BlockLa
                          "positive probability")
     emit = None
     total = len(configs)
+    undefined_count, undefined_mass = 0, model.target[0, 0] * 0
     for start in range(0, total, chunk):
         part = configs.part(start, start + chunk)
         tree = draft_tree(model, part.tokens)
         law = verifier(tree) if callable(verifier) else block_law(verifier, tree)
+        count, lost = check_block_law(name, model, np.asarray(part.tokens), law,
+                                      part.probability, may_be_undefined)
+        undefined_count, undefined_mass = undefined_count + count, undefined_mass + lost
         piece = aggregate(model, part, law)
         emit = piece if emit is None else emit + piece
-    return _result(model, emit, total, kind)
+    check_emit(name, model, paths, emit, kind, 1 - undefined_mass)
+    return _result(model, emit, total, kind, (undefined_count, undefined_mass))
 
 
 # ---------------------------------------------------------------------------

@@ -34,6 +34,13 @@ no draft law it is lossless under (draft_sampling=()), because the exact law is 
 already with K = 1 at L = 2 and with K = 2 at L = 1 (tests/test_baselines.py): `gap`
 reports it without holding it to the claims, and `audit` fails it.
 
+Undefined steps. Where every child z t has Q(z t) >= P(z t) (rho = 1), the correction row
+P(z t)(1 - rho^K) is all zero: the released rule has no token to emit when it stops at z
+(the code would sample from a zero vector). The law function returns a zero correction row
+there, so the law has mass < 1; it is registered may_be_undefined, and the exact law reports
+the configurations and the mass where it is undefined (verifiers.exact.ExactResult), which
+`gap` prints instead of a block efficiency.
+
 Shapes: tokens [B, K, L], target rows [B, K, L+1, V], draft rows [B, K, L, V];
 law.stop [B, K, L+1], law.correction [B, K, L+1, V].
 """
@@ -162,6 +169,6 @@ def claimed_expected_accepted(target_nodes: np.ndarray, draft_nodes: np.ndarray,
 
 @register("spectr_gbv", "SpecTr-GBV (Lin et al. 2026) as released: multi-draft greedy block "
           "verification with path-probability tests (LOSSY by the audit)", multipath=True,
-          lossless=False, draft_sampling=())
+          lossless=False, draft_sampling=(), may_be_undefined=True)
 def spectr_gbv(tree: DraftTree) -> BlockLaw:
     return spectr_gbv_law(tree)

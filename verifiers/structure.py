@@ -279,7 +279,7 @@ def path_selection_rows(selection: Callable[[DraftTree], Any]
 # sibling-dependent verifiers (traversal): the (node, m, entry weight) recursion
 # ---------------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _sibling_groups(vocab: int, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The ordered child tuples x in V^m grouped by what a post-order walk sees of them:
     (sequence [G, m] the distinct children in order of first appearance, padded with 0,
