@@ -75,7 +75,7 @@ def status_text(v: dict[str, Any]) -> str:
     """The status cell of a verifier row: TV (exact or float64), estimate, or not claimed."""
     estimate, undefined = v.get("estimate"), v.get("undefined")
     if undefined is not None:
-        return (f"undefined on {undefined['configurations']} configurations of mass "
+        return (f"undefined on {undefined['count']} {undefined['unit']} of mass "
                 f"{undefined['mass']:.6g}: no block efficiency")
     if estimate is not None:
         return (f"ESTIMATE: 95% CI [{estimate['ci_low']:.6g}, {estimate['ci_high']:.6g}] "

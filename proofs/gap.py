@@ -63,6 +63,7 @@ MAX_ENUMERATED = MAX_TUPLES  # configurations one verifier's exact law may ENUME
 # the block efficiency is ESTIMATED from sampled configurations (labelled "estimate")
 MAX_STRUCTURED = 50_000_000  # node-rule evaluations (or paths) of a structure-aware exact law
 # (verifiers.structure; about 1e6 per second in float64) above which it is estimated too
+ENUMERATED_KINDS = ("ordered", "multisets", "single path")  # ExactResult.enumeration by enumeration
 SAMPLES = ESTIMATE_SAMPLES  # sampled draft configurations per estimated verifier
 ESTIMATE_CLAIM_Z = 5.0  # an estimate fails "BE <= optimum" only when mean - 5 SE > optimum + tol
 
@@ -125,7 +126,10 @@ def gap(instance: Instance, paths: int, draft_sampling: str = "iid", backend: st
                        "multisets", or "estimate"), estimate, undefined, seconds}};
                        undefined is None unless the rule as published is undefined on some
                        configurations (spectr_gbv: an all-zero correction row), then
-                       {configurations, mass, mass_exact} and block_efficiency, exact, gap,
+                       {count, unit, mass, mass_exact} (count configurations where the law is
+                       enumerated, nodes where it stops with an all-zero row where it is
+                       computed by structure; mass: the probability of an undefined step)
+                       and block_efficiency, exact, gap,
                        exact_gap and ratio are None (a law of mass < 1 has no block
                        efficiency); estimate is None for
                        an exact law, else {samples, seed, standard_error, ci_low, ci_high}:
@@ -258,16 +262,17 @@ def _compare(instance: Instance, name: str, paths: int, draft_sampling: str, rec
         # the rule as published is undefined on some configurations (an all-zero correction
         # row): its law has mass < 1, so no block efficiency, gap or ratio is reported for it
         mass = undefined_law.undefined_mass
+        unit = "configurations" if undefined_law.enumeration in ENUMERATED_KINDS else "nodes"
         row.update({"block_efficiency": None, "exact": None, "gap": None, "exact_gap": None,
                     "ratio": None, "undefined": {
-                        "configurations": undefined_law.undefined_configurations,
+                        "count": undefined_law.undefined_configurations, "unit": unit,
                         "mass": float(mass),
                         "mass_exact": fraction_text(mass) if exact_law is not None else None}})
     if not claimed:
         return row, []
     if row["undefined"] is not None:
-        return row, [f"{name}: undefined on {row['undefined']['configurations']} configurations "
-                     f"of mass {row['undefined']['mass']:.6g}"]
+        return row, [f"{name}: undefined on {row['undefined']['count']} {unit} of mass "
+                     f"{row['undefined']['mass']:.6g}"]
     problems = []
     certified = ("certified" if record.certified else "NOT certified" if
                  record.certified_within is None else

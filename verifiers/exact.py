@@ -39,7 +39,7 @@ from .drafts import (
 )
 from .law import BlockLaw, DraftTree
 from .registry import block_law, get_verifier
-from .structure import evaluation_kind, rule_evaluations, sibling_evaluations_bound, structured_law
+from .structure import evaluation_kind, rule_evaluations, structured_law
 from .tree import TreeModel, all_paths, depth_offset, node_depths, num_nodes, prefix_node_indices
 
 __all__ = ["DRAFT_SAMPLING", "Configurations", "ExactResult", "LawMassError", "SampledResult",
@@ -84,8 +84,9 @@ class ExactResult:
     # exactly lossless law has exactly 0 here
     total_variation_exact: Any = None
     # a rule registered may_be_undefined (spectr_gbv): the configurations on which it reaches
-    # a step with an all-zero correction row, and the probability of reaching one (= 1 - the
-    # law's mass); block_efficiency is then that of a law of mass < 1 and is not reported
+    # a step with an all-zero correction row (by structure: the nodes where it stops with
+    # one), and the probability of reaching one (= 1 - the law's mass); block_efficiency is
+    # then that of a law of mass < 1 and is not reported
     undefined_configurations: int = 0
     undefined_mass: Any = 0
 
@@ -273,8 +274,12 @@ def exact_result(model: TreeModel, verifier: str | Callable[[DraftTree], BlockLa
     if enumeration == "auto" and not callable(verifier):
         structured = structured_law(model, get_verifier(verifier), paths, draft_sampling)
         if structured is not None:
-            check_emit(name, model, paths, structured.emit, structured.kind)
-            return _result(model, structured.emit, structured.evaluations, structured.kind)
+            count, lost = structured.undefined
+            if count and not may_be_undefined:
+                raise LawMassError(f"{name}: undefined at {count} nodes ({structured.kind})")
+            check_emit(name, model, paths, structured.emit, structured.kind, 1 - lost)
+            return _result(model, structured.emit, structured.evaluations, structured.kind,
+                           structured.undefined)
     configs, kind = enumerated_configurations(model, verifier, paths, draft_sampling,
                                               "ordered" if enumeration == "ordered" else "auto")
     if len(configs) == 0:
@@ -316,8 +321,8 @@ def enumeration_size(model: TreeModel, verifier: str, paths: int,
         return rule_evaluations(model.vocab_size, model.depth, paths)
     if kind == "selection law":
         return model.vocab_size ** model.depth
-    if kind == "sibling recursion":
-        return sibling_evaluations_bound(model.vocab_size, model.depth, paths)
+    if kind is not None and spec.exact_law is not None:
+        return spec.exact_law.work(model.vocab_size, model.depth, paths)
     leaves = len(positive_leaves(model)[1])
     if not spec.multipath:
         return leaves

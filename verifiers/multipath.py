@@ -105,7 +105,7 @@ from . import ops
 from .law import BlockLaw, DraftTree, register
 from .ops import torch  # imported on first use (ops._LazyTorch)
 from .single_path import residual_rows
-from .structure import sibling_recursion
+from .structure import sibling_evaluations_bound, sibling_recursion
 
 Array = Any
 
@@ -578,6 +578,10 @@ def traversal_delete(weight: Array, p_row: Array, q_row: Array, deleted: Array
 
 def _traversal_exact(model: Any, paths: int) -> Any:
     return sibling_recursion(model, paths, traversal_child_weight, traversal_delete)
+
+
+_traversal_exact.kind = "sibling recursion"
+_traversal_exact.work = sibling_evaluations_bound
 
 
 @register("traversal", "traversal verification (leaf-to-root, post-order DFS)", multipath=True,

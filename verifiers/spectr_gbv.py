@@ -47,6 +47,7 @@ law.stop [B, K, L+1], law.correction [B, K, L+1, V].
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -54,6 +55,7 @@ import numpy as np
 from . import ops
 from .law import BlockLaw, DraftTree, register
 from .multipath import canonical_paths, shared_prefix
+from .tree import all_paths, num_nodes, prefix_node_indices
 
 Array = Any
 
@@ -167,8 +169,147 @@ def claimed_expected_accepted(target_nodes: np.ndarray, draft_nodes: np.ndarray,
     return ops.total(big * (1 - _power(1 - rho, paths)), 0)
 
 
+
+# ---------------------------------------------------------------------------
+# exact law on i.i.d. drafts by the candidate recursion
+# ---------------------------------------------------------------------------
+
+def candidate_states_bound(vocab: int, depth: int, paths: int) -> int:
+    """Upper bound on the (state, candidate prefix) pairs of candidate_recursion: states
+    (accepted length a, selected node, set S of earlier (L-1)-prefixes) before candidate j
+    number at most sum_{i<=j} C(U, i) (1 + j (L-1)) with U = V^(L-1); each meets U prefixes."""
+    prefixes = vocab ** max(depth - 1, 0)
+    total = 0
+    for j in range(paths):
+        sets = sum(math.comb(prefixes, i) for i in range(min(j, prefixes) + 1))
+        total += sets * (1 + j * max(depth - 1, 0)) * prefixes
+    return total
+
+
+def candidate_recursion(model: Any, paths: int) -> tuple[np.ndarray, int]:
+    """(emit [N, V], (state, prefix) pairs evaluated): the exact law of the released rule on
+    K i.i.d. draft paths without enumerating the ordered K-tuples.
+
+    Why this is exact. The candidates are processed one by one and each is an i.i.d. q-path
+    x_j. What the rule does with x_j depends on the past only through (a, the selected node
+    z of length a) and, for the skips, on whether an earlier candidate shares x_j's prefix of
+    each length l <= L-1, i.e. on the SET S of the earlier candidates' (L-1)-prefixes
+    (lcp(x_j, S) = the longest shared prefix). The tests h are functions of the node
+    (spectr_gbv_tests, the rule's own code, evaluated on trees whose K paths are all one path
+    y, so that K enters as in the rule). So the law is a Markov chain on (a, z, S): candidate
+    j with (L-1)-prefix y (probability Q(y)) tests its prefixes of lengths max(a, lcp)+1 ..
+    L-1 in turn (accepting moves every state to (l, y_<=l), since every state then has a < l),
+    then its full path y t (t ~ q(.|y)): stop with the full path w.p. h_L(y t), else go on
+    with S + {y}. At the end a state (a, z) emits z with the residual row at z. With a =
+    L-1 no later test can move the state, so S is dropped there (merging states).
+    """
+    from .exact import draft_tree  # lazy: verifiers.exact imports the registry, which imports this
+
+    vocab, depth = model.vocab_size, model.depth
+    tokens = all_paths(vocab, depth)  # [P, L]
+    nodes = prefix_node_indices(tokens, vocab)  # [P, L+1]
+    q_path = model.draft_path_probabilities()
+    keep = np.nonzero(q_path != 0)[0]
+    tree = draft_tree(model, np.repeat(tokens[keep][:, None, :], paths, axis=1))
+    tests, residuals, _ = spectr_gbv_tests(tree)
+    tests, residuals = _numpy(tests)[:, 0], _numpy(residuals)[:, 0]  # [P', L+1], [P', L+1, V]
+    zero = model.target[0, 0] * 0
+    one = zero + 1
+    h: dict[int, Any] = {}
+    rows: dict[int, Any] = {}
+    for r, path in enumerate(keep.tolist()):
+        for length in range(depth):
+            h[int(nodes[path, length])] = tests[r, length]
+            rows[int(nodes[path, length])] = residuals[r, length]
+    prefix_len = depth - 1
+    # candidate prefixes y (length L-1) with Q(y) > 0: their nodes, Q(y), and the full paths
+    prefix_of = {}
+    for r, path in enumerate(keep.tolist()):
+        y = tuple(tokens[path, :prefix_len].tolist())
+        prefix_of.setdefault(y, []).append((r, path))
+    emit = np.empty((num_nodes(vocab, depth), vocab), dtype=object)
+    emit[...] = zero
+    if not model.exact:
+        emit = np.zeros((num_nodes(vocab, depth), vocab))
+    candidates = []
+    for y, members in prefix_of.items():
+        q_y = zero
+        full_accept = zero
+        fulls = []
+        for r, path in members:
+            q_y = q_y + q_path[path]
+            fulls.append((int(nodes[path, depth]), q_path[path] * tests[r, depth]))
+        q_y_inverse_free = q_y
+        for _, mass in fulls:
+            full_accept = full_accept + mass
+        # P(full accept | y) = sum_t q(t|y) h_L(y t) = full_accept / Q(y)
+        candidates.append((y, [int(nodes[members[0][1], length]) for length in range(depth)],
+                           q_y_inverse_free, full_accept, fulls))
+    states: dict[tuple[int, int, frozenset], Any] = {(0, 0, frozenset()): one}
+    evaluations = 0
+    for _ in range(paths):
+        new: dict[tuple[int, int, frozenset], Any] = {}
+        for (a, selected, seen), mass in states.items():
+            for y, path_nodes, q_y, full_accept, fulls in candidates:
+                evaluations += 1
+                shared = max((_common(y, s) for s in seen), default=0)
+                dist = {(a, selected): one}
+                for length in range(max(a, shared) + 1, prefix_len + 1):
+                    test = h[path_nodes[length]]
+                    total = zero
+                    moved: dict[tuple[int, int], Any] = {}
+                    for key, value in dist.items():
+                        total = total + value
+                        moved[key] = value * (1 - test)
+                    moved[(length, path_nodes[length])] = (moved.get((length, path_nodes[length]),
+                                                                     zero) + total * test)
+                    dist = moved
+                weight = sum(dist.values(), zero) * mass
+                for leaf, leaf_mass in fulls:  # Q(y t) h_L(y t): the full path y t stops
+                    emit[leaf] = emit[leaf] + weight * leaf_mass * model.target[leaf]
+                go_on = q_y - full_accept  # Q(y) (1 - P(full accept | y))
+                if go_on == 0:
+                    continue
+                grown = seen | {y}
+                for (length, node), value in dist.items():
+                    key = (length, node, frozenset() if length == prefix_len else grown)
+                    new[key] = new.get(key, zero) + mass * value * go_on
+        states = new
+    undefined_nodes: set[int] = set()
+    undefined_mass = zero
+    for (_, selected, _), mass in states.items():
+        row = rows[selected]
+        if sum(row, zero) == 0 and mass != 0:  # the rule has no token here (module docstring)
+            undefined_nodes.add(selected)
+            undefined_mass = undefined_mass + mass
+        emit[selected] = emit[selected] + mass * row
+    return emit, evaluations, (len(undefined_nodes), undefined_mass)
+
+
+candidate_recursion.kind = "candidate recursion"
+# work in units of the node recursion's rule evaluations (gap's MAX_STRUCTURED): one
+# (state, prefix) pair is a few dict operations in Python, about 10 batched evaluations
+candidate_recursion.work = lambda vocab, depth, paths: 10 * candidate_states_bound(vocab, depth,
+                                                                                   paths)
+
+
+def _common(y: tuple[int, ...], s: tuple[int, ...]) -> int:
+    """Length of the common prefix of two prefixes."""
+    n = 0
+    for u, v in zip(y, s, strict=True):
+        if u != v:
+            break
+        n += 1
+    return n
+
+
+def _numpy(values: Any) -> np.ndarray:
+    return ops.as_float64(values) if ops.is_torch(values) else np.asarray(values)
+
+
 @register("spectr_gbv", "SpecTr-GBV (Lin et al. 2026) as released: multi-draft greedy block "
           "verification with path-probability tests (LOSSY by the audit)", multipath=True,
-          lossless=False, draft_sampling=(), may_be_undefined=True)
+          lossless=False, draft_sampling=(), may_be_undefined=True,
+          exact_law=candidate_recursion)
 def spectr_gbv(tree: DraftTree) -> BlockLaw:
     return spectr_gbv_law(tree)

@@ -67,12 +67,16 @@ CHUNK = 1 << 15  # rule evaluations (node, child tuple) per batched call
 class StructuredLaw:
     """emit [N, V] P(output node = u, Y = t) and how it was obtained.
 
-    kind: "node recursion" or "selection law"; evaluations: node-rule evaluations (node
+    kind: "node recursion", "selection law" or the kind of a verifier's own exact_law hook
+    ("sibling recursion", "candidate recursion"); evaluations: node-rule evaluations (node
     recursion) or paths evaluated by BV (selection law)."""
 
     emit: np.ndarray
     kind: str
     evaluations: int
+    # (nodes at which the rule stops with an all-zero correction row, the probability of
+    # stopping there) for a rule registered may_be_undefined; the law's mass is 1 - that
+    undefined: tuple[int, Any] = (0, 0)
 
 
 def evaluation_kind(spec: VerifierSpec, paths: int, draft_sampling: str = "iid") -> str | None:
@@ -82,7 +86,7 @@ def evaluation_kind(spec: VerifierSpec, paths: int, draft_sampling: str = "iid")
     if spec.node_rule is not None:
         return "node recursion"
     if spec.exact_law is not None:
-        return "sibling recursion"
+        return getattr(spec.exact_law, "kind", "recursion")
     if spec.selection_rows is not None:
         return "selection law"
     return None
@@ -106,9 +110,9 @@ def structured_law(model: TreeModel, spec: VerifierSpec, paths: int,
         rows = spec.selection_rows(model, paths, **spec.options)
         emit, count = bv_against(model, rows)
         return StructuredLaw(emit, kind, count)
-    if kind == "sibling recursion":
-        emit, count = spec.exact_law(model, paths)
-        return StructuredLaw(emit, kind, count)
+    if spec.exact_law is not None and kind is not None:
+        emit, count, *undefined = spec.exact_law(model, paths)
+        return StructuredLaw(emit, kind, count, *undefined)
     return None
 
 
