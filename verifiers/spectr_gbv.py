@@ -203,14 +203,19 @@ def candidate_recursion(model: Any, paths: int) -> tuple[np.ndarray, int]:
     with S + {y}. At the end a state (a, z) emits z with the residual row at z. With a =
     L-1 no later test can move the state, so S is dropped there (merging states).
     """
-    from .exact import draft_tree  # lazy: verifiers.exact imports the registry, which imports this
-
     vocab, depth = model.vocab_size, model.depth
     tokens = all_paths(vocab, depth)  # [P, L]
     nodes = prefix_node_indices(tokens, vocab)  # [P, L+1]
     q_path = model.draft_path_probabilities()
     keep = np.nonzero(q_path != 0)[0]
-    tree = draft_tree(model, np.repeat(tokens[keep][:, None, :], paths, axis=1))
+    # the trees whose K paths all equal one path y, rows as numpy arrays (object or float64:
+    # the ops serve both, and no torch is needed)
+    drafted = np.repeat(tokens[keep][:, None, :], paths, axis=1)  # [P', K, L]
+    at = np.repeat(nodes[keep][:, None, :], paths, axis=1)  # [P', K, L+1]
+    target_rows = model.target[at] if model.exact else np.asarray(model.target, np.float64)[at]
+    draft_rows = model.draft[at[..., :-1]] if model.exact else np.asarray(model.draft,
+                                                                           np.float64)[at[..., :-1]]
+    tree = DraftTree(drafted, target_rows, draft_rows)
     tests, residuals, _ = spectr_gbv_tests(tree)
     tests, residuals = _numpy(tests)[:, 0], _numpy(residuals)[:, 0]  # [P', L+1], [P', L+1, V]
     zero = model.target[0, 0] * 0
