@@ -402,9 +402,19 @@ def sibling_recursion(model: TreeModel, paths: int, child_weight: Callable[..., 
                 entry = child_weight(weight, p_row[rows, token], q_row[rows, token])
                 child_node = depth_offset(vocab, d + 1) + code * vocab + token
                 size = counts[g_idx, i]
-                entry_list = entry.tolist()
-                for r in np.nonzero(active)[0].tolist():
-                    child[r, i] = nxt.key(int(child_node[r]), int(size[r]), entry_list[r])
+                live = np.nonzero(active)[0]
+                if model.exact:
+                    entry_list = entry.tolist()
+                    for r in live.tolist():
+                        child[r, i] = nxt.key(int(child_node[r]), int(size[r]), entry_list[r])
+                elif len(live):  # float64: merge equal (node, m, w) rows first, vectorised
+                    triples = np.stack([child_node[live].astype(np.float64),
+                                        size[live].astype(np.float64),
+                                        np.asarray(entry, dtype=np.float64)[live]], 1)
+                    distinct, inverse = np.unique(triples, axis=0, return_inverse=True)
+                    found = np.array([nxt.key(int(n), int(m), float(w)) for n, m, w in
+                                      distinct.tolist()], dtype=np.int64)
+                    child[live, i] = found[inverse.reshape(-1)]
                 w_new, p_new, q_new = delete(weight, p_row, q_row,
                                              token[:, None] == np.arange(vocab)[None, :])
                 weight = np.where(active, w_new, weight)
