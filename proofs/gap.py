@@ -208,6 +208,14 @@ def _estimated(model: Any, name: str, paths: int, draft_sampling: str, record: A
                         "standard_error": estimate.standard_error,
                         "ci_low": estimate.ci_low, "ci_high": estimate.ci_high},
            "undefined": None}
+    if estimate.undefined_samples:
+        row.update({"block_efficiency": None, "gap": None, "ratio": None, "undefined": {
+            "count": estimate.undefined_samples, "unit": "sampled configurations",
+            "mass": estimate.undefined_mass, "mass_exact": None}})
+        if not claimed:
+            return row, []
+        return row, [f"{name}: undefined on {estimate.undefined_samples} sampled configurations "
+                     f"of estimated mass {estimate.undefined_mass:.6g}"]
     margin = ESTIMATE_CLAIM_Z * estimate.standard_error
     if claimed and block_efficiency - margin > value + tolerance:
         return row, [

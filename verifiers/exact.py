@@ -370,6 +370,10 @@ class SampledResult:
     seed: int
     total_variation: float = float("nan")
     enumeration: str = "sampled"
+    # a rule registered may_be_undefined: sampled configurations with an undefined step, and
+    # the estimated probability of one (mean over the samples)
+    undefined_samples: int = 0
+    undefined_mass: float = 0.0
 
 
 def sampled_result(model: TreeModel, verifier: str | Callable[[DraftTree], BlockLaw],
@@ -383,12 +387,20 @@ def sampled_result(model: TreeModel, verifier: str | Callable[[DraftTree], Block
     rng = np.random.default_rng(seed)
     tokens = sample_configurations(float_model, paths, draft_sampling, samples, rng)
     values = []
+    name = verifier if isinstance(verifier, str) else getattr(verifier, "__name__", "law")
+    may_be_undefined = isinstance(verifier, str) and get_verifier(verifier).may_be_undefined
+    undefined, lost = 0, 0.0
     for start in range(0, samples, chunk):
-        tree = draft_tree(float_model, tokens[start: start + chunk])
+        part = tokens[start: start + chunk]
+        tree = draft_tree(float_model, part)
         law = verifier(tree) if callable(verifier) else block_law(verifier, tree)
+        count, mass = check_block_law(name, float_model, part, law, np.ones(len(part)),
+                                      may_be_undefined)
+        undefined, lost = undefined + count, lost + float(mass)
         values.append(ops.as_float64(law.block_efficiency()))
     per_configuration = np.concatenate(values)
     mean = float(per_configuration.mean())
     error = float(per_configuration.std(ddof=1) / np.sqrt(samples))
     return SampledResult(mean, error, mean - CONFIDENCE_Z * error, mean + CONFIDENCE_Z * error,
-                         samples, seed)
+                         samples, seed, undefined_samples=undefined,
+                         undefined_mass=lost / samples)
