@@ -10,7 +10,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from speclp.lp.instance import dirichlet_instance, ties_instance
+from speclp.lp.instance import dirichlet_instance, from_rows, ties_instance
 from speclp.verifiers.drafts import multiset_configurations, ordered_configurations
 from speclp.verifiers.exact import LawMassError, draft_tree, exact_result
 from speclp.verifiers.registry import block_law, get_verifier, verifier_names
@@ -129,30 +129,51 @@ def _exact_scalars(values):
                for x in np.asarray(values).reshape(-1))
 
 
+# rows (integer weights, normalised) on which traversal's walker used to divide int 0 by int 1
+# and turn its law into floats (V = 3, L = 2, K = 3)
+FLOATS_BEFORE = (
+    [[2, 0, 2], [1, 3, 1], [0, 0, 2], [3, 0, 1], [0, 2, 1], [2, 1, 0], [1, 2, 2], [2, 3, 1],
+     [2, 0, 1], [2, 1, 0], [1, 2, 1], [1, 0, 0], [0, 2, 2]],
+    [[2, 1, 2], [2, 3, 1], [2, 2, 0], [0, 2, 1], [2, 2, 1], [3, 1, 2], [1, 2, 1], [1, 2, 1],
+     [2, 1, 0], [2, 0, 3], [0, 3, 1], [1, 3, 0], [0, 2, 1]])
+
+
+def _weights_instance(target, draft, depth):
+    def rows(weights):
+        out = np.empty((len(weights), len(weights[0])), dtype=object)
+        for i, w in enumerate(weights):
+            out[i] = [Fraction(x, sum(w)) for x in w]
+        return out
+
+    return from_rows(rows(target), rows(draft), depth, "weights")
+
+
 @pytest.mark.parametrize("vocab,depth,paths,seed", [(3, 2, 3, 0), (2, 3, 2, 1), (3, 1, 3, 2)])
 def test_every_registered_verifier_stays_rational(vocab, depth, paths, seed):
     """Every registered verifier, walked on rational rows (ties and zeros), gives exact
     outputs: its batch law on every ordered configuration and its exact law."""
-    for inst in (ties_instance(vocab, depth, seed=seed),
-                 dirichlet_instance(vocab, depth, alpha=0.4, seed=seed, denominator=5)):
+    extra = [_weights_instance(*FLOATS_BEFORE, 2)] if (vocab, depth, paths) == (3, 2, 3) else []
+    for inst in [ties_instance(vocab, depth, seed=seed),
+                 dirichlet_instance(vocab, depth, alpha=0.4, seed=seed, denominator=5)] + extra:
         model = inst.model(exact=True)
         tree = draft_tree(model, ordered_configurations(model, paths).tokens)
         for name in verifier_names(include_broken=True):
             law = block_law(name, tree)
             assert _exact_scalars(law.stop) and _exact_scalars(law.correction), name
-            result = exact_result(model, name, paths)
-            assert isinstance(result.block_efficiency, Fraction), name
-            assert _exact_scalars(result.emit), name
+            for enumeration in ("auto", "ordered"):
+                result = exact_result(model, name, paths, enumeration=enumeration)
+                assert isinstance(result.block_efficiency, Fraction), name
+                assert _exact_scalars(result.emit), name
 
 
 def _halved(tree):
     law = block_law("bv", tree)
-    return type(law)(law.stop / 2, law.correction)
+    return type(law)(law.stop / 2, law.correction)  # exact on rationals (Fraction / int)
 
 
 def _bent_rows(tree):
     law = block_law("bv", tree)
-    return type(law)(law.stop, law.correction * Fraction(3, 4))
+    return type(law)(law.stop, law.correction * 3 / 4)
 
 
 @pytest.mark.parametrize("law", [_halved, _bent_rows])

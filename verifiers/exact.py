@@ -141,6 +141,14 @@ def check_block_law(name: str, model: TreeModel, tokens: np.ndarray, law: BlockL
     return int(undefined.sum()), (lost * probability).sum() if batch else 0
 
 
+def _may_be_undefined(name: str) -> bool:
+    """A rule whose law may have mass < 1: registered may_be_undefined (spectr_gbv as
+    released), or deliberately broken (lossless=False with draft laws: bv_first_failure stops
+    where BV's residual row is all zero); the undefined mass is reported, never hidden."""
+    spec = get_verifier(name)
+    return spec.may_be_undefined or not spec.lossless
+
+
 def check_emit(name: str, model: TreeModel, paths: int, emit: np.ndarray, kind: str,
                expected: Any = 1) -> None:
     """The node-aggregated law emit [N, V] has mass `expected` (1 unless undefined mass was
@@ -270,7 +278,7 @@ def exact_result(model: TreeModel, verifier: str | Callable[[DraftTree], BlockLa
     if enumeration not in ENUMERATIONS:
         raise ValueError(f"enumeration must be one of {ENUMERATIONS}, got {enumeration!r}")
     name = verifier if isinstance(verifier, str) else getattr(verifier, "__name__", "law")
-    may_be_undefined = isinstance(verifier, str) and get_verifier(verifier).may_be_undefined
+    may_be_undefined = isinstance(verifier, str) and _may_be_undefined(verifier)
     if enumeration == "auto" and not callable(verifier):
         structured = structured_law(model, get_verifier(verifier), paths, draft_sampling)
         if structured is not None:
@@ -388,7 +396,7 @@ def sampled_result(model: TreeModel, verifier: str | Callable[[DraftTree], Block
     tokens = sample_configurations(float_model, paths, draft_sampling, samples, rng)
     values = []
     name = verifier if isinstance(verifier, str) else getattr(verifier, "__name__", "law")
-    may_be_undefined = isinstance(verifier, str) and get_verifier(verifier).may_be_undefined
+    may_be_undefined = isinstance(verifier, str) and _may_be_undefined(verifier)
     undefined, lost = 0, 0.0
     for start in range(0, samples, chunk):
         part = tokens[start: start + chunk]
