@@ -319,8 +319,9 @@ def test_estimated_verifiers_are_labelled_and_close_to_the_exact_laws(monkeypatc
 
 def test_cli_table_labels_estimates(tmp_path):
     path = dirichlet_instance(2, 3, alpha=0.7, seed=3).save(tmp_path / "i.json")
+    # every verifier has a structure on i.i.d. drafts; drafts without replacement enumerate
     result = runner.invoke(app, ["gap", str(path), "--paths", "3", "--max-enumerated", "100",
-                                 "--samples", "500"])
+                                 "--samples", "500", "--draft-sampling", "without-replacement"])
     assert result.exit_code == 0, result.output
     assert "ESTIMATE: 95% CI" in result.stdout
 
