@@ -2,7 +2,13 @@
 (verifiers.structure: the (node, m) recursion of a node-local verifier's own node rule, or
 BV against a select-then-BV verifier's selection law), else by enumerating every draft
 configuration of a small instance as one batch (the test oracle, and the evaluation of
-traversal, spectr_gbv, the deliberately broken variants and drafts without replacement).
+the deliberately broken variants and of drafts without replacement). Traversal and
+spectr_gbv have recursions of their own (VerifierSpec.exact_law, verifiers.structure).
+
+Every law is checked where it is made (check_block_law per configuration, check_emit in
+total): mass exactly one in rationals, within MASS_TOLERANCE in float64; otherwise
+LawMassError naming the verifier and the configuration. A rule that may be undefined
+(spectr_gbv as released, the broken variants) reports where and how much instead.
 
 A draft configuration is a K-tuple of length-L paths with its weight (speclp.verifiers
 .drafts, the one enumerator: prod_k q(x_k) for an ordered i.i.d. tuple, prod_k q(x_k) /

@@ -79,14 +79,17 @@ paths' continuations are i.i.d. q-paths in their original order, docs/theory.md 
 12.2). A rule may be called with one slot per node (K0 = 1); naive_tree reads its first
 drafted child from the lowest path through the node for that reason. nss and khisti are
 order-invariant (their law given the drafts depends only on the multiset of paths; tests/
-test_exact_enumeration.py checks the declaration). Traversal has no such structure: a
-child's subtree is entered with a weight set from its parent's rows AFTER the earlier
-siblings' subtrees were deleted, so its subtree's behaviour depends on the earlier siblings
-(not node-local), and its law depends on the order of first appearance of the children (not
-order-invariant: 162 of the configurations of three small instances change under a
-permutation of the paths). Its exact law therefore enumerates the ordered K-tuples
-(exact by definition; small instances only), and `gap`/`sweep` estimate it above their
-work limit, labelled so.
+test_exact_enumeration.py checks the declaration). Traversal is not node-local: a child's
+subtree is entered with a weight set from its parent's rows AFTER the earlier siblings'
+subtrees were deleted, and its law depends on the order of first appearance of the children
+(not order-invariant: 162 of the configurations of three small instances change under a
+permutation of the paths). But the parent's state after deleting a sibling depends only on
+which sibling was deleted, not on what happened inside its subtree, so a subtree's
+behaviour depends on its past only through (node, paths through it, entry weight): its
+exact law on i.i.d. drafts is the sibling recursion of verifiers.structure
+(sibling_recursion, docstring there), which calls the walker's own two steps
+(traversal_child_weight, traversal_delete); on other draft laws it enumerates the ordered
+K-tuples.
 
 Shapes: tokens [B, K, L], target rows [B, K, L+1, V], draft rows [B, K, L, V];
 law.stop [B, K, L+1], law.correction [B, K, L+1, V].

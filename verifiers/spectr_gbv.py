@@ -41,6 +41,11 @@ there, so the law has mass < 1; it is registered may_be_undefined, and the exact
 the configurations and the mass where it is undefined (verifiers.exact.ExactResult), which
 `gap` prints instead of a block efficiency.
 
+Exact law on i.i.d. drafts: candidate_recursion (below; a Markov chain over the accepted
+length, the selected node and the set of earlier candidates' prefixes, calling
+spectr_gbv_tests), not the ordered K-tuples; its work grows with the number of those sets
+(candidate_states_bound), so at (8, 3, 4), (4, 4, 4) and (2, 8, 3) `gap` still estimates it.
+
 Shapes: tokens [B, K, L], target rows [B, K, L+1, V], draft rows [B, K, L, V];
 law.stop [B, K, L+1], law.correction [B, K, L+1, V].
 """

@@ -34,8 +34,14 @@ O(V^L L V) once r is known. selection_rows(model, paths) gives r at every node; 
 adapter path_selection_rows builds it from the verifier's own selection function applied
 to trees whose K paths all equal one path y (the skewed rows along y depend only on y).
 
-Everything else (single-path verifiers at K = 1, traversal, spectr_gbv, the deliberately
-broken variants, drafts without replacement) keeps the enumeration of verifiers.exact.
+Verifiers with their own recursion (VerifierSpec.exact_law): traversal (sibling_recursion
+below: the (node, m, entry weight) recursion of a post-order walk whose parent state after
+a deleted child depends only on the child) and spectr_gbv (spectr_gbv.candidate_recursion:
+a Markov chain over (accepted length, selected node, set of earlier prefixes)). Each
+docstring says why it is exact; both call the rule's own steps.
+
+Everything else (single-path verifiers at K = 1, the deliberately broken variants, drafts
+without replacement) keeps the enumeration of verifiers.exact.
 
 Every evaluation here runs in float64 (torch, CPU) on float models and in exact rationals
 (numpy object arrays through verifiers.ops) on exact models; tests/test_structure.py checks
