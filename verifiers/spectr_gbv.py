@@ -179,13 +179,14 @@ def claimed_expected_accepted(target_nodes: np.ndarray, draft_nodes: np.ndarray,
 # exact law on i.i.d. drafts by the candidate recursion
 # ---------------------------------------------------------------------------
 
-def candidate_states_bound(vocab: int, depth: int, paths: int) -> int:
+def candidate_states_bound(vocab: int, depth: int, paths: int, last: bool = True) -> int:
     """Upper bound on the (state, candidate prefix) pairs of candidate_recursion: states
     (accepted length a, selected node, set S of earlier (L-1)-prefixes) before candidate j
-    number at most sum_{i<=j} C(U, i) (1 + j (L-1)) with U = V^(L-1); each meets U prefixes."""
+    number at most sum_{i<=j} C(U, i) (1 + j (L-1)) with U = V^(L-1); each meets U prefixes.
+    last=False: without the last candidate's pairs (those are evaluated vectorised)."""
     prefixes = vocab ** max(depth - 1, 0)
     total = 0
-    for j in range(paths):
+    for j in range(paths if last else paths - 1):
         sets = sum(math.comb(prefixes, i) for i in range(min(j, prefixes) + 1))
         total += sets * (1 + j * max(depth - 1, 0)) * prefixes
     return total
@@ -257,7 +258,11 @@ def candidate_recursion(model: Any, paths: int) -> tuple[np.ndarray, int]:
                            q_y_inverse_free, full_accept, fulls))
     states: dict[tuple[int, int, frozenset], Any] = {(0, 0, frozenset()): one}
     evaluations = 0
-    for _ in range(paths):
+    for j in range(paths):
+        if j == paths - 1:  # the last candidate: vectorised over the states, nothing carried on
+            emit, undefined = _last_candidate(model, states, candidates, h, rows, emit,
+                                              prefix_len, zero, one)
+            return emit, evaluations + len(states) * len(candidates), undefined
         new: dict[tuple[int, int, frozenset], Any] = {}
         for (a, selected, seen), mass in states.items():
             for y, path_nodes, q_y, full_accept, fulls in candidates:
@@ -285,22 +290,80 @@ def candidate_recursion(model: Any, paths: int) -> tuple[np.ndarray, int]:
                     key = (length, node, frozenset() if length == prefix_len else grown)
                     new[key] = new.get(key, zero) + mass * value * go_on
         states = new
-    undefined_nodes: set[int] = set()
-    undefined_mass = zero
-    for (_, selected, _), mass in states.items():
-        row = rows[selected]
-        if sum(row, zero) == 0 and mass != 0:  # the rule has no token here (module docstring)
-            undefined_nodes.add(selected)
-            undefined_mass = undefined_mass + mass
-        emit[selected] = emit[selected] + mass * row
-    return emit, evaluations, (len(undefined_nodes), undefined_mass)
+    raise AssertionError("unreachable: the last candidate returns")  # paths >= 1
 
 
 candidate_recursion.kind = "candidate recursion"
-# work in units of the node recursion's rule evaluations (gap's MAX_STRUCTURED): one
-# (state, prefix) pair is a few dict operations in Python, about 10 batched evaluations
-candidate_recursion.work = lambda vocab, depth, paths: 10 * candidate_states_bound(vocab, depth,
-                                                                                   paths)
+# work in units of the node recursion's rule evaluations (gap's MAX_STRUCTURED): a (state,
+# prefix) pair before the last candidate is a few dict operations in Python (about 10 batched
+# evaluations), one of the last candidate a few vectorised array entries (about 1)
+candidate_recursion.work = lambda vocab, depth, paths: (
+    9 * candidate_states_bound(vocab, depth, paths, last=False)
+    + candidate_states_bound(vocab, depth, paths))
+
+
+def _last_candidate(model: Any, states: dict, candidates: list, h: dict, rows: dict,
+                    emit: np.ndarray, prefix_len: int, zero: Any, one: Any
+                    ) -> tuple[np.ndarray, tuple[int, Any]]:
+    """The last candidate's step of candidate_recursion for every state at once, and the end:
+    with stay[n, y] = prod over the tested lengths l of (1 - h(y_<=l)) and moved to l w.p.
+    h(y_<=l) prod_{l' > l tested} (1 - h(y_<=l')), the final (a, z) of every (state, y) pair
+    is summed into coefficients per node; the full paths y t stop with the total state mass."""
+    exact = model.exact
+    dtype = object if exact else np.float64
+    count, width = len(states), len(candidates)
+    index = {y: i for i, (y, *_) in enumerate(candidates)}
+    keys = list(states)
+    accepted = np.array([k[0] for k in keys], dtype=np.int64)
+    selected = np.array([k[1] for k in keys], dtype=np.int64)
+    mass = np.array([states[k] for k in keys], dtype=dtype)
+    most = max((len(k[2]) for k in keys), default=0)
+    seen = np.full((count, max(most, 1)), -1, dtype=np.int64)
+    for n, k in enumerate(keys):
+        for c, y in enumerate(k[2]):
+            seen[n, c] = index[y]
+    common = np.array([[_common(y, s) for s, *_ in candidates] for y, *_ in candidates],
+                      dtype=np.int64).reshape(width, width)
+    shared = np.zeros((count, width), dtype=np.int64)
+    for c in range(seen.shape[1]):
+        shared = np.where(seen[:, c:c + 1] >= 0, np.maximum(shared, common[seen[:, c]]), shared)
+    start = np.maximum(accepted[:, None], shared) + 1  # first tested length [N, U]
+    depth = prefix_len + 1
+    test = np.empty((width, depth + 1), dtype=dtype)  # h(y_<=l), l = 1..L-1 (0 elsewhere)
+    test[...] = zero
+    for i, (_, path_nodes, *_) in enumerate(candidates):
+        for length in range(1, depth):
+            test[i, length] = h[path_nodes[length]]
+    tail = np.empty((width, depth + 2), dtype=dtype)  # prod_{l' >= l} (1 - h), l = 1..L
+    tail[...] = one
+    for length in range(depth - 1, 0, -1):
+        tail[:, length] = tail[:, length + 1] * (1 - test[:, length])
+    go_on = np.array([q_y - full for _, _, q_y, full, _ in candidates], dtype=dtype)  # [U]
+    total_mass = mass.sum() if count else zero
+    for _, _, _, _, fulls in candidates:  # the full paths y t stop w.p. h_L(y t)
+        for leaf, leaf_mass in fulls:
+            emit[leaf] = emit[leaf] + total_mass * leaf_mass * model.target[leaf]
+    rows_u = np.arange(width)[None, :]
+    stay = tail[rows_u, np.minimum(start, depth)]  # [N, U] (start L: nothing tested, 1)
+    coefficient: dict[int, Any] = {}
+    stay_mass = (stay * go_on[None, :]).sum(axis=1) * mass  # [N]
+    for node, value in zip(selected.tolist(), stay_mass.tolist(), strict=True):
+        coefficient[node] = coefficient.get(node, zero) + value
+    for length in range(1, depth):
+        moved = np.where(start <= length, test[None, :, length] * tail[None, :, length + 1],
+                         zero)  # [N, U]
+        per_prefix = (moved * mass[:, None]).sum(axis=0) * go_on  # [U]
+        for i, value in enumerate(per_prefix.tolist()):
+            node = candidates[i][1][length]
+            coefficient[node] = coefficient.get(node, zero) + value
+    undefined_nodes, undefined_mass = 0, zero
+    for node, value in coefficient.items():
+        row = rows[node]
+        if value != 0 and sum(row, zero) == 0:  # the rule has no token here (module docstring)
+            undefined_nodes += 1
+            undefined_mass = undefined_mass + value
+        emit[node] = emit[node] + value * row
+    return emit, (undefined_nodes, undefined_mass)
 
 
 def _common(y: tuple[int, ...], s: tuple[int, ...]) -> int:
