@@ -302,6 +302,9 @@ candidate_recursion.work = lambda vocab, depth, paths: (
     + candidate_states_bound(vocab, depth, paths))
 
 
+LAST_CHUNK = 1 << 21  # (state, prefix) entries per array of the last candidate's step
+
+
 def _last_candidate(model: Any, states: dict, candidates: list, h: dict, rows: dict,
                     emit: np.ndarray, prefix_len: int, zero: Any, one: Any
                     ) -> tuple[np.ndarray, tuple[int, Any]]:
@@ -324,10 +327,6 @@ def _last_candidate(model: Any, states: dict, candidates: list, h: dict, rows: d
             seen[n, c] = index[y]
     common = np.array([[_common(y, s) for s, *_ in candidates] for y, *_ in candidates],
                       dtype=np.int64).reshape(width, width)
-    shared = np.zeros((count, width), dtype=np.int64)
-    for c in range(seen.shape[1]):
-        shared = np.where(seen[:, c:c + 1] >= 0, np.maximum(shared, common[seen[:, c]]), shared)
-    start = np.maximum(accepted[:, None], shared) + 1  # first tested length [N, U]
     depth = prefix_len + 1
     test = np.empty((width, depth + 1), dtype=dtype)  # h(y_<=l), l = 1..L-1 (0 elsewhere)
     test[...] = zero
@@ -344,16 +343,27 @@ def _last_candidate(model: Any, states: dict, candidates: list, h: dict, rows: d
         for leaf, leaf_mass in fulls:
             emit[leaf] = emit[leaf] + total_mass * leaf_mass * model.target[leaf]
     rows_u = np.arange(width)[None, :]
-    stay = tail[rows_u, np.minimum(start, depth)]  # [N, U] (start L: nothing tested, 1)
     coefficient: dict[int, Any] = {}
-    stay_mass = (stay * go_on[None, :]).sum(axis=1) * mass  # [N]
-    for node, value in zip(selected.tolist(), stay_mass.tolist(), strict=True):
-        coefficient[node] = coefficient.get(node, zero) + value
+    per_prefix = np.empty((depth, width), dtype=dtype)
+    per_prefix[...] = zero
+    chunk = max(1, LAST_CHUNK // max(width, 1))
+    for lo in range(0, count, chunk):  # [n, U] arrays a chunk of states at a time
+        part = slice(lo, lo + chunk)
+        shared = np.zeros((len(accepted[part]), width), dtype=np.int64)
+        for c in range(seen.shape[1]):
+            column = seen[part, c]
+            shared = np.where(column[:, None] >= 0, np.maximum(shared, common[column]), shared)
+        start = np.maximum(accepted[part, None], shared) + 1  # first tested length [n, U]
+        stay = tail[rows_u, np.minimum(start, depth)]  # [n, U] (start L: nothing tested, 1)
+        stay_mass = (stay * go_on[None, :]).sum(axis=1) * mass[part]  # [n]
+        for node, value in zip(selected[part].tolist(), stay_mass.tolist(), strict=True):
+            coefficient[node] = coefficient.get(node, zero) + value
+        for length in range(1, depth):
+            moved = np.where(start <= length, test[None, :, length] * tail[None, :, length + 1],
+                             zero)  # [n, U]
+            per_prefix[length] = per_prefix[length] + (moved * mass[part, None]).sum(axis=0)
     for length in range(1, depth):
-        moved = np.where(start <= length, test[None, :, length] * tail[None, :, length + 1],
-                         zero)  # [N, U]
-        per_prefix = (moved * mass[:, None]).sum(axis=0) * go_on  # [U]
-        for i, value in enumerate(per_prefix.tolist()):
+        for i, value in enumerate((per_prefix[length] * go_on).tolist()):
             node = candidates[i][1][length]
             coefficient[node] = coefficient.get(node, zero) + value
     undefined_nodes, undefined_mass = 0, zero
