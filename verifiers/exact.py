@@ -59,14 +59,18 @@ def configurations(model: TreeModel, paths: int, draft_sampling: str = "iid") ->
 
 
 def draft_tree(model: TreeModel, tokens: np.ndarray, device: Any = "cpu",
-               dtype: Any = None) -> DraftTree:
+               dtype: Any = None, numpy_floats: bool = False) -> DraftTree:
     """Gather the rows along every path. tokens [C, K, L].
 
-    Exact instances give numpy object rows; float instances give torch tensors.
+    Exact instances give numpy object rows; float instances give torch tensors, or numpy
+    float64 arrays with numpy_floats (for laws whose ops all have a numpy branch: no torch).
     """
     nodes = prefix_node_indices(tokens, model.vocab_size)  # [C, K, L+1]
     if model.exact:
         return DraftTree(np.asarray(tokens), model.target[nodes], model.draft[nodes[..., :-1]])
+    if numpy_floats:
+        target, draft = np.asarray(model.target, np.float64), np.asarray(model.draft, np.float64)
+        return DraftTree(np.asarray(tokens), target[nodes], draft[nodes[..., :-1]])
     torch = ops.torch
     dtype = torch.float64 if dtype is None else dtype
     target = torch.as_tensor(model.target, dtype=dtype, device=device)
@@ -304,7 +308,8 @@ def exact_result(model: TreeModel, verifier: str | Callable[[DraftTree], BlockLa
     undefined_count, undefined_mass = 0, model.target[0, 0] * 0
     for start in range(0, total, chunk):
         part = configs.part(start, start + chunk)
-        tree = draft_tree(model, part.tokens)
+        # single-path laws (BV, token) run on numpy float64 rows: no torch import for them
+        tree = draft_tree(model, part.tokens, numpy_floats=kind == "single path")
         law = verifier(tree) if callable(verifier) else block_law(verifier, tree)
         count, lost = check_block_law(name, model, np.asarray(part.tokens), law,
                                       part.probability, may_be_undefined)
