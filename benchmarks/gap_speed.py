@@ -12,15 +12,18 @@ The machine is shared: the 1-minute load average before each run is recorded wit
 Threads: OMP_NUM_THREADS = MKL_NUM_THREADS = 1 (torch uses one thread; HiGHS runs its
 simplex on one), so that the loaded run does not oversubscribe the cores.
 
-Side by side, in this process: the exact law of every structure-aware verifier by the
+Side by side: the K-path optimum alone (speclp.lp.engine.optimum) in a fresh process, timed
+the same way (the ratio gap / LP is the target's "<= 2x that LP solve"). In this process: the
+exact law of every structure-aware verifier by the
 structure (verifiers.structure) and by the enumeration it replaces (verifiers.exact with
 enumeration="enumerated"), where the ordered tuples number at most ENUMERATED_LIMIT, both
 timed, and their emit arrays compared (max |difference|).
 
-    nice -n 15 python benchmarks/gap_speed.py [--shapes 4,3,3 8,2,3 ...] [--no-loaded]
+    nice -n 15 python benchmarks/gap_speed.py [--shapes 4,3,3 8,2,3 ...] [--no-loaded] [--resume]
 
 Writes benchmarks/results/gap_speed/gap_speed.json (after every shape: partial results
-survive an interrupt), gap_speed.md and gap_speed.png.
+survive an interrupt; a run replaces the records of its shapes, --resume keeps them),
+gap_speed.md and gap_speed.png.
 """
 
 from __future__ import annotations
@@ -83,6 +86,28 @@ def run_gap(instance: Path, paths: int) -> dict:
     record["estimates"] = [n for n, v in result.get("verifiers", {}).items()
                            if v["evaluation"] == "estimate"]
     return record
+
+
+LP_SCRIPT = ("import sys, time; t = time.perf_counter(); from speclp.lp.engine import optimum; "
+             "from speclp.lp.instance import load_instance; "
+             "r = optimum(load_instance(sys.argv[1]), int(sys.argv[2]), time_limit=600); "
+             "print(r.value, r.certified, r.certified_within, time.perf_counter() - t)")
+
+
+def run_lp(instance: Path, paths: int) -> dict:
+    """The K-path optimum alone (speclp.lp.engine.optimum, certified as gap certifies it) in a
+    fresh process: the LP solve gap is compared with, timed the same way."""
+    env = {**os.environ, **THREADS, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", LP_SCRIPT, str(instance), str(paths)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    text = proc.stdout.read().decode().split()
+    return {"wall_seconds": round(wall, 3), "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3),
+            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+            "exit": os.waitstatus_to_exitcode(status),
+            "value": float(text[0]) if text else None}
 
 
 def burners(count: int) -> list[subprocess.Popen]:
@@ -165,10 +190,18 @@ def figure(records: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+def _lp_cell(record: dict, quiet: dict) -> str:
+    lp = record.get("lp")
+    if not lp or not lp.get("wall_seconds") or "wall_seconds" not in quiet:
+        return ""
+    return f"{lp['wall_seconds']} ({quiet['wall_seconds'] / lp['wall_seconds']:.2f}x)"
+
+
 def markdown(records: list[dict]) -> str:
-    lines = ["| (V, L, K) | target s | quiet wall s (CPU s) | loaded wall s (CPU s) | peak RSS MiB | "
+    lines = ["| (V, L, K) | target s | quiet wall s (CPU s) | LP alone wall s (ratio) | "
+             "loaded wall s (CPU s) | peak RSS MiB | "
              "optimum | estimated | structure vs enumerated (sum of s) |",
-             "|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in records:
         quiet, loaded = r.get("quiet", {}), r.get("loaded", {})
         opt = quiet.get("optimum") or {}
@@ -183,7 +216,8 @@ def markdown(records: list[dict]) -> str:
                     f"{sum(v['enumerated_seconds'] for v in side.values()):.2f}")
         lines.append(f"| {tuple(r['shape'])} | {TARGETS.get(tuple(r['shape']), '')} | "
                      f"{quiet.get('wall_seconds', '')} ({quiet.get('cpu_seconds', '')}; load "
-                     f"{quiet.get('load_before', '')}) | {loaded.get('wall_seconds', '')} "
+                     f"{quiet.get('load_before', '')}) | {_lp_cell(r, quiet)} | "
+                     f"{loaded.get('wall_seconds', '')} "
                      f"({loaded.get('cpu_seconds', '')}; load {loaded.get('load_before', '')}) | "
                      f"{max(quiet.get('peak_rss_mib', 0), loaded.get('peak_rss_mib', 0))} | "
                      f"{cert} | {', '.join(quiet.get('estimates', [])) or 'none'} | {pair} |")
@@ -195,6 +229,8 @@ def main() -> None:
     parser.add_argument("--shapes", nargs="*", default=None, help="V,L,K triples")
     parser.add_argument("--no-loaded", action="store_true", help="quiet runs only")
     parser.add_argument("--no-side-by-side", action="store_true")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the recorded shapes (default: rerun the shapes given)")
     args = parser.parse_args()
     shapes = ([tuple(int(v) for v in s.split(",")) for s in args.shapes] if args.shapes
               else SHAPES)
@@ -203,6 +239,8 @@ def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     target = OUT / "gap_speed.json"
     records = json.loads(target.read_text())["records"] if target.exists() else []
+    if not args.resume:  # a new run replaces the records of the shapes it runs
+        records = [r for r in records if tuple(r["shape"]) not in set(shapes)]
     done = {tuple(r["shape"]) for r in records}
     with tempfile.TemporaryDirectory() as tmp:
         for shape in shapes:
@@ -211,8 +249,10 @@ def main() -> None:
             vocab, depth, paths = shape
             instance = dirichlet_instance(vocab, depth, seed=1).save(
                 Path(tmp) / f"d{vocab}-{depth}.json")
-            record = {"shape": list(shape), "quiet": run_gap(instance, paths)}
-            print(shape, "quiet", record["quiet"].get("wall_seconds"), flush=True)
+            record = {"shape": list(shape), "quiet": run_gap(instance, paths),
+                      "lp": run_lp(instance, paths)}
+            print(shape, "quiet", record["quiet"].get("wall_seconds"), "lp",
+                  record["lp"].get("wall_seconds"), flush=True)
             if not args.no_loaded:
                 busy = burners(2)
                 try:

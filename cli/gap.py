@@ -73,7 +73,10 @@ def check_estimation(max_enumerated: int, samples: int) -> None:
 
 def status_text(v: dict[str, Any]) -> str:
     """The status cell of a verifier row: TV (exact or float64), estimate, or not claimed."""
-    estimate = v.get("estimate")
+    estimate, undefined = v.get("estimate"), v.get("undefined")
+    if undefined is not None:
+        return (f"undefined on {undefined['count']} {undefined['unit']} of mass "
+                f"{undefined['mass']:.6g}: no block efficiency")
     if estimate is not None:
         return (f"ESTIMATE: 95% CI [{estimate['ci_low']:.6g}, {estimate['ci_high']:.6g}] "
                 f"from {estimate['samples']} sampled configurations; TV not checked")
@@ -165,8 +168,10 @@ def gap(
                  short_fraction(class_row["exact"]), "0", "1", "",
                  "= K-path optimum (theorem; same solve)"]]
         for name, v in r["verifiers"].items():
-            rows.append([name, f"{v['block_efficiency']:.12g}", short_fraction(v.get("exact")),
-                         f"{v['gap']:.3g}", f"{v['ratio']:.6f}", v.get("evaluation", ""),
+            defined = v["block_efficiency"] is not None
+            rows.append([name, f"{v['block_efficiency']:.12g}" if defined else "undefined",
+                         short_fraction(v.get("exact")), f"{v['gap']:.3g}" if defined else "",
+                         f"{v['ratio']:.6f}" if defined else "", v.get("evaluation", ""),
                          status_text(v)])
         title = (f"{inst['name']}  V={inst['vocab_size']} L={inst['depth']} K={r['paths']} "
                  f"({r['draft_sampling']})  E[tau + 1]")

@@ -61,6 +61,7 @@ from ..lp.engine import METHODS
 from ..lp.full import MAX_VARIABLES, full_lp_size
 from ..lp.instance import Instance, dirichlet_instance, temperature_instance
 from ..proofs.gap import gap
+from ..rationals import fraction_text
 from ..verifiers.drafts import DRAFT_SAMPLING
 from ..verifiers.registry import get_verifier
 from ..verifiers.tree import ESTIMATE_SAMPLES, MAX_TUPLES, ordered_tuple_count
@@ -249,6 +250,9 @@ def run_task(task: Task, spec: SweepSpec, run_id: str) -> dict[str, Any]:
     rows = []
     for name, res in result["verifiers"].items():
         mine = [f for f in failures if f.startswith(f"{name}:")]
+        # a rule undefined on some configurations (gap's "undefined") has no block efficiency
+        res = {**res, **{k: math.nan for k in ("block_efficiency", "gap", "ratio")
+                         if res[k] is None}}
         rows.append({
             "family": task.family, "vocab": task.vocab, "depth": task.depth,
             "paths": task.paths, "draft_sampling": task.draft_sampling,
@@ -261,7 +265,8 @@ def run_task(task: Task, spec: SweepSpec, run_id: str) -> dict[str, Any]:
             "optimum_certified_within": (optimum.get("certified_within")
                                          if optimum.get("certified_within") is not None
                                          else math.nan),
-            "optimum_exact": (str(optimum["exact_value"]) if optimum["exact_value"] is not None
+            "optimum_exact": (fraction_text(optimum["exact_value"])
+                              if optimum["exact_value"] is not None
                               else None),
             "optimum_method": optimum["method"],
             "gap": res["gap"], "ratio": res["ratio"],

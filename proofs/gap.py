@@ -63,6 +63,7 @@ MAX_ENUMERATED = MAX_TUPLES  # configurations one verifier's exact law may ENUME
 # the block efficiency is ESTIMATED from sampled configurations (labelled "estimate")
 MAX_STRUCTURED = 50_000_000  # node-rule evaluations (or paths) of a structure-aware exact law
 # (verifiers.structure; about 1e6 per second in float64) above which it is estimated too
+ENUMERATED_KINDS = ("ordered", "multisets", "single path")  # ExactResult.enumeration by enumeration
 SAMPLES = ESTIMATE_SAMPLES  # sampled draft configurations per estimated verifier
 ESTIMATE_CLAIM_Z = 5.0  # an estimate fails "BE <= optimum" only when mean - 5 SE > optimum + tol
 
@@ -121,8 +122,17 @@ def gap(instance: Instance, paths: int, draft_sampling: str = "iid", backend: st
                        whose exact law costs at most EXACT_WORK, else None), gap, exact_gap,
                        ratio, tv, tv_exact (fraction string where exact), tv_kind ("exact",
                        "float64" or None), lossless_claimed, evaluation (how the exact law was
-                       computed: "node recursion", "selection law", "single path", "ordered",
-                       "multisets", or "estimate"), estimate, seconds}}; estimate is None for
+                       computed: "node recursion", "selection law", "sibling recursion" (traversal),
+                       "candidate recursion" (spectr_gbv), "single path", "ordered",
+                       "multisets", or "estimate"), estimate, undefined, seconds}};
+                       undefined is None unless the rule as published is undefined on some
+                       configurations (spectr_gbv: an all-zero correction row), then
+                       {count, unit, mass, mass_exact} (count configurations where the law is
+                       enumerated, nodes where it stops with an all-zero row where it is
+                       computed by structure; mass: the probability of an undefined step)
+                       and block_efficiency, exact, gap,
+                       exact_gap and ratio are None (a law of mass < 1 has no block
+                       efficiency); estimate is None for
                        an exact law, else {samples, seed, standard_error, ci_low, ci_high}:
                        the verifier's exact law would enumerate more than max_enumerated
                        configurations (or, by structure, take more than MAX_STRUCTURED
@@ -197,7 +207,16 @@ def _estimated(model: Any, name: str, paths: int, draft_sampling: str, record: A
            "lossless_claimed": claimed, "evaluation": "estimate",
            "estimate": {"samples": estimate.samples, "seed": estimate.seed,
                         "standard_error": estimate.standard_error,
-                        "ci_low": estimate.ci_low, "ci_high": estimate.ci_high}}
+                        "ci_low": estimate.ci_low, "ci_high": estimate.ci_high},
+           "undefined": None}
+    if estimate.undefined_samples:
+        row.update({"block_efficiency": None, "gap": None, "ratio": None, "undefined": {
+            "count": estimate.undefined_samples, "unit": "sampled configurations",
+            "mass": estimate.undefined_mass, "mass_exact": None}})
+        if not claimed:
+            return row, []
+        return row, [f"{name}: undefined on {estimate.undefined_samples} sampled configurations "
+                     f"of estimated mass {estimate.undefined_mass:.6g}"]
     margin = ESTIMATE_CLAIM_Z * estimate.standard_error
     if claimed and block_efficiency - margin > value + tolerance:
         return row, [
@@ -243,18 +262,34 @@ def _compare(instance: Instance, name: str, paths: int, draft_sampling: str, rec
            "gap": float(exact_gap) if exact_gap is not None else value - block_efficiency,
            "exact_gap": None if exact_gap is None else fraction_text(exact_gap),
            "ratio": block_efficiency / value, "tv": tv,
-           "tv_exact": None if tv_exact is None else str(tv_exact),
+           "tv_exact": None if tv_exact is None else fraction_text(tv_exact),
            "tv_kind": "exact" if tv_exact is not None else "float64",
-           "lossless_claimed": claimed, "evaluation": law.enumeration, "estimate": None}
+           "lossless_claimed": claimed, "evaluation": law.enumeration, "estimate": None,
+           "undefined": None}
+    undefined_law = exact_law if exact_law is not None else law
+    if undefined_law.undefined_configurations:
+        # the rule as published is undefined on some configurations (an all-zero correction
+        # row): its law has mass < 1, so no block efficiency, gap or ratio is reported for it
+        mass = undefined_law.undefined_mass
+        unit = "configurations" if undefined_law.enumeration in ENUMERATED_KINDS else "nodes"
+        row.update({"block_efficiency": None, "exact": None, "gap": None, "exact_gap": None,
+                    "ratio": None, "undefined": {
+                        "count": undefined_law.undefined_configurations, "unit": unit,
+                        "mass": float(mass),
+                        "mass_exact": fraction_text(mass) if exact_law is not None else None}})
     if not claimed:
         return row, []
+    if row["undefined"] is not None:
+        return row, [f"{name}: undefined on {row['undefined']['count']} {unit} of mass "
+                     f"{row['undefined']['mass']:.6g}"]
     problems = []
     certified = ("certified" if record.certified else "NOT certified" if
                  record.certified_within is None else
                  f"certified-within-{record.certified_within:.2g}")
     if exact_gap is not None and exact_gap < 0:
-        problems.append(f"{name}: exact block efficiency {exact_be} exceeds the {certified} "
-                        f"exact optimum {record.exact_value} by {-exact_gap}")
+        problems.append(f"{name}: exact block efficiency {fraction_text(exact_be)} exceeds the "
+                        f"{certified} exact optimum {fraction_text(record.exact_value)} by "
+                        f"{fraction_text(-exact_gap)}")
     elif exact_gap is None and block_efficiency > value + tolerance:
         problems.append(f"{name}: block efficiency {block_efficiency:.15g} exceeds the "
                         f"{certified} optimum {value:.15g} by {block_efficiency - value:.3g} "

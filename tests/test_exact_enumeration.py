@@ -10,9 +10,9 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from speclp.lp.instance import dirichlet_instance, ties_instance
+from speclp.lp.instance import dirichlet_instance, from_rows, ties_instance
 from speclp.verifiers.drafts import multiset_configurations, ordered_configurations
-from speclp.verifiers.exact import draft_tree, exact_result
+from speclp.verifiers.exact import LawMassError, draft_tree, exact_result
 from speclp.verifiers.registry import block_law, get_verifier, verifier_names
 from speclp.verifiers.tree import num_nodes, prefix_node_indices
 
@@ -117,3 +117,86 @@ def test_sampled_configurations_follow_the_draft_law(draft_sampling):
         seen += observed
         assert abs(observed - samples * p) <= 5 * np.sqrt(samples * p * (1 - p)) + 1
     assert seen == samples  # no tuple outside the support (without replacement: distinct)
+
+
+# ---------------------------------------------------------------------------
+# every law sums to one where it is made; rational rows stay rational
+# ---------------------------------------------------------------------------
+
+def _exact_scalars(values):
+    """True when every entry is a Fraction or an int (never a float, never a bool)."""
+    return all(isinstance(x, (Fraction, int)) and not isinstance(x, bool)
+               for x in np.asarray(values).reshape(-1))
+
+
+# rows (integer weights, normalised) on which traversal's walker used to divide int 0 by int 1
+# and turn its law into floats (V = 3, L = 2, K = 3)
+FLOATS_BEFORE = (
+    [[2, 0, 2], [1, 3, 1], [0, 0, 2], [3, 0, 1], [0, 2, 1], [2, 1, 0], [1, 2, 2], [2, 3, 1],
+     [2, 0, 1], [2, 1, 0], [1, 2, 1], [1, 0, 0], [0, 2, 2]],
+    [[2, 1, 2], [2, 3, 1], [2, 2, 0], [0, 2, 1], [2, 2, 1], [3, 1, 2], [1, 2, 1], [1, 2, 1],
+     [2, 1, 0], [2, 0, 3], [0, 3, 1], [1, 3, 0], [0, 2, 1]])
+
+
+def _weights_instance(target, draft, depth):
+    def rows(weights):
+        out = np.empty((len(weights), len(weights[0])), dtype=object)
+        for i, w in enumerate(weights):
+            out[i] = [Fraction(x, sum(w)) for x in w]
+        return out
+
+    return from_rows(rows(target), rows(draft), depth, "weights")
+
+
+@pytest.mark.parametrize("vocab,depth,paths,seed", [(3, 2, 3, 0), (2, 3, 2, 1), (3, 1, 3, 2)])
+def test_every_registered_verifier_stays_rational(vocab, depth, paths, seed):
+    """Every registered verifier, walked on rational rows (ties and zeros), gives exact
+    outputs: its batch law on every ordered configuration and its exact law."""
+    extra = [_weights_instance(*FLOATS_BEFORE, 2)] if (vocab, depth, paths) == (3, 2, 3) else []
+    for inst in [ties_instance(vocab, depth, seed=seed),
+                 dirichlet_instance(vocab, depth, alpha=0.4, seed=seed, denominator=5)] + extra:
+        model = inst.model(exact=True)
+        tree = draft_tree(model, ordered_configurations(model, paths).tokens)
+        for name in verifier_names(include_broken=True):
+            law = block_law(name, tree)
+            assert _exact_scalars(law.stop) and _exact_scalars(law.correction), name
+            for enumeration in ("auto", "ordered"):
+                result = exact_result(model, name, paths, enumeration=enumeration)
+                assert isinstance(result.block_efficiency, Fraction), name
+                assert _exact_scalars(result.emit), name
+
+
+def _halved(tree):
+    law = block_law("bv", tree)
+    return type(law)(law.stop / 2, law.correction)  # exact on rationals (Fraction / int)
+
+
+def _bent_rows(tree):
+    law = block_law("bv", tree)
+    return type(law)(law.stop, law.correction * 3 / 4)
+
+
+@pytest.mark.parametrize("law", [_halved, _bent_rows])
+@pytest.mark.parametrize("exact", [True, False])
+def test_a_law_that_does_not_sum_to_one_is_an_error(law, exact):
+    model = dirichlet_instance(2, 2, seed=0, denominator=8).model(exact=exact)
+    with pytest.raises(LawMassError, match=law.__name__ + r": .*configuration \[\[.*not 1"):
+        exact_result(model, law, 1)
+
+
+def test_float_rounding_is_not_a_mass_error():
+    """float64 laws sum to one within 1e-12, not exactly: every verifier passes."""
+    model = dirichlet_instance(3, 2, alpha=0.5, seed=3).model(exact=False)
+    for name in verifier_names(include_broken=True):
+        exact_result(model, name, 2, enumeration="ordered")
+
+
+def test_spectr_gbv_undefined_mass_agrees_exact_and_float():
+    inst = ties_instance(3, 2, seed=2)
+    exact = exact_result(inst.model(exact=True), "spectr_gbv", 2, enumeration="ordered")
+    floats = exact_result(inst.model(exact=False), "spectr_gbv", 2, enumeration="ordered")
+    assert exact.undefined_configurations == floats.undefined_configurations > 0
+    assert exact.undefined_mass == 1 - exact.emit.sum() > 0
+    assert abs(floats.undefined_mass - float(exact.undefined_mass)) < 1e-12
+    clean = exact_result(dirichlet_instance(3, 2, seed=2).model(exact=True), "spectr_gbv", 2)
+    assert clean.undefined_configurations == 0 and clean.emit.sum() == 1

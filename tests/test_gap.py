@@ -3,11 +3,19 @@
 import json
 from fractions import Fraction
 
+import numpy as np
 import pytest
 from speclp.cli import app
-from speclp.lp.instance import bv_toy, dirichlet_instance, instance_from_json
+from speclp.lp.instance import (
+    bv_toy,
+    dirichlet_instance,
+    from_rows,
+    instance_from_json,
+    ties_instance,
+)
 from speclp.proofs import gap as gap_module
 from speclp.proofs.gap import DEFAULT_VERIFIERS, gap
+from speclp.verifiers.exact import exact_result
 from typer.testing import CliRunner
 
 runner = CliRunner()
@@ -102,7 +110,7 @@ def test_rational_instance_gives_exact_laws_and_exact_zero_tv():
     evaluations = {name: row["evaluation"] for name, row in result["verifiers"].items()}
     assert evaluations["specinfer"] == "node recursion"
     assert evaluations["nodeopt"] == evaluations["gbv"] == "selection law"
-    assert evaluations["traversal"] == "ordered" and evaluations["bv"] == "single path"
+    assert evaluations["traversal"] == "sibling recursion" and evaluations["bv"] == "single path"
 
 
 def test_lossy_verifier_is_reported():
@@ -311,8 +319,9 @@ def test_estimated_verifiers_are_labelled_and_close_to_the_exact_laws(monkeypatc
 
 def test_cli_table_labels_estimates(tmp_path):
     path = dirichlet_instance(2, 3, alpha=0.7, seed=3).save(tmp_path / "i.json")
+    # every verifier has a structure on i.i.d. drafts; drafts without replacement enumerate
     result = runner.invoke(app, ["gap", str(path), "--paths", "3", "--max-enumerated", "100",
-                                 "--samples", "500"])
+                                 "--samples", "500", "--draft-sampling", "without-replacement"])
     assert result.exit_code == 0, result.output
     assert "ESTIMATE: 95% CI" in result.stdout
 
@@ -381,4 +390,42 @@ def test_structure_is_not_capped_by_the_enumeration_limit():
     rows = result["verifiers"]
     assert rows["specinfer"]["evaluation"] == "node recursion"
     assert rows["nodeopt"]["evaluation"] == "selection law"
-    assert rows["traversal"]["evaluation"] == "estimate"  # 512 ordered tuples > 20
+    assert rows["traversal"]["evaluation"] == "sibling recursion"
+    assert rows["spectr_gbv"]["evaluation"] == "candidate recursion"
+
+
+def test_undefined_spectr_gbv_has_no_block_efficiency():
+    """spectr_gbv as released is undefined where a correction row is all zero (ties_instance
+    (3, 2, seed 0) at K = 2: 25 of the ordered configurations, one node): gap reports where
+    and how much, and no block efficiency; the undefined mass is 1 - the law's mass of the
+    ordered enumeration, computed apart."""
+    inst = ties_instance(3, 2, seed=0)
+    result = gap(inst, 2, verifiers=["spectr_gbv", "traversal"])
+    row = result["verifiers"]["spectr_gbv"]
+    assert row["block_efficiency"] is None and row["gap"] is None and row["ratio"] is None
+    law = exact_result(inst.model(exact=True), "spectr_gbv", 2, enumeration="ordered")
+    assert law.undefined_configurations == 25
+    assert row["undefined"]["count"] == 1 and row["undefined"]["unit"] == "nodes"
+    assert Fraction(row["undefined"]["mass_exact"]) == 1 - law.emit.sum() > 0
+    assert result["verifiers"]["traversal"]["undefined"] is None
+    assert result["failures"] == []  # not claimed lossless: reported, never a failure
+
+
+def test_traversal_stays_rational_no_false_failure():
+    """The instance on which traversal's walker turned into floats (int 0 / int 1 = 0.0) and
+    gap failed it falsely: now exact, TV exactly 0, no failure."""
+    target = [[2, 0, 2], [1, 3, 1], [0, 0, 2], [3, 0, 1], [0, 2, 1], [2, 1, 0], [1, 2, 2],
+              [2, 3, 1], [2, 0, 1], [2, 1, 0], [1, 2, 1], [1, 0, 0], [0, 2, 2]]
+    draft = [[2, 1, 2], [2, 3, 1], [2, 2, 0], [0, 2, 1], [2, 2, 1], [3, 1, 2], [1, 2, 1],
+             [1, 2, 1], [2, 1, 0], [2, 0, 3], [0, 3, 1], [1, 3, 0], [0, 2, 1]]
+
+    def rows(weights):
+        out = np.empty((len(weights), 3), dtype=object)
+        for i, w in enumerate(weights):
+            out[i] = [Fraction(x, sum(w)) for x in w]
+        return out
+
+    inst = from_rows(rows(target), rows(draft), 2, "floats-before")
+    result = gap(inst, 3, verifiers=["traversal"])
+    assert result["failures"] == []
+    assert result["verifiers"]["traversal"]["tv_exact"] == "0"

@@ -16,7 +16,13 @@ from speclp.lp.instance import dirichlet_instance, from_rows, ties_instance
 from speclp.verifiers.exact import enumeration_size, exact_result
 from speclp.verifiers.multipath import _naive_tree_rule
 from speclp.verifiers.registry import get_verifier, verifier_names
-from speclp.verifiers.structure import evaluation_kind, rule_evaluations, structured_law
+from speclp.verifiers.spectr_gbv import candidate_states_bound
+from speclp.verifiers.structure import (
+    evaluation_kind,
+    rule_evaluations,
+    sibling_evaluations_bound,
+    structured_law,
+)
 from speclp.verifiers.tree import num_nodes
 
 STRUCTURED = [n for n in verifier_names(include_broken=True)
@@ -74,11 +80,13 @@ def test_structure_on_ties_and_dirichlet(name):
             assert result.total_variation_exact == 0  # exactly lossless, exactly 0
 
 
-def test_every_multipath_lossless_verifier_but_traversal_has_structure():
-    """Which verifiers keep the enumeration (stated in verifiers/structure.py)."""
+def test_every_multipath_lossless_verifier_has_structure():
+    """Which verifiers keep the enumeration (stated in verifiers/structure.py): no lossless
+    multi-path one; traversal by the sibling recursion."""
     enumerated = {n for n in verifier_names() if get_verifier(n).multipath
                   and evaluation_kind(get_verifier(n), 3) is None}
-    assert enumerated == {"traversal"}
+    assert enumerated == set()
+    assert evaluation_kind(get_verifier("traversal"), 3) == "sibling recursion"
     assert evaluation_kind(get_verifier("gbv"), 3, "without-replacement") is None
     assert evaluation_kind(get_verifier("bv"), 1) is None  # single path: K = 1 enumeration
 
@@ -122,3 +130,104 @@ def test_a_wrong_selection_law_is_caught():
     wrong = structured_law(model, spec, 3)
     reference = exact_result(model, "gbv", 3, enumeration="ordered")
     assert not (wrong.emit == reference.emit).all()
+
+
+# ---------------------------------------------------------------------------
+# traversal: the (node, paths, entry weight) sibling recursion
+# ---------------------------------------------------------------------------
+
+@st.composite
+def traversal_cases(draw):
+    """(instance, K) with V, L, K in {2, 3} (K = 1 too, and L = 1), ties and zeros in the rows,
+    at most 4096 ordered K-tuples for the reference."""
+    vocab = draw(st.integers(2, 3))
+    depth = draw(st.integers(1, 3))
+    paths = draw(st.integers(1, 3))
+    if vocab ** (depth * paths) > 4096:
+        paths = max(p for p in (1, 2, 3) if vocab ** (depth * p) <= 4096)
+    count = num_nodes(vocab, depth)
+    weights = st.lists(st.integers(0, 3), min_size=vocab, max_size=vocab).filter(any)
+
+    def rows():
+        out = np.empty((count, vocab), dtype=object)
+        for i in range(count):
+            w = draw(weights)
+            out[i] = [Fraction(x, sum(w)) for x in w]
+        return out
+
+    return from_rows(rows(), rows(), depth, "hypothesis"), paths
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=traversal_cases())
+def test_traversal_recursion_equals_ordered_enumeration_exactly(case):
+    instance, paths = case
+    model = instance.model(exact=True)
+    fast = assert_structure_equals_enumeration(model, "traversal", paths)
+    assert fast.configurations <= sibling_evaluations_bound(model.vocab_size, model.depth, paths)
+    assert fast.total_variation_exact == 0  # traversal is lossless, exactly
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=traversal_cases())
+def test_spectr_gbv_recursion_equals_ordered_enumeration_exactly(case):
+    """spectr_gbv's candidate recursion: the same law (also where the rule is undefined: the
+    same zero rows, the same undefined mass) as every ordered K-tuple."""
+    instance, paths = case
+    model = instance.model(exact=True)
+    fast = assert_structure_equals_enumeration(model, "spectr_gbv", paths)
+    reference = exact_result(model, "spectr_gbv", paths, enumeration="ordered")
+    assert fast.undefined_mass == reference.undefined_mass == 1 - fast.emit.sum()
+    assert (fast.undefined_configurations == 0) == (reference.undefined_configurations == 0)
+    assert fast.configurations <= candidate_states_bound(model.vocab_size, model.depth, paths)
+
+
+def test_spectr_gbv_without_skips_is_caught(monkeypatch):
+    """The comparison can fail: the recursion with the skip rule dropped (no earlier prefix
+    ever shared) is not the released rule's law."""
+    from speclp.verifiers import spectr_gbv
+
+    model = dirichlet_instance(2, 3, alpha=0.7, seed=2, denominator=10).model(exact=True)
+    reference = exact_result(model, "spectr_gbv", 3, enumeration="ordered")
+    monkeypatch.setattr(spectr_gbv, "_common", lambda y, s: 0)
+    wrong, _, _ = spectr_gbv.candidate_recursion(model, 3)
+    assert not (wrong == reference.emit).all()
+
+
+@pytest.mark.parametrize("vocab,depth,paths", [(2, 2, 2), (2, 3, 3), (3, 2, 2), (3, 2, 3),
+                                               (3, 3, 2), (2, 2, 3)])
+def test_traversal_recursion_on_ties_and_dirichlet(vocab, depth, paths):
+    for inst in (ties_instance(vocab, depth, seed=3),
+                 dirichlet_instance(vocab, depth, alpha=0.4, seed=7, denominator=6)):
+        result = assert_structure_equals_enumeration(inst.model(exact=True), "traversal", paths)
+        assert result.total_variation_exact == 0
+        floats = exact_result(inst.model(exact=False), "traversal", paths)
+        assert np.abs(floats.emit - result.emit.astype(np.float64)).max() < 1e-13
+
+
+def test_sibling_evaluation_bound_closed_form():
+    """V = 2, L = 1, K = 2: the ordered pairs 00, 11, 01, 10 are 4 groups (first-appearance
+    sequence, counts) at the root: 4 pairs; V = 2, L = 2, K = 1: one path, 2 groups (its child)
+    at the root, then 2 groups at each of the 2 children: 2 + 2 * 2. On positive rows every
+    group happens and no two keys merge (distinct nodes), so the recursion does exactly that."""
+    assert sibling_evaluations_bound(2, 1, 2) == 4
+    assert sibling_evaluations_bound(2, 2, 1) == 6
+    model = dirichlet_instance(2, 2, seed=0).model(exact=False)
+    assert exact_result(model, "traversal", 1).configurations == 6
+
+
+def test_a_wrong_traversal_step_is_caught():
+    """The comparison can fail: the child weight set from the parent's ORIGINAL weight 1 (the
+    sibling-blind rule) is not traversal's law."""
+    from speclp.verifiers.multipath import traversal_delete
+    from speclp.verifiers.structure import sibling_recursion
+
+    model = dirichlet_instance(3, 2, alpha=0.7, seed=1, denominator=12).model(exact=True)
+    reference = exact_result(model, "traversal", 2, enumeration="ordered")
+
+    def blind(weight, p_child, q_child):
+        from speclp.verifiers import ops
+        return ops.minimum(ops.safe_div(p_child, q_child), 1)
+
+    wrong, _ = sibling_recursion(model, 2, blind, traversal_delete)
+    assert not (wrong == reference.emit).all()

@@ -2,7 +2,13 @@
 (verifiers.structure: the (node, m) recursion of a node-local verifier's own node rule, or
 BV against a select-then-BV verifier's selection law), else by enumerating every draft
 configuration of a small instance as one batch (the test oracle, and the evaluation of
-traversal, spectr_gbv, the deliberately broken variants and drafts without replacement).
+the deliberately broken variants and of drafts without replacement). Traversal and
+spectr_gbv have recursions of their own (VerifierSpec.exact_law, verifiers.structure).
+
+Every law is checked where it is made (check_block_law per configuration, check_emit in
+total): mass exactly one in rationals, within MASS_TOLERANCE in float64; otherwise
+LawMassError naming the verifier and the configuration. A rule that may be undefined
+(spectr_gbv as released, the broken variants) reports where and how much instead.
 
 A draft configuration is a K-tuple of length-L paths with its weight (speclp.verifiers
 .drafts, the one enumerator: prod_k q(x_k) for an ordered i.i.d. tuple, prod_k q(x_k) /
@@ -42,8 +48,8 @@ from .registry import block_law, get_verifier
 from .structure import evaluation_kind, rule_evaluations, structured_law
 from .tree import TreeModel, all_paths, depth_offset, node_depths, num_nodes, prefix_node_indices
 
-__all__ = ["DRAFT_SAMPLING", "Configurations", "ExactResult", "SampledResult", "configurations",
-           "exact_result", "sampled_result"]
+__all__ = ["DRAFT_SAMPLING", "Configurations", "ExactResult", "LawMassError", "SampledResult",
+           "check_block_law", "check_emit", "configurations", "exact_result", "sampled_result"]
 
 
 def configurations(model: TreeModel, paths: int, draft_sampling: str = "iid") -> Configurations:
@@ -53,14 +59,18 @@ def configurations(model: TreeModel, paths: int, draft_sampling: str = "iid") ->
 
 
 def draft_tree(model: TreeModel, tokens: np.ndarray, device: Any = "cpu",
-               dtype: Any = None) -> DraftTree:
+               dtype: Any = None, numpy_floats: bool = False) -> DraftTree:
     """Gather the rows along every path. tokens [C, K, L].
 
-    Exact instances give numpy object rows; float instances give torch tensors.
+    Exact instances give numpy object rows; float instances give torch tensors, or numpy
+    float64 arrays with numpy_floats (for laws whose ops all have a numpy branch: no torch).
     """
     nodes = prefix_node_indices(tokens, model.vocab_size)  # [C, K, L+1]
     if model.exact:
         return DraftTree(np.asarray(tokens), model.target[nodes], model.draft[nodes[..., :-1]])
+    if numpy_floats:
+        target, draft = np.asarray(model.target, np.float64), np.asarray(model.draft, np.float64)
+        return DraftTree(np.asarray(tokens), target[nodes], draft[nodes[..., :-1]])
     torch = ops.torch
     dtype = torch.float64 if dtype is None else dtype
     target = torch.as_tensor(model.target, dtype=dtype, device=device)
@@ -83,6 +93,83 @@ class ExactResult:
     # the same TV computed exactly (the laws' own rationals) on exact models, else None: an
     # exactly lossless law has exactly 0 here
     total_variation_exact: Any = None
+    # a rule registered may_be_undefined (spectr_gbv): the configurations on which it reaches
+    # a step with an all-zero correction row (by structure: the nodes where it stops with
+    # one), and the probability of reaching one (= 1 - the law's mass); block_efficiency is
+    # then that of a law of mass < 1 and is not reported
+    undefined_configurations: int = 0
+    undefined_mass: Any = 0
+
+
+MASS_TOLERANCE = 1e-12  # float64 laws sum to one within this; exact laws exactly
+
+
+class LawMassError(ArithmeticError):
+    """A verifier's law does not sum to one: an internal error of the verifier (never a bad
+    input), named with the verifier and the configuration."""
+
+
+def _is_one(value: Any, exact: bool) -> bool:
+    return value == 1 if exact else abs(float(value) - 1) <= MASS_TOLERANCE
+
+
+def check_block_law(name: str, model: TreeModel, tokens: np.ndarray, law: BlockLaw,
+                    probability: np.ndarray, may_be_undefined: bool = False) -> tuple[int, Any]:
+    """Check a batch law where it is made: for every configuration, the stop masses sum to
+    one and the law's mass sum_(k, i) stop (sum of the correction row) is one; in exact
+    rationals every correction row with positive stop mass sums to exactly one, in float64
+    the masses are within MASS_TOLERANCE. A correction row summing to zero at positive stop
+    mass (exactly zero and, in float64, stop mass over MASS_TOLERANCE) is an undefined step:
+    allowed only for a rule registered may_be_undefined, which gets (configurations with an
+    undefined step, their probability-weighted undefined mass); anything else raises
+    LawMassError naming the verifier and the configuration."""
+    stop, correction = law.stop, law.correction
+    if ops.is_torch(stop):
+        stop, correction = ops.as_float64(stop), ops.as_float64(correction)
+    exact = stop.dtype == object
+    batch = stop.shape[0]
+    where = f"(V={model.vocab_size}, L={model.depth}, K={tokens.shape[1]})"
+    rows = correction.sum(axis=-1)  # [C, K, L+1]
+    zero = (rows == 0) & (stop != 0 if exact else stop > MASS_TOLERANCE)
+    if not may_be_undefined:
+        zero = zero & False
+    lost = np.where(zero, stop, 0 * stop).reshape(batch, -1).sum(axis=1)
+    stops = stop.reshape(batch, -1).sum(axis=1)
+    mass = (stop * rows).reshape(batch, -1).sum(axis=1) + lost
+    for label, values in (("stop masses", stops), ("law (with its undefined mass)", mass)):
+        for c in np.nonzero([not _is_one(v, exact) for v in values])[0][:1]:
+            raise LawMassError(f"{name}: {label} of configuration {tokens[c].tolist()} {where} "
+                               f"sum to {float(values[c])!r}, not 1")
+    if exact:
+        bad = np.argwhere((stop != 0) & ~zero & (rows != 1))
+        if len(bad):
+            c, k, i = bad[0]
+            raise LawMassError(f"{name}: correction row at prefix length {i} of path {k} of "
+                               f"configuration {tokens[c].tolist()} {where} sums to "
+                               f"{float(rows[c, k, i])!r}, not 1")
+    undefined = zero.reshape(batch, -1).any(axis=1)
+    return int(undefined.sum()), (lost * probability).sum() if batch else 0
+
+
+def _may_be_undefined(name: str) -> bool:
+    """A rule whose law may have mass < 1: registered may_be_undefined (spectr_gbv as
+    released), or deliberately broken (lossless=False with draft laws: bv_first_failure stops
+    where BV's residual row is all zero); the undefined mass is reported, never hidden."""
+    spec = get_verifier(name)
+    return spec.may_be_undefined or not spec.lossless
+
+
+def check_emit(name: str, model: TreeModel, paths: int, emit: np.ndarray, kind: str,
+               expected: Any = 1) -> None:
+    """The node-aggregated law emit [N, V] has mass `expected` (1 unless undefined mass was
+    reported), exactly in rationals, within MASS_TOLERANCE in float64; else LawMassError."""
+    total = emit.sum()
+    ok = total == expected if emit.dtype == object else \
+        abs(float(total) - float(expected)) <= MASS_TOLERANCE
+    if not ok:
+        raise LawMassError(f"{name}: exact law ({kind}) on V={model.vocab_size}, "
+                           f"L={model.depth}, K={paths} has mass {float(total)!r}, not "
+                           f"{float(expected)!r}")
 
 
 def aggregate(model: TreeModel, configs: Configurations, law: BlockLaw) -> np.ndarray:
@@ -139,13 +226,15 @@ def total_variation(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(diff).sum() / 2)
 
 
-def _result(model: TreeModel, emit: np.ndarray, count: int, kind: str) -> ExactResult:
+def _result(model: TreeModel, emit: np.ndarray, count: int, kind: str,
+            undefined: tuple[int, Any] = (0, 0)) -> ExactResult:
     """ExactResult of a node-aggregated law emit [N, V]."""
     continued = continued_law(model, emit)
     target = model.target_path_probabilities(model.depth + 1)
     exact_tv = exact_total_variation(continued, target) if emit.dtype == object else None
     tv = float(exact_tv) if exact_tv is not None else total_variation(continued, target)
-    return ExactResult(emit, block_efficiency_from_emit(model, emit), tv, count, kind, exact_tv)
+    return ExactResult(emit, block_efficiency_from_emit(model, emit), tv, count, kind, exact_tv,
+                       undefined[0], undefined[1])
 
 
 # "auto": structure (i.i.d. drafts, verifiers.structure) where the verifier admits it, else
@@ -198,10 +287,17 @@ def exact_result(model: TreeModel, verifier: str | Callable[[DraftTree], BlockLa
     """
     if enumeration not in ENUMERATIONS:
         raise ValueError(f"enumeration must be one of {ENUMERATIONS}, got {enumeration!r}")
+    name = verifier if isinstance(verifier, str) else getattr(verifier, "__name__", "law")
+    may_be_undefined = isinstance(verifier, str) and _may_be_undefined(verifier)
     if enumeration == "auto" and not callable(verifier):
         structured = structured_law(model, get_verifier(verifier), paths, draft_sampling)
         if structured is not None:
-            return _result(model, structured.emit, structured.evaluations, structured.kind)
+            count, lost = structured.undefined
+            if count and not may_be_undefined:
+                raise LawMassError(f"{name}: undefined at {count} nodes ({structured.kind})")
+            check_emit(name, model, paths, structured.emit, structured.kind, 1 - lost)
+            return _result(model, structured.emit, structured.evaluations, structured.kind,
+                           structured.undefined)
     configs, kind = enumerated_configurations(model, verifier, paths, draft_sampling,
                                               "ordered" if enumeration == "ordered" else "auto")
     if len(configs) == 0:
@@ -209,13 +305,19 @@ def exact_result(model: TreeModel, verifier: str | Callable[[DraftTree], BlockLa
                          "positive probability")
     emit = None
     total = len(configs)
+    undefined_count, undefined_mass = 0, model.target[0, 0] * 0
     for start in range(0, total, chunk):
         part = configs.part(start, start + chunk)
-        tree = draft_tree(model, part.tokens)
+        # single-path laws (BV, token) run on numpy float64 rows: no torch import for them
+        tree = draft_tree(model, part.tokens, numpy_floats=kind == "single path")
         law = verifier(tree) if callable(verifier) else block_law(verifier, tree)
+        count, lost = check_block_law(name, model, np.asarray(part.tokens), law,
+                                      part.probability, may_be_undefined)
+        undefined_count, undefined_mass = undefined_count + count, undefined_mass + lost
         piece = aggregate(model, part, law)
         emit = piece if emit is None else emit + piece
-    return _result(model, emit, total, kind)
+    check_emit(name, model, paths, emit, kind, 1 - undefined_mass)
+    return _result(model, emit, total, kind, (undefined_count, undefined_mass))
 
 
 # ---------------------------------------------------------------------------
@@ -238,6 +340,8 @@ def enumeration_size(model: TreeModel, verifier: str, paths: int,
         return rule_evaluations(model.vocab_size, model.depth, paths)
     if kind == "selection law":
         return model.vocab_size ** model.depth
+    if kind is not None and spec.exact_law is not None:
+        return spec.exact_law.work(model.vocab_size, model.depth, paths)
     leaves = len(positive_leaves(model)[1])
     if not spec.multipath:
         return leaves
@@ -285,6 +389,10 @@ class SampledResult:
     seed: int
     total_variation: float = float("nan")
     enumeration: str = "sampled"
+    # a rule registered may_be_undefined: sampled configurations with an undefined step, and
+    # the estimated probability of one (mean over the samples)
+    undefined_samples: int = 0
+    undefined_mass: float = 0.0
 
 
 def sampled_result(model: TreeModel, verifier: str | Callable[[DraftTree], BlockLaw],
@@ -298,12 +406,20 @@ def sampled_result(model: TreeModel, verifier: str | Callable[[DraftTree], Block
     rng = np.random.default_rng(seed)
     tokens = sample_configurations(float_model, paths, draft_sampling, samples, rng)
     values = []
+    name = verifier if isinstance(verifier, str) else getattr(verifier, "__name__", "law")
+    may_be_undefined = isinstance(verifier, str) and _may_be_undefined(verifier)
+    undefined, lost = 0, 0.0
     for start in range(0, samples, chunk):
-        tree = draft_tree(float_model, tokens[start: start + chunk])
+        part = tokens[start: start + chunk]
+        tree = draft_tree(float_model, part)
         law = verifier(tree) if callable(verifier) else block_law(verifier, tree)
+        count, mass = check_block_law(name, float_model, part, law, np.ones(len(part)),
+                                      may_be_undefined)
+        undefined, lost = undefined + count, lost + float(mass)
         values.append(ops.as_float64(law.block_efficiency()))
     per_configuration = np.concatenate(values)
     mean = float(per_configuration.mean())
     error = float(per_configuration.std(ddof=1) / np.sqrt(samples))
     return SampledResult(mean, error, mean - CONFIDENCE_Z * error, mean + CONFIDENCE_Z * error,
-                         samples, seed)
+                         samples, seed, undefined_samples=undefined,
+                         undefined_mass=lost / samples)

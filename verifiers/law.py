@@ -113,6 +113,13 @@ class VerifierSpec:
     # None of both: exact laws enumerate draft configurations.
     node_rule: Callable[..., Any] | None = None
     selection_rows: Callable[..., Any] | None = None
+    # exact_law: fn(model: TreeModel, paths) -> (emit [N, V], evaluations), the verifier's own
+    #   structure-aware exact law on i.i.d. drafts (traversal: verifiers.structure.sibling_recursion)
+    exact_law: Callable[..., Any] | None = None
+    # True: the rule as published is undefined on some configurations (it reaches a step whose
+    # correction row is all zero, e.g. spectr_gbv as released): its law may have mass < 1, and
+    # the exact law reports where (ExactResult.undefined_*) instead of failing its mass check
+    may_be_undefined: bool = False
 
 
 REGISTRY: dict[str, VerifierSpec] = {}
@@ -122,7 +129,9 @@ def register(
     name: str, description: str, multipath: bool, lossless: bool = True,
     draft_sampling: tuple[str, ...] = ("iid", "without-replacement"),
     order_invariant: bool = False, node_rule: Callable[..., Any] | None = None,
-    selection_rows: Callable[..., Any] | None = None, **options: Any
+    selection_rows: Callable[..., Any] | None = None,
+    exact_law: Callable[..., Any] | None = None, may_be_undefined: bool = False,
+    **options: Any
 ) -> Callable[[Callable[..., BlockLaw]], Callable[..., BlockLaw]]:
     """Decorator adding a law function to the registry (options are bound as kwargs).
 
@@ -130,13 +139,14 @@ def register(
     SpecInfer assume i.i.d. drafts and are lossy on drafts drawn without replacement).
     order_invariant: the law aggregated by node depends only on the multiset of drafted
     paths (declare it only when true: it lets exact laws enumerate multisets).
-    node_rule, selection_rows: the hooks of structure-aware exact evaluation (VerifierSpec).
+    node_rule, selection_rows, exact_law: the hooks of structure-aware exact evaluation
+    (VerifierSpec).
     """
 
     def wrap(fn: Callable[..., BlockLaw]) -> Callable[..., BlockLaw]:
         REGISTRY[name] = VerifierSpec(name, fn, description, multipath, lossless, dict(options),
                                       tuple(draft_sampling), order_invariant, node_rule,
-                                      selection_rows)
+                                      selection_rows, exact_law, may_be_undefined)
         return fn
 
     return wrap

@@ -79,14 +79,17 @@ paths' continuations are i.i.d. q-paths in their original order, docs/theory.md 
 12.2). A rule may be called with one slot per node (K0 = 1); naive_tree reads its first
 drafted child from the lowest path through the node for that reason. nss and khisti are
 order-invariant (their law given the drafts depends only on the multiset of paths; tests/
-test_exact_enumeration.py checks the declaration). Traversal has no such structure: a
-child's subtree is entered with a weight set from its parent's rows AFTER the earlier
-siblings' subtrees were deleted, so its subtree's behaviour depends on the earlier siblings
-(not node-local), and its law depends on the order of first appearance of the children (not
-order-invariant: 162 of the configurations of three small instances change under a
-permutation of the paths). Its exact law therefore enumerates the ordered K-tuples
-(exact by definition; small instances only), and `gap`/`sweep` estimate it above their
-work limit, labelled so.
+test_exact_enumeration.py checks the declaration). Traversal is not node-local: a child's
+subtree is entered with a weight set from its parent's rows AFTER the earlier siblings'
+subtrees were deleted, and its law depends on the order of first appearance of the children
+(not order-invariant: 162 of the configurations of three small instances change under a
+permutation of the paths). But the parent's state after deleting a sibling depends only on
+which sibling was deleted, not on what happened inside its subtree, so a subtree's
+behaviour depends on its past only through (node, paths through it, entry weight): its
+exact law on i.i.d. drafts is the sibling recursion of verifiers.structure
+(sibling_recursion, docstring there), which calls the walker's own two steps
+(traversal_child_weight, traversal_delete); on other draft laws it enumerates the ordered
+K-tuples.
 
 Shapes: tokens [B, K, L], target rows [B, K, L+1, V], draft rows [B, K, L, V];
 law.stop [B, K, L+1], law.correction [B, K, L+1, V].
@@ -105,6 +108,7 @@ from . import ops
 from .law import BlockLaw, DraftTree, register
 from .ops import torch  # imported on first use (ops._LazyTorch)
 from .single_path import residual_rows
+from .structure import sibling_evaluations_bound, sibling_recursion
 
 Array = Any
 
@@ -557,7 +561,34 @@ def postorder(canon: Array) -> Array:
     return ops.argsort(ops.stack(keys, 2).reshape(batch, paths * levels), -1)
 
 
-@register("traversal", "traversal verification (leaf-to-root, post-order DFS)", multipath=True)
+def traversal_child_weight(weight: Array, p_child: Array, q_child: Array) -> Array:
+    """Weight of a child when its subtree is entered: min(1, w(u) p_u(c) / q_u(c)) from the
+    parent's CURRENT weight and rows (after its earlier children were deleted)."""
+    return ops.minimum(weight * ops.safe_div(p_child, q_child), 1)
+
+
+def traversal_delete(weight: Array, p_row: Array, q_row: Array, deleted: Array
+                     ) -> tuple[Array, Array, Array]:
+    """The parent u's (weight [B], target row [B, V], draft row [B, V]) after a rejected child
+    (deleted [B, V] one-hot of its token) is deleted: Z = sum (w p - q)_+, p <- (w p - q)_+ / Z,
+    w <- Z / (Z + 1 - w), q <- q without the token, renormalised."""
+    raw = ops.positive_part(weight[:, None] * p_row - q_row)
+    mass = ops.total(raw, -1)
+    removed = ops.where(deleted, 0, q_row)
+    return (ops.safe_div(mass, mass + 1 - weight), ops.safe_div(raw, mass[:, None]),
+            ops.safe_div(removed, ops.total(removed, -1, keepdim=True)))
+
+
+def _traversal_exact(model: Any, paths: int) -> Any:
+    return sibling_recursion(model, paths, traversal_child_weight, traversal_delete)
+
+
+_traversal_exact.kind = "sibling recursion"
+_traversal_exact.work = sibling_evaluations_bound
+
+
+@register("traversal", "traversal verification (leaf-to-root, post-order DFS)", multipath=True,
+          exact_law=_traversal_exact)
 def traversal_law(tree: DraftTree) -> BlockLaw:
     target, draft = tree.target_rows, tree.draft_rows
     tokens = ops.index_like(target, tree.tokens)
@@ -573,7 +604,8 @@ def traversal_law(tree: DraftTree) -> BlockLaw:
     q_rows = ops.concat([draft, ops.zeros((batch, paths, 1, vocab), like=draft)], 2)
     q_rows = q_rows.reshape(batch, slots, vocab)
     is_root = (ops.arange(slots, tokens) % levels == 0)[None, :] & is_canon
-    weight = ops.where(is_root, ops.ones((batch, slots), like=target), 0)
+    weight = ops.where(is_root, ops.ones((batch, slots), like=target),
+                       ops.zeros((batch, slots), like=target))  # exact zeros on exact rows
     entered = is_root | False  # weight of the slot has been set
     stop = ops.zeros((batch, slots), like=target)
     correction = ops.zeros((batch, slots, vocab), like=target)
@@ -588,8 +620,8 @@ def traversal_law(tree: DraftTree) -> BlockLaw:
             parent = canon[rows, path, j - 1] * levels + (j - 1)
             token = tokens[rows, path, j - 1]
             new = valid & (level >= j) & ~entered[rows, child]
-            w = ops.minimum(weight[rows, parent] * ops.safe_div(p_rows[rows, parent, token],
-                                                                q_rows[rows, parent, token]), 1)
+            w = traversal_child_weight(weight[rows, parent], p_rows[rows, parent, token],
+                                       q_rows[rows, parent, token])
             weight[rows, child] = ops.where(new, w, weight[rows, child])
             entered[rows, child] = entered[rows, child] | new
         # test the node
@@ -606,13 +638,9 @@ def traversal_law(tree: DraftTree) -> BlockLaw:
         token = tokens[rows, path, ops.minimum(up, depth - 1)]
         w_parent = weight[rows, parent]
         p_parent, q_parent = p_rows[rows, parent], q_rows[rows, parent]
-        raw = ops.positive_part(w_parent[:, None] * p_parent - q_parent)
-        mass = ops.total(raw, -1)
-        p_rows[rows, parent] = ops.where(update[:, None], ops.safe_div(raw, mass[:, None]),
-                                         p_parent)
-        weight[rows, parent] = ops.where(update, ops.safe_div(mass, mass + 1 - w_parent), w_parent)
-        removed = ops.where(_one_hot(token, vocab), 0, q_parent)
-        removed = ops.safe_div(removed, ops.total(removed, -1, keepdim=True))
-        q_rows[rows, parent] = ops.where(update[:, None], removed, q_parent)
+        w_new, p_new, q_new = traversal_delete(w_parent, p_parent, q_parent, _one_hot(token, vocab))
+        p_rows[rows, parent] = ops.where(update[:, None], p_new, p_parent)
+        weight[rows, parent] = ops.where(update, w_new, w_parent)
+        q_rows[rows, parent] = ops.where(update[:, None], q_new, q_parent)
     return BlockLaw(stop.reshape(batch, paths, levels),
                     correction.reshape(batch, paths, levels, vocab))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -130,7 +131,19 @@ def safe_div(num: Array, den: Array) -> Array:
     ones = np.ones_like(den)
     safe = np.where(nonzero, den, ones)
     zero = np.zeros_like(num * safe)
-    return np.where(nonzero, num / safe, zero)
+    quotient = _exact_divide(num, safe) if is_exact(num) or is_exact(safe) else num / safe
+    return np.where(nonzero, quotient, zero)
+
+
+def _exact_quotient(x: Any, y: Any) -> Any:
+    """x / y for exact scalars; two integers give a Fraction (Python's int / int is a float,
+    which would silently turn an exact law into floats, e.g. an integer 0 weight over 1)."""
+    if isinstance(x, (int, np.integer)) and isinstance(y, (int, np.integer)):
+        return Fraction(int(x), int(y))
+    return x / y
+
+
+_exact_divide = np.frompyfunc(_exact_quotient, 2, 1)
 
 
 def gather(a: Array, dim: int, index: Array) -> Array:

@@ -34,8 +34,14 @@ O(V^L L V) once r is known. selection_rows(model, paths) gives r at every node; 
 adapter path_selection_rows builds it from the verifier's own selection function applied
 to trees whose K paths all equal one path y (the skewed rows along y depend only on y).
 
-Everything else (single-path verifiers at K = 1, traversal, spectr_gbv, the deliberately
-broken variants, drafts without replacement) keeps the enumeration of verifiers.exact.
+Verifiers with their own recursion (VerifierSpec.exact_law): traversal (sibling_recursion
+below: the (node, m, entry weight) recursion of a post-order walk whose parent state after
+a deleted child depends only on the child) and spectr_gbv (spectr_gbv.candidate_recursion:
+a Markov chain over (accepted length, selected node, set of earlier prefixes)). Each
+docstring says why it is exact; both call the rule's own steps.
+
+Everything else (single-path verifiers at K = 1, the deliberately broken variants, drafts
+without replacement) keeps the enumeration of verifiers.exact.
 
 Every evaluation here runs in float64 (torch, CPU) on float models and in exact rationals
 (numpy object arrays through verifiers.ops) on exact models; tests/test_structure.py checks
@@ -44,6 +50,8 @@ it against the enumeration exactly, in rationals, for every registered verifier.
 
 from __future__ import annotations
 
+import functools
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -65,12 +73,16 @@ CHUNK = 1 << 15  # rule evaluations (node, child tuple) per batched call
 class StructuredLaw:
     """emit [N, V] P(output node = u, Y = t) and how it was obtained.
 
-    kind: "node recursion" or "selection law"; evaluations: node-rule evaluations (node
+    kind: "node recursion", "selection law" or the kind of a verifier's own exact_law hook
+    ("sibling recursion", "candidate recursion"); evaluations: node-rule evaluations (node
     recursion) or paths evaluated by BV (selection law)."""
 
     emit: np.ndarray
     kind: str
     evaluations: int
+    # (nodes at which the rule stops with an all-zero correction row, the probability of
+    # stopping there) for a rule registered may_be_undefined; the law's mass is 1 - that
+    undefined: tuple[int, Any] = (0, 0)
 
 
 def evaluation_kind(spec: VerifierSpec, paths: int, draft_sampling: str = "iid") -> str | None:
@@ -79,6 +91,8 @@ def evaluation_kind(spec: VerifierSpec, paths: int, draft_sampling: str = "iid")
         return None
     if spec.node_rule is not None:
         return "node recursion"
+    if spec.exact_law is not None:
+        return getattr(spec.exact_law, "kind", "recursion")
     if spec.selection_rows is not None:
         return "selection law"
     return None
@@ -102,6 +116,9 @@ def structured_law(model: TreeModel, spec: VerifierSpec, paths: int,
         rows = spec.selection_rows(model, paths, **spec.options)
         emit, count = bv_against(model, rows)
         return StructuredLaw(emit, kind, count)
+    if spec.exact_law is not None and kind is not None:
+        emit, count, *undefined = spec.exact_law(model, paths)
+        return StructuredLaw(emit, kind, count, *undefined)
     return None
 
 
@@ -266,3 +283,178 @@ def path_selection_rows(selection: Callable[[DraftTree], Any]
         return out
 
     return rows
+
+
+# ---------------------------------------------------------------------------
+# sibling-dependent verifiers (traversal): the (node, m, entry weight) recursion
+# ---------------------------------------------------------------------------
+
+@functools.cache
+def _sibling_groups(vocab: int, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ordered child tuples x in V^m grouped by what a post-order walk sees of them:
+    (sequence [G, m] the distinct children in order of first appearance, padded with 0,
+    counts [G, m] the number of paths through each (0 = padding), multiplicity [G] the
+    number of ordered tuples in the group; all of them have q(x|u) = prod_i q(c_i|u)^n_i)."""
+    groups: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
+    for tup in itertools.product(range(vocab), repeat=size):
+        order = tuple(dict.fromkeys(tup))
+        key = (order, tuple(tup.count(c) for c in order))
+        groups[key] = groups.get(key, 0) + 1
+    sequence = np.zeros((len(groups), size), dtype=np.int64)
+    counts = np.zeros((len(groups), size), dtype=np.int64)
+    for g, (order, count) in enumerate(groups):
+        sequence[g, :len(order)] = order
+        counts[g, :len(count)] = count
+    return sequence, counts, np.array(list(groups.values()), dtype=np.int64)
+
+
+def sibling_evaluations_bound(vocab: int, depth: int, paths: int) -> int:
+    """Upper bound on the (key, child group) pairs of sibling_recursion: the keys counted
+    without merging equal entry weights (one per history of deleted siblings)."""
+    keys = {paths: 1}
+    pairs = 0
+    for _ in range(depth):
+        nxt: dict[int, int] = {}
+        for m, count in keys.items():
+            _, counts, _ = _sibling_groups(vocab, m)
+            pairs += count * len(counts)
+            sizes, times = np.unique(counts[counts > 0], return_counts=True)
+            for n, t in zip(sizes.tolist(), times.tolist(), strict=True):
+                nxt[n] = nxt.get(n, 0) + count * t
+        keys = nxt
+    return pairs
+
+
+@dataclass
+class _Level:
+    """The keys (node, m paths through it, entry weight w) of one depth."""
+
+    index: dict[tuple[int, int, Any], int]
+    node: list[int]
+    paths: list[int]
+    weight: list[Any]
+
+    def key(self, node: int, paths: int, weight: Any) -> int:
+        k = (node, paths, weight)
+        found = self.index.get(k)
+        if found is None:
+            found = self.index[k] = len(self.node)
+            self.node.append(node)
+            self.paths.append(paths)
+            self.weight.append(weight)
+        return found
+
+
+def sibling_recursion(model: TreeModel, paths: int, child_weight: Callable[..., Any],
+                      delete: Callable[..., Any]) -> tuple[np.ndarray, int]:
+    """(emit [N, V], pairs evaluated): the exact law on i.i.d. drafts of a post-order walk
+    whose subtrees are entered with a weight from the parent's CURRENT state (traversal).
+
+    The rule's own steps are passed in: child_weight(w [P], p_c [P], q_c [P]) -> [P], the
+    weight of a child entered from a parent of weight w and current rows p, q; delete(w,
+    p [P, V], q [P, V], onehot [P, V]) -> (w, p, q), the parent after a rejected child.
+
+    Why this is exact. Given m i.i.d. paths through u, their children x ~ q(.|u)^m and, given
+    x, the paths through the distinct children c_1..c_r (order of first appearance) are
+    n_i i.i.d. q-paths below c_i, independent across children. The walk tests c_1's whole
+    subtree, then c_2's, ..., then u. Entering c_i's subtree sets its weight from u's state
+    after deleting c_1..c_{i-1}, and that state is a deterministic function of (u's entry
+    weight, the sequence c_1..c_{i-1}): deleting c_j depends only on that c_j's subtree was
+    rejected entirely, not on what was tested inside it. So a subtree's behaviour depends on
+    its past only through (node, paths through it, entry weight w); with
+        R(u, m, w) = P(u's subtree rejects every node | entered with weight w)
+                   = sum_x q(x|u) prod_i R(c_i, n_i, w_i(x)) (1 - w_final(x))   (leaves: 1 - w)
+    (independence across children makes the expectation of the product the product of
+    expectations), the mass entering c_i is mass(u, m, w) q(x|u) prod_{j<i} R(c_j, n_j, w_j),
+    and u emits that times prod_j R_j w_final(x) with u's current row. Keys with equal
+    (node, m, w) are merged (exact values in rationals, bitwise floats in float64: merging
+    is only a saving). Three passes: keys and states top-down, R bottom-up, mass top-down.
+    """
+    vocab, depth = model.vocab_size, model.depth
+    target = model.target if model.exact else np.asarray(model.target, dtype=np.float64)
+    draft = model.draft if model.exact else np.asarray(model.draft, dtype=np.float64)
+    one = target[0, 0] * 0 + 1
+    levels = [_Level({}, [], [], [])]
+    levels[0].key(0, paths, one)
+    blocks: list[list[tuple[np.ndarray, ...]]] = []
+    evaluations = 0
+    for d in range(depth):
+        level, nxt = levels[d], _Level({}, [], [], [])
+        levels.append(nxt)
+        blocks.append([])
+        counts_of = np.asarray(level.paths)
+        for m in range(1, paths + 1):
+            ids = np.nonzero(counts_of == m)[0]
+            if len(ids) == 0:
+                continue
+            sequence, counts, multiplicity = _sibling_groups(vocab, m)
+            nodes = np.asarray(level.node)[ids]
+            q = draft[nodes]  # [A, V]
+            prob = multiplicity[None, :] * one
+            for i in range(m):
+                prob = prob * np.power(q[:, sequence[:, i]], counts[:, i][None, :])
+            a_idx, g_idx = np.nonzero(prob != 0)
+            evaluations += len(a_idx)
+            weight = np.array([level.weight[k] for k in ids[a_idx]],
+                              dtype=object if model.exact else np.float64)
+            node = nodes[a_idx]
+            p_row, q_row = target[node], draft[node]
+            rows = np.arange(len(a_idx))
+            child = np.full((len(a_idx), m), -1, dtype=np.int64)
+            code = node - depth_offset(vocab, d)
+            for i in range(m):
+                active = counts[g_idx, i] > 0
+                token = sequence[g_idx, i]
+                entry = child_weight(weight, p_row[rows, token], q_row[rows, token])
+                child_node = depth_offset(vocab, d + 1) + code * vocab + token
+                size = counts[g_idx, i]
+                live = np.nonzero(active)[0]
+                if model.exact:
+                    entry_list = entry.tolist()
+                    for r in live.tolist():
+                        child[r, i] = nxt.key(int(child_node[r]), int(size[r]), entry_list[r])
+                elif len(live):  # float64: merge equal (node, m, w) rows first, vectorised
+                    triples = np.stack([child_node[live].astype(np.float64),
+                                        size[live].astype(np.float64),
+                                        np.asarray(entry, dtype=np.float64)[live]], 1)
+                    distinct, inverse = np.unique(triples, axis=0, return_inverse=True)
+                    found = np.array([nxt.key(int(n), int(m), float(w)) for n, m, w in
+                                      distinct.tolist()], dtype=np.int64)
+                    child[live, i] = found[inverse.reshape(-1)]
+                w_new, p_new, q_new = delete(weight, p_row, q_row,
+                                             token[:, None] == np.arange(vocab)[None, :])
+                weight = np.where(active, w_new, weight)
+                p_row = np.where(active[:, None], p_new, p_row)
+                q_row = np.where(active[:, None], q_new, q_row)
+            accept = weight if d > 0 else weight * 0 + one  # the root is accepted w.p. 1
+            blocks[d].append((ids[a_idx], prob[a_idx, g_idx], child, accept, p_row, node))
+    # R bottom-up
+    leaves = levels[depth]
+    reject = [None] * (depth + 1)
+    reject[depth] = one - np.array(leaves.weight, dtype=object if model.exact else np.float64)
+    for d in range(depth - 1, -1, -1):
+        out = _zeros(model, (len(levels[d].node),))
+        for key, prob, child, accept, _, _ in blocks[d]:
+            term = prob * (one - accept)
+            for i in range(child.shape[1]):
+                term = term * np.where(child[:, i] >= 0, reject[d + 1][child[:, i]], one)
+            np.add.at(out, key, term)
+        reject[d] = out
+    # mass top-down, emit
+    emit = _zeros(model, (num_nodes(vocab, depth), vocab))
+    mass = _zeros(model, (1,))
+    mass[0] = mass[0] + one
+    for d in range(depth):
+        nxt_mass = _zeros(model, (len(levels[d + 1].node),))
+        for key, prob, child, accept, p_row, node in blocks[d]:
+            reach = mass[key] * prob
+            for i in range(child.shape[1]):
+                active = child[:, i] >= 0
+                np.add.at(nxt_mass, child[active, i], reach[active])
+                reach = reach * np.where(active, reject[d + 1][child[:, i]], one)
+            np.add.at(emit, node, (reach * accept)[:, None] * p_row)
+        mass = nxt_mass
+    leaf_nodes = np.asarray(leaves.node, dtype=np.int64)
+    leaf_weight = np.array(leaves.weight, dtype=object if model.exact else np.float64)
+    np.add.at(emit, leaf_nodes, (mass * leaf_weight)[:, None] * target[leaf_nodes])
+    return emit, evaluations
