@@ -165,7 +165,13 @@ def test_run_realgap_records_bounds_and_resumes(tiny_pair, tmp_path):
             if r["depth"] == 1:  # the optimum itself: lower = upper
                 assert lower == upper
             else:
-                assert block["lower"]["verifier"] in ("token-kept", "nss-kept")
+                # the best kept verifier: token-kept / nss-kept or a named lossless one's
+                # law on the coarse instance credited up to the first R (section 13.5)
+                assert block["lower"]["verifier"] in (
+                    "token-kept", "nss-kept", *(f"{n}-kept" for n in kwargs["verifiers"]))
+                assert block["lower"]["value"] >= max(
+                    block["lower"]["values"][n] for n in ("token-kept", "nss-kept"))
+                assert block["upper"]["value"] == min(block["upper"]["candidates"].values())
         if r["depth"] == 1:
             # the L = 1 bound at K = 1 is BV's exact value sum min(p, q) + 1
             assert r["by_paths"]["1"]["upper"]["value"] == pytest.approx(
