@@ -14,17 +14,22 @@ At contexts reached by target sampling on real prompts (`decode.tree_rows
               low values are never sampled, which happens on peaked rows).
   upper bound L = 1: the K-path optimum itself, in closed form on the full rows
               (`speclp.lp.closed_form.one_step_optimum`, O(V log V), float64).
-              L >= 2: a certified upper bound on the optimum of the COARSENED instance
-              (`lp.coarsen`: top-M tokens of p + q kept at every node, the rest lumped
-              into a remainder token accepted to depth L), which is >= the full-vocabulary
-              optimum (proof in `lp.coarsen`). The coarse LP is solved by column
-              generation in floats and its duals give an exact weak-duality bound
-              (`lp.dual_bound`), tight to the float optimum (recorded as bound_minus_lp).
-  lower bound certified, from the kept rows only (`kept_lower_bounds`): the exact value of a
-              lossless verifier that ends the block outside the kept tree (token-kept at
-              K = 1, nss-kept at K paths; the larger). L = 1: the closed-form optimum, so
-              lower = upper there, and bv, token, nss and nodeopt take their exact L = 1
-              values (`exact_one_step`) instead of sampled ones.
+              L >= 2 (`bracket_bounds`, docs/theory.md section 13.5): the smallest of three
+              certified bounds from the kept tree (top-M tokens of p + q at every kept node):
+              the weak-duality bound of the COARSENED instance (`lp.coarsen`: the rest lumped
+              into a remainder token accepted to depth L; `lp.dual_bound`), the bound of the
+              TERMINAL coarse instance (nothing accepted below the remainder) plus a certified
+              tail (`lp.coarsen.tail_bound`), and the prefix bound plus tail (no LP). The LPs
+              are solved by column generation in floats; the bounds are exact rationals.
+  lower bound certified, from the kept rows only: the largest exact value of a lossless
+              verifier that needs only them: every named lossless i.i.d. verifier's exact law
+              on the coarse instance credited up to the first remainder token
+              (`lp.coarsen.kept_lower_values`), token-kept and nss-kept (`kept_lower_bounds`).
+              L = 1: the closed-form optimum, so lower = upper there, and bv, token, gbv, nss
+              and nodeopt take their exact L = 1 values (`exact_one_step`) instead of sampled
+              ones.
+  expansion   widths M tried in turn until every K's bracket is within the target
+              (WIDTH_TARGETS) or the time budget is spent (`adaptive_bracket`).
   best estimate the best verifier's sampled E[tau + 1] with its interval (an estimate, not a
               bound: it may lie on either side of the certified lower bound).
 
