@@ -53,6 +53,7 @@ from typing import Any
 
 import numpy as np
 
+from ..verifiers.exact import enumeration_size, exact_result
 from ..verifiers.tree import all_paths, depth_offset, num_nodes
 from .instance import Instance, from_rows
 
@@ -304,8 +305,6 @@ def kept_lower_values(coarse: Instance, width: int, paths: int, names: list[str]
     the exact block efficiency of a lossless FINE verifier (section 13.5, Lemma 13.3), so a
     lower bound on the fine optimum. Exact on a rational coarse instance, float64 otherwise.
     Verifiers too costly to evaluate are left out (listed under "skipped")."""
-    from ..verifiers.exact import enumeration_size, exact_result  # lp -> verifiers
-
     model = coarse.model(exact=coarse.rational)
     values: dict[str, Any] = {}
     skipped = []

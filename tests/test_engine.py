@@ -403,6 +403,7 @@ def count_host_reads(monkeypatch, run) -> int:
     """Calls of the Tensor methods that read a tensor on the host, made by the engine during
     the decoding steps (prefill and the models' own forwards excluded)."""
     import speclp.decode.engine as engine_module
+    import speclp.decode.generate as generate_module
 
     state = {"count": 0, "on": True}
     for name in SYNCING:
@@ -425,8 +426,8 @@ def count_host_reads(monkeypatch, run) -> int:
         return wrapped
 
     monkeypatch.setattr(engine_module.SlotCache, "forward", quiet(engine_module.SlotCache.forward))
-    monkeypatch.setattr(engine_module, "prefill", quiet(engine_module.prefill))
-    monkeypatch.setattr(engine_module, "step_metrics", quiet(engine_module.step_metrics))
+    monkeypatch.setattr(generate_module, "prefill", quiet(generate_module.prefill))
+    monkeypatch.setattr(generate_module, "step_metrics", quiet(generate_module.step_metrics))
     run()
     monkeypatch.undo()
     return state["count"]
