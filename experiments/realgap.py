@@ -44,7 +44,8 @@ RENORMALISED: neither an upper nor a lower bound) remain available as a labelled
 (`run_realgap_renormalised`).
 
 Records: one JSONL line per (prompt, context, L) with every setting in its key; a rerun
-skips records already present (resumable; a torn last line is ignored).
+skips records already present (resumable; a torn last line is ignored). The folder is opened
+through `experiments.store.open_records` (one writer at a time, its run logged in spec.json).
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ from ..verifiers.gbv import below_mass
 from ..verifiers.ops import safe_div
 from ..verifiers.registry import get_verifier, verifier_names
 from .intervals import betting_interval, cluster_mean_interval
-from .store import append_jsonl, load_jsonl, record_key, slug  # noqa: F401 - load_jsonl re-exported
+from .store import KeyedRecords, load_jsonl, open_records, record_key, slug  # noqa: F401 - load_jsonl re-exported
 
 MODE_FULL = "full-vocabulary"
 MODE_RENORMALISED = "renormalised"
@@ -475,7 +476,6 @@ def run_realgap(target: Any, draft: Any, prompts: list[dict[str, Any]], depths: 
 
     names = verifiers or verifier_names(draft_sampling="iid")
     dtype = score_dtype or torch.float64
-    run = _Resumable(out_file)
     failures: list[str] = []
     common = {"mode": MODE_FULL, "pair": label, "every": every, "temperature": temperature,
               "draft_temperature": draft_temperature, "seed": seed, "paths": sorted(paths),
@@ -494,62 +494,44 @@ def run_realgap(target: Any, draft: Any, prompts: list[dict[str, Any]], depths: 
         return [realgap_key(settings(prompt, c, d))
                 for c in range(contexts_per_prompt) for d in depths]
 
-    for prompt, contexts in run.prompt_contexts(target, progress(prompts), keys_of,
+    with open_records(out_file, "realgap") as run:
+        for prompt, contexts in prompt_contexts(run, target, progress(prompts), keys_of,
                                                 contexts_per_prompt, every, temperature, eos,
                                                 seed):
-        for c, context in enumerate(contexts):
-            for d in depths:
-                key = realgap_key(settings(prompt, c, d))
-                if key in run.done:
-                    run.reused += 1
-                    continue
-                tree_gen = torch.Generator().manual_seed(
-                    seed + _stable_hash(f"{prompt['id']}|{c}|L{d}|trees"))
-                body = context_record(target, draft, context, d, sorted(paths), samples, batch,
-                                      width, names, temperature, draft_temperature, tree_gen, dtype,
-                                      widths, width_target, time_budget)
-                record = {"key": key, **settings(prompt, c, d), "context_tokens": len(context),
-                          "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **body}
-                run.write(record)
-                failures += [f"{prompt['id']} context {c} L={d}: {f}" for f in body["failures"]]
+            for c, context in enumerate(contexts):
+                for d in depths:
+                    key = realgap_key(settings(prompt, c, d))
+                    if key in run.done:
+                        continue
+                    tree_gen = torch.Generator().manual_seed(
+                        seed + _stable_hash(f"{prompt['id']}|{c}|L{d}|trees"))
+                    body = context_record(target, draft, context, d, sorted(paths), samples,
+                                          batch, width, names, temperature, draft_temperature,
+                                          tree_gen, dtype, widths, width_target, time_budget)
+                    record = {"key": key, **settings(prompt, c, d),
+                              "context_tokens": len(context),
+                              "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **body}
+                    run.write(record)
+                    failures += [f"{prompt['id']} context {c} L={d}: {f}"
+                                 for f in body["failures"]]
     return {"file": str(out_file), "computed": run.computed, "reused": run.reused,
             "failures": failures, "keys": run.wanted}
 
 
-class _Resumable:
-    """The resume bookkeeping of a records run (run_realgap, run_realgap_renormalised): the
-    keys already in out_file (done), this call's keys (wanted), and how many records were
-    reused and computed."""
-
-    def __init__(self, out_file: Path) -> None:
-        self.out_file = out_file
-        self.done = {r.get("key") for r in load_jsonl(out_file)}
-        self.wanted: list[str] = []
-        self.reused = self.computed = 0
-
-    def prompt_contexts(self, target: Any, prompts: Iterable[dict[str, Any]],
-                        keys_of: Callable[[dict[str, Any]], list[str]], contexts_per_prompt: int,
-                        every: int, temperature: float, eos: set[int] | None, seed: int,
-                        ) -> Iterator[tuple[dict[str, Any], list[list[int]]]]:
-        """(prompt, its target-sampled contexts) for every prompt with a record key
-        (keys_of(prompt)) not yet done; a prompt whose keys are all done is counted as
-        reused and nothing is sampled for it. The contexts' generator is seeded by seed and
-        the prompt id."""
-        for prompt in prompts:
-            keys = keys_of(prompt)
-            self.wanted += keys
-            if all(key in self.done for key in keys):
-                self.reused += len(keys)
-                continue
-            gen = torch.Generator().manual_seed(seed + _stable_hash(prompt["id"]))
-            yield prompt, sample_contexts(target, prompt["tokens"], contexts_per_prompt, every,
-                                          temperature, eos, gen)
-
-    def write(self, record: dict[str, Any]) -> None:
-        """Append a computed record to out_file and mark its key done."""
-        append_jsonl(self.out_file, record)
-        self.done.add(record["key"])
-        self.computed += 1
+def prompt_contexts(run: KeyedRecords, target: Any, prompts: Iterable[dict[str, Any]],
+                    keys_of: Callable[[dict[str, Any]], list[str]], contexts_per_prompt: int,
+                    every: int, temperature: float, eos: set[int] | None, seed: int,
+                    ) -> Iterator[tuple[dict[str, Any], list[list[int]]]]:
+    """(prompt, its target-sampled contexts) for every prompt with a record key
+    (keys_of(prompt)) not yet in `run` (store.KeyedRecords.want counts the others as reused);
+    nothing is sampled for a prompt whose keys are all done. The contexts' generator is
+    seeded by seed and the prompt id."""
+    for prompt in prompts:
+        if not run.want(keys_of(prompt)):
+            continue
+        gen = torch.Generator().manual_seed(seed + _stable_hash(prompt["id"]))
+        yield prompt, sample_contexts(target, prompt["tokens"], contexts_per_prompt, every,
+                                      temperature, eos, gen)
 
 
 def prompt_digest(prompt: dict[str, Any]) -> str:
@@ -672,7 +654,6 @@ def run_realgap_renormalised(target: Any, draft: Any, prompts: list[dict[str, An
     prompts: [{"id", "tokens"}] (token ids). Contexts: prompt + k*every target-sampled tokens.
     """
 
-    run = _Resumable(out_file)
     verifiers = verifier_names(draft_sampling="iid")  # contexts are drafted i.i.d.
     fixed = {"pair": label, "every": every, "temperature": temperature,
              "draft_temperature": draft_temperature, "seed": seed,
@@ -682,35 +663,35 @@ def run_realgap_renormalised(target: Any, draft: Any, prompts: list[dict[str, An
         return [renormalised_key(prompt, c, m, d, k, **fixed) for c in range(contexts_per_prompt)
                 for m in widths for d in depths for k in paths]
 
-    for prompt, contexts in run.prompt_contexts(target, progress(prompts), keys_of,
+    with open_records(out_file, "realgap") as run:
+        for prompt, contexts in prompt_contexts(run, target, progress(prompts), keys_of,
                                                 contexts_per_prompt, every, temperature, eos,
                                                 seed):
-        for c, context in enumerate(contexts):
-            for m in widths:
-                for d in depths:
-                    todo = [k for k in paths
-                            if renormalised_key(prompt, c, m, d, k, **fixed) not in run.done]
-                    run.reused += len(paths) - len(todo)
-                    if not todo:
-                        continue
-                    rows = tree_rows(target, draft, context, m, d, temperature, draft_temperature,
-                                     select="target")
-                    inst = from_rows(rows.target, rows.draft, d, name=f"{prompt['id']}-c{c}")
-                    for k in todo:
-                        record = {
-                            "key": renormalised_key(prompt, c, m, d, k, **fixed), "pair": label,
-                            "prompt": prompt["id"], "context": c, "context_tokens": len(context),
-                            "width": m, "depth": d, "paths": k, "selection": "target top-M per node",
-                            "mode": MODE_RENORMALISED, "renormalised": True, "every": every,
-                            "seed": seed,
-                            "covered_target_root": float(rows.covered_target[0]),
-                            "covered_target_mean": float(np.mean(rows.covered_target)),
-                            "covered_draft_mean": float(np.mean(rows.covered_draft)),
-                            "temperature": temperature, "draft_temperature": draft_temperature,
-                            "rows_seconds": rows.seconds,
-                            **renormalised_gap_record(inst, k, verifiers),
-                        }
-                        run.write(record)
+            for c, context in enumerate(contexts):
+                for m in widths:
+                    for d in depths:
+                        todo = [k for k in paths
+                                if renormalised_key(prompt, c, m, d, k, **fixed) not in run.done]
+                        if not todo:
+                            continue
+                        rows = tree_rows(target, draft, context, m, d, temperature, draft_temperature,
+                                         select="target")
+                        inst = from_rows(rows.target, rows.draft, d, name=f"{prompt['id']}-c{c}")
+                        for k in todo:
+                            record = {
+                                "key": renormalised_key(prompt, c, m, d, k, **fixed), "pair": label,
+                                "prompt": prompt["id"], "context": c, "context_tokens": len(context),
+                                "width": m, "depth": d, "paths": k, "selection": "target top-M per node",
+                                "mode": MODE_RENORMALISED, "renormalised": True, "every": every,
+                                "seed": seed,
+                                "covered_target_root": float(rows.covered_target[0]),
+                                "covered_target_mean": float(np.mean(rows.covered_target)),
+                                "covered_draft_mean": float(np.mean(rows.covered_draft)),
+                                "temperature": temperature, "draft_temperature": draft_temperature,
+                                "rows_seconds": rows.seconds,
+                                **renormalised_gap_record(inst, k, verifiers),
+                            }
+                            run.write(record)
     return {"file": str(out_file), "computed": run.computed, "reused": run.reused,
             "keys": run.wanted}
 

@@ -318,3 +318,19 @@ def test_distinct_trees_map_back_to_every_sample(tiny_pair):
         values = score_tree(["specinfer"], full.tokens, full.target_rows, full.draft_rows)
         dedup = score_tree(["specinfer"], once.tokens, once.target_rows, once.draft_rows)
         assert torch.allclose(values["specinfer"], dedup["specinfer"][inverse], atol=1e-12)
+
+
+def test_realgap_opens_its_folder_through_the_store(tmp_path):
+    """One writer per folder (store.open_records); the keyed records count reuse."""
+    from speclp.experiments import store
+
+    out = tmp_path / "gap.jsonl"
+    with store.open_records(out, "realgap") as held:
+        assert held.done == set()
+        with pytest.raises(store.FolderBusy):
+            run_realgap(None, None, [{"id": "p", "tokens": [1, 2]}], [1], [1], out)
+        held.write({"key": "a", "value": 1})
+        assert held.want(["a", "b"]) == ["b"] and held.reused == 1 and held.computed == 1
+    again = store.KeyedRecords(out)
+    assert again.done == {"a"}
+    assert store.read_spec(tmp_path)["kind"] == "realgap"
