@@ -334,3 +334,24 @@ def test_realgap_opens_its_folder_through_the_store(tmp_path):
     again = store.KeyedRecords(out)
     assert again.done == {"a"}
     assert store.read_spec(tmp_path)["kind"] == "realgap"
+
+
+def test_adaptive_bracket_keeps_the_best_bound_of_every_width(tiny_pair):
+    from speclp.experiments.realgap import adaptive_bracket, coarse_upper_bounds, width_schedule
+
+    target, draft = tiny_pair
+    context = [4, 8, 15, 16]
+    ready = prefill(target, draft, context, 1.0, 1.3)
+    args = (target, draft, context, 2, [1, 2], 1.0, 1.3, ready, ["bv", "gbv", "nss"])
+    found = adaptive_bracket(*args, [2, 3], None, None)
+    assert [e["width"] for e in found["expansion"]] == [2, 3]
+    each = [coarse_upper_bounds(target, draft, context, 2, m, [1, 2], 1.0, 1.3, ready,
+                                ["bv", "gbv", "nss"]) for m in (2, 3)]
+    for k in ("1", "2"):
+        assert found["bounds"][k]["value"] == min(e["bounds"][k]["value"] for e in each)
+        assert found["lower"][k]["value"] == max(e["lower"][k]["value"] for e in each)
+        assert found["lower"][k]["value"] <= found["bounds"][k]["value"]
+    # a target already met after the first width stops the expansion there
+    assert len(adaptive_bracket(*args, [2, 3], 10.0, None)["expansion"]) == 1
+    assert width_schedule(8, 4, [30, 4, 8]) == [4, 8]  # (30 + 1)^4 paths exceed the cap
+    assert width_schedule(8, 2) == [8]
