@@ -296,8 +296,10 @@ def verifier_intervals(target: Any, draft: Any, context: list[int], depth: int, 
         info["seconds"]["score"] += time.perf_counter() - start
         info["samples"] += count
         del trees
-    by_paths = {str(k): {n: betting_interval(values[k][n], 1.0, depth + 1.0) for n in verifiers}
-                for k in paths}
+    label = {"exact": False, "estimate": f"mean of {samples} sampled draft trees' exact "
+             "conditional values, with its 95% interval (an estimate, not a bound)"}
+    by_paths = {str(k): {n: {**betting_interval(values[k][n], 1.0, depth + 1.0), **label}
+                         for n in verifiers} for k in paths}
     return {"by_paths": by_paths, "trees": info,
             "values": {str(k): values[k] for k in paths}}
 
