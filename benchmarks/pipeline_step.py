@@ -5,10 +5,13 @@ reused across steps), ONE target tree-masked forward over the distinct drafted n
 reused: the prompt is never recomputed), the driving verifier's law, and the exact laws of
 every scored verifier at every (K', L') cell (`decode.scoring.score_grid`). This script runs the
 engine on a few fixed code prompts and reports the per-step means of each part, side by side
-for two settings of the same run:
+for three settings of the same run:
 
-    grid   every (K', L') <= (K, L) scored (what the bench records)
-    cell   only the cell (K, L) scored (the cost of one law per verifier)
+    before  every (K', L') <= (K, L) scored, every cell's laws sorting their own rows
+            (EngineConfig.share_sorts False: the pipeline before issue 33)
+    grid    the same grid, each distinct node row sorted once per step (share_sorts, the
+            default: every value the same bits)
+    cell    only the cell (K, L) scored (the cost of one law per verifier)
 
 and the ratio laws / (draft + target pass) that issue 33 asks to bring to <= 0.5.
 
@@ -17,7 +20,8 @@ and the ratio laws / (draft + target pass) that issue 33 asks to bring to <= 0.5
     python benchmarks/pipeline_step.py --out benchmarks/results/pipeline/step_cpu.json
 
 Every number is a mean over the recorded steps of ONE run (CPU timings on a shared machine
-vary with load; the two settings are interleaved batch by batch so that load hits both).
+vary with load; the settings are interleaved run by run, in the order before, grid, cell, cell, grid,
+before, so that load hits all of them; the same seeds give the same steps in both halves).
 """
 
 from __future__ import annotations
@@ -93,24 +97,25 @@ def main() -> None:
         draft_t = 1.5 * args.temperature if pair.same_model else None
         prompts = [target.tokenizer.encode(text) for text in PROMPTS]
     prompts = (prompts * args.batch)[: args.batch]
-    rows, logs = [], {"grid": [], "cell": []}
-    for round_index, setting in enumerate(("grid", "cell", "cell", "grid")):  # interleaved
+    settings = ("before", "grid", "cell")
+    rows, logs = [], {s: [] for s in settings}
+    for round_index, setting in enumerate(settings + settings[::-1]):  # interleaved
         config = EngineConfig(paths=args.paths, depth=args.depth, temperature=args.temperature,
                               draft_temperature=draft_t, max_new_tokens=args.new_tokens,
-                              score=names, score_grid=setting == "grid",
-                              score_dtype=torch.float32)
+                              score=names, score_grid=setting != "cell",
+                              share_sorts=setting != "before", score_dtype=torch.float32)
         engine = SpeculativeEngine(target, draft, "gbv", config)
-        generator = torch.Generator().manual_seed(round_index)
+        generator = torch.Generator().manual_seed(round_index % len(settings))
         start = time.perf_counter()
         result = engine.generate(prompts, generator=generator)
         logs[setting] += result.metrics["step_log"]
         print(f"{setting}: {len(result.metrics['step_log'])} steps in "
               f"{time.perf_counter() - start:.1f} s", flush=True)
-    for setting in ("grid", "cell"):
+    for setting in settings:
         means = step_means(logs[setting])
         rows.append({"setting": setting, **means})
         laws = ", ".join(f"{n} {v:.3f}" for n, v in means["laws_s"].items())
-        print(f"{setting:5s} per step: draft {means['draft_s']:.3f} s, target pass "
+        print(f"{setting:6s} per step: draft {means['draft_s']:.3f} s, target pass "
               f"{means['target_s']:.3f} s, driver law {means['verifier_s']:.3f} s, scored laws "
               f"{means['score_s']:.3f} s ({laws}); laws / forwards "
               f"{means['laws_over_forwards']:.2f}")

@@ -42,6 +42,7 @@ class EngineConfig:
     score_dtype: torch.dtype = torch.float64  # dtype of the rows of the scored laws
     score_elements: int = 1 << 25  # rows scored at once: B' K (L+1) V at most this many
     score_grid: bool = False  # also score every (K', L') <= (K, L) on the same tree (score_cells)
+    share_sorts: bool = True  # score_grid sorts each distinct node row once (same bits)
     compact_tree: bool | None = None  # tree of distinct nodes only (one more host read per
     #                                   step to size it); None: on the CPU only
     time_phases: bool = True  # seconds per phase per step (CUDA: a device sync per phase)
@@ -351,7 +352,8 @@ def score(engine: SpeculativeEngine, tree: DraftTree, law_s: dict[str, float]
         return {}
     cells = score_cells(c.paths, c.depth) if c.score_grid else [(c.paths, c.depth)]
     return score_grid(c.score, tree.tokens, tree.target_rows, tree.draft_rows, cells,
-                      c.score_dtype, c.score_elements, law_s, to_cpu=False)
+                      c.score_dtype, c.score_elements, law_s, to_cpu=False,
+                      share_sorts=c.share_sorts)
 
 
 @dataclass

@@ -7,9 +7,11 @@ same context (docs/theory.md section 12), so one drafted tree answers every cell
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 
 import torch
 
+from ..verifiers.gbv import shared_key_orders
 from ..verifiers.law import DraftTree
 from ..verifiers.registry import block_law, get_verifier
 
@@ -45,6 +47,7 @@ def score_grid(
     max_elements: int = 1 << 25,
     seconds: dict[str, float] | None = None,
     to_cpu: bool = True,
+    share_sorts: bool = True,
 ) -> dict[tuple[int, int], dict[str, torch.Tensor]]:
     """Exact conditional E[tau + 1 | tree] of every named verifier at every (K', L') cell.
 
@@ -56,6 +59,11 @@ def score_grid(
     value shared by every K'. Returns {cell: {name: [B] float64 on the CPU}} (to_cpu False:
     on the rows' device, no host read). seconds: if
     given, the time spent in each verifier's law is added to seconds[name].
+
+    share_sorts: within a chunk, every law sorts each distinct node row by its key once
+    (verifiers.gbv.shared_key_orders: a row equal in full to one sorted before reuses its
+    order, so every value is the same bit for bit); the first verifier to sort a row pays
+    for it in `seconds`.
     """
     batch, paths, levels, vocab = target_rows.shape
     cells = [(paths, levels - 1)] if cells is None else list(cells)
@@ -68,20 +76,29 @@ def score_grid(
     for start in range(0, batch, chunk):
         part = slice(start, start + chunk)
         tree = DraftTree(tokens[part], target_rows[part].to(dtype), draft_rows[part].to(dtype))
-        for name in names:
-            begin = time.perf_counter()
-            done: dict[tuple[int, int], torch.Tensor] = {}
-            for k, d in cells:
-                key = (1, d) if single[name] else (k, d)
-                if key not in done:
-                    law = block_law(name, cut_tree(tree, *key))
-                    value = law.block_efficiency().double()
-                    done[key] = value.cpu() if to_cpu else value
-                out[(k, d)][name].append(done[key])
-            if seconds is not None:
-                seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - begin
+        with shared_key_orders() if share_sorts else nullcontext():
+            _score_chunk(names, tree, cells, single, out, seconds, to_cpu)
     return {cell: {name: torch.cat(values) for name, values in by_name.items()}
             for cell, by_name in out.items()}
+
+
+def _score_chunk(names: tuple[str, ...] | list[str], tree: DraftTree,
+                 cells: list[tuple[int, int]], single: dict[str, bool],
+                 out: dict[tuple[int, int], dict[str, list[torch.Tensor]]],
+                 seconds: dict[str, float] | None, to_cpu: bool) -> None:
+    """Every named verifier's value at every cell of one chunk of rows, appended to out."""
+    for name in names:
+        begin = time.perf_counter()
+        done: dict[tuple[int, int], torch.Tensor] = {}
+        for k, d in cells:
+            key = (1, d) if single[name] else (k, d)
+            if key not in done:
+                law = block_law(name, cut_tree(tree, *key))
+                value = law.block_efficiency().double()
+                done[key] = value.cpu() if to_cpu else value
+            out[(k, d)][name].append(done[key])
+        if seconds is not None:
+            seconds[name] = seconds.get(name, 0.0) + time.perf_counter() - begin
 
 
 def score_tree(
