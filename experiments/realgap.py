@@ -304,7 +304,24 @@ def verifier_intervals(target: Any, draft: Any, context: list[int], depth: int, 
             "values": {str(k): values[k] for k in paths}}
 
 
-EXACT_AT_ONE = ("bv", "token", "gbv", "nss", "nodeopt")  # verifiers with an exact L = 1 form
+EXACT_AT_ONE = ("bv", "token", "gbv", "nss", "nodeopt", "specinfer")  # exact L = 1 forms
+
+
+def specinfer_one_step(p: np.ndarray, q: np.ndarray, paths: int) -> float:
+    """SpecInfer's exact E[tau + 1] at L = 1 with K i.i.d. drafts: round j tests a fresh
+    X_j ~ q against the residual r_(j-1) (r_0 = p, r_j = (r_(j-1) - q)_+ normalised), so it
+    accepts with probability sum min(r_(j-1), q) independently of the rounds before, and
+    E = 2 - prod_j (1 - sum min(r_(j-1), q)). float64, O(K V)."""
+    residual, rejected = p.astype(np.float64), 1.0
+    for _ in range(paths):
+        accept = float(np.minimum(residual, q).sum())
+        rejected *= max(0.0, 1.0 - accept)
+        rest = np.maximum(residual - q, 0.0)
+        total = rest.sum()
+        if total <= 0:
+            break
+        residual = rest / total
+    return 2.0 - rejected
 
 
 def exact_one_step(by_paths: dict[str, dict[str, Any]], p: np.ndarray, q: np.ndarray,
@@ -315,7 +332,9 @@ def exact_one_step(by_paths: dict[str, dict[str, Any]], p: np.ndarray, q: np.nda
     selection law r(x) = (B(x) + q(x))^K - B(x)^K (the drafted token of largest key (p/q,
     id) is selected; B(x): q-mass of the keys below x, `verifiers.gbv.below_mass`), i.e.
     1 + sum min(p, r) (docs/theory.md sections 9, 12.3); nodeopt, the K-path optimum (its
-    L = 1 rule attains it, docs/theory.md section 8). float64 on the full rows."""
+    L = 1 rule attains it, docs/theory.md section 8); specinfer, `specinfer_one_step`.
+    float64 on the full rows. The other verifiers keep their sampled values (labelled
+    estimates with intervals)."""
     p64, q64 = p.astype(np.float64), q.astype(np.float64)
     below = below_mass(q64[None], safe_div(p64, q64)[None])[0][0]
     for k in paths:
@@ -323,6 +342,7 @@ def exact_one_step(by_paths: dict[str, dict[str, Any]], p: np.ndarray, q: np.nda
         exact = {"bv": 1.0 + float(np.minimum(p64, q64).sum()),
                  "gbv": 1.0 + float(np.minimum(p64, selection).sum()),
                  "nss": 1.0 + float((p64 * (1.0 - (1.0 - q64) ** k)).sum()),
+                 "specinfer": specinfer_one_step(p64, q64, k),
                  "nodeopt": optima[str(k)]["value"]}
         exact["token"] = exact["bv"]
         for name, value in exact.items():

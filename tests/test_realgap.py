@@ -152,7 +152,7 @@ def test_run_realgap_records_bounds_and_resumes(tiny_pair, tmp_path):
             lower = block["lower"]["value"]
             assert lower <= upper + 1e-9  # certified bracket
             for name, iv in block["verifiers"].items():
-                exact = r["depth"] == 1 and name in ("bv", "gbv", "nss")  # exact L = 1 forms
+                exact = r["depth"] == 1 and name in ("bv", "gbv", "nss", "specinfer")  # exact L = 1
                 assert iv.get("exact", False) == exact
                 assert exact or "not a bound" in iv["estimate"]  # every estimate is labelled
                 assert iv["n"] == (0 if exact else 48) and iv["low"] <= iv["mean"] <= iv["high"]

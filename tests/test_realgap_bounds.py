@@ -81,7 +81,7 @@ def test_exact_one_step_values():
     q /= q.sum()
     optima = {str(k): {"value": float(one_step_optimum(p, q, [k])[0].value[0])} for k in (1, 3)}
     by_paths = {str(k): {"bv": {}, "nss": {}, "nodeopt": {}, "gbv": {},
-                         "specinfer": {"mean": 0.0}} for k in (1, 3)}
+                         "specinfer": {}, "rrsw": {"mean": 0.0}} for k in (1, 3)}
     exact_one_step(by_paths, p, q, [1, 3], optima)
     inst = dirichlet_instance(6, 1, seed=0)
     inst.target[0], inst.draft[0] = p, q
@@ -95,7 +95,9 @@ def test_exact_one_step_values():
             float(exact_result(model, "nodeopt", paths=k).block_efficiency), abs=1e-9)
         assert got["gbv"]["mean"] == pytest.approx(
             float(exact_result(model, "gbv", paths=k).block_efficiency), abs=1e-12)
-        assert got["specinfer"] == {"mean": 0.0}  # no exact form used here: left as sampled
+        assert got["specinfer"]["mean"] == pytest.approx(
+            float(exact_result(model, "specinfer", paths=k).block_efficiency), abs=1e-12)
+        assert got["specinfer"]["exact"] and got["rrsw"] == {"mean": 0.0}  # no exact form: sampled
 
 
 # ---------------------------------------------------------------------------------------
