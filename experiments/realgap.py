@@ -570,7 +570,8 @@ def summarize_realgap(records: list[dict[str, Any]], seed: int = 0) -> list[dict
     """Per (pair, T, L, K): means over contexts with 95% t intervals on per-prompt means.
 
     upper / lower: mean certified bounds (lower None for records made before it existed;
-    how many uppers certified / closed form); verifiers: mean E[tau+1]; gap: mean (upper -
+    how many uppers certified / closed form); bracket_width: mean upper - lower (against
+    width_target, WIDTH_TARGETS); verifiers: mean E[tau+1]; gap: mean (upper -
     verifier); best_verifier_counts: how often each verifier had the best estimate.
     """
     groups: dict[tuple, list[dict[str, Any]]] = {}
@@ -609,6 +610,10 @@ def summarize_realgap(records: list[dict[str, Any]], seed: int = 0) -> list[dict
             "contexts": len(recs), "prompts": len(prompts),
             "upper": upper,
             "lower": cluster(certified_lower) if len(certified_lower) == len(recs) else None,
+            "bracket_width": (cluster([(r["prompt"], r["by_paths"][key]["upper"]["value"]
+                                        - r["by_paths"][key]["lower"]["value"]) for r in recs])
+                              if len(certified_lower) == len(recs) else None),
+            "width_target": WIDTH_TARGETS.get(depth),
             "upper_kind": "closed-form optimum" if depth == 1 else "coarsened LP bound",
             "upper_certified": sum(bool(b["certified"]) for b in bounds),
             "upper_closed_form": sum(bool(b.get("closed_form")) for b in bounds),

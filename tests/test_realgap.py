@@ -187,6 +187,12 @@ def test_run_realgap_records_bounds_and_resumes(tiny_pair, tmp_path):
     one = [s for s in summary if s["depth"] == 1 and s["paths"] == 1 and s["temperature"] == 1.0]
     assert one and one[0]["contexts"] == 2 and one[0]["prompts"] == 2
     assert one[0]["upper_closed_form"] == 2
+    assert one[0]["bracket_width"]["estimate"] == pytest.approx(0.0, abs=1e-12)  # L = 1: exact
+    two = [s for s in summary if s["depth"] == 2 and s["paths"] == 2]
+    widths = [r["by_paths"]["2"]["upper"]["value"] - r["by_paths"]["2"]["lower"]["value"]
+              for r in load_jsonl(out) if r["depth"] == 2]
+    assert two[0]["bracket_width"]["estimate"] == pytest.approx(np.mean(widths))
+    assert two[0]["width_target"] == 0.02
 
 
 def test_root_rows_and_closed_form_agree_with_bv_at_one_path(tiny_pair):
