@@ -36,7 +36,8 @@ import torch
 
 from ..verifiers.law import DraftTree
 from ..verifiers.tree import num_nodes
-from .engine import probability_rows
+from .cache import attention_mask, check_attention
+from .sampling import probability_rows
 
 SELECT = ("target", "draft", "mix")
 
@@ -80,8 +81,7 @@ class _TreeForward:
         self.device = next(model.parameters()).device
         self.cache = DynamicCache(config=model.config)
         self.context = len(context)
-        impl = getattr(model.config, "_attn_implementation", "sdpa")
-        self.float_mask = impl == "eager"
+        self.float_mask = check_attention(model)
         ids = torch.tensor([context], dtype=torch.long, device=self.device)
         out = model(input_ids=ids, cache=self.cache, use_cache=True, logits_to_keep=1)
         self.root_row = probability_rows(out.logits[0, -1], temperature,
@@ -104,11 +104,8 @@ class _TreeForward:
         count = int(tokens.shape[0])
         ctx = torch.ones(count, self.context, dtype=torch.bool, device=self.device)
         own = torch.eye(count, dtype=torch.bool, device=self.device)
-        mask = torch.cat([ctx, ancestors.to(self.device), own], dim=1)[None, None]
-        if self.float_mask:
-            dtype = self.model.dtype
-            mask = torch.zeros(mask.shape, dtype=dtype, device=self.device).masked_fill(
-                ~mask, torch.finfo(dtype).min)
+        mask = attention_mask(torch.cat([ctx, ancestors.to(self.device), own], dim=1)[None, None],
+                              self.model, self.float_mask)
         positions = torch.full((1, count), self.context - 1 + depth, dtype=torch.long,
                                device=self.device)
         out = self.model(input_ids=tokens[None].to(self.device), position_ids=positions,
@@ -334,11 +331,7 @@ def _level_with_depths(fwd: _TreeForward, tokens: torch.Tensor, see: torch.Tenso
     count = int(tokens.shape[0])
     ctx = torch.ones(count, fwd.context, dtype=torch.bool)
     mask = torch.cat([ctx, see | torch.eye(count, dtype=torch.bool)], dim=1)[None, None]
-    mask = mask.to(fwd.device)
-    if fwd.float_mask:
-        dtype = fwd.model.dtype
-        mask = torch.zeros(mask.shape, dtype=dtype, device=fwd.device).masked_fill(
-            ~mask, torch.finfo(dtype).min)
+    mask = attention_mask(mask.to(fwd.device), fwd.model, fwd.float_mask)
     positions = torch.tensor([[fwd.context - 1 + d for d in depths]], device=fwd.device)
     out = fwd.model(input_ids=tokens[None].to(fwd.device), position_ids=positions,
                     attention_mask=mask, cache=fwd.cache, use_cache=True)

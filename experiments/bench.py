@@ -25,7 +25,9 @@ estimate (difference / bv), without an interval.
 
 Records: one JSON line per (run settings, prompt) in ``<out>/<pair>.jsonl``, appended as
 soon as a batch finishes; a rerun skips recorded (settings, prompt) pairs (resumable; a
-later run with more prompts adds records to the same runs).
+later run with more prompts adds records to the same runs). The folder is opened through
+`experiments.store.open_records` (one writer at a time; the keyed records do the resume
+bookkeeping).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from ..decode.engine import (
 )
 from ..decode.models import default_device, default_dtype, parse_dtype
 from .intervals import cluster_mean_interval
+from .store import open_records
 from .store import record_key as settings_key
 
 # Fields that identify a run (with the prompt id they identify a record).
@@ -148,8 +151,6 @@ def run_bench(
     """
     run_device = torch.device(device) if device else default_device()
     run_dtype = str(parse_dtype(dtype) or default_dtype(run_device)).removeprefix("torch.")
-    out_file.parent.mkdir(parents=True, exist_ok=True)
-    done = {record_key(r) for r in load_records(out_file.parent) if r.get("pair") == pair_name}
     settings = {"pair": pair_name, "drive": drive, "top_p": top_p,
                 "draft_temperature": draft_temperature, "max_new_tokens": max_new_tokens,
                 "dtype": run_dtype, "device": str(run_device), "seed": seed, "batch": batch,
@@ -164,23 +165,19 @@ def run_bench(
         runs += [(t, 0, 0) for t in temperatures]
     jobs = [(group, run) for group in batches for run in runs]  # prompt-major: resumable
     state: dict[str, Any] = {"pair": None, "store": None}
-    computed = 0
-    with open(out_file, "a") as sink:
+    with open_records(out_file, "bench", key_of=record_key) as records:
         for group, (temperature, depth, k) in progress(jobs, len(jobs)):
             base = run_settings(settings, temperature, depth, k)
-            todo = [p for p in group if record_key(
-                {**base, "prompt_id": p["id"], "prompt_digest": text_digest(p["text"])}) not in done]
+            keys = {record_key({**base, "prompt_id": p["id"],
+                                "prompt_digest": text_digest(p["text"])}): p for p in group}
+            todo = [keys[key] for key in records.want(keys)]
             if not todo:
                 continue
             if state["pair"] is None:
                 state.update(pair=load(), store=PrefixStore())
             for record in decode_batch(state["pair"], state["store"], base, todo):
-                sink.write(json.dumps(record) + "\n")
-                done.add(record_key(record))
-                computed += 1
-            sink.flush()
-    total = len(prompts) * len(runs)
-    return {"file": str(out_file), "computed": computed, "reused": total - computed}
+                records.write(record)  # appended and flushed as soon as its batch finishes
+    return {"file": str(out_file), "computed": records.computed, "reused": records.reused}
 
 
 def run_settings(settings: dict[str, Any], temperature: float, depth: int, paths: int

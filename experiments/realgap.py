@@ -14,17 +14,22 @@ At contexts reached by target sampling on real prompts (`decode.tree_rows
               low values are never sampled, which happens on peaked rows).
   upper bound L = 1: the K-path optimum itself, in closed form on the full rows
               (`speclp.lp.closed_form.one_step_optimum`, O(V log V), float64).
-              L >= 2: a certified upper bound on the optimum of the COARSENED instance
-              (`lp.coarsen`: top-M tokens of p + q kept at every node, the rest lumped
-              into a remainder token accepted to depth L), which is >= the full-vocabulary
-              optimum (proof in `lp.coarsen`). The coarse LP is solved by column
-              generation in floats and its duals give an exact weak-duality bound
-              (`lp.dual_bound`), tight to the float optimum (recorded as bound_minus_lp).
-  lower bound certified, from the kept rows only (`kept_lower_bounds`): the exact value of a
-              lossless verifier that ends the block outside the kept tree (token-kept at
-              K = 1, nss-kept at K paths; the larger). L = 1: the closed-form optimum, so
-              lower = upper there, and bv, token, nss and nodeopt take their exact L = 1
-              values (`exact_one_step`) instead of sampled ones.
+              L >= 2 (`bracket_bounds`, docs/theory.md section 13.5): the smallest of three
+              certified bounds from the kept tree (top-M tokens of p + q at every kept node):
+              the weak-duality bound of the COARSENED instance (`lp.coarsen`: the rest lumped
+              into a remainder token accepted to depth L; `lp.dual_bound`), the bound of the
+              TERMINAL coarse instance (nothing accepted below the remainder) plus a certified
+              tail (`lp.coarsen.tail_bound`), and the prefix bound plus tail (no LP). The LPs
+              are solved by column generation in floats; the bounds are exact rationals.
+  lower bound certified, from the kept rows only: the largest exact value of a lossless
+              verifier that needs only them: every named lossless i.i.d. verifier's exact law
+              on the coarse instance credited up to the first remainder token
+              (`lp.coarsen.kept_lower_values`), token-kept and nss-kept (`kept_lower_bounds`).
+              L = 1: the closed-form optimum, so lower = upper there, and bv, token, gbv, nss
+              and nodeopt take their exact L = 1 values (`exact_one_step`) instead of sampled
+              ones.
+  expansion   widths M tried in turn until every K's bracket is within the target
+              (WIDTH_TARGETS) or the time budget is spent (`adaptive_bracket`).
   best estimate the best verifier's sampled E[tau + 1] with its interval (an estimate, not a
               bound: it may lie on either side of the certified lower bound).
 
@@ -39,7 +44,8 @@ RENORMALISED: neither an upper nor a lower bound) remain available as a labelled
 (`run_realgap_renormalised`).
 
 Records: one JSONL line per (prompt, context, L) with every setting in its key; a rerun
-skips records already present (resumable; a torn last line is ignored).
+skips records already present (resumable; a torn last line is ignored). The folder is opened
+through `experiments.store.open_records` (one writer at a time, its run logged in spec.json).
 """
 
 from __future__ import annotations
@@ -59,19 +65,26 @@ from ..decode.engine import score_tree
 from ..decode.tree_rows import prefill, sample_contexts, sample_trees, tree_rows
 from ..lp import optimum, tolerances
 from ..lp.closed_form import one_step_optimum
-from ..lp.coarsen import coarsened_instance, describe_coarsening
+from ..lp.coarsen import (
+    coarsened_instance,
+    describe_coarsening,
+    kept_lower_values,
+    prefix_upper_bound,
+    tail_bound,
+)
 from ..lp.dual_bound import dual_upper_bound
 from ..lp.instance import from_rows
 from ..rationals import fraction_text
 from ..verifiers.exact import exact_result
 from ..verifiers.gbv import below_mass
 from ..verifiers.ops import safe_div
-from ..verifiers.registry import verifier_names
+from ..verifiers.registry import get_verifier, verifier_names
 from .intervals import betting_interval, cluster_mean_interval
-from .store import append_jsonl, load_jsonl, record_key, slug  # noqa: F401 - load_jsonl re-exported
+from .store import KeyedRecords, load_jsonl, open_records, record_key, slug  # noqa: F401 - load_jsonl re-exported
 
 MODE_FULL = "full-vocabulary"
 MODE_RENORMALISED = "renormalised"
+BOUNDS_VERSION = 2  # 2: the bracket of docs/theory.md section 13.5 (records of 1 are not reused)
 MAX_COARSE_PATHS = 40_000  # (M + 1)^L paths in the coarse LP at most
 CERTIFIED_TOLERANCE = tolerances.CERTIFIED  # a verifier beats a certified bound by more: failure
 UNCERTIFIED_TOLERANCE = tolerances.UNCERTIFIED
@@ -83,48 +96,106 @@ UNCERTIFIED_TOLERANCE = tolerances.UNCERTIFIED
 
 def coarse_upper_bounds(target: Any, draft: Any, context: list[int], depth: int, width: int,
                         paths: list[int], temperature: float, draft_temperature: float | None,
-                        prefilled: Any = None) -> dict[str, Any]:
-    """Certified upper bounds for L >= 2 from the coarsened instance (top-M of p + q).
+                        prefilled: Any = None, verifiers: list[str] | None = None
+                        ) -> dict[str, Any]:
+    """The bracket at one kept width M for L >= 2 (docs/theory.md sections 13.3-13.5).
 
-    The coarse LP is solved in floats by column generation; its matching-row duals go into
-    `lp.dual_bound.dual_upper_bound`, which evaluates the weak-duality bound in exact
-    rationals: a certified number >= the coarse optimum >= the full-vocabulary optimum,
-    tight to the float solve (bound_minus_lp). Returns {"coarsening": {...remainder masses,
-    rows seconds}, "bounds": {K: record}}; a record has value (the certified bound),
-    certified, certificate, lp_value, bound_minus_lp, status, seconds, method.
+    The kept tree is the complete M-ary tree of the top-M tokens of p + q at every kept node
+    (`decode.tree_rows.tree_rows`, select "mix": expanded where the mass of either model is);
+    `bracket_bounds` turns its full-vocabulary edge probabilities into certified bounds.
+    Returns {"coarsening": {...remainder masses, rows seconds}, "bounds": {K: upper record},
+    "lower": {K: lower record}}.
     """
-
     rows = tree_rows(target, draft, context, width, depth - 1, temperature, draft_temperature,
                      select="mix", row_dtype=_float64(), prefilled=prefilled)
-    instance = coarsened_instance(rows.target_edge, rows.draft_edge, width, depth,
-                                  name=f"coarse-M{width}-L{depth}")
     coarsening = {"width": width, "select": "top-M of p + q per node",
                   "rows_seconds": rows.seconds,
                   **describe_coarsening(rows.target_edge, rows.draft_edge)}
+    found = bracket_bounds(rows.target_edge, rows.draft_edge, width, depth, paths, verifiers)
+    return {"coarsening": coarsening, **found}
+
+
+MAX_LAW_EVALUATIONS = 2_000_000  # a verifier's exact law on the coarse instance: at most this
+
+
+def lower_verifiers(names: list[str] | None) -> list[str]:
+    """The named verifiers that are lossless under i.i.d. drafting (default: all of them,
+    from the registry): only those give lower bounds (section 13.5, Lemma 13.3)."""
+    if names is None:
+        return verifier_names(draft_sampling="iid")
+    return [n for n in names if get_verifier(n).lossless and "iid" in get_verifier(n).draft_sampling]
+
+
+def bracket_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, depth: int,
+                   paths: list[int], verifiers: list[str] | None = None,
+                   max_evaluations: int = MAX_LAW_EVALUATIONS) -> dict[str, Any]:
+    """Certified lower and upper bounds on the fine K-path optimum from the kept rows only.
+
+    target_edge, draft_edge [N, M]: the FULL-vocabulary probabilities of the M kept children
+    of every kept node of depth 0..L-1 (shortlex over the child slots; float64 or Fractions).
+
+    upper (the smallest of, docs/theory.md section 13.5):
+      coarse LP          weak-duality bound of the coarse instance (R accepted to depth L),
+                         Theorem 13.1 and section 7.3;
+      terminal LP + tail weak-duality bound of the terminal-R coarse instance (nothing below R
+                         is accepted) plus tail_bound(skip=1) (Theorem 13.6);
+      prefix + tail      1 + sum over kept z of min(p(z), 1 - (1 - q(z))^K) plus tail_bound
+                         (Theorem 13.5; no LP).
+    lower (the largest of): every lossless i.i.d. verifier's exact law on the coarse instance,
+    credited up to the first R (Lemma 13.3; lp.coarsen.kept_lower_values), and token-kept /
+    nss-kept (`kept_lower_bounds`). Exact numbers are stored as rationals.fraction_text.
+    """
+    te, de = np.asarray(target_edge), np.asarray(draft_edge)
+    exact = te.dtype == object
+    instance = coarsened_instance(te, de, width, depth, name=f"coarse-M{width}-L{depth}")
+    terminal = coarsened_instance(te, de, width, depth, name=f"terminal-M{width}-L{depth}",
+                                  below_r="terminal")
+    float_edges = (np.asarray(te, dtype=np.float64), np.asarray(de, dtype=np.float64))
+    classic = kept_lower_bounds(*float_edges, width, depth, paths)
+    names = lower_verifiers(verifiers)
     bounds: dict[str, Any] = {}
+    lowers: dict[str, Any] = {}
     for k in paths:
         start = time.perf_counter()
-        result = optimum(instance, k, method="colgen", certify=False)
-        duals = result.matching_duals
-        record: dict[str, Any] = {
-            "lp_value": result.value, "status": result.status,
-            "colgen_iterations": result.details.get("iterations"),
-            "method": f"coarsened instance (M = {width}, {(width + 1) ** depth} paths): column "
-                      "generation, then the exact weak-duality bound of its duals",
-        }
-        if duals is None:  # no multipliers: only the trivial bound L + 1 is certain
-            record.update(value=float(depth + 1), certified=True,
-                          certificate="trivial bound L + 1 (the solver returned no duals)")
-        else:
-            bound = dual_upper_bound(instance, duals, k)
-            record.update(value=float(bound), exact=fraction_text(bound), certified=True,
-                          certificate="weak duality: dual bound evaluated in exact rationals",
-                          bound_minus_lp=(float(bound) - result.value
-                                          if result.value is not None else None))
-        record["seconds"] = round(time.perf_counter() - start, 3)
-        bounds[str(k)] = record
-    lower = kept_lower_bounds(rows.target_edge, rows.draft_edge, width, depth, paths)
-    return {"coarsening": coarsening, "bounds": bounds, "lower": lower}
+        candidates: dict[str, Any] = {}
+        lp_values: dict[str, Any] = {}
+        for label, inst in (("coarse LP", instance), ("terminal LP + tail", terminal)):
+            result = optimum(inst, k, method="colgen", certify=False)
+            lp_values[label] = result.value
+            if result.matching_duals is None:
+                continue
+            bound = dual_upper_bound(inst, result.matching_duals, k)
+            if label != "coarse LP":
+                bound += tail_bound(te, de, width, depth, k, skip=1)
+            candidates[label] = bound
+        candidates["prefix + tail"] = prefix_upper_bound(te, de, width, depth, k)
+        best = min(candidates, key=candidates.get)
+        value = candidates[best]
+        bounds[str(k)] = {
+            "value": float(value), "exact": fraction_text(value), "certified": True,
+            "method": best, "lp_value": lp_values.get(best),
+            "bound_minus_lp": (float(value) - lp_values[best]
+                               if lp_values.get(best) is not None else None),
+            "candidates": {n: float(v) for n, v in candidates.items()},
+            "certificate": "the smallest of: weak duality on the coarse and terminal coarse "
+                           "instances (exact rationals), the prefix bound with its tail "
+                           "(docs/theory.md section 13.5)",
+            "status": "certified", "seconds": round(time.perf_counter() - start, 3)}
+        start = time.perf_counter()
+        coarse = instance if not exact else instance
+        found = kept_lower_values(coarse, width, k, names, max_evaluations)
+        values = {f"{n}-kept": v for n, v in found["values"].items()}
+        values.update(classic[str(k)]["values"])
+        best_low = max(values, key=lambda n: values[n])
+        lowers[str(k)] = {
+            "value": float(values[best_low]), "verifier": best_low,
+            "exact": fraction_text(values[best_low]) if exact else None,
+            "values": {n: float(v) for n, v in values.items()}, "skipped": found["skipped"],
+            "certified": True, "seconds": round(time.perf_counter() - start, 3),
+            "method": "exact value of a lossless verifier that uses only the kept rows: a "
+                      "registered verifier's law on the coarse instance credited up to the "
+                      "first lumped token, or token-kept / nss-kept (docs/theory.md 13.4-13.5)"}
+    return {"bounds": bounds, "lower": lowers}
 
 
 def kept_lower_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, depth: int,
@@ -225,13 +296,32 @@ def verifier_intervals(target: Any, draft: Any, context: list[int], depth: int, 
         info["seconds"]["score"] += time.perf_counter() - start
         info["samples"] += count
         del trees
-    by_paths = {str(k): {n: betting_interval(values[k][n], 1.0, depth + 1.0) for n in verifiers}
-                for k in paths}
+    label = {"exact": False, "estimate": f"mean of {samples} sampled draft trees' exact "
+             "conditional values, with its 95% interval (an estimate, not a bound)"}
+    by_paths = {str(k): {n: {**betting_interval(values[k][n], 1.0, depth + 1.0), **label}
+                         for n in verifiers} for k in paths}
     return {"by_paths": by_paths, "trees": info,
             "values": {str(k): values[k] for k in paths}}
 
 
-EXACT_AT_ONE = ("bv", "token", "gbv", "nss", "nodeopt")  # verifiers with an exact L = 1 form
+EXACT_AT_ONE = ("bv", "token", "gbv", "nss", "nodeopt", "specinfer")  # exact L = 1 forms
+
+
+def specinfer_one_step(p: np.ndarray, q: np.ndarray, paths: int) -> float:
+    """SpecInfer's exact E[tau + 1] at L = 1 with K i.i.d. drafts: round j tests a fresh
+    X_j ~ q against the residual r_(j-1) (r_0 = p, r_j = (r_(j-1) - q)_+ normalised), so it
+    accepts with probability sum min(r_(j-1), q) independently of the rounds before, and
+    E = 2 - prod_j (1 - sum min(r_(j-1), q)). float64, O(K V)."""
+    residual, rejected = p.astype(np.float64), 1.0
+    for _ in range(paths):
+        accept = float(np.minimum(residual, q).sum())
+        rejected *= max(0.0, 1.0 - accept)
+        rest = np.maximum(residual - q, 0.0)
+        total = rest.sum()
+        if total <= 0:
+            break
+        residual = rest / total
+    return 2.0 - rejected
 
 
 def exact_one_step(by_paths: dict[str, dict[str, Any]], p: np.ndarray, q: np.ndarray,
@@ -242,7 +332,9 @@ def exact_one_step(by_paths: dict[str, dict[str, Any]], p: np.ndarray, q: np.nda
     selection law r(x) = (B(x) + q(x))^K - B(x)^K (the drafted token of largest key (p/q,
     id) is selected; B(x): q-mass of the keys below x, `verifiers.gbv.below_mass`), i.e.
     1 + sum min(p, r) (docs/theory.md sections 9, 12.3); nodeopt, the K-path optimum (its
-    L = 1 rule attains it, docs/theory.md section 8). float64 on the full rows."""
+    L = 1 rule attains it, docs/theory.md section 8); specinfer, `specinfer_one_step`.
+    float64 on the full rows. The other verifiers keep their sampled values (labelled
+    estimates with intervals)."""
     p64, q64 = p.astype(np.float64), q.astype(np.float64)
     below = below_mass(q64[None], safe_div(p64, q64)[None])[0][0]
     for k in paths:
@@ -250,6 +342,7 @@ def exact_one_step(by_paths: dict[str, dict[str, Any]], p: np.ndarray, q: np.nda
         exact = {"bv": 1.0 + float(np.minimum(p64, q64).sum()),
                  "gbv": 1.0 + float(np.minimum(p64, selection).sum()),
                  "nss": 1.0 + float((p64 * (1.0 - (1.0 - q64) ** k)).sum()),
+                 "specinfer": specinfer_one_step(p64, q64, k),
                  "nodeopt": optima[str(k)]["value"]}
         exact["token"] = exact["bv"]
         for name, value in exact.items():
@@ -259,11 +352,61 @@ def exact_one_step(by_paths: dict[str, dict[str, Any]], p: np.ndarray, q: np.nda
                                           "rows, float64)"}
 
 
+WIDTH_TARGETS = {1: 0.0, 2: 0.02, 3: 0.05, 4: 0.10}  # issue 33: mean bracket width per L
+
+
+def width_schedule(width: int, depth: int, widths: list[int] | None = None) -> list[int]:
+    """The kept widths tried in turn: `widths` when given, else [width]; widths whose coarse
+    LP would exceed MAX_COARSE_PATHS ((M + 1)^L paths) are dropped (the first is kept)."""
+    chosen = sorted(set(widths)) if widths else [width]
+    fits = [m for m in chosen if (m + 1) ** depth <= MAX_COARSE_PATHS]
+    return fits or chosen[:1]
+
+
+def adaptive_bracket(target: Any, draft: Any, context: list[int], depth: int, paths: list[int],
+                     temperature: float, draft_temperature: float | None, prefilled: Any,
+                     verifiers: list[str] | None, widths: list[int],
+                     width_target: float | None, time_budget: float | None) -> dict[str, Any]:
+    """Expand the kept tree (wider M, in `widths` order) until every K's bracket is at most
+    width_target wide or time_budget seconds are spent (checked between widths). The bracket
+    per K is [largest lower, smallest upper] over the widths tried (each is certified).
+    Returns {"bounds", "lower", "coarsening" (of the last width), "expansion": [...]}."""
+    start = time.perf_counter()
+    bounds: dict[str, Any] = {}
+    lowers: dict[str, Any] = {}
+    expansion = []
+    coarsening: dict[str, Any] = {}
+    for m in widths:
+        found = coarse_upper_bounds(target, draft, context, depth, m, paths, temperature,
+                                    draft_temperature, prefilled, verifiers)
+        coarsening = found["coarsening"]
+        for k in paths:
+            key = str(k)
+            up, low = found["bounds"][key], found["lower"][key]
+            if key not in bounds or up["value"] < bounds[key]["value"]:
+                bounds[key] = {**up, "width": m}
+            if key not in lowers or low["value"] > lowers[key]["value"]:
+                lowers[key] = {**low, "width": m}
+        gaps = {str(k): bounds[str(k)]["value"] - lowers[str(k)]["value"] for k in paths}
+        expansion.append({"width": m, "seconds": round(time.perf_counter() - start, 3),
+                          "bracket_width": gaps,
+                          "remainder_target_mean": coarsening["remainder_target_mean"]})
+        if width_target is not None and max(gaps.values()) <= width_target:
+            break
+        if time_budget is not None and time.perf_counter() - start > time_budget:
+            break
+    return {"bounds": bounds, "lower": lowers, "coarsening": coarsening, "expansion": expansion}
+
+
 def context_record(target: Any, draft: Any, context: list[int], depth: int, paths: list[int],
                    samples: int, batch: int, width: int, verifiers: list[str], temperature: float,
-                   draft_temperature: float | None, generator: Any, score_dtype: Any = None
-                   ) -> dict[str, Any]:
-    """Bounds and verifier intervals at one context (module docstring); no I/O."""
+                   draft_temperature: float | None, generator: Any, score_dtype: Any = None,
+                   widths: list[int] | None = None, width_target: float | None = None,
+                   time_budget: float | None = None) -> dict[str, Any]:
+    """Bounds and verifier intervals at one context (module docstring); no I/O.
+
+    widths / width_target / time_budget: the adaptive expansion of `adaptive_bracket`
+    (default: the one width `width`; width_target defaults to WIDTH_TARGETS[depth])."""
     start = time.perf_counter()
     record: dict[str, Any] = {}
     ready = prefill(target, draft, context, temperature, draft_temperature)  # once per context
@@ -281,10 +424,13 @@ def context_record(target: Any, draft: Any, context: list[int], depth: int, path
         lowers = {k: {**b, "verifier": "optimum (closed form)", "certified": False}
                   for k, b in bounds.items()}
     else:
-        coarse = coarse_upper_bounds(target, draft, context, depth, width, paths, temperature,
-                                     draft_temperature, ready)
+        target_width = WIDTH_TARGETS.get(depth) if width_target is None else width_target
+        coarse = adaptive_bracket(target, draft, context, depth, paths, temperature,
+                                  draft_temperature, ready, verifiers,
+                                  width_schedule(width, depth, widths), target_width, time_budget)
         bounds, lowers = coarse["bounds"], coarse["lower"]
         record["coarsening"] = coarse["coarsening"]
+        record["expansion"] = coarse["expansion"]
     found = verifier_intervals(target, draft, context, depth, paths, samples, batch, verifiers,
                                temperature, draft_temperature, generator, score_dtype, ready)
     if depth == 1:
@@ -340,20 +486,27 @@ def run_realgap(target: Any, draft: Any, prompts: list[dict[str, Any]], depths: 
                 seed: int = 0, label: str = "", eos: set[int] | None = None,
                 score_dtype: Any = None,
                 progress: Callable[[Iterable[Any]], Iterable[Any]] = lambda it: it,
+                widths: list[int] | None = None, width_target: float | None = None,
+                time_budget: float | None = None,
                 ) -> dict[str, Any]:
     """Compute (or resume) full-vocabulary realgap records; returns {file, computed, reused,
     failures, keys} (keys: this call's records, so that summaries count only what was asked).
     prompts: [{"id", "tokens"}]. Contexts: prompt + k*every target-sampled tokens.
+    widths, width_target, time_budget: the adaptive expansion at L >= 2 (`adaptive_bracket`;
+    default: the one width `width`, stopping early at WIDTH_TARGETS[L]).
     """
 
     names = verifiers or verifier_names(draft_sampling="iid")
     dtype = score_dtype or torch.float64
-    run = _Resumable(out_file)
     failures: list[str] = []
     common = {"mode": MODE_FULL, "pair": label, "every": every, "temperature": temperature,
               "draft_temperature": draft_temperature, "seed": seed, "paths": sorted(paths),
               "samples": samples, "batch": batch, "verifiers": sorted(names),
-              "score_dtype": str(dtype), "model_dtype": str(getattr(target, "dtype", ""))}
+              "score_dtype": str(dtype), "model_dtype": str(getattr(target, "dtype", "")),
+              "bounds_version": BOUNDS_VERSION}
+    if widths or width_target is not None or time_budget is not None:
+        common.update(widths=sorted(set(widths or [width])), width_target=width_target,
+                      time_budget=time_budget)
 
     def settings(prompt: dict[str, Any], c: int, d: int) -> dict[str, Any]:
         return {**common, "prompt": prompt["id"], "prompt_digest": prompt_digest(prompt),
@@ -363,61 +516,44 @@ def run_realgap(target: Any, draft: Any, prompts: list[dict[str, Any]], depths: 
         return [realgap_key(settings(prompt, c, d))
                 for c in range(contexts_per_prompt) for d in depths]
 
-    for prompt, contexts in run.prompt_contexts(target, progress(prompts), keys_of,
+    with open_records(out_file, "realgap") as run:
+        for prompt, contexts in prompt_contexts(run, target, progress(prompts), keys_of,
                                                 contexts_per_prompt, every, temperature, eos,
                                                 seed):
-        for c, context in enumerate(contexts):
-            for d in depths:
-                key = realgap_key(settings(prompt, c, d))
-                if key in run.done:
-                    run.reused += 1
-                    continue
-                tree_gen = torch.Generator().manual_seed(
-                    seed + _stable_hash(f"{prompt['id']}|{c}|L{d}|trees"))
-                body = context_record(target, draft, context, d, sorted(paths), samples, batch,
-                                      width, names, temperature, draft_temperature, tree_gen, dtype)
-                record = {"key": key, **settings(prompt, c, d), "context_tokens": len(context),
-                          "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **body}
-                run.write(record)
-                failures += [f"{prompt['id']} context {c} L={d}: {f}" for f in body["failures"]]
+            for c, context in enumerate(contexts):
+                for d in depths:
+                    key = realgap_key(settings(prompt, c, d))
+                    if key in run.done:
+                        continue
+                    tree_gen = torch.Generator().manual_seed(
+                        seed + _stable_hash(f"{prompt['id']}|{c}|L{d}|trees"))
+                    body = context_record(target, draft, context, d, sorted(paths), samples,
+                                          batch, width, names, temperature, draft_temperature,
+                                          tree_gen, dtype, widths, width_target, time_budget)
+                    record = {"key": key, **settings(prompt, c, d),
+                              "context_tokens": len(context),
+                              "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **body}
+                    run.write(record)
+                    failures += [f"{prompt['id']} context {c} L={d}: {f}"
+                                 for f in body["failures"]]
     return {"file": str(out_file), "computed": run.computed, "reused": run.reused,
             "failures": failures, "keys": run.wanted}
 
 
-class _Resumable:
-    """The resume bookkeeping of a records run (run_realgap, run_realgap_renormalised): the
-    keys already in out_file (done), this call's keys (wanted), and how many records were
-    reused and computed."""
-
-    def __init__(self, out_file: Path) -> None:
-        self.out_file = out_file
-        self.done = {r.get("key") for r in load_jsonl(out_file)}
-        self.wanted: list[str] = []
-        self.reused = self.computed = 0
-
-    def prompt_contexts(self, target: Any, prompts: Iterable[dict[str, Any]],
-                        keys_of: Callable[[dict[str, Any]], list[str]], contexts_per_prompt: int,
-                        every: int, temperature: float, eos: set[int] | None, seed: int,
-                        ) -> Iterator[tuple[dict[str, Any], list[list[int]]]]:
-        """(prompt, its target-sampled contexts) for every prompt with a record key
-        (keys_of(prompt)) not yet done; a prompt whose keys are all done is counted as
-        reused and nothing is sampled for it. The contexts' generator is seeded by seed and
-        the prompt id."""
-        for prompt in prompts:
-            keys = keys_of(prompt)
-            self.wanted += keys
-            if all(key in self.done for key in keys):
-                self.reused += len(keys)
-                continue
-            gen = torch.Generator().manual_seed(seed + _stable_hash(prompt["id"]))
-            yield prompt, sample_contexts(target, prompt["tokens"], contexts_per_prompt, every,
-                                          temperature, eos, gen)
-
-    def write(self, record: dict[str, Any]) -> None:
-        """Append a computed record to out_file and mark its key done."""
-        append_jsonl(self.out_file, record)
-        self.done.add(record["key"])
-        self.computed += 1
+def prompt_contexts(run: KeyedRecords, target: Any, prompts: Iterable[dict[str, Any]],
+                    keys_of: Callable[[dict[str, Any]], list[str]], contexts_per_prompt: int,
+                    every: int, temperature: float, eos: set[int] | None, seed: int,
+                    ) -> Iterator[tuple[dict[str, Any], list[list[int]]]]:
+    """(prompt, its target-sampled contexts) for every prompt with a record key
+    (keys_of(prompt)) not yet in `run` (store.KeyedRecords.want counts the others as reused);
+    nothing is sampled for a prompt whose keys are all done. The contexts' generator is
+    seeded by seed and the prompt id."""
+    for prompt in prompts:
+        if not run.want(keys_of(prompt)):
+            continue
+        gen = torch.Generator().manual_seed(seed + _stable_hash(prompt["id"]))
+        yield prompt, sample_contexts(target, prompt["tokens"], contexts_per_prompt, every,
+                                      temperature, eos, gen)
 
 
 def prompt_digest(prompt: dict[str, Any]) -> str:
@@ -434,7 +570,8 @@ def summarize_realgap(records: list[dict[str, Any]], seed: int = 0) -> list[dict
     """Per (pair, T, L, K): means over contexts with 95% t intervals on per-prompt means.
 
     upper / lower: mean certified bounds (lower None for records made before it existed;
-    how many uppers certified / closed form); verifiers: mean E[tau+1]; gap: mean (upper -
+    how many uppers certified / closed form); bracket_width: mean upper - lower (against
+    width_target, WIDTH_TARGETS); verifiers: mean E[tau+1]; gap: mean (upper -
     verifier); best_verifier_counts: how often each verifier had the best estimate.
     """
     groups: dict[tuple, list[dict[str, Any]]] = {}
@@ -473,6 +610,10 @@ def summarize_realgap(records: list[dict[str, Any]], seed: int = 0) -> list[dict
             "contexts": len(recs), "prompts": len(prompts),
             "upper": upper,
             "lower": cluster(certified_lower) if len(certified_lower) == len(recs) else None,
+            "bracket_width": (cluster([(r["prompt"], r["by_paths"][key]["upper"]["value"]
+                                        - r["by_paths"][key]["lower"]["value"]) for r in recs])
+                              if len(certified_lower) == len(recs) else None),
+            "width_target": WIDTH_TARGETS.get(depth),
             "upper_kind": "closed-form optimum" if depth == 1 else "coarsened LP bound",
             "upper_certified": sum(bool(b["certified"]) for b in bounds),
             "upper_closed_form": sum(bool(b.get("closed_form")) for b in bounds),
@@ -540,7 +681,6 @@ def run_realgap_renormalised(target: Any, draft: Any, prompts: list[dict[str, An
     prompts: [{"id", "tokens"}] (token ids). Contexts: prompt + k*every target-sampled tokens.
     """
 
-    run = _Resumable(out_file)
     verifiers = verifier_names(draft_sampling="iid")  # contexts are drafted i.i.d.
     fixed = {"pair": label, "every": every, "temperature": temperature,
              "draft_temperature": draft_temperature, "seed": seed,
@@ -550,35 +690,35 @@ def run_realgap_renormalised(target: Any, draft: Any, prompts: list[dict[str, An
         return [renormalised_key(prompt, c, m, d, k, **fixed) for c in range(contexts_per_prompt)
                 for m in widths for d in depths for k in paths]
 
-    for prompt, contexts in run.prompt_contexts(target, progress(prompts), keys_of,
+    with open_records(out_file, "realgap") as run:
+        for prompt, contexts in prompt_contexts(run, target, progress(prompts), keys_of,
                                                 contexts_per_prompt, every, temperature, eos,
                                                 seed):
-        for c, context in enumerate(contexts):
-            for m in widths:
-                for d in depths:
-                    todo = [k for k in paths
-                            if renormalised_key(prompt, c, m, d, k, **fixed) not in run.done]
-                    run.reused += len(paths) - len(todo)
-                    if not todo:
-                        continue
-                    rows = tree_rows(target, draft, context, m, d, temperature, draft_temperature,
-                                     select="target")
-                    inst = from_rows(rows.target, rows.draft, d, name=f"{prompt['id']}-c{c}")
-                    for k in todo:
-                        record = {
-                            "key": renormalised_key(prompt, c, m, d, k, **fixed), "pair": label,
-                            "prompt": prompt["id"], "context": c, "context_tokens": len(context),
-                            "width": m, "depth": d, "paths": k, "selection": "target top-M per node",
-                            "mode": MODE_RENORMALISED, "renormalised": True, "every": every,
-                            "seed": seed,
-                            "covered_target_root": float(rows.covered_target[0]),
-                            "covered_target_mean": float(np.mean(rows.covered_target)),
-                            "covered_draft_mean": float(np.mean(rows.covered_draft)),
-                            "temperature": temperature, "draft_temperature": draft_temperature,
-                            "rows_seconds": rows.seconds,
-                            **renormalised_gap_record(inst, k, verifiers),
-                        }
-                        run.write(record)
+            for c, context in enumerate(contexts):
+                for m in widths:
+                    for d in depths:
+                        todo = [k for k in paths
+                                if renormalised_key(prompt, c, m, d, k, **fixed) not in run.done]
+                        if not todo:
+                            continue
+                        rows = tree_rows(target, draft, context, m, d, temperature, draft_temperature,
+                                         select="target")
+                        inst = from_rows(rows.target, rows.draft, d, name=f"{prompt['id']}-c{c}")
+                        for k in todo:
+                            record = {
+                                "key": renormalised_key(prompt, c, m, d, k, **fixed), "pair": label,
+                                "prompt": prompt["id"], "context": c, "context_tokens": len(context),
+                                "width": m, "depth": d, "paths": k, "selection": "target top-M per node",
+                                "mode": MODE_RENORMALISED, "renormalised": True, "every": every,
+                                "seed": seed,
+                                "covered_target_root": float(rows.covered_target[0]),
+                                "covered_target_mean": float(np.mean(rows.covered_target)),
+                                "covered_draft_mean": float(np.mean(rows.covered_draft)),
+                                "temperature": temperature, "draft_temperature": draft_temperature,
+                                "rows_seconds": rows.seconds,
+                                **renormalised_gap_record(inst, k, verifiers),
+                            }
+                            run.write(record)
     return {"file": str(out_file), "computed": run.computed, "reused": run.reused,
             "keys": run.wanted}
 

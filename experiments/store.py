@@ -29,6 +29,10 @@ API (small on purpose):
     open_folder(path, kind, spec, new_folder=False) -> ResultsFolder  (a context manager)
     record_key(settings) -> str
     load_jsonl(path) -> list[dict];  append_jsonl(path, record)
+    open_records(out_file, kind, spec={}) -> KeyedRecords  (a context manager: the folder of
+        out_file opened with open_folder, and the keyed records of out_file: done keys,
+        want(keys), write(record), reused / computed counts: the one resume bookkeeping of
+        `realgap` and `bench`)
     select_records(records, keys) -> list[dict]
     die_with_parent(parent_pid)
 """
@@ -44,7 +48,8 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -306,6 +311,47 @@ def append_jsonl(path: str | Path, record: dict[str, Any]) -> None:
                     handle.write(b"\n")
         handle.write((json.dumps(record) + "\n").encode())
         handle.flush()
+
+
+class KeyedRecords:
+    """The resume bookkeeping of one JSONL records file: the keys already in it (`done`, by
+    `key_of`, default the record's "key" field), the keys this run asked for (`wanted`, for
+    select_records), and how many records were reused and computed."""
+
+    def __init__(self, path: str | Path,
+                 key_of: Callable[[dict[str, Any]], Any] = lambda r: r.get("key")):
+        self.path = Path(path)
+        self.key_of = key_of
+        self.done = {key_of(r) for r in load_jsonl(self.path)} - {None}
+        self.wanted: list[Any] = []
+        self.reused = self.computed = 0
+
+    def want(self, keys: Iterable[Any]) -> list[Any]:
+        """Record that this run asks for `keys`; returns those still to compute (the others
+        are counted as reused)."""
+        keys = list(keys)
+        self.wanted += keys
+        todo = [k for k in keys if k not in self.done]
+        self.reused += len(keys) - len(todo)
+        return todo
+
+    def write(self, record: dict[str, Any]) -> None:
+        """Append a computed record (flushed) and mark its key done."""
+        append_jsonl(self.path, record)
+        self.done.add(self.key_of(record))
+        self.computed += 1
+
+
+@contextmanager
+def open_records(out_file: str | Path, kind: str, spec: dict[str, Any] | None = None,
+                 key_of: Callable[[dict[str, Any]], Any] = lambda r: r.get("key"),
+                 ) -> Iterator[KeyedRecords]:
+    """Open the folder of `out_file` for a run of `kind` (open_folder: one writer at a time,
+    the spec checked and its run logged) and yield the keyed records of `out_file`. spec {}
+    (default): the records' keys carry every setting, so runs of different settings share
+    the folder."""
+    with open_folder(Path(out_file).parent, kind, spec or {}):
+        yield KeyedRecords(out_file, key_of)
 
 
 def select_records(records: Iterable[dict[str, Any]], keys: Iterable[str]) -> list[dict[str, Any]]:

@@ -53,21 +53,30 @@ from typing import Any
 
 import numpy as np
 
+from ..verifiers.exact import enumeration_size, exact_result
 from ..verifiers.tree import all_paths, depth_offset, num_nodes
 from .instance import Instance, from_rows
 
 SELECT = ("mix", "target", "draft")  # how a fine instance's kept tokens are chosen
 
 
-def coarsened_rows(target_kept: np.ndarray, draft_kept: np.ndarray, width: int, depth: int
-                   ) -> tuple[np.ndarray, np.ndarray]:
+BELOW_R = ("again", "terminal")  # the draft below R: "R again" (Theorem 13.1) or slot 0
+
+
+def coarsened_rows(target_kept: np.ndarray, draft_kept: np.ndarray, width: int, depth: int,
+                   below_r: str = "again") -> tuple[np.ndarray, np.ndarray]:
     """Rows [N', M + 1] of the coarse instance (N' = num_nodes(M + 1, L), shortlex).
 
     target_kept, draft_kept: [(M^L - 1)/(M - 1), M] the fine probabilities p(t | u),
     q(t | u) of the M kept children of every kept node u of depth 0..L-1, in shortlex
     order over the M child slots (float64, or object arrays of Fractions for exact rows).
-    Slot M of the coarse vocabulary is the remainder R.
+    Slot M of the coarse vocabulary is the remainder R. below_r "again": below R both rows
+    are R (one-hot, Theorem 13.1); "terminal": the target row is R and the draft row is
+    slot 0 (one-hot), so no lossless verifier accepts a token below R (docs/theory.md
+    section 13.5, Lemma 13.4).
     """
+    if below_r not in BELOW_R:
+        raise ValueError(f"below_r must be one of {BELOW_R}, got {below_r!r}")
     if width < 1 or depth < 1:
         raise ValueError(f"need width >= 1 and depth >= 1, got {width}, {depth}")
     kept_nodes = sum(width**d for d in range(depth))
@@ -82,6 +91,9 @@ def coarsened_rows(target_kept: np.ndarray, draft_kept: np.ndarray, width: int, 
     rows_d = rows_t.copy()
     rows_t[:, width] = one  # every row defaults to "R" (below R, and the bonus rows at depth L)
     rows_d[:, width] = one
+    if below_r == "terminal" and width > 0:
+        rows_d[:, width] = zero
+        rows_d[:, 0] = one
     for d in range(depth):
         prefixes = all_paths(vocab, d) if d else np.zeros((1, 0), dtype=np.int64)  # [V'^d, d]
         kept = ~(prefixes == width).any(axis=1)
@@ -101,12 +113,17 @@ def coarsened_rows(target_kept: np.ndarray, draft_kept: np.ndarray, width: int, 
 
 
 def coarsened_instance(target_kept: np.ndarray, draft_kept: np.ndarray, width: int, depth: int,
-                       name: str = "coarsened") -> Instance:
+                       name: str = "coarsened", below_r: str = "again") -> Instance:
     """The coarse instance (vocabulary M + 1, depth L) of `coarsened_rows`."""
-    rows_t, rows_d = coarsened_rows(target_kept, draft_kept, width, depth)
+    rows_t, rows_d = coarsened_rows(target_kept, draft_kept, width, depth, below_r)
     inst = from_rows(rows_t, rows_d, depth, name=name)
-    inst.notes.append(f"coarsened: top-{width} tokens kept per node, the rest lumped into a "
-                      "remainder token accepted to depth L (upper bound on the fine optimum)")
+    if below_r == "again":
+        inst.notes.append(f"coarsened: top-{width} tokens kept per node, the rest lumped into a "
+                          "remainder token accepted to depth L (upper bound on the fine optimum)")
+    else:
+        inst.notes.append(f"coarsened (terminal R): top-{width} tokens kept per node, the rest "
+                          "lumped into a remainder token below which nothing is accepted "
+                          "(upper bound on the fine optimum after adding tail_bound)")
     return inst
 
 
@@ -164,12 +181,13 @@ def kept_edges(instance: Instance, width: int, select: str = "mix", exact: bool 
 
 
 def coarsen_instance(instance: Instance, width: int, select: str = "mix",
-                     exact: bool | None = None) -> tuple[Instance, np.ndarray]:
+                     exact: bool | None = None, below_r: str = "again"
+                     ) -> tuple[Instance, np.ndarray]:
     """Coarsen a (small) fine instance: returns (coarse instance, kept tokens [n, M]) (the
     kept tree of `kept_edges`)."""
     target_kept, draft_kept, tokens = kept_edges(instance, width, select, exact)
     coarse = coarsened_instance(target_kept, draft_kept, width, instance.depth,
-                                name=f"{instance.name}-coarse{width}")
+                                name=f"{instance.name}-coarse{width}", below_r=below_r)
     return coarse, tokens
 
 
@@ -180,3 +198,119 @@ def describe_coarsening(target_kept: np.ndarray, draft_kept: np.ndarray) -> dict
     return {"remainder_target_mean": float(rest_t.mean()), "remainder_target_max": float(rest_t.max()),
             "remainder_draft_mean": float(rest_d.mean()), "remainder_draft_max": float(rest_d.max()),
             "remainder_target_root": float(rest_t[0]), "remainder_draft_root": float(rest_d[0])}
+
+
+# ---------------------------------------------------------------------------------------
+# kept credit: the bracket of docs/theory.md section 13.5
+
+
+def kept_credit(width: int, depth: int) -> np.ndarray:
+    """[num_nodes(M + 1, L)] int: 1 + the number of leading kept tokens of every coarse node
+    (shortlex; slot M is R). An output block ending at coarse node n is credited this many
+    tokens by the kept-credit objective (the tokens after the first R are not counted)."""
+    vocab = width + 1
+    parts = [np.ones(1, dtype=np.int64)]
+    for d in range(1, depth + 1):
+        prefixes = all_paths(vocab, d)  # [V'^d, d] lexicographic = shortlex order of depth d
+        is_r = prefixes == width
+        leading = np.where(is_r.any(axis=1), is_r.argmax(axis=1), d)
+        parts.append(1 + leading)
+    return np.concatenate(parts)
+
+
+def kept_value(emit: np.ndarray, width: int, depth: int) -> Any:
+    """E[kept credit of the output node] from a coarse law aggregated by node (emit [N', M+1],
+    verifiers.exact.ExactResult.emit): the block efficiency of the fine verifier that runs
+    the coarse one and ends its block at the first R (section 13.5, Lemma 13.3)."""
+    credit = kept_credit(width, depth)
+    return (emit.sum(axis=1) * credit).sum()
+
+
+def _exact_rows(rows: np.ndarray) -> np.ndarray:
+    """Object array of Fractions (floats at their exact binary values)."""
+    rows = np.asarray(rows)
+    out = np.empty(rows.shape, dtype=object)
+    out.reshape(-1)[:] = [x if isinstance(x, Fraction) else Fraction(x) for x in rows.reshape(-1)]
+    return out
+
+
+def _check_kept(target_kept: np.ndarray, draft_kept: np.ndarray, width: int, depth: int) -> None:
+    kept_nodes = sum(width**d for d in range(depth))
+    for name, rows in (("target_kept", target_kept), ("draft_kept", draft_kept)):
+        if np.shape(rows) != (kept_nodes, width):
+            raise ValueError(f"{name}: expected shape {(kept_nodes, width)}, got {np.shape(rows)}")
+
+
+def kept_masses(target_kept: np.ndarray, draft_kept: np.ndarray, width: int, depth: int
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(p(z), q(z), |z|) of every kept node z of depth 0..L (M-ary shortlex over the child
+    slots; children of node n are M n + 1 + j), exact Fractions (floats at their binary
+    values): the fine path probabilities, products of the kept edges."""
+    _check_kept(target_kept, draft_kept, width, depth)
+    te, de = _exact_rows(target_kept), _exact_rows(draft_kept)
+    count = sum(width**d for d in range(depth + 1))
+    p = np.empty(count, dtype=object)
+    q = np.empty(count, dtype=object)
+    level = np.zeros(count, dtype=np.int64)
+    p[0], q[0] = Fraction(1), Fraction(1)
+    for n in range(len(te)):
+        for j in range(width):
+            child = width * n + 1 + j
+            p[child], q[child] = p[n] * te[n, j], q[n] * de[n, j]
+            level[child] = level[n] + 1
+    return p, q, level
+
+
+def tail_bound(target_kept: np.ndarray, draft_kept: np.ndarray, width: int, depth: int,
+               paths: int, skip: int = 0) -> Fraction:
+    """Certified bound on the expected number of accepted fine nodes outside the kept tree
+    at least `skip` + 1 levels below their last kept ancestor (section 13.5, Lemma 13.2),
+    exact:
+
+        T_K = sum over kept nodes u of depth d < L of
+              (L - d - skip)_+ min( p(u) (1 - p(S(u)|u)),  K q(u) (1 - q(S(u)|u)) ),
+
+    a negative remainder (rounding of a fully kept float row) counted as 0. skip 0: every
+    node outside the kept tree (Theorem 13.5); skip 1: the first-exit nodes are left out
+    (they are counted by the terminal coarse LP, Theorem 13.6)."""
+    if paths < 1:
+        raise ValueError(f"paths must be >= 1, got {paths}")
+    p, q, level = kept_masses(target_kept, draft_kept, width, depth)
+    te, de = _exact_rows(target_kept), _exact_rows(draft_kept)
+    total = Fraction(0)
+    for n in range(len(te)):
+        rest_p = max(Fraction(0), 1 - sum(te[n]))
+        rest_q = max(Fraction(0), 1 - sum(de[n]))
+        levels = max(0, depth - int(level[n]) - skip)
+        total += levels * min(p[n] * rest_p, paths * q[n] * rest_q)
+    return total
+
+
+def prefix_upper_bound(target_kept: np.ndarray, draft_kept: np.ndarray, width: int, depth: int,
+                       paths: int) -> Fraction:
+    """Certified upper bound on the fine K-path optimum without any LP (section 13.5,
+    Theorem 13.5): 1 + sum over kept nodes z of depth 1..L of min(p(z), 1 - (1 - q(z))^K),
+    plus tail_bound. Exact (floats at their binary values)."""
+    p, q, level = kept_masses(target_kept, draft_kept, width, depth)
+    head = Fraction(1)
+    for z in range(1, len(p)):
+        head += min(p[z], 1 - (1 - q[z]) ** paths)
+    return head + tail_bound(target_kept, draft_kept, width, depth, paths)
+
+
+def kept_lower_values(coarse: Instance, width: int, paths: int, names: list[str],
+                      max_size: int = 2_000_000) -> dict[str, Any]:
+    """{verifier: kept value} for every named lossless i.i.d. verifier whose exact law on the
+    coarse instance costs at most max_size evaluations (verifiers.exact.enumeration_size):
+    the exact block efficiency of a lossless FINE verifier (section 13.5, Lemma 13.3), so a
+    lower bound on the fine optimum. Exact on a rational coarse instance, float64 otherwise.
+    Verifiers too costly to evaluate are left out (listed under "skipped")."""
+    model = coarse.model(exact=coarse.rational)
+    values: dict[str, Any] = {}
+    skipped = []
+    for name in names:
+        if enumeration_size(model, name, paths) > max_size:
+            skipped.append(name)
+            continue
+        values[name] = kept_value(exact_result(model, name, paths=paths).emit, width, coarse.depth)
+    return {"values": values, "skipped": skipped}

@@ -26,12 +26,19 @@ from .full import as_model
 from .program import exact_fraction
 
 
-def dual_upper_bound(model_or_instance: Any, theta: np.ndarray, paths: int) -> Fraction:
+def dual_upper_bound(model_or_instance: Any, theta: np.ndarray, paths: int,
+                     objective: np.ndarray | None = None) -> Fraction:
     """Exact upper bound on the K-path optimum E[tau + 1] (i.i.d. drafting; module docstring).
 
     theta [N, V]: multipliers of the matching rows (node u in shortlex order, token t);
     floats are taken at their exact binary values. The instance's rows are used exactly
     (rational instances) or at the exact values of its floats.
+
+    objective [N] (optional): the value c(n) of an output block ending at node n in place of
+    |n| + 1; the bound is then on max over lossless verifiers of E[c(output node)]
+    (docs/theory.md section 13.5: the columns' matching coefficients do not depend on the
+    objective, so h(n) = c(n) - S(n) - min_y theta(n, y) keeps (y, theta) dual feasible).
+    Entries are taken exactly (ints, Fractions or floats at their binary values).
     """
     model: TreeModel = as_model(model_or_instance, exact=True)
     vocab, depth = model.vocab_size, model.depth
@@ -41,6 +48,14 @@ def dual_upper_bound(model_or_instance: Any, theta: np.ndarray, paths: int) -> F
         raise ValueError(f"theta: expected shape {(count, vocab)}, got {theta.shape}")
     if paths < 1:
         raise ValueError(f"paths must be >= 1, got {paths}")
+    if objective is None:
+        credit = [Fraction(d + 1) for d in range(depth + 1)
+                  for _ in range(vocab**d)]  # shortlex: vocab^d nodes of depth d
+    else:
+        if np.shape(objective) != (count,):
+            raise ValueError(f"objective: expected shape {(count,)}, got {np.shape(objective)}")
+        credit = [exact_fraction(v.item() if isinstance(v, np.generic) else v)
+                  for v in np.asarray(objective).reshape(-1)]
     exact = np.empty(theta.shape, dtype=object)
     exact.reshape(-1)[:] = [exact_fraction(v) for v in theta.reshape(-1)]
     target = model.target
@@ -50,13 +65,13 @@ def dual_upper_bound(model_or_instance: Any, theta: np.ndarray, paths: int) -> F
     s_node = np.empty(count, dtype=object)
     g_node = np.empty(count, dtype=object)
     s_node[0] = Fraction(0)
-    g_node[0] = 1 - smallest[0]  # h(root)
+    g_node[0] = credit[0] - smallest[0]  # h(root)
     for d in range(1, depth + 1):
         start, size = depth_offset(vocab, d), vocab**d
         nodes = np.arange(start, start + size)
         parents, last = (nodes - 1) // vocab, (nodes - 1) % vocab
         s_node[nodes] = s_node[parents] + exact[parents, last] - weighted[nodes]
-        h = (d + 1) - s_node[nodes] - smallest[nodes]
+        h = np.array([credit[n] for n in nodes], dtype=object) - s_node[nodes] - smallest[nodes]
         g_node[nodes] = np.maximum(g_node[parents], h)
     leaves = g_node[depth_offset(vocab, depth):]
     q = model.draft_path_probabilities()  # [V^L] exact, lexicographic = depth-L node order

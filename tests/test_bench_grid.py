@@ -13,6 +13,7 @@ import pytest
 import torch
 from speclp.decode.engine import cell_name, cut_tree, score_cells, score_grid, score_tree
 from speclp.verifiers.exact import draft_tree, exact_result
+from speclp.verifiers.law import DraftTree
 from speclp.verifiers.registry import block_law
 from speclp.verifiers.tree import TreeModel, num_nodes
 
@@ -111,3 +112,35 @@ def test_grid_cells_equal_the_laws_on_cut_trees_and_single_path_sharing() -> Non
     assert cell_name((4, 8)) == "4,8"
     with pytest.raises(ValueError, match="cells must lie"):
         score_grid(NAMES, tree.tokens, tree.target_rows, tree.draft_rows, [(PATHS + 1, 1)])
+
+
+def test_shared_key_orders_give_the_same_bits_with_fewer_sorts(monkeypatch) -> None:
+    """score_grid's share_sorts: every cell's value equal bit for bit (torch.equal) to the
+    unshared evaluation, with fewer row sorts (each distinct node row sorted once)."""
+    gen = torch.Generator().manual_seed(0)
+    batch, paths, depth, vocab = 2, 3, 3, 300
+    target = torch.softmax(3 * torch.randn(batch, paths, depth + 1, vocab, generator=gen), -1)
+    draft = torch.softmax(3 * torch.randn(batch, paths, depth, vocab, generator=gen), -1)
+    target[:, :, 0], draft[:, :, 0] = target[:, :1, 0], draft[:, :1, 0]  # one root row
+    tokens = torch.randint(0, vocab, (batch, paths, depth), generator=gen)
+    tokens[:, :, 0] = torch.arange(paths)  # distinct first tokens: no other shared prefix
+    tree = DraftTree(tokens, target, draft)
+    calls = {"sorts": 0}
+    original = torch.sort
+
+    def counted(*args, **kwargs):
+        calls["sorts"] += 1
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "sort", counted)
+    results, sorts = [], []
+    for share in (False, True):
+        calls["sorts"] = 0
+        results.append(score_grid(("gbv", "spectr"), tree.tokens, tree.target_rows,
+                                  tree.draft_rows, score_cells(3, 3), torch.float32,
+                                  share_sorts=share))
+        sorts.append(calls["sorts"])
+    for cell, by_name in results[0].items():
+        for name, values in by_name.items():
+            assert torch.equal(values, results[1][cell][name]), (cell, name)
+    assert sorts[1] < sorts[0] / 2, sorts

@@ -116,3 +116,22 @@ def test_coarsened_rows_check_shapes_and_float_rows_sum_to_one():
     with pytest.raises(ValueError, match="target_kept"):
         coarsened_rows(kept_t[:2], kept_d, 3, 2)
 
+
+
+def test_terminal_rows_refuse_everything_below_r():
+    from speclp.lp.coarsen import kept_lower_values
+    from speclp.verifiers.tree import node_index
+
+    inst = dirichlet_instance(3, 2, alpha=0.7, seed=1, denominator=16)
+    again, _ = coarsen_instance(inst, 1)
+    terminal, _ = coarsen_instance(inst, 1, below_r="terminal")
+    below = node_index((1,), 2)  # the node R (width 1: slot 1 is R)
+    assert list(again.draft_exact[below]) == [Fraction(0), Fraction(1)]
+    assert list(terminal.draft_exact[below]) == [Fraction(1), Fraction(0)]
+    assert list(terminal.target_exact[below]) == list(again.target_exact[below])
+    # the kept rows themselves are the same in both
+    assert list(terminal.draft_exact[0]) == list(again.draft_exact[0])
+    with pytest.raises(ValueError, match="below_r"):
+        coarsen_instance(inst, 1, below_r="nowhere")
+    found = kept_lower_values(again, 1, 2, ["bv", "specinfer"], max_size=0)
+    assert found == {"values": {}, "skipped": ["bv", "specinfer"]}

@@ -403,6 +403,7 @@ def count_host_reads(monkeypatch, run) -> int:
     """Calls of the Tensor methods that read a tensor on the host, made by the engine during
     the decoding steps (prefill and the models' own forwards excluded)."""
     import speclp.decode.engine as engine_module
+    import speclp.decode.generate as generate_module
 
     state = {"count": 0, "on": True}
     for name in SYNCING:
@@ -425,8 +426,8 @@ def count_host_reads(monkeypatch, run) -> int:
         return wrapped
 
     monkeypatch.setattr(engine_module.SlotCache, "forward", quiet(engine_module.SlotCache.forward))
-    monkeypatch.setattr(engine_module, "prefill", quiet(engine_module.prefill))
-    monkeypatch.setattr(engine_module, "step_metrics", quiet(engine_module.step_metrics))
+    monkeypatch.setattr(generate_module, "prefill", quiet(generate_module.prefill))
+    monkeypatch.setattr(generate_module, "step_metrics", quiet(generate_module.step_metrics))
     run()
     monkeypatch.undo()
     return state["count"]
@@ -464,3 +465,33 @@ def test_the_fixed_tree_decodes_the_same_law() -> None:
     for a, b in zip(outs[0].metrics["per_prompt"], outs[1].metrics["per_prompt"], strict=True):
         assert a["expected_block_efficiency"] == pytest.approx(b["expected_block_efficiency"],
                                                                abs=1e-5)
+
+
+def test_one_target_pass_per_step_and_the_prompt_is_never_recomputed(monkeypatch) -> None:
+    """Every model forward is recorded: the target runs once for the prefill (the prompt
+    heads) and then ONCE per step over the tree only (at most 1 + K L nodes, never the
+    context); the draft runs L forwards per step, the first over at most 2 uncached tokens."""
+    import speclp.decode.cache as cache_module
+
+    target, draft = tiny_model(40, vocab=11), tiny_model(41, vocab=11)
+    paths, depth = 3, 4
+    prompts = [[1, 2, 3, 4, 5, 6, 7, 8], [3, 9, 9, 4, 1, 2]]
+    calls = []
+    original = cache_module.SlotCache.forward
+
+    def recorded(self, tokens, *args, **kwargs):
+        calls.append((self.model, int(tokens.shape[1])))
+        return original(self, tokens, *args, **kwargs)
+
+    monkeypatch.setattr(cache_module.SlotCache, "forward", recorded)
+    config = EngineConfig(paths=paths, depth=depth, max_new_tokens=12, eos_token_ids=())
+    result = SpeculativeEngine(target, draft, "gbv", config).generate(
+        prompts, generator=torch.Generator().manual_seed(0))
+    steps = result.metrics["target_calls"]
+    on_target = [n for model, n in calls if model is target.model]
+    on_draft = [n for model, n in calls if model is draft.model]
+    assert on_target[0] == max(len(p) for p in prompts) - 1  # the prefill of the heads
+    assert len(on_target) == 1 + steps  # one tree pass per step
+    assert all(n <= 1 + paths * depth for n in on_target[1:])  # tree nodes only
+    assert len(on_draft) == 1 + depth * steps
+    assert all(n <= 2 for n in on_draft[1::depth])  # the uncached committed tokens only

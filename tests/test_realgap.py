@@ -152,8 +152,9 @@ def test_run_realgap_records_bounds_and_resumes(tiny_pair, tmp_path):
             lower = block["lower"]["value"]
             assert lower <= upper + 1e-9  # certified bracket
             for name, iv in block["verifiers"].items():
-                exact = r["depth"] == 1 and name in ("bv", "gbv", "nss")  # exact L = 1 forms
+                exact = r["depth"] == 1 and name in ("bv", "gbv", "nss", "specinfer")  # exact L = 1
                 assert iv.get("exact", False) == exact
+                assert exact or "not a bound" in iv["estimate"]  # every estimate is labelled
                 assert iv["n"] == (0 if exact else 48) and iv["low"] <= iv["mean"] <= iv["high"]
                 assert iv["low"] <= upper + 1e-9, (name, iv, upper)
             if r["depth"] == 1 and k == "1":
@@ -165,7 +166,13 @@ def test_run_realgap_records_bounds_and_resumes(tiny_pair, tmp_path):
             if r["depth"] == 1:  # the optimum itself: lower = upper
                 assert lower == upper
             else:
-                assert block["lower"]["verifier"] in ("token-kept", "nss-kept")
+                # the best kept verifier: token-kept / nss-kept or a named lossless one's
+                # law on the coarse instance credited up to the first R (section 13.5)
+                assert block["lower"]["verifier"] in (
+                    "token-kept", "nss-kept", *(f"{n}-kept" for n in kwargs["verifiers"]))
+                assert block["lower"]["value"] >= max(
+                    block["lower"]["values"][n] for n in ("token-kept", "nss-kept"))
+                assert block["upper"]["value"] == min(block["upper"]["candidates"].values())
         if r["depth"] == 1:
             # the L = 1 bound at K = 1 is BV's exact value sum min(p, q) + 1
             assert r["by_paths"]["1"]["upper"]["value"] == pytest.approx(
@@ -180,6 +187,12 @@ def test_run_realgap_records_bounds_and_resumes(tiny_pair, tmp_path):
     one = [s for s in summary if s["depth"] == 1 and s["paths"] == 1 and s["temperature"] == 1.0]
     assert one and one[0]["contexts"] == 2 and one[0]["prompts"] == 2
     assert one[0]["upper_closed_form"] == 2
+    assert one[0]["bracket_width"]["estimate"] == pytest.approx(0.0, abs=1e-12)  # L = 1: exact
+    two = [s for s in summary if s["depth"] == 2 and s["paths"] == 2]
+    widths = [r["by_paths"]["2"]["upper"]["value"] - r["by_paths"]["2"]["lower"]["value"]
+              for r in load_jsonl(out) if r["depth"] == 2]
+    assert two[0]["bracket_width"]["estimate"] == pytest.approx(np.mean(widths))
+    assert two[0]["width_target"] == 0.02
 
 
 def test_root_rows_and_closed_form_agree_with_bv_at_one_path(tiny_pair):
@@ -312,3 +325,40 @@ def test_distinct_trees_map_back_to_every_sample(tiny_pair):
         values = score_tree(["specinfer"], full.tokens, full.target_rows, full.draft_rows)
         dedup = score_tree(["specinfer"], once.tokens, once.target_rows, once.draft_rows)
         assert torch.allclose(values["specinfer"], dedup["specinfer"][inverse], atol=1e-12)
+
+
+def test_realgap_opens_its_folder_through_the_store(tmp_path):
+    """One writer per folder (store.open_records); the keyed records count reuse."""
+    from speclp.experiments import store
+
+    out = tmp_path / "gap.jsonl"
+    with store.open_records(out, "realgap") as held:
+        assert held.done == set()
+        with pytest.raises(store.FolderBusy):
+            run_realgap(None, None, [{"id": "p", "tokens": [1, 2]}], [1], [1], out)
+        held.write({"key": "a", "value": 1})
+        assert held.want(["a", "b"]) == ["b"] and held.reused == 1 and held.computed == 1
+    again = store.KeyedRecords(out)
+    assert again.done == {"a"}
+    assert store.read_spec(tmp_path)["kind"] == "realgap"
+
+
+def test_adaptive_bracket_keeps_the_best_bound_of_every_width(tiny_pair):
+    from speclp.experiments.realgap import adaptive_bracket, coarse_upper_bounds, width_schedule
+
+    target, draft = tiny_pair
+    context = [4, 8, 15, 16]
+    ready = prefill(target, draft, context, 1.0, 1.3)
+    args = (target, draft, context, 2, [1, 2], 1.0, 1.3, ready, ["bv", "gbv", "nss"])
+    found = adaptive_bracket(*args, [2, 3], None, None)
+    assert [e["width"] for e in found["expansion"]] == [2, 3]
+    each = [coarse_upper_bounds(target, draft, context, 2, m, [1, 2], 1.0, 1.3, ready,
+                                ["bv", "gbv", "nss"]) for m in (2, 3)]
+    for k in ("1", "2"):
+        assert found["bounds"][k]["value"] == min(e["bounds"][k]["value"] for e in each)
+        assert found["lower"][k]["value"] == max(e["lower"][k]["value"] for e in each)
+        assert found["lower"][k]["value"] <= found["bounds"][k]["value"]
+    # a target already met after the first width stops the expansion there
+    assert len(adaptive_bracket(*args, [2, 3], 10.0, None)["expansion"]) == 1
+    assert width_schedule(8, 4, [30, 4, 8]) == [4, 8]  # (30 + 1)^4 paths exceed the cap
+    assert width_schedule(8, 2) == [8]

@@ -81,7 +81,7 @@ def test_exact_one_step_values():
     q /= q.sum()
     optima = {str(k): {"value": float(one_step_optimum(p, q, [k])[0].value[0])} for k in (1, 3)}
     by_paths = {str(k): {"bv": {}, "nss": {}, "nodeopt": {}, "gbv": {},
-                         "specinfer": {"mean": 0.0}} for k in (1, 3)}
+                         "specinfer": {}, "rrsw": {"mean": 0.0}} for k in (1, 3)}
     exact_one_step(by_paths, p, q, [1, 3], optima)
     inst = dirichlet_instance(6, 1, seed=0)
     inst.target[0], inst.draft[0] = p, q
@@ -95,4 +95,140 @@ def test_exact_one_step_values():
             float(exact_result(model, "nodeopt", paths=k).block_efficiency), abs=1e-9)
         assert got["gbv"]["mean"] == pytest.approx(
             float(exact_result(model, "gbv", paths=k).block_efficiency), abs=1e-12)
-        assert got["specinfer"] == {"mean": 0.0}  # no exact form used here: left as sampled
+        assert got["specinfer"]["mean"] == pytest.approx(
+            float(exact_result(model, "specinfer", paths=k).block_efficiency), abs=1e-12)
+        assert got["specinfer"]["exact"] and got["rrsw"] == {"mean": 0.0}  # no exact form: sampled
+
+
+# ---------------------------------------------------------------------------------------
+# the bracket of docs/theory.md section 13.5 (exact rationals on small instances)
+
+from fractions import Fraction  # noqa: E402
+
+from speclp.experiments.realgap import bracket_bounds  # noqa: E402
+from speclp.lp.coarsen import (  # noqa: E402
+    kept_credit,
+    kept_value,
+    prefix_upper_bound,
+    tail_bound,
+)
+from speclp.lp.dual_bound import dual_upper_bound  # noqa: E402
+from speclp.rationals import parse_fraction  # noqa: E402
+from speclp.verifiers.exact import continued_law  # noqa: E402
+from speclp.verifiers.tree import node_index, node_prefix, num_nodes  # noqa: E402
+
+LOWER_NAMES = ["bv", "gbv", "nss", "nodeopt", "specinfer", "traversal"]
+
+
+@pytest.mark.parametrize("vocab, depth, paths, seed", [(4, 2, 1, 0), (4, 2, 2, 1), (3, 3, 2, 2),
+                                                       (4, 2, 3, 3), (3, 3, 1, 4)])
+def test_bracket_holds_exactly_on_small_instances(vocab, depth, paths, seed):
+    """lower <= OPT_K <= every upper candidate, in exact rationals, at every kept width; the
+    fine optimum is the certified optimum of the full LP of the fine instance (independent)."""
+    inst = dirichlet_instance(vocab, depth, alpha=0.6, seed=seed, denominator=64)
+    fine = optimum(inst, paths, method="full")
+    assert fine.certified
+    opt = fine.exact_value
+    for width in range(1, vocab + 1):
+        target, draft, _ = kept_edges(inst, width)  # exact Fractions
+        found = bracket_bounds(target, draft, width, depth, [paths], LOWER_NAMES)
+        upper, lower = found["bounds"][str(paths)], found["lower"][str(paths)]
+        low = parse_fraction(lower["exact"])
+        assert low <= opt, (width, lower)
+        assert opt <= parse_fraction(upper["exact"]), (width, upper)
+        assert all(float(opt) <= v * (1 + 1e-15) for v in upper["candidates"].values())
+        if width == vocab:  # nothing lumped: the coarse LP is the fine one, and its dual
+            # bound (float multipliers, evaluated exactly) is tight to float precision
+            assert parse_fraction(upper["exact"]) - opt < Fraction(1, 10**9)
+            assert tail_bound(target, draft, width, depth, paths) == 0
+
+
+def test_kept_credit_counts_the_leading_kept_tokens():
+    width, depth = 2, 3
+    credit = kept_credit(width, depth)
+    assert len(credit) == num_nodes(width + 1, depth)
+    for n in range(len(credit)):
+        prefix = node_prefix(n, width + 1)
+        lead = next((i for i, t in enumerate(prefix) if t == width), len(prefix))
+        assert credit[n] == 1 + lead
+
+
+def fine_law_of_truncated_coarse(inst, width, verifier, paths):
+    """Lemma 13.3 made explicit: the fine verifier that runs `verifier` on the coarse images
+    of the fine drafts and ends its block at the first R (a fresh target token from the
+    non-kept part of that node's row). Returns its emit [N, V] over the fine tree."""
+    vocab, depth = inst.vocab_size, inst.depth
+    coarse, tokens = coarsen_instance(inst, width)
+    emit_c = exact_result(coarse.model(exact=True), verifier, paths=paths).emit
+    fine = inst.model(exact=True)
+    emit = np.full((num_nodes(vocab, depth), vocab), Fraction(0), dtype=object)
+    for n in range(emit_c.shape[0]):
+        prefix = node_prefix(n, width + 1)
+        for y in range(width + 1):
+            mass = emit_c[n, y]
+            if mass == 0:
+                continue
+            kept, fine_prefix, ended = 0, [], False
+            for t in (*prefix, y):
+                u = node_index(fine_prefix, vocab)
+                keep = list(tokens[kept]) if len(fine_prefix) < depth else []
+                if t == width or not keep:  # R (or the bonus row): fresh p outside keep
+                    rest = [x for x in range(vocab) if x not in keep]
+                    total = sum(fine.target[u, x] for x in rest)
+                    for x in rest:
+                        emit[u, x] += mass * fine.target[u, x] / total
+                    ended = True
+                    break
+                fine_prefix.append(int(tokens[kept, t]))
+                kept = width * kept + 1 + t
+            assert ended or len(fine_prefix) == len(prefix) + 1
+            if not ended:
+                u = node_index(fine_prefix[:-1], vocab)
+                emit[u, fine_prefix[-1]] += mass
+    return emit, emit_c
+
+
+@pytest.mark.parametrize("verifier", ["bv", "gbv", "nodeopt", "specinfer"])
+def test_the_truncated_coarse_verifier_is_lossless_with_the_kept_value(verifier):
+    inst = dirichlet_instance(3, 2, alpha=0.7, seed=5, denominator=32)
+    fine = inst.model(exact=True)
+    for width in (1, 2):
+        emit, emit_c = fine_law_of_truncated_coarse(inst, width, verifier, 2)
+        law = continued_law(fine, emit)
+        assert list(law) == list(fine.target_path_probabilities(inst.depth + 1))  # exactly
+        depths = np.array([len(node_prefix(n, 3)) for n in range(emit.shape[0])])
+        value = (emit.sum(axis=1) * (depths + 1)).sum()
+        assert value == kept_value(emit_c, width, inst.depth)
+
+
+def test_prefix_bound_without_lumping_is_the_node_sum():
+    inst = dirichlet_instance(3, 2, alpha=0.8, seed=7, denominator=16)
+    target, draft, _ = kept_edges(inst, 3)
+    model = inst.model(exact=True)
+    p, q = model.node_probabilities("target"), model.node_probabilities("draft")
+    for k in (1, 2, 3):
+        expected = 1 + sum(min(p[z], 1 - (1 - q[z]) ** k) for z in range(1, len(p)))
+        assert prefix_upper_bound(target, draft, 3, 2, k) == expected
+
+
+def test_tail_bound_by_hand():
+    # L = 2, M = 1: root keeps token a (p = 1/2, q = 3/4); node a keeps b (p = 1/3, q = 1/2)
+    target = np.array([[Fraction(1, 2)], [Fraction(1, 3)]], dtype=object)
+    draft = np.array([[Fraction(3, 4)], [Fraction(1, 2)]], dtype=object)
+    # root: 2 levels x min(1/2, K 1/4); node a: 1 level x min(1/2 * 2/3, K 3/4 * 1/2)
+    assert tail_bound(target, draft, 1, 2, 1) == 2 * Fraction(1, 4) + Fraction(1, 3)
+    assert tail_bound(target, draft, 1, 2, 3) == 2 * Fraction(1, 2) + Fraction(1, 3)
+    assert tail_bound(target, draft, 1, 2, 1, skip=1) == Fraction(1, 4)
+    with pytest.raises(ValueError, match="target_kept"):
+        tail_bound(target[:1], draft, 1, 2, 1)
+
+
+def test_dual_bound_objective_defaults_to_depth_plus_one():
+    inst = dirichlet_instance(3, 2, alpha=0.8, seed=3, denominator=16)
+    result = optimum(inst, 2, method="colgen", certify=False)
+    depths = np.array([len(node_prefix(n, 3)) for n in range(num_nodes(3, 2))])
+    default = dual_upper_bound(inst, result.matching_duals, 2)
+    assert dual_upper_bound(inst, result.matching_duals, 2, objective=depths + 1) == default
+    assert default >= optimum(inst, 2, method="full").exact_value
+    with pytest.raises(ValueError, match="objective"):
+        dual_upper_bound(inst, result.matching_duals, 2, objective=depths[:-1])

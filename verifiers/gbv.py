@@ -102,8 +102,45 @@ def key_order(ratio: Array) -> Array:
         return torch.sort(bits, dim=-1, stable=True).indices
     wide = bits.to(torch.int64)
     if wide.shape[0] == 1:  # no stacking copy
-        return torch.sort(wide[0], stable=True).indices.unsqueeze(0)
-    return torch.stack([torch.sort(row, stable=True).indices for row in wide])
+        return _row_order(wide[0]).unsqueeze(0)
+    return torch.stack([_row_order(row) for row in wide])
+
+
+_SHARED_ORDERS: dict[tuple[int, ...], list[tuple[Any, Any]]] | None = None
+
+
+class shared_key_orders:  # noqa: N801 - used as a context manager, like torch.no_grad
+    """Within the block, key_order on the CPU sorts each distinct packed row once: a row
+    equal (compared in full, so the order is the same bit for bit) to one sorted before in
+    the block reuses its order. For callers that evaluate many laws on rows they share (the
+    (K', L') cells of decode.scoring.score_grid). Not re-entrant across threads."""
+
+    def __enter__(self) -> shared_key_orders:
+        global _SHARED_ORDERS
+        self.previous, _SHARED_ORDERS = _SHARED_ORDERS, {}
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        global _SHARED_ORDERS
+        _SHARED_ORDERS = self.previous
+
+
+def _row_order(row: Any) -> Any:
+    """Stable ascending order of a packed row [..., V] (int64 bits) along its last dimension,
+    through _SHARED_ORDERS."""
+    memo = _SHARED_ORDERS
+    if memo is None:
+        return torch.sort(row, stable=True).indices
+    if row.dim() > 1:  # rows of more than two dimensions: one order per innermost row
+        return torch.stack([_row_order(part) for part in row])
+    key = (int(row.shape[0]), int(row[0]), int(row[-1]), int(row.sum()))
+    narrow = row.to(torch.int32)  # the float32 bits themselves (kept in the memo: 4 bytes each)
+    for seen, order in memo.get(key, ()):
+        if torch.equal(seen, narrow):
+            return order
+    order = torch.sort(row, stable=True).indices
+    memo.setdefault(key, []).append((narrow, order))
+    return order
 
 
 def path_rows(rows: Array, batch_rows: Array, path: Array, i: int | None = None) -> Array:
