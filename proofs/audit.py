@@ -38,6 +38,7 @@ from ..verifiers.exact import DRAFT_SAMPLING, continued_law, exact_result
 from ..verifiers.registry import get_verifier
 from ..verifiers.tree import depth_offset, num_nodes, prefix_node_indices
 from .evalues import detectable_tv, law_component_logs, log_efficiency_evalue, log_law_evalue
+from .layouts import sglang_request, vllm_request
 from .sandbox import (
     CALL_TIMEOUT,
     LAYOUTS,
@@ -327,6 +328,12 @@ def _request(model: Any, tokens: np.ndarray, rng: np.random.Generator, layout: s
     target = np.asarray(model.target, dtype=np.float64)[nodes]
     draft = np.asarray(model.draft, dtype=np.float64)[nodes[..., :-1]]
     base = {"count": count, "depth": depth, "vocab": vocab}
+    if layout == "vllm":
+        request, limits = vllm_request(tokens, target, draft, rng)
+        return base | request, limits
+    if layout == "sglang":
+        request, limits = sglang_request(tokens, target, draft)
+        return base | request, limits
     if layout != "ragged":
         limits = np.full(count, depth, dtype=np.int64)
         return base | {"target": target, "draft": draft, "paths": tokens}, limits
@@ -610,8 +617,8 @@ def _check_sampler_args(paths: int, vocab: int, depth: int, trials: int, runs: i
         raise ValueError(f"draft_sampling: must be one of {DRAFT_SAMPLING}, got {draft_sampling!r}")
     if layout not in LAYOUTS:
         raise ValueError(f"layout: must be one of {LAYOUTS}, got {layout!r}")
-    if layout == "ragged" and paths != 1:
-        raise ValueError(f"paths: the ragged layout has one draft chain per request (K = 1), "
+    if layout in ("ragged", "vllm") and paths != 1:
+        raise ValueError(f"paths: the {layout} layout has one draft chain per request (K = 1), "
                          f"got {paths}")
     if search and search < trials:
         raise ValueError(f"search: must be at least the number of instances audited ({trials})")

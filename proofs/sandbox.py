@@ -35,6 +35,10 @@ left-aligned, padded with -1):
                  target_probs [T, V], bonus_token_ids [B], rng) -> [B, max(n)+1] padded with -1
                  (T = sum of the counts; row j of request b's slice is p(.|its first j tokens)
                  and q(.|...); the bonus token was drawn from p(.|all its draft tokens)).
+    "vllm"       the flat layout of vLLM's rejection sampler (optional draft probabilities,
+                 the bonus row included; proofs.layouts)
+    "sglang"     a draft tree as retrieve-index / next-token / next-sibling arrays with
+                 threshold flags, the layout of SGLang's tree sampling kernel (proofs.layouts)
 """
 
 from __future__ import annotations
@@ -59,7 +63,9 @@ from typing import Any
 
 import numpy as np
 
-LAYOUTS = ("batched", "unbatched", "ragged")
+from .layouts import ENGINE_LAYOUTS, call_engine_layout
+
+LAYOUTS = ("batched", "unbatched", "ragged") + ENGINE_LAYOUTS
 CALL_TIMEOUT = 60.0  # seconds per call of the sampler (one batch) before it counts as hung
 LOAD_TIMEOUT = 120.0  # seconds the sampler's import may take (torch under load): its own limit
 MAX_CAPTURE = 4000  # characters of captured sampler output kept for the report
@@ -263,6 +269,8 @@ def call_layout(fn: Callable[..., Any], layout: str, request: dict[str, np.ndarr
     if layout == "unbatched":
         target, draft, paths = request["target"], request["draft"], request["paths"]
         return [fn(target[b], draft[b], paths[b], rng) for b in range(paths.shape[0])]
+    if layout in ENGINE_LAYOUTS:
+        return call_engine_layout(fn, layout, request, rng)
     return fn(request["draft_token_ids"], request["num_draft_tokens"], request["draft_probs"],
               request["target_probs"], request["bonus_token_ids"], rng)
 
@@ -354,9 +362,14 @@ def _import_path() -> list[str]:
 
 def _shape_hint(layout: str, message: str) -> str | None:
     if "positional argument" in message:
-        return (f"the {layout} layout calls sampler(target_rows, draft_rows, paths, rng)"
-                if layout != "ragged" else "the ragged layout calls sampler(draft_token_ids, "
-                "num_draft_tokens, draft_probs, target_probs, bonus_token_ids, rng)")
+        return {"ragged": "the ragged layout calls sampler(draft_token_ids, num_draft_tokens, "
+                          "draft_probs, target_probs, bonus_token_ids, rng)",
+                "vllm": "the vllm layout calls sampler(draft_token_ids, num_draft_tokens, "
+                        "draft_probs or None, target_probs, rng)",
+                "sglang": "the sglang layout calls sampler(candidates, retrive_index, "
+                          "retrive_next_token, retrive_next_sibling, target_probs, draft_probs, "
+                          "threshold_single, threshold_acc, rng)"}.get(
+            layout, f"the {layout} layout calls sampler(target_rows, draft_rows, paths, rng)")
     if layout == "batched" and any(w in message for w in ("shape", "unpack", "dimension", "index",
                                                           "blocks for a batch", "axis")):
         return "a batched call failed on shapes: if the sampler takes one configuration, use --unbatched"
