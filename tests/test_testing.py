@@ -10,6 +10,7 @@ mutant fails in every layout.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -171,3 +172,56 @@ def test_contract_failure_is_an_assertion():
         assert_lossless(raises, layout="vllm", runs=1000)
     with pytest.raises(ValueError, match="runs: "):
         assert_lossless(engine_layouts.vllm_reference, layout="vllm", runs=1)
+
+
+# ---------------------------------------------------------------------------
+# speclp lossless: is my configuration lossless?
+# ---------------------------------------------------------------------------
+
+def _config_tvs(**settings):
+    from speclp.proofs.config_law import AcceptanceConfig, config_report
+
+    return [i["tv"] for i in config_report(AcceptanceConfig(**settings))["instances"]]
+
+
+@pytest.mark.parametrize("settings,mutant", [
+    ({"method": "threshold", "threshold_single": 0.6, "threshold_acc": 0.8}, "threshold_acceptance"),
+    ({"method": "typical"}, "typical_acceptance"),
+    ({"method": "ensemble", "weight": 0.9}, "ensemble_w09"),
+])
+def test_config_laws_equal_the_mutants_laws(settings, mutant):
+    """Two implementations of the same rules (proofs.config_law, examples/engine_mutants.py):
+    the same exact TV on every instance of the default audit."""
+    expected = [float(exact_result(i.model(), engine_mutants.MUTANTS[mutant], paths=1)
+                      .total_variation) for i in INSTANCES]
+    assert np.allclose(_config_tvs(**settings), expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("settings", [
+    {}, {"method": "one-hot"}, {"method": "threshold"}, {"method": "ensemble", "weight": 1.0},
+    {"temperature": 0.5, "target_top_k": 2, "draft_top_p": 0.9},
+])
+def test_configs_lossless_by_theorem_have_exact_tv_zero(settings):
+    assert max(_config_tvs(**settings)) < 1e-12
+
+
+def test_lossless_command():
+    from speclp.cli import app
+    from typer.testing import CliRunner
+
+    runner = CliRunner()
+    ok = runner.invoke(app, ["lossless", "--method", "one-hot", "--temperature", "0.7", "--json"])
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.stdout)["lossless_by_theorem"] is True
+    lossy = runner.invoke(app, ["lossless", "--temperature", "0.7", "--verify-temperature", "1",
+                                "--json"])
+    assert lossy.exit_code == 1
+    out = json.loads(lossy.stdout)
+    assert out["max_tv"] > 0.01 and out["worst_instance"] in [i.name for i in INSTANCES]
+    one_sided = runner.invoke(app, ["lossless", "--draft-top-k", "2", "--verify-draft-top-k", "3"])
+    assert one_sided.exit_code == 1 and "LOSSY: exact TV" in one_sided.stderr
+    for args, flag in ((["--weight", "0.5"], "--weight"), (["--target-top-p", "1.5"], "--target-top-p"),
+                       (["--method", "nope"], "--method")):
+        bad = runner.invoke(app, ["lossless", *args])
+        assert bad.exit_code == 2 and flag in bad.stderr, bad.output
+        assert len(bad.stderr.strip().splitlines()) == 1
