@@ -188,6 +188,7 @@ def main() -> None:
         record = run(*job)
         data["records"].append(record)
         path.write_text(json.dumps(data, indent=1))
+        (out / "engine_mutants.md").write_text(table(data))
         print(json.dumps(record), flush=True)
     path.write_text(json.dumps(data, indent=1))
     (out / "engine_mutants.md").write_text(table(data))
