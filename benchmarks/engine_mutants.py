@@ -111,6 +111,11 @@ def run(kind: str, name: str, seed: int) -> dict:
     record = {"kind": kind, "name": name, "seed": seed}
     if kind == "batched":
         return record | _audit(engine_mutants.SAMPLERS[name], "batched", seed, name)
+    if kind == "alarm":
+        sampler = getattr(engine_layouts, f"{name}_reference")
+        report = audit_sampler(sampler, paths=1 if name == "vllm" else 2, trials=2, runs=20_000,
+                               seed=seed, family="mixed", layout=name, time_limit=None)
+        return record | {"alarm": not report["passed"], "failures": report["failures"]}
     vllm = (engine_layouts.vllm_reference if name == "reference"
             else engine_layouts.MUTANTS[("vllm", name)])
     if kind == "vllm":
@@ -118,10 +123,7 @@ def run(kind: str, name: str, seed: int) -> dict:
     if kind == "pooled":
         result = pooled_histogram_test(vllm, seed)
         return record | {"detected": not result["passed"]} | result
-    sampler = getattr(engine_layouts, f"{name}_reference")
-    report = audit_sampler(sampler, paths=1 if name == "vllm" else 2, trials=2, runs=20_000,
-                           seed=seed, family="mixed", layout=name, time_limit=None)
-    return record | {"alarm": not report["passed"], "failures": report["failures"]}
+    raise ValueError(f"kind: unknown job kind {kind!r}")
 
 
 def table(data: dict) -> str:
