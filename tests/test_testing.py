@@ -225,3 +225,24 @@ def test_lossless_command():
         bad = runner.invoke(app, ["lossless", *args])
         assert bad.exit_code == 2 and flag in bad.stderr, bad.output
         assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_vllm_pooled_histogram_test_cannot_see_what_the_audit_sees():
+    """The reimplemented vLLM test copies one row to every position and drops the bonus: a
+    row shift and a bonus from the wrong position leave its verdict where the reference's is
+    (identical outputs), while the audit fails both (test_references_pass_and_every_mutant_
+    fails_in_each_layout); the temperature bug changes every row, and the pooled test sees it."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "engine_mutants_benchmark", EXAMPLES.parent / "benchmarks" / "engine_mutants.py")
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+    pooled_histogram_test = benchmark.pooled_histogram_test
+
+    for seed in range(2):
+        reference = pooled_histogram_test(engine_layouts.vllm_reference, seed)
+        assert reference["passed"]
+        for blind in ("row_shift", "bonus_wrong_position"):
+            assert pooled_histogram_test(engine_layouts.MUTANTS[("vllm", blind)], seed) == reference
+        assert not pooled_histogram_test(engine_layouts.vllm_no_temperature, seed)["passed"]
