@@ -64,7 +64,7 @@ def lossless(
     seed: int = option.seed(0, "Seed of the instances."),
     as_json: bool = option.json(),
 ) -> None:
-    """Is this acceptance configuration lossless? Exact TV on the audit's families if not."""
+    """Is an acceptance configuration lossless? Exact TV if not."""
 
     def body() -> dict[str, Any]:
         check.choice("--method", method, METHODS)
