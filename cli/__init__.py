@@ -49,6 +49,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
                              "audit and check."),
     "check": ("claims", "Check a claim of the theory; exit 1 with a counterexample if it fails."),
     "audit": ("audit", "Audit a verifier or anyone's sampler for losslessness."),
+    "lossless": ("lossless", "Is an acceptance configuration lossless? Exact TV if not."),
     "gap": ("gap", "Every verifier's exact block efficiency E[tau + 1] against the K-path LP "
                    "optimum."),
     "sweep": ("sweep", "Optimality gaps over a grid of random instances, one row per (instance, "

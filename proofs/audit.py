@@ -22,6 +22,7 @@ optimum, by anytime-valid e-processes (proofs.evalues) at one family-wise error 
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Iterable
 from fractions import Fraction
@@ -33,13 +34,15 @@ from scipy import stats
 from ..lp import optimum as lp_optimum
 from ..lp import tolerances
 from ..lp.instance import Instance, dirichlet_instance, from_rows, ties_instance
-from ..verifiers.exact import DRAFT_SAMPLING, exact_result
+from ..verifiers.exact import DRAFT_SAMPLING, continued_law, exact_result
 from ..verifiers.registry import get_verifier
 from ..verifiers.tree import depth_offset, num_nodes, prefix_node_indices
-from .evalues import detectable_tv, log_efficiency_evalue, log_law_evalue
+from .evalues import detectable_tv, law_component_logs, log_efficiency_evalue, log_law_evalue
+from .layouts import sglang_request, vllm_request
 from .sandbox import (
     CALL_TIMEOUT,
     LAYOUTS,
+    LOAD_TIMEOUT,
     InProcessSampler,
     SandboxedSampler,
     import_sampler,
@@ -247,6 +250,7 @@ SAMPLER_ALPHA = 1e-3  # family-wise error level of ALL the tests of one audit
 MAX_RUNS = 1_000_000  # default cap of sampler runs per instance
 RUNS_LIMIT = 10**9  # refused above (a run is counted, not stored: this bounds time, not memory)
 TIME_LIMIT = 60.0  # default seconds of sampling per audit, shared by its instances
+SAMPLER_TRIALS = 6  # default instances of a sampler audit (one per family of the mixed family)
 POWER = 0.9  # power at which the detectable TV is stated
 CONFIDENCE = 0.95  # level of the TV and block-efficiency intervals (finite-sample, valid)
 SCREEN_RUNS = 2_000  # runs per instance when --search screens candidates
@@ -324,6 +328,12 @@ def _request(model: Any, tokens: np.ndarray, rng: np.random.Generator, layout: s
     target = np.asarray(model.target, dtype=np.float64)[nodes]
     draft = np.asarray(model.draft, dtype=np.float64)[nodes[..., :-1]]
     base = {"count": count, "depth": depth, "vocab": vocab}
+    if layout == "vllm":
+        request, limits = vllm_request(tokens, target, draft, rng)
+        return base | request, limits
+    if layout == "sglang":
+        request, limits = sglang_request(tokens, target, draft)
+        return base | request, limits
     if layout != "ragged":
         limits = np.full(count, depth, dtype=np.int64)
         return base | {"target": target, "draft": draft, "paths": tokens}, limits
@@ -403,23 +413,33 @@ def _sample(runner: Any, model: Any, paths: int, count: int, rng: np.random.Gene
         tally.add(runner(request), part, limits, model, rng)
 
 
-def _probabilities(instance: Instance) -> np.ndarray:
-    """The exact target law of paths of L+1 tokens, as float64 [V^(L+1)]."""
-    model = instance.model(exact=instance.rational)
-    return np.asarray([float(x) for x in model.target_path_probabilities(model.depth + 1)])
+def _probabilities(instance: Instance, law: Callable[..., Any] | None = None, paths: int = 1,
+                   draft_sampling: str = "iid") -> np.ndarray:
+    """The exact law of paths of L+1 tokens the audit tests against, as float64 [V^(L+1)]:
+    the target law, or with `law` (a law function DraftTree -> BlockLaw, verifiers.law) that
+    law's exact output law on this instance (verifiers.exact, every draft configuration
+    enumerated) continued by target sampling."""
+    if law is None:
+        model = instance.model(exact=instance.rational)
+        return np.asarray([float(x) for x in model.target_path_probabilities(model.depth + 1)])
+    model = instance.model(exact=False)
+    emit = exact_result(model, law, paths=paths, draft_sampling=draft_sampling).emit
+    probs = np.clip(np.asarray(continued_law(model, emit), dtype=np.float64), 0.0, None)
+    return probs / probs.sum()
 
 
 def audit_sampler_instance(runner: Any, instance: Instance, paths: int, max_runs: int,
                            level: float, seed: int = 0, layout: str = "batched",
-                           draft_sampling: str = "iid", time_limit: float | None = None
-                           ) -> dict[str, Any]:
+                           draft_sampling: str = "iid", time_limit: float | None = None,
+                           law: Callable[..., Any] | None = None) -> dict[str, Any]:
     """Run the sampler on one instance until an e-process reaches 1/level (a rejection), a
     block is malformed, `max_runs` runs are drawn or `time_limit` seconds have passed; `level`
-    is this instance's share of each test (law, efficiency). See audit_sampler."""
+    is this instance's share of each test (law, efficiency). With `law` (a stated lossy law)
+    the law test is against that law and the efficiency test is off. See audit_sampler."""
     start = time.perf_counter()
     model = instance.model(exact=False)
     vocab, depth = model.vocab_size, model.depth
-    probs = _probabilities(instance)
+    probs = _probabilities(instance, law, paths, draft_sampling)
     record, bound = _optimum(instance, paths, draft_sampling)
     rng = np.random.default_rng([seed, 2])  # the audit's draws (the sampler has its own stream)
     tally = _Tally(vocab, depth)
@@ -431,7 +451,7 @@ def audit_sampler_instance(runner: Any, instance: Instance, paths: int, max_runs
                 draft_sampling, tally)
         batch = min(2 * batch, MAX_BATCH if layout != "unbatched" else 4 * UNBATCHED_BATCH)
         log_law = log_law_evalue(tally.cells, probs, vocab, depth + 1)
-        log_eff = log_efficiency_evalue(tally.lengths, bound)
+        log_eff = log_efficiency_evalue(tally.lengths, bound) if law is None else 0.0
         if tally.malformed or max(log_law, log_eff) >= log_threshold:
             break
         if time_limit is not None and time.perf_counter() - start >= time_limit:
@@ -456,6 +476,12 @@ def _instance_record(instance: Instance, tally: _Tally, probs: np.ndarray, recor
     # Hoeffding for values in [1, L+1], two-sided
     be_margin = depth * float(np.sqrt(np.log(2 / delta) / (2 * max(n, 1))))
     impossible = int(tally.cells[probs <= 0].sum())
+    logs = law_component_logs(tally.cells, probs, vocab, depth + 1)
+    token_tv = []  # TV of the law of token d (d = 1..L+1) of the continued block
+    for d in range(1, depth + 2):
+        shape = (vocab ** (d - 1), vocab, -1)
+        token_tv.append(float(0.5 * np.abs(freq.reshape(shape).sum((0, 2))
+                                           - probs.reshape(shape).sum((0, 2))).sum()))
     return {
         "instance": instance.name,
         "family": instance_family(instance),
@@ -480,6 +506,9 @@ def _instance_record(instance: Instance, tally: _Tally, probs: np.ndarray, recor
         "efficiency_bound": bound,
         "above_optimum": bool(log_eff >= log_threshold),
         "seconds": round(seconds, 3),
+        "position": int(np.argmax(logs)) + 1,
+        "position_log_evalues": [float(x) for x in logs],
+        "token_tv": token_tv,
     }
 
 
@@ -487,21 +516,25 @@ def _exp(log_value: float) -> float:
     return float("inf") if log_value > 700 else float(np.exp(log_value))
 
 
-def _failures(report: dict[str, Any], paths: int) -> list[str]:
-    """One line per test this instance failed, naming the instance, its family and the test."""
+def _failures(report: dict[str, Any], paths: int, law_name: str | None = None) -> list[str]:
+    """One line per test this instance failed, naming the instance, its family and the test
+    (law_name: the stated lossy law the law test was against, None for the target law)."""
     head = f"{report['instance']} (family {report['family']})"
+    against = "the target law" if law_name is None else f"the stated law {law_name}"
     out = []
     if report["malformed"]:
         out.append(f"{head}: {report['malformed']} blocks are not a drafted prefix plus one token, "
                    f"e.g. {report['example_malformed']}")
     if report["impossible_outcomes"]:
         out.append(f"{head}: {report['impossible_outcomes']} blocks (continued by target sampling) "
-                   "have target probability 0")
+                   f"have probability 0 under {against}")
     elif report["law_rejected"]:
         out.append(f"{head}: law test rejected: the emitted block, continued by target sampling, "
-                   f"does not follow the target law (e-value {report['law_evalue']:.3g} >= "
+                   f"does not follow {against} (e-value {report['law_evalue']:.3g} >= "
                    f"1/{report['level']:.3g}; empirical TV {report['tv']:.4f} over "
-                   f"{report['runs']:,} runs)")
+                   f"{report['runs']:,} runs; furthest off at position {report['position']}: "
+                   f"token {report['position']} of the block has empirical TV "
+                   f"{report['token_tv'][report['position'] - 1]:.4f})")
     if report["efficiency_rejected"]:
         out.append(f"{head}: efficiency test rejected: E[tau+1] = {report['block_efficiency']:.4f} "
                    f"exceeds the {'certified' if report['optimum_certified'] else 'NOT certified'} "
@@ -584,21 +617,24 @@ def _check_sampler_args(paths: int, vocab: int, depth: int, trials: int, runs: i
         raise ValueError(f"draft_sampling: must be one of {DRAFT_SAMPLING}, got {draft_sampling!r}")
     if layout not in LAYOUTS:
         raise ValueError(f"layout: must be one of {LAYOUTS}, got {layout!r}")
-    if layout == "ragged" and paths != 1:
-        raise ValueError(f"paths: the ragged layout has one draft chain per request (K = 1), "
+    if layout in ("ragged", "vllm") and paths != 1:
+        raise ValueError(f"paths: the {layout} layout has one draft chain per request (K = 1), "
                          f"got {paths}")
     if search and search < trials:
         raise ValueError(f"search: must be at least the number of instances audited ({trials})")
 
 
 def audit_sampler(sampler: Callable[..., Any] | str, paths: int = 2, vocab: int = 3,
-                  depth: int = 2, trials: int = 3, ties: bool = False, runs: int = MAX_RUNS,
+                  depth: int = 2, trials: int = SAMPLER_TRIALS, ties: bool = False,
+                  runs: int = MAX_RUNS,
                   seed: int = 0, batched: bool = True, alpha: float = SAMPLER_ALPHA,
                   draft_sampling: str = "iid", instances: list[Instance] | None = None,
                   name: str = "sampler", progress: Callable[[Iterable[int]], Iterable[int]] | None
                   = None, family: str | None = None, layout: str | None = None,
-                  time_limit: float | None = None, call_timeout: float = CALL_TIMEOUT,
-                  search: int = 0) -> dict[str, Any]:
+                  time_limit: float | None = TIME_LIMIT, call_timeout: float = CALL_TIMEOUT,
+                  search: int = 0, load_timeout: float = LOAD_TIMEOUT, verbose: bool = False,
+                  law: Callable[..., Any] | None = None, law_name: str | None = None
+                  ) -> dict[str, Any]:
     """Audit foreign sampler code for losslessness and for an impossible block efficiency.
 
     sampler: a function (called in this process) or a 'FILE.py:FUNCTION' / 'MODULE:FUNCTION'
@@ -632,13 +668,28 @@ def audit_sampler(sampler: Callable[..., Any] | str, paths: int = 2, vocab: int 
     "max_detectable_tv", "captured_output", "screened" (with search), "passed"}.
     Raises ValueError for bad arguments and proofs.sandbox.SamplerFailed when the sampler
     breaks its contract (exit, exception, hang, crash, malformed answer).
+
+    Defaults are the CLI's (`speclp audit --sampler`): SAMPLER_TRIALS (6) instances,
+    TIME_LIMIT (60 s; None: no time limit, the audit is then a function of the seed),
+    MAX_RUNS runs per instance, call_timeout per call and load_timeout for the import of a
+    spec's module (its own limit). verbose: one progress line per instance on stderr.
+    law: a stated LOSSY law (a law function DraftTree -> BlockLaw, verifiers.law) that the
+    sampler claims to follow exactly, e.g. an ensemble verifier's w p + (1 - w) q: the law test
+    is then against that law's exact output law (verifiers.exact) and the efficiency test is
+    off (a lossy law may exceed the lossless optimum); law_name names it in the failures.
     """
     layout = layout or ("batched" if batched else "unbatched")
     _check_sampler_args(paths, vocab, depth, trials, runs, alpha, draft_sampling, layout, search)
+    if time_limit is not None and (isinstance(time_limit, bool) or not time_limit > 0):
+        raise ValueError(f"time_limit: must be a number of seconds > 0 or None, got {time_limit!r}")
+    if law is not None and search:
+        raise ValueError("search: screens against the target law; not available with a stated law")
+    if law is not None and not callable(law):
+        raise ValueError(f"law: must be a law function DraftTree -> BlockLaw, got {law!r}")
     chosen = _instances(instances, max(search, trials), vocab, depth, ties, seed, family, paths,
                         draft_sampling)
-    runner = (SandboxedSampler(sampler, layout, seed, call_timeout) if isinstance(sampler, str)
-              else InProcessSampler(sampler, layout, seed))
+    runner = (SandboxedSampler(sampler, layout, seed, call_timeout, load_timeout)
+              if isinstance(sampler, str) else InProcessSampler(sampler, layout, seed))
     try:
         if isinstance(runner, SandboxedSampler):
             runner.start()
@@ -654,9 +705,16 @@ def audit_sampler(sampler: Callable[..., Any] | str, paths: int = 2, vocab: int 
         for index in iterator:
             report = audit_sampler_instance(runner, chosen[index], paths, runs, level,
                                             seed=seed + index, layout=layout,
-                                            draft_sampling=draft_sampling, time_limit=share)
+                                            draft_sampling=draft_sampling, time_limit=share,
+                                            law=law)
             reports.append(report)
-            lines = _failures(report, paths)
+            lines = _failures(report, paths, law_name if law is not None else None)
+            if verbose:
+                print(f"audit {name}: instance {index + 1}/{len(chosen)} {report['instance']}: "
+                      f"{report['runs']:,} runs in {report['seconds']:.1f} s, "
+                      f"{'FAILED' if lines else 'passed'} (law e-value "
+                      f"{report['law_evalue']:.3g}, threshold {1 / level:.3g})",
+                      file=sys.stderr, flush=True)
             failures += lines
             if lines:
                 failed.append(chosen[index])
@@ -675,6 +733,7 @@ def audit_sampler(sampler: Callable[..., Any] | str, paths: int = 2, vocab: int 
         "instances": reports, "screened": screened,
         "max_detectable_tv": max(r["detectable_tv"] for r in reports),
         "failures": failures,
+        "law": None if law is None else (law_name or getattr(law, "__name__", "stated law")),
         "failed_instances": [inst.to_json() for inst in failed],
         "worst_instance": worst.to_json(),
         "captured_output": output,

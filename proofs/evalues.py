@@ -67,6 +67,28 @@ def log_law_evalues(counts: np.ndarray, probs: np.ndarray, vocab: int, depth: in
     return np.where(impossible, np.inf, out)
 
 
+def law_component_logs(counts: np.ndarray, probs: np.ndarray, vocab: int, depth: int,
+                       concentrations: tuple[float, ...] = CONCENTRATIONS) -> np.ndarray:
+    """[depth] the log mixture e-value of each partition of the law test alone (the law of the
+    first d tokens, d = 1..depth; averaged over the concentrations): a diagnostic naming the
+    first position whose law is off, not a test of its own (the test averages all of them)."""
+    counts = np.asarray(counts, dtype=np.float64)
+    out = np.zeros(depth)
+    for index, (d, pi) in enumerate(law_components(probs, vocab, depth)):
+        n_d = counts.reshape(vocab**d, -1).sum(1)
+        if (n_d[pi <= 0] > 0).any():
+            out[index] = np.inf
+            continue
+        keep = pi > 0
+        pi, n_d = pi[keep], n_d[keep]
+        n = n_d.sum()
+        base = -(n_d * np.log(pi)).sum()
+        logs = [gammaln(c) - gammaln(c + n) + (gammaln(c * pi + n_d) - gammaln(c * pi)).sum()
+                + base for c in concentrations]
+        out[index] = logsumexp(logs) - np.log(len(logs))
+    return out
+
+
 def log_efficiency_evalue(length_counts: np.ndarray, bound: float) -> float:
     """log of the averaged betting e-value against H0: E[block length] <= bound, from the
     counts of block lengths 1..len(length_counts)."""

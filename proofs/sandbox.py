@@ -6,8 +6,13 @@ ids, print, or hang. `SandboxedSampler` loads and calls it in a child process (a
 interpreter started with subprocess, talking over a socket), so that
 
 * an exit, an exception (with its file:line), a crash (signal) or a hang (no answer within
-  `call_timeout` seconds per call; the import counts as a call) become `SamplerFailed`, the
-  sampler's failure, never the audit's;
+  `call_timeout` seconds per call, or an import that takes longer than `load_timeout`
+  seconds, its own limit) become `SamplerFailed`, the sampler's failure, never the audit's;
+* a spec that names nothing callable (no file, no module, a file or module that does not
+  compile: SyntaxError, no such attribute) is kind "spec": bad input, the sampler never ran;
+* every process the sampler starts (fork, subprocess) in the child's process group is killed
+  when the sampler is closed, pass or fail (a process that leaves the group with setsid
+  escapes: this is not a security boundary);
 * everything the sampler writes to stdout or stderr (Python or C level) goes to a capture file
   and is reported (`captured_output`), never into the audit's own output;
 * the answer comes back as bytes (a JSON header and raw int64 blocks), never as a pickle, and
@@ -30,6 +35,10 @@ left-aligned, padded with -1):
                  target_probs [T, V], bonus_token_ids [B], rng) -> [B, max(n)+1] padded with -1
                  (T = sum of the counts; row j of request b's slice is p(.|its first j tokens)
                  and q(.|...); the bonus token was drawn from p(.|all its draft tokens)).
+    "vllm"       the flat layout of vLLM's rejection sampler (optional draft probabilities,
+                 the bonus row included; proofs.layouts)
+    "sglang"     a draft tree as retrieve-index / next-token / next-sibling arrays with
+                 threshold flags, the layout of SGLang's tree sampling kernel (proofs.layouts)
 """
 
 from __future__ import annotations
@@ -45,6 +54,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -53,9 +63,11 @@ from typing import Any
 
 import numpy as np
 
-LAYOUTS = ("batched", "unbatched", "ragged")
+from .layouts import ENGINE_LAYOUTS, call_engine_layout
+
+LAYOUTS = ("batched", "unbatched", "ragged") + ENGINE_LAYOUTS
 CALL_TIMEOUT = 60.0  # seconds per call of the sampler (one batch) before it counts as hung
-LOAD_TIMEOUT_FLOOR = 120.0  # the import may take this long at least (torch under load)
+LOAD_TIMEOUT = 120.0  # seconds the sampler's import may take (torch under load): its own limit
 MAX_CAPTURE = 4000  # characters of captured sampler output kept for the report
 _PACKAGE = str(Path(__file__).resolve().parent.parent)
 PR_SET_PDEATHSIG = 1
@@ -257,6 +269,8 @@ def call_layout(fn: Callable[..., Any], layout: str, request: dict[str, np.ndarr
     if layout == "unbatched":
         target, draft, paths = request["target"], request["draft"], request["paths"]
         return [fn(target[b], draft[b], paths[b], rng) for b in range(paths.shape[0])]
+    if layout in ENGINE_LAYOUTS:
+        return call_engine_layout(fn, layout, request, rng)
     return fn(request["draft_token_ids"], request["num_draft_tokens"], request["draft_probs"],
               request["target_probs"], request["bonus_token_ids"], rng)
 
@@ -294,6 +308,11 @@ def _child(conn: Any, spec: str, layout: str, seed: int, parent_pid: int) -> Non
         fn = import_sampler(spec)
     except SpecError as err:
         _send(conn, {"ok": False, "kind": "spec", "message": str(err), "where": None})
+        return
+    except SyntaxError as err:  # the code does not compile: nothing of it ran (bad input)
+        _send(conn, {"ok": False, "kind": "spec", "where": None,
+                     "message": f"sampler: {split_spec(spec)[0]!r} does not compile: "
+                                f"{type(err).__name__} at {err.filename}:{err.lineno}: {err.msg}"})
         return
     except BaseException as err:  # noqa: BLE001 - anything the user's import does
         _send(conn, {"ok": False, "kind": "exit" if isinstance(err, SystemExit) else "load",
@@ -343,9 +362,14 @@ def _import_path() -> list[str]:
 
 def _shape_hint(layout: str, message: str) -> str | None:
     if "positional argument" in message:
-        return (f"the {layout} layout calls sampler(target_rows, draft_rows, paths, rng)"
-                if layout != "ragged" else "the ragged layout calls sampler(draft_token_ids, "
-                "num_draft_tokens, draft_probs, target_probs, bonus_token_ids, rng)")
+        return {"ragged": "the ragged layout calls sampler(draft_token_ids, num_draft_tokens, "
+                          "draft_probs, target_probs, bonus_token_ids, rng)",
+                "vllm": "the vllm layout calls sampler(draft_token_ids, num_draft_tokens, "
+                        "draft_probs or None, target_probs, rng)",
+                "sglang": "the sglang layout calls sampler(candidates, retrive_index, "
+                          "retrive_next_token, retrive_next_sibling, target_probs, draft_probs, "
+                          "threshold_single, threshold_acc, rng)"}.get(
+            layout, f"the {layout} layout calls sampler(target_rows, draft_rows, paths, rng)")
     if layout == "batched" and any(w in message for w in ("shape", "unpack", "dimension", "index",
                                                           "blocks for a batch", "axis")):
         return "a batched call failed on shapes: if the sampler takes one configuration, use --unbatched"
@@ -353,10 +377,23 @@ def _shape_hint(layout: str, message: str) -> str | None:
 
 
 def _wait(process: subprocess.Popen, seconds: float) -> int | None:
-    try:
-        return process.wait(seconds)
-    except subprocess.TimeoutExpired:
-        return None
+    """The child's return code once it has exited (Popen's convention: -signal for a
+    signal), waiting at most `seconds`; None while it runs. The child is NOT reaped (waitid
+    WNOWAIT): while it is an unreaped zombie its pid stays its process group's id, so the
+    group can still be killed safely (close)."""
+    if process.returncode is not None:
+        return process.returncode
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            info = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG)
+        except ChildProcessError:  # reaped already (by Popen)
+            return process.returncode if process.returncode is not None else -1
+        if info is not None:
+            return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.01)
 
 
 class SandboxedSampler:
@@ -369,11 +406,15 @@ class SandboxedSampler:
     """
 
     def __init__(self, spec: str, layout: str = "batched", seed: int = 0,
-                 call_timeout: float = CALL_TIMEOUT):
+                 call_timeout: float = CALL_TIMEOUT, load_timeout: float = LOAD_TIMEOUT):
         if layout not in LAYOUTS:
             raise ValueError(f"layout: must be one of {LAYOUTS}, got {layout!r}")
+        for field_name, value in (("call_timeout", call_timeout), ("load_timeout", load_timeout)):
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+                raise ValueError(f"{field_name}: must be a number of seconds > 0, got {value!r}")
         split_spec(spec)  # ValueError for a malformed spec, before a process starts
         self.spec, self.layout, self.seed, self.call_timeout = spec, layout, seed, call_timeout
+        self.load_timeout = load_timeout
         self.process: Any = None
         self.conn: Any = None
         self.capture_path: str | None = None
@@ -403,7 +444,7 @@ class SandboxedSampler:
             os.close(handle)
             child_end.close()
         self.conn = Connection(parent_end.detach())
-        self._receive(max(LOAD_TIMEOUT_FLOOR, self.call_timeout), "loading", 0)
+        self._receive(self.load_timeout, "loading", 0)
 
     def captured_output(self) -> str:
         """What the sampler wrote to stdout/stderr so far (first MAX_CAPTURE characters)."""
@@ -431,8 +472,9 @@ class SandboxedSampler:
 
     def _receive(self, timeout: float, stage: str, max_bytes: int) -> tuple[dict[str, Any], bytes]:
         if not self.conn.poll(timeout):
-            raise self._fail(f"did not answer within {timeout:g} s ({stage}; the per-call time "
-                             "limit, --call-timeout)", "timeout")
+            limit = ("the load time limit, load_timeout: the import of the sampler's module"
+                     if stage == "loading" else "the per-call time limit, --call-timeout")
+            raise self._fail(f"did not answer within {timeout:g} s ({stage}; {limit})", "timeout")
         try:
             header = json.loads(self.conn.recv_bytes(4096).decode())
             payload = self.conn.recv_bytes(max(max_bytes, 1))
@@ -465,12 +507,16 @@ class SandboxedSampler:
         return check_blocks(blocks, count, depth, vocab)
 
     def close(self) -> None:
+        """End the child and every process of its group (what the sampler forked or spawned),
+        pass or fail. The group is killed while the child is alive or an unreaped zombie
+        (_wait does not reap), so its group id cannot have been reused; then it is reaped."""
         if self.process is not None:
             with contextlib.suppress(Exception):
                 self.conn.send(None)
-            if _wait(self.process, 2) is None:
-                self._kill()  # still alive, so its group id is still its own
-                _wait(self.process, 5)
+            _wait(self.process, 2)
+            self._kill()  # the child's group: its own pid is still reserved (not reaped)
+            with contextlib.suppress(Exception):
+                self.process.wait(5)
             with contextlib.suppress(Exception):
                 self.conn.close()
             self.process = None

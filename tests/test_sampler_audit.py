@@ -5,9 +5,13 @@ null) and powerful (tampered laws); instance families and the ragged layout."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
+import os
 import re
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -17,13 +21,15 @@ from speclp.cli import app
 from speclp.lp.instance import ties_instance
 from speclp.proofs.audit import (
     FAMILIES,
+    SAMPLER_TRIALS,
+    TIME_LIMIT,
     audit_instance,
-    audit_sampler,
     draw_drafts,
     family_instance,
     instance_family,
     load_sampler,
 )
+from speclp.proofs.audit import audit_sampler as _library_audit_sampler
 from speclp.proofs.evalues import (
     detectable_tv,
     least_favourable_split,
@@ -31,7 +37,7 @@ from speclp.proofs.evalues import (
     log_law_evalue,
     shifted_law,
 )
-from speclp.proofs.sandbox import SamplerFailed, check_blocks
+from speclp.proofs.sandbox import SamplerFailed, SandboxedSampler, check_blocks
 from speclp.verifiers.exact import continued_law, exact_result
 from speclp.verifiers.registry import verifier_names
 from typer.testing import CliRunner
@@ -44,6 +50,9 @@ import law_samplers  # noqa: E402
 import ragged_sampler  # noqa: E402
 
 runner = CliRunner()
+# the tests below fix their budget in runs: no wall-clock limit, so a verdict is a function of
+# the seed (the library's default time limit is the CLI's 60 s)
+audit_sampler = functools.partial(_library_audit_sampler, time_limit=None)
 TIE_TRIAL = 2  # audit_instance(3, 2, 2, ties=True, seed=0): equal ratios where both bugs bite
 
 
@@ -567,3 +576,102 @@ def test_time_limit_stops_after_a_batch():
     assert [i["runs"] for i in out["instances"]] == [1024, 1024]
     bad = runner.invoke(app, ["audit", "--sampler", "x:y", "--time-limit", "0"])
     assert bad.exit_code == 2 and "--time-limit" in bad.stderr
+
+
+# ---------------------------------------------------------------------------
+# the sandbox's edges (issue 28)
+# ---------------------------------------------------------------------------
+
+def test_library_defaults_are_the_clis():
+    """audit_sampler's defaults are the CLI's (6 trials, 60 s), one constant each."""
+    params = inspect.signature(_library_audit_sampler).parameters
+    assert params["trials"].default == SAMPLER_TRIALS == 6
+    assert params["time_limit"].default == TIME_LIMIT == 60.0
+
+
+def test_verbose_prints_progress_on_stderr(capsys):
+    report = audit_sampler(ragged_sampler.rejection_sample, paths=1, trials=2, runs=2000,
+                           layout="ragged", verbose=True, name="ragged-ref")
+    err = capsys.readouterr().err.splitlines()
+    assert report["passed"]
+    assert [line.split(":")[1].strip().split()[1] for line in err] == ["1/2", "2/2"]
+    assert all(line.startswith("audit ragged-ref: instance") and "2,000 runs" in line
+               for line in err), err
+
+
+def test_import_that_loops_gets_the_load_limit_and_names_it(tmp_path):
+    path = tmp_path / "loops.py"
+    path.write_text("while True:\n    pass\ndef f(*a):\n    return None\n")
+    start = time.monotonic()
+    with pytest.raises(SamplerFailed) as caught:
+        with SandboxedSampler(f"{path}:f", call_timeout=600, load_timeout=2):
+            pass
+    assert time.monotonic() - start < 60  # the load limit (2 s), not the call limit (600 s)
+    err = caught.value
+    assert err.kind == "timeout" and "within 2 s" in str(err)
+    assert "load time limit" in str(err) and "--call-timeout" not in str(err)
+    with pytest.raises(ValueError, match="load_timeout"):
+        SandboxedSampler(f"{path}:f", load_timeout=0)
+
+
+SPAWNER = """
+import subprocess, sys
+sys.path.insert(0, {examples!r})
+from ragged_sampler import rejection_sample
+_child = subprocess.Popen(["sleep", "300"])
+open({pidfile!r}, "w").write(str(_child.pid))
+
+def spawns(*args):
+    return rejection_sample(*args)
+"""
+
+
+def _alive(pid: int) -> bool:
+    """Whether pid runs (a zombie waiting for its reaper counts as ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("passing", [True, False])
+def test_processes_the_sampler_spawns_end_with_the_audit(tmp_path, passing):
+    """A sleeper the sampler starts at import is gone after the audit, pass or fail."""
+    pidfile = tmp_path / "pid"
+    path = tmp_path / "spawner.py"
+    path.write_text(SPAWNER.format(examples=str(EXAMPLES), pidfile=str(pidfile)))
+    if not passing:
+        path.write_text(path.read_text() + "\ndef fails(*args):\n    raise RuntimeError('x')\n")
+    report = None
+    try:
+        report = audit_sampler(f"{path}:{'spawns' if passing else 'fails'}", paths=1, trials=1,
+                               runs=2000, layout="ragged")
+    except SamplerFailed as err:
+        assert not passing and err.kind == "exception"
+    assert (report is not None and report["passed"]) == passing
+    pid = int(pidfile.read_text())
+    deadline = time.monotonic() + 30
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _alive(pid):  # clean up before failing
+        os.kill(pid, 9)
+        pytest.fail(f"the sampler's sleeper {pid} outlived the audit")
+
+
+def test_syntax_error_and_missing_function_are_both_bad_input(tmp_path):
+    """Both name nothing callable (the sampler never ran): kind "spec", exit 2 in the CLI."""
+    broken = tmp_path / "broken.py"
+    broken.write_text("def f(:\n    pass\n")
+    fine = tmp_path / "fine.py"
+    fine.write_text("def g(*a):\n    return None\n")
+    for spec, words in ((f"{broken}:f", "does not compile: SyntaxError"),
+                        (f"{fine}:f", "has no attribute 'f'")):
+        with pytest.raises(SamplerFailed) as caught:
+            with SandboxedSampler(spec):
+                pass
+        assert caught.value.kind == "spec" and words in str(caught.value)
+        result = runner.invoke(app, ["audit", "--sampler", spec, "--trials", "1"])
+        assert result.exit_code == 2, result.output
+        assert len(result.stderr.strip().splitlines()) == 1 and words in result.stderr

@@ -347,6 +347,7 @@ BAD_VALUE = {  # one flag of each command refused by the validation layer (exit 
     ("check", "node-form"): ["--trials", "0"],
     ("check", "bv-optimal"): ["--trials", "0"],
     ("audit",): ["--verifier", "bv", "--seed", "-1"],
+    ("lossless",): ["--vocab", "1"],
     ("gap",): ["@inst", "--paths", "0"],
     ("sweep",): ["--trials", "0", "--out", "@out"],
     ("plot",): ["@out/missing"],
