@@ -1,0 +1,274 @@
+"""Extended block verification: BV on path 1 with a multi-draft fallback (docs/theory.md section 19).
+
+The rule ("bv_extended", issue 31). Run BV on path 0 from the root. If it accepts all L
+tokens, emit its block. Otherwise BV ends at node v (depth i < L) and would draw its
+correction Y from its residual res = (w_i p(.|v) - q(.|v))_+ / Z_i. Draw that Y instead by a
+lossless multi-draft step with target res and draft q(.|v) over the children at v of the
+OTHER available paths through v (the fallback rule: any registered node rule, recursive
+rejection "specinfer" by default). If Y is the child c of such a path, continue below vc with
+the available paths through vc: BV afresh (weights reset to 1 at vc) on the lowest of them,
+and the same fallback where it ends, recursively; else end the block with Y.
+
+Available paths. A fresh start at node u with BV path j uses the paths k >= j through u
+(every BV path used above u has a lower index: each fresh start takes the lowest available
+path through a descendant of the previous start). So a fresh start is the slot (j, s) =
+path j's depth-s node, and its fallback at depth i uses the paths k > j through path j's
+depth-i node; moving through path k's child gives the fresh start (j', i + 1) with
+j' = the lowest k' > j through that child.
+
+Guarantees (docs/theory.md section 19): lossless for i.i.d. drafts (Theorem 19.1) and,
+run by run, its block contains BV's block on path 0, so its block efficiency is never below
+BV's (Theorem 19.2) -- for every fallback rule.
+
+Two exact laws, one rule:
+- extended_bv_law (registered): the law on a given drafted tree, batched (torch, any
+  dtype, or rational numpy object arrays), what the engine, the audit and the enumeration
+  call. Loops over L and K only; no host synchronisation.
+- extended_bv_structured (the i.i.d. structure, THEORY.md section 4b): a recursion over fresh
+  starts (node u, m available paths through u): BV on every path below u with its own rows,
+  and below each fallback node v the number of other paths through v is Binomial(m - 1,
+  q(v|u)) with i.i.d. q(.|v) children, on which the same node rule is called. Exact in
+  rationals, float64 otherwise; tests/test_bv_extended.py checks it against the enumeration
+  and an independent tree walk.
+
+Shapes: tokens [B, K, L], target rows [B, K, L+1, V], draft rows [B, K, L, V];
+law.stop [B, K, L+1], law.correction [B, K, L+1, V].
+"""
+
+from __future__ import annotations
+
+from math import comb
+from typing import Any
+
+import numpy as np
+
+from . import ops
+from .law import REGISTRY, BlockLaw, DraftTree, register
+from .multipath import shared_prefix
+from .single_path import bv_path_law
+from .tree import TreeModel, all_paths, depth_offset, num_nodes
+
+Array = Any
+
+__all__ = ["extended_bv_law", "extended_bv_structured", "fallback_rule"]
+
+DEFAULT_FALLBACK = "specinfer"
+
+
+def fallback_rule(name: str) -> Any:
+    """The node rule of the registered verifier `name` (verifiers.multipath.NodeRule)."""
+    spec = REGISTRY.get(name)
+    if spec is None or spec.node_rule is None:
+        known = sorted(n for n, s in REGISTRY.items() if s.node_rule is not None)
+        raise ValueError(f"fallback must name a verifier with a node rule ({', '.join(known)}), "
+                         f"got {name!r}")
+    return spec.node_rule
+
+
+def _step(rule: Any, residual: Array, draft: Array, through: Array, children: Array,
+          first: Array) -> tuple[Array, Array]:
+    """One multi-draft step with target `residual` [S, V] and draft [S, V] over the children
+    [S, J] of the paths marked in through [S, J] (first [S, J]: the path is the first of
+    them with its child). Returns (accept [S, J], correction [S, V]). With no path, Y ~
+    residual (some rules assume at least one path)."""
+    accept, correction = rule(residual[:, None], draft[:, None], through[:, None], children,
+                              first)
+    accept, correction = accept[:, 0], correction[:, 0]
+    some = ops.total(ops.where(through, 1, 0), -1) > 0  # [S]
+    accept = ops.where(some[:, None], accept, 0)
+    correction = ops.where(some[:, None], correction, residual)
+    return accept, correction
+
+
+# ---------------------------------------------------------------------------
+# the law on a drafted tree (batched)
+# ---------------------------------------------------------------------------
+
+@register("bv_extended", "BV on path 1; where it ends, its correction is drawn by recursive "
+          "rejection over the other paths' children, continuing below a drafted child (never "
+          "below BV, run by run)", multipath=True, draft_sampling=("iid",),
+          fallback=DEFAULT_FALLBACK)
+def extended_bv_law(tree: DraftTree, fallback: str = DEFAULT_FALLBACK) -> BlockLaw:
+    """Exact law of extended BV on one drafted tree (module docstring)."""
+    rule = fallback_rule(fallback)
+    target, draft = tree.target_rows, tree.draft_rows
+    tokens = ops.index_like(target, tree.tokens)
+    batch, paths, depth, vocab = tree.batch, tree.paths, tree.depth, tree.vocab_size
+    same = shared_prefix(tokens)  # [B, K, K, L+1]
+    index = ops.arange(paths, tokens)  # [K]
+    fresh = ops.zeros((batch, paths, depth + 1), like=target)  # P(fresh start at slot (j, s))
+    fresh[:, 0, 0] = target[:, 0, 0, 0] * 0 + 1  # exact 1 on rational rows
+    stop = ops.zeros((batch, paths, depth + 1), like=target)
+    joint = ops.zeros((batch, paths, depth + 1, vocab), like=target)  # P(node (j, i), Y)
+    for s in range(depth):
+        starts = [0] if s == 0 else list(range(1, paths))  # path 0 starts only at the root
+        if not starts:
+            break
+        lo, hi = starts[0], starts[-1] + 1
+        count = hi - lo
+        path_stop, path_rows = bv_path_law(
+            tokens[:, lo:hi, s:].reshape(batch * count, depth - s),
+            target[:, lo:hi, s:].reshape(batch * count, depth - s + 1, vocab),
+            draft[:, lo:hi, s:].reshape(batch * count, depth - s, vocab))
+        mass = fresh[:, lo:hi, s, None] * path_stop.reshape(batch, count, depth - s + 1)
+        path_rows = path_rows.reshape(batch, count, depth - s + 1, vocab)
+        stop[:, lo:hi, depth] = stop[:, lo:hi, depth] + mass[:, :, -1]
+        joint[:, lo:hi, depth] = joint[:, lo:hi, depth] + mass[:, :, -1, None] * target[:, lo:hi, depth]
+        for j in range(lo, hi):
+            for i in range(s, depth):
+                f = mass[:, j - lo, i - s]  # [B] P(fresh start (j, s), BV ends at depth i)
+                residual = path_rows[:, j - lo, i - s]  # [B, V]
+                if j == paths - 1:  # no other path: Y ~ residual
+                    stop[:, j, i] = stop[:, j, i] + f
+                    joint[:, j, i] = joint[:, j, i] + f[:, None] * residual
+                    continue
+                others = slice(j + 1, paths)
+                through = same[:, j, others, i]  # [B, J]: path k > j passes through the node
+                # first of the available paths with its child: no k' in (j, k) through that child
+                below = same[:, others, others, i + 1] & through[:, None, :]  # [B, J(k), J(k')]
+                earlier = index[None, j + 1:, None] > index[None, None, j + 1:]  # k' < k
+                first = through & (ops.total(ops.where(below & earlier, 1, 0), -1) == 0)
+                accept, correction = _step(rule, residual, draft[:, j, i], through,
+                                           tokens[:, others, i], first)
+                kept = f * (1 - ops.total(accept, -1))
+                stop[:, j, i] = stop[:, j, i] + kept
+                joint[:, j, i] = joint[:, j, i] + kept[:, None] * correction
+                # through path k's child: the fresh start (j', i + 1), j' lowest k' > j there
+                lowest = ops.argmax(below & True, -1)  # [B, J(k)] index into others
+                for k in range(accept.shape[1]):
+                    moved = f * accept[:, k]
+                    target_slot = lowest[:, k] + (j + 1)  # [B]
+                    hit = target_slot[:, None] == index[None, :]  # [B, K]
+                    fresh[:, :, i + 1] = fresh[:, :, i + 1] + ops.where(hit, moved[:, None], 0)
+    # fresh starts at depth L: the bonus token
+    stop[:, :, depth] = stop[:, :, depth] + fresh[:, :, depth]
+    joint[:, :, depth] = joint[:, :, depth] + fresh[:, :, depth, None] * target[:, :, depth]
+    return BlockLaw(stop, ops.safe_div(joint, stop[..., None]))
+
+
+# ---------------------------------------------------------------------------
+# the exact law through the structure of i.i.d. drafting
+# ---------------------------------------------------------------------------
+
+def _as_rows(model: TreeModel, rows: np.ndarray) -> Any:
+    return rows if model.exact else ops.torch.as_tensor(rows, dtype=ops.torch.float64)
+
+
+def _as_numpy(values: Any) -> np.ndarray:
+    return ops.as_float64(values) if ops.is_torch(values) else np.asarray(values)
+
+
+def _zeros(model: TreeModel, shape: tuple[int, ...]) -> np.ndarray:
+    if model.exact:
+        out = np.empty(shape, dtype=object)
+        out[...] = model.target[0, 0] * 0
+        return out
+    return np.zeros(shape)
+
+
+def _ordered_tuples(vocab: int, size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(tuples [T, n], first [T, n] (x_j appears first at j), count [T, n] (#x_j in x))."""
+    tuples = all_paths(vocab, size)
+    equal = tuples[:, :, None] == tuples[:, None, :]
+    earlier = np.tril(np.ones((size, size), dtype=bool), -1)
+    return tuples, ~(equal & earlier[None]).any(-1), equal.sum(-1)
+
+
+def extended_bv_structured(model: TreeModel, paths: int, fallback: str = DEFAULT_FALLBACK
+                           ) -> np.ndarray:
+    """emit [N, V] P(output node = u, Y = t) of extended BV on K = paths i.i.d. paths, by the
+    recursion over fresh starts (u, m) (module docstring; docs/theory.md section 19.4)."""
+    rule = fallback_rule(fallback)
+    vocab, depth = model.vocab_size, model.depth
+    nodes_total = num_nodes(vocab, depth)
+    emit = _zeros(model, (nodes_total, vocab))
+    fresh = _zeros(model, (nodes_total, paths + 1))  # P(fresh start at u with m paths)
+    fresh[0, paths] = fresh[0, paths] + 1
+    one = model.target[0, 0] * 0 + 1
+    for d in range(depth + 1):
+        start, width = depth_offset(vocab, d), vocab**d
+        if d == depth:  # the bonus token at a leaf
+            leaves = slice(start, start + width)
+            emit[leaves] = emit[leaves] + fresh[leaves].sum(axis=1)[:, None] * model.target[leaves]
+            break
+        below = all_paths(vocab, depth - d)  # [P, L-d] every path below a depth-d node
+        codes = [np.zeros(len(below), dtype=np.int64)]
+        for i in range(depth - d):
+            codes.append(codes[-1] * vocab + below[:, i])
+        for m in range(1, paths + 1):
+            active = np.nonzero(fresh[start:start + width, m] != 0)[0]
+            if len(active) == 0:
+                continue
+            # absolute node of u y[:i] for every (active u, path y below), [A, P, L-d+1]
+            nodes = np.stack([depth_offset(vocab, d + i) + active[:, None] * vocab**i
+                              + codes[i][None, :] for i in range(depth - d + 1)], -1)
+            nodes = nodes.reshape(-1, depth - d + 1)
+            tokens = np.broadcast_to(below[None], (len(active), *below.shape)).reshape(
+                -1, depth - d)
+            # q(y[:i] | u), i = 0..L-d
+            reach = [np.full(len(nodes), one, dtype=object) if model.exact
+                     else np.ones(len(nodes))]
+            for i in range(depth - d):
+                reach.append(reach[-1] * model.draft[nodes[:, i], tokens[:, i]])
+            keep = np.nonzero(reach[-1] != 0)[0]
+            nodes, tokens = nodes[keep], tokens[keep]
+            reach = [r[keep] for r in reach]
+            mass = np.repeat(fresh[start + active, m], len(below))[keep]  # [P']
+            index = tokens if model.exact else ops.torch.as_tensor(tokens)
+            path_stop, path_rows = bv_path_law(index, _as_rows(model, model.target[nodes]),
+                                               _as_rows(model, model.draft[nodes[:, :-1]]))
+            weight = mass[:, None] * _as_numpy(path_stop) * reach[-1][:, None]  # [P', L-d+1]
+            path_rows = _as_numpy(path_rows)
+            leaf = nodes[:, -1]
+            np.add.at(emit, leaf, weight[:, -1, None] * model.target[leaf])
+            for i in range(depth - d):
+                v = nodes[:, i]
+                f = weight[:, i]
+                residual = path_rows[:, i]
+                _fallback(model, rule, v, d + i, f, residual, reach[i], m - 1, emit, fresh, one)
+    return emit
+
+
+def _fallback(model: TreeModel, rule: Any, v: np.ndarray, depth_v: int, f: np.ndarray,
+              residual: np.ndarray, q_v: np.ndarray, others: int, emit: np.ndarray,
+              fresh: np.ndarray, one: Any) -> None:
+    """The step at fallback nodes v [S] (mass f, target residual [S, V]); the n other paths
+    through v are Binomial(others, q(v|u)), their children i.i.d. q(.|v)."""
+    vocab = model.vocab_size
+    live = np.nonzero(f != 0)[0]
+    v, f, residual, q_v = v[live], f[live], residual[live], q_v[live]
+    if len(v) == 0:
+        return
+    for n in range(others + 1):
+        chance = comb(others, n) * one * q_v**n * (one - q_v) ** (others - n)  # [S]
+        if n == 0:
+            np.add.at(emit, v, (f * chance)[:, None] * residual)
+            continue
+        tuples, first, count = _ordered_tuples(vocab, n)
+        q = model.draft[v][:, tuples]  # [S, T, n]
+        prob = q[..., 0]
+        for i in range(1, n):
+            prob = prob * q[..., i]
+        weight = (f * chance)[:, None] * prob  # [S, T]
+        slot, which = np.nonzero(weight != 0)
+        if len(slot) == 0:
+            continue
+        children = tuples[which]
+        through = np.ones(children.shape, dtype=bool)
+        firsts = first[which]
+        res = _as_rows(model, residual[slot])
+        drafts = _as_rows(model, model.draft[v[slot]])
+        if not model.exact:
+            torch = ops.torch
+            through, children_t, firsts = (torch.as_tensor(through), torch.as_tensor(children),
+                                           torch.as_tensor(firsts))
+        else:
+            children_t = children
+        accept, correction = _step(rule, res, drafts, through, children_t, firsts)
+        accept, correction = _as_numpy(accept), _as_numpy(correction)
+        w = weight[slot, which]
+        np.add.at(emit, v[slot], (w * (1 - accept.sum(axis=1)))[:, None] * correction)
+        code = v[slot] - depth_offset(vocab, depth_v)
+        child = depth_offset(vocab, depth_v + 1) + code[:, None] * vocab + children  # [S', n]
+        np.add.at(fresh, (child.reshape(-1), count[which].reshape(-1)),
+                  (w[:, None] * accept).reshape(-1))
