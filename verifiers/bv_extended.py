@@ -45,7 +45,8 @@ import numpy as np
 from . import ops
 from .law import REGISTRY, BlockLaw, DraftTree, register
 from .multipath import shared_prefix
-from .single_path import bv_path_law
+from .single_path import bv_path_law, residual_rows
+from .single_step import nested_partitions_for, ratio_cells
 from .tree import TreeModel, all_paths, depth_offset, num_nodes
 
 Array = Any
@@ -53,10 +54,51 @@ Array = Any
 __all__ = ["extended_bv_law", "extended_bv_structured", "fallback_rule"]
 
 DEFAULT_FALLBACK = "specinfer"
+DEFAULT_SUPPORT = 64  # ratio cells of the optimal step above this vocabulary (as nodeopt)
+
+
+def optimal_step_rule(target: Array, draft: Array, through: Array, children: Array,
+                      first: Array, support: int | None = DEFAULT_SUPPORT) -> tuple[Array, Array]:
+    """A node rule (verifiers.multipath.NodeRule) attaining the single-step (L = 1) optimum
+    for the n i.i.d. draws marked in through (docs/theory.md sections 8.2, 8.5, 19.5): select a
+    draw by the nested-partition rule for n draws (its returned token has the law r_n), then
+    token-level speculative sampling of the selected child against r_n: accept it w.p.
+    min(1, a(c)/r_n(c)), else Y ~ (a - r_n)_+ normalised. Lossless for any target a:
+    P(Y = y) = min(a, r_n)(y) + (a - r_n)_+(y) = a(y); acceptance sum min(a, r_n) = the L = 1
+    optimum min_H [a(H) + 1 - q(H)^n] (Section 8.5). Shapes as NodeRule: target, draft
+    [B, K0, V], through [B, K0, J], children [B, J]; `first` is not needed (a token drafted by
+    several paths is selected through any of them)."""
+    batch, slots, vocab = target.shape
+    paths = children.shape[1]
+    rows = batch * slots
+    flat_target, flat_draft = target.reshape(rows, vocab), draft.reshape(rows, vocab)
+    present = through.reshape(rows, paths)
+    count = ops.total(ops.where(present, 1, 0), -1)  # [R] draws at the node
+    if ops.is_torch(children):
+        drafted = children[:, None, :].expand(batch, slots, paths).reshape(rows, paths)
+    else:
+        drafted = np.broadcast_to(children[:, None, :], (batch, slots, paths)).reshape(rows, paths)
+    cells = ratio_cells(flat_target, flat_draft, support)
+    rules = nested_partitions_for(flat_target, flat_draft, list(range(1, paths + 1)),
+                                  cells=cells)
+    chosen = ops.zeros((rows, paths), like=flat_target)
+    law = flat_draft * 1  # rows with no draw keep any law: their accepts are 0
+    for n, rule in enumerate(rules, 1):
+        used = count == n  # rule n serves the rows with n draws (others are discarded)
+        chosen = ops.where(used[:, None], rule.select(drafted, present, None), chosen)
+        law = ops.where(used[:, None], rule.law(), law)
+    p_c = ops.gather(flat_target, -1, drafted)  # [R, J]
+    r_c = ops.gather(law, -1, drafted)
+    accept = ops.where(present, chosen * ops.minimum(ops.safe_div(p_c, r_c), 1), 0)
+    residual, _ = residual_rows(ops.ones((rows,), like=flat_target), flat_target, law)
+    return accept.reshape(batch, slots, paths), residual.reshape(batch, slots, vocab)
 
 
 def fallback_rule(name: str) -> Any:
-    """The node rule of the registered verifier `name` (verifiers.multipath.NodeRule)."""
+    """The node rule of the fallback step: "optimal" (optimal_step_rule) or the node rule of
+    the registered verifier `name` (verifiers.multipath.NodeRule)."""
+    if name == "optimal":
+        return optimal_step_rule
     spec = REGISTRY.get(name)
     if spec is None or spec.node_rule is None:
         known = sorted(n for n, s in REGISTRY.items() if s.node_rule is not None)
@@ -174,10 +216,22 @@ def _ordered_tuples(vocab: int, size: int) -> tuple[np.ndarray, np.ndarray, np.n
     return tuples, ~(equal & earlier[None]).any(-1), equal.sum(-1)
 
 
-def extended_bv_structured(model: TreeModel, paths: int, fallback: str = DEFAULT_FALLBACK
-                           ) -> np.ndarray:
+def _subtree_nodes(vocab: int, depth: int, node: int, node_depth: int) -> np.ndarray:
+    """Indices (shortlex) of the nodes of the subtree below `node` (itself first), in the
+    subtree's own shortlex order."""
+    code = node - depth_offset(vocab, node_depth)
+    return np.concatenate([depth_offset(vocab, node_depth + e) + code * vocab**e
+                           + np.arange(vocab**e) for e in range(depth - node_depth + 1)])
+
+
+def extended_bv_structured(model: TreeModel, paths: int, fallback: str = DEFAULT_FALLBACK,
+                           below: str = "extended") -> np.ndarray:
     """emit [N, V] P(output node = u, Y = t) of extended BV on K = paths i.i.d. paths, by the
-    recursion over fresh starts (u, m) (module docstring; docs/theory.md section 19.4)."""
+    recursion over fresh starts (u, m) (module docstring; docs/theory.md section 19.4).
+
+    below: what runs at a fresh start below the root: "extended" (this rule again, the
+    registered verifier) or the name of a registered verifier run on the subtree's m paths
+    (exact_result of the submodel; a design-space probe, docs/theory.md section 19.5)."""
     rule = fallback_rule(fallback)
     vocab, depth = model.vocab_size, model.depth
     nodes_total = num_nodes(vocab, depth)
@@ -191,10 +245,19 @@ def extended_bv_structured(model: TreeModel, paths: int, fallback: str = DEFAULT
             leaves = slice(start, start + width)
             emit[leaves] = emit[leaves] + fresh[leaves].sum(axis=1)[:, None] * model.target[leaves]
             break
-        below = all_paths(vocab, depth - d)  # [P, L-d] every path below a depth-d node
-        codes = [np.zeros(len(below), dtype=np.int64)]
+        if d > 0 and below != "extended":
+            from .exact import exact_result  # the enumeration lives above the laws
+
+            for u, m in zip(*np.nonzero(fresh[start:start + width] != 0), strict=True):
+                sub = _subtree_nodes(vocab, depth, start + u, d)
+                submodel = TreeModel(model.target[sub], model.draft[sub], depth - d)
+                law = exact_result(submodel, below, int(m)).emit
+                emit[sub] = emit[sub] + fresh[start + u, m] * law
+            continue
+        suffixes = all_paths(vocab, depth - d)  # [P, L-d] every path below a depth-d node
+        codes = [np.zeros(len(suffixes), dtype=np.int64)]
         for i in range(depth - d):
-            codes.append(codes[-1] * vocab + below[:, i])
+            codes.append(codes[-1] * vocab + suffixes[:, i])
         for m in range(1, paths + 1):
             active = np.nonzero(fresh[start:start + width, m] != 0)[0]
             if len(active) == 0:
@@ -203,7 +266,7 @@ def extended_bv_structured(model: TreeModel, paths: int, fallback: str = DEFAULT
             nodes = np.stack([depth_offset(vocab, d + i) + active[:, None] * vocab**i
                               + codes[i][None, :] for i in range(depth - d + 1)], -1)
             nodes = nodes.reshape(-1, depth - d + 1)
-            tokens = np.broadcast_to(below[None], (len(active), *below.shape)).reshape(
+            tokens = np.broadcast_to(suffixes[None], (len(active), *suffixes.shape)).reshape(
                 -1, depth - d)
             # q(y[:i] | u), i = 0..L-d
             reach = [np.full(len(nodes), one, dtype=object) if model.exact
@@ -213,7 +276,7 @@ def extended_bv_structured(model: TreeModel, paths: int, fallback: str = DEFAULT
             keep = np.nonzero(reach[-1] != 0)[0]
             nodes, tokens = nodes[keep], tokens[keep]
             reach = [r[keep] for r in reach]
-            mass = np.repeat(fresh[start + active, m], len(below))[keep]  # [P']
+            mass = np.repeat(fresh[start + active, m], len(suffixes))[keep]  # [P']
             index = tokens if model.exact else ops.torch.as_tensor(tokens)
             path_stop, path_rows = bv_path_law(index, _as_rows(model, model.target[nodes]),
                                                _as_rows(model, model.draft[nodes[:, :-1]]))
