@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from brute_force import Chooser, Rows, enumerate_outcomes, law_blocks
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from speclp.lp.instance import dirichlet_instance, from_rows
@@ -25,9 +26,8 @@ from speclp.verifiers.exact import block_efficiency_from_emit, exact_result, exa
 from speclp.verifiers.registry import compared_verifiers, get_verifier
 from speclp.verifiers.tree import num_nodes
 
-from brute_force import Chooser, Rows, enumerate_outcomes, law_blocks
-
-HITS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "beyond" / "adversarial" / "hits.jsonl"
+HITS = (Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "beyond" / "adversarial"
+        / "hits.jsonl")
 
 
 # --- the independent tree walk ---------------------------------------------------------
