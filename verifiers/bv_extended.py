@@ -4,8 +4,9 @@ The rule ("bv_extended", issue 31). Run BV on path 0 from the root. If it accept
 tokens, emit its block. Otherwise BV ends at node v (depth i < L) and would draw its
 correction Y from its residual res = (w_i p(.|v) - q(.|v))_+ / Z_i. Draw that Y instead by a
 lossless multi-draft step with target res and draft q(.|v) over the children at v of the
-OTHER available paths through v (the fallback rule: any registered node rule, recursive
-rejection "specinfer" by default). If Y is the child c of such a path, continue below vc with
+OTHER available paths through v (the fallback rule: the single-step optimum "optimal" in
+"bv_extended", recursive rejection "specinfer" in "bv_extended_rrs", or any registered node
+rule). If Y is the child c of such a path, continue below vc with
 the available paths through vc: BV afresh (weights reset to 1 at vc) on the lowest of them,
 and the same fallback where it ends, recursively; else end the block with Y.
 
@@ -53,7 +54,7 @@ Array = Any
 
 __all__ = ["extended_bv_law", "extended_bv_structured", "fallback_rule"]
 
-DEFAULT_FALLBACK = "specinfer"
+DEFAULT_FALLBACK = "optimal"  # the best step measured (docs/theory.md section 19.6)
 DEFAULT_SUPPORT = 64  # ratio cells of the optimal step above this vocabulary (as nodeopt)
 
 
@@ -126,10 +127,10 @@ def _step(rule: Any, residual: Array, draft: Array, through: Array, children: Ar
 # the law on a drafted tree (batched)
 # ---------------------------------------------------------------------------
 
-@register("bv_extended", "BV on path 1; where it ends, its correction is drawn by recursive "
-          "rejection over the other paths' children, continuing below a drafted child (never "
-          "below BV, run by run)", multipath=True, draft_sampling=("iid",),
-          fallback=DEFAULT_FALLBACK)
+@register("bv_extended", "BV on path 1; where it ends, its correction is drawn by the "
+          "single-step-optimal rule over the other paths' children, continuing below a drafted "
+          "child (never below BV, run by run)", multipath=True, draft_sampling=("iid",),
+          fallback="optimal")
 def extended_bv_law(tree: DraftTree, fallback: str = DEFAULT_FALLBACK) -> BlockLaw:
     """Exact law of extended BV on one drafted tree (module docstring)."""
     rule = fallback_rule(fallback)
@@ -186,6 +187,12 @@ def extended_bv_law(tree: DraftTree, fallback: str = DEFAULT_FALLBACK) -> BlockL
     stop[:, :, depth] = stop[:, :, depth] + fresh[:, :, depth]
     joint[:, :, depth] = joint[:, :, depth] + fresh[:, :, depth, None] * target[:, :, depth]
     return BlockLaw(stop, ops.safe_div(joint, stop[..., None]))
+
+
+register("bv_extended_rrs", "BV on path 1; where it ends, its correction is drawn by recursive "
+         "rejection (SpecInfer's step) over the other paths' children, continuing below a drafted "
+         "child (never below BV, run by run; the cheaper step)", multipath=True,
+         draft_sampling=("iid",), fallback="specinfer")(extended_bv_law)
 
 
 # ---------------------------------------------------------------------------
