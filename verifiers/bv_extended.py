@@ -108,6 +108,13 @@ def fallback_rule(name: str) -> Any:
     return spec.node_rule
 
 
+def _last_to(a: Array, dim: int) -> Array:
+    """Move the last axis of a to position dim (a view on torch, numpy)."""
+    if ops.is_torch(a):
+        return a.movedim(-1, dim)
+    return np.moveaxis(a, -1, dim)
+
+
 def _step(rule: Any, residual: Array, draft: Array, through: Array, children: Array,
           first: Array) -> tuple[Array, Array]:
     """One multi-draft step with target `residual` [S, V] and draft [S, V] over the children
@@ -157,32 +164,39 @@ def extended_bv_law(tree: DraftTree, fallback: str = DEFAULT_FALLBACK) -> BlockL
         path_rows = path_rows.reshape(batch, count, depth - s + 1, vocab)
         stop[:, lo:hi, depth] = stop[:, lo:hi, depth] + mass[:, :, -1]
         joint[:, lo:hi, depth] = joint[:, lo:hi, depth] + mass[:, :, -1, None] * target[:, lo:hi, depth]
+        width = depth - s  # fallback depths i = s..L-1, handled together
         for j in range(lo, hi):
-            for i in range(s, depth):
-                f = mass[:, j - lo, i - s]  # [B] P(fresh start (j, s), BV ends at depth i)
-                residual = path_rows[:, j - lo, i - s]  # [B, V]
-                if j == paths - 1:  # no other path: Y ~ residual
-                    stop[:, j, i] = stop[:, j, i] + f
-                    joint[:, j, i] = joint[:, j, i] + f[:, None] * residual
-                    continue
-                others = slice(j + 1, paths)
-                through = same[:, j, others, i]  # [B, J]: path k > j passes through the node
-                # first of the available paths with its child: no k' in (j, k) through that child
-                below = same[:, others, others, i + 1] & through[:, None, :]  # [B, J(k), J(k')]
-                earlier = index[None, j + 1:, None] > index[None, None, j + 1:]  # k' < k
-                first = through & (ops.total(ops.where(below & earlier, 1, 0), -1) == 0)
-                accept, correction = _step(rule, residual, draft[:, j, i], through,
-                                           tokens[:, others, i], first)
-                kept = f * (1 - ops.total(accept, -1))
-                stop[:, j, i] = stop[:, j, i] + kept
-                joint[:, j, i] = joint[:, j, i] + kept[:, None] * correction
-                # through path k's child: the fresh start (j', i + 1), j' lowest k' > j there
-                lowest = ops.argmax(below & True, -1)  # [B, J(k)] index into others
-                for k in range(accept.shape[1]):
-                    moved = f * accept[:, k]
-                    target_slot = lowest[:, k] + (j + 1)  # [B]
-                    hit = target_slot[:, None] == index[None, :]  # [B, K]
-                    fresh[:, :, i + 1] = fresh[:, :, i + 1] + ops.where(hit, moved[:, None], 0)
+            f = mass[:, j - lo, :width]  # [B, I] P(fresh start (j, s), BV ends at depth i)
+            residual = path_rows[:, j - lo, :width]  # [B, I, V]
+            if j == paths - 1:  # no other path: Y ~ residual
+                stop[:, j, s:depth] = stop[:, j, s:depth] + f
+                joint[:, j, s:depth] = joint[:, j, s:depth] + f[..., None] * residual
+                continue
+            others = paths - 1 - j  # paths k = j+1..K-1
+            # through [B, I, J]: path k > j passes through path j's depth-i node
+            through = _last_to(same[:, j, j + 1:, s:depth], 1)
+            # below [B, I, J(k), J(k')]: k' through the node and through k's child there
+            below = _last_to(same[:, j + 1:, j + 1:, s + 1:depth + 1], 1) & through[:, :, None, :]
+            earlier = index[j + 1:, None] > index[None, j + 1:]  # [J(k), J(k')]: k' < k
+            first = through & (ops.total(ops.where(below & earlier, 1, 0), -1) == 0)
+            children = _last_to(tokens[:, j + 1:, s:depth], 1)  # [B, I, J]
+            flat = batch * width
+            accept, correction = _step(rule, residual.reshape(flat, vocab),
+                                       draft[:, j, s:depth].reshape(flat, vocab),
+                                       through.reshape(flat, others),
+                                       children.reshape(flat, others), first.reshape(flat, others))
+            accept = accept.reshape(batch, width, others)
+            kept = f * (1 - ops.total(accept, -1))
+            stop[:, j, s:depth] = stop[:, j, s:depth] + kept
+            joint[:, j, s:depth] = (joint[:, j, s:depth]
+                                    + kept[..., None] * correction.reshape(batch, width, vocab))
+            # through path k's child: the fresh start (j', i + 1), j' the lowest k' > j there
+            lowest = ops.argmax(below, -1) + (j + 1)  # [B, I, J(k)]
+            for k in range(others):
+                moved = f * accept[..., k]  # [B, I]
+                hit = lowest[..., k, None] == index  # [B, I, K]
+                fresh[:, :, s + 1:] = fresh[:, :, s + 1:] + _last_to(
+                    ops.where(hit, moved[..., None], 0), 1)
     # fresh starts at depth L: the bonus token
     stop[:, :, depth] = stop[:, :, depth] + fresh[:, :, depth]
     joint[:, :, depth] = joint[:, :, depth] + fresh[:, :, depth, None] * target[:, :, depth]
