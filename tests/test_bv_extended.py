@@ -248,3 +248,23 @@ def test_total_variation_helper_agrees():
     from speclp.verifiers.exact import continued_law
 
     assert exact_total_variation(continued_law(model, emit), continued_law(model, reference.emit)) == 0
+
+
+@pytest.mark.parametrize("verifier", ["bv_extended", "bv_extended_rrs"])
+def test_no_host_synchronisation_inside_a_step(verifier):
+    """The counter of tests/test_devices.py (item, tolist, bool, ... on tensors) reads 0 in a
+    step on a float32 tree above the optimal step's support (pooled cells), shared prefixes
+    included; the law sums to 1."""
+    torch = pytest.importorskip("torch")
+    from speclp.verifiers.law import sample_block
+    from speclp.verifiers.registry import block_law
+    from test_devices import _big_tree, counted_syncs
+
+    tree = _big_tree()
+    block_law(verifier, tree)  # first call outside: lazy imports
+    with counted_syncs() as calls:
+        law = block_law(verifier, tree)
+    assert calls["count"] == 0, calls["where"]
+    path, accepted, _ = sample_block(law, torch.Generator().manual_seed(1))
+    assert law.stop[0, int(path[0]), int(accepted[0])] > 0
+    assert abs(float(law.joint().double().sum()) - 1) <= 1e-4
