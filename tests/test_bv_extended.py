@@ -268,3 +268,18 @@ def test_no_host_synchronisation_inside_a_step(verifier):
     path, accepted, _ = sample_block(law, torch.Generator().manual_seed(1))
     assert law.stop[0, int(path[0]), int(accepted[0])] > 0
     assert abs(float(law.joint().double().sum()) - 1) <= 1e-4
+
+
+def test_below_probe_reproduces_the_recursion_and_stays_lossless():
+    """The design-space probe (below = a registered verifier on the subtree below the first
+    fallback, run through exact_result): with extended BV itself below it equals the recursion
+    exactly; with nodeopt below it is lossless (TV exactly 0) and still at least BV."""
+    from speclp.verifiers.exact import continued_law
+
+    model = exact_model(2, 3, 0.6, 11).model(exact=True)
+    recursion = extended_bv_structured(model, 3, "specinfer")
+    assert (extended_bv_structured(model, 3, "specinfer", below="bv_extended_rrs") == recursion).all()
+    probe = extended_bv_structured(model, 3, "specinfer", below="nodeopt")
+    bv = exact_result(model, "bv", 3)
+    assert exact_total_variation(continued_law(model, probe), continued_law(model, bv.emit)) == 0
+    assert block_efficiency_from_emit(model, probe) >= bv.block_efficiency
