@@ -83,7 +83,7 @@ def optimal_step_rule(target: Array, draft: Array, through: Array, children: Arr
     rules = nested_partitions_for(flat_target, flat_draft, list(range(1, paths + 1)),
                                   cells=cells)
     chosen = ops.zeros((rows, paths), like=flat_target)
-    law = flat_draft * 1  # rows with no draw keep any law: their accepts are 0
+    law = flat_draft * 0  # rows with no draw: law 0, so the residual row is the target
     for n, rule in enumerate(rules, 1):
         used = count == n  # rule n serves the rows with n draws (others are discarded)
         chosen = ops.where(used[:, None], rule.select(drafted, present, None), chosen)
@@ -115,18 +115,24 @@ def _last_to(a: Array, dim: int) -> Array:
     return np.moveaxis(a, -1, dim)
 
 
+# node rules that, with no drafted child, accept nothing and return the target row itself
+EMPTY_SAFE = {"optimal", "specinfer", "rrsw"}
+
+
 def _step(rule: Any, residual: Array, draft: Array, through: Array, children: Array,
-          first: Array) -> tuple[Array, Array]:
+          first: Array, empty_safe: bool = False) -> tuple[Array, Array]:
     """One multi-draft step with target `residual` [S, V] and draft [S, V] over the children
     [S, J] of the paths marked in through [S, J] (first [S, J]: the path is the first of
     them with its child). Returns (accept [S, J], correction [S, V]). With no path, Y ~
-    residual (some rules assume at least one path)."""
+    residual (some rules assume at least one path: unless empty_safe, those rows are
+    overwritten)."""
     accept, correction = rule(residual[:, None], draft[:, None], through[:, None], children,
                               first)
     accept, correction = accept[:, 0], correction[:, 0]
-    some = ops.total(ops.where(through, 1, 0), -1) > 0  # [S]
-    accept = ops.where(some[:, None], accept, 0)
-    correction = ops.where(some[:, None], correction, residual)
+    if not empty_safe:
+        some = ops.total(ops.where(through, 1, 0), -1) > 0  # [S]
+        accept = ops.where(some[:, None], accept, 0)
+        correction = ops.where(some[:, None], correction, residual)
     return accept, correction
 
 
@@ -184,12 +190,12 @@ def extended_bv_law(tree: DraftTree, fallback: str = DEFAULT_FALLBACK) -> BlockL
             accept, correction = _step(rule, residual.reshape(flat, vocab),
                                        draft[:, j, s:depth].reshape(flat, vocab),
                                        through.reshape(flat, others),
-                                       children.reshape(flat, others), first.reshape(flat, others))
+                                       children.reshape(flat, others), first.reshape(flat, others),
+                                       fallback in EMPTY_SAFE)
             accept = accept.reshape(batch, width, others)
             kept = f * (1 - ops.total(accept, -1))
-            stop[:, j, s:depth] = stop[:, j, s:depth] + kept
-            joint[:, j, s:depth] = (joint[:, j, s:depth]
-                                    + kept[..., None] * correction.reshape(batch, width, vocab))
+            stop[:, j, s:depth] += kept
+            joint[:, j, s:depth] += kept[..., None] * correction.reshape(batch, width, vocab)
             # through path k's child: the fresh start (j', i + 1), j' the lowest k' > j there
             lowest = ops.argmax(below, -1) + (j + 1)  # [B, I, J(k)]
             for k in range(others):
@@ -309,11 +315,11 @@ def extended_bv_structured(model: TreeModel, paths: int, fallback: str = DEFAULT
                 v = nodes[:, i]
                 f = weight[:, i]
                 residual = path_rows[:, i]
-                _fallback(model, rule, v, d + i, f, residual, reach[i], m - 1, emit, fresh, one)
+                _fallback(model, rule, fallback, v, d + i, f, residual, reach[i], m - 1, emit, fresh, one)
     return emit
 
 
-def _fallback(model: TreeModel, rule: Any, v: np.ndarray, depth_v: int, f: np.ndarray,
+def _fallback(model: TreeModel, rule: Any, fallback: str, v: np.ndarray, depth_v: int, f: np.ndarray,
               residual: np.ndarray, q_v: np.ndarray, others: int, emit: np.ndarray,
               fresh: np.ndarray, one: Any) -> None:
     """The step at fallback nodes v [S] (mass f, target residual [S, V]); the n other paths
@@ -348,7 +354,8 @@ def _fallback(model: TreeModel, rule: Any, v: np.ndarray, depth_v: int, f: np.nd
                                            torch.as_tensor(firsts))
         else:
             children_t = children
-        accept, correction = _step(rule, res, drafts, through, children_t, firsts)
+        accept, correction = _step(rule, res, drafts, through, children_t, firsts,
+                                   fallback in EMPTY_SAFE)
         accept, correction = _as_numpy(accept), _as_numpy(correction)
         w = weight[slot, which]
         np.add.at(emit, v[slot], (w * (1 - accept.sum(axis=1)))[:, None] * correction)
