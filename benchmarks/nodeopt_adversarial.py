@@ -21,6 +21,15 @@ whether.
     nice -n 15 python benchmarks/nodeopt_adversarial.py --instances 100000 \\
         --out benchmarks/results/beyond/adversarial
 
+--against bv_extended (issue 31, part 4): the same search with extended BV (verifiers/
+bv_extended.py, the registered single-step-optimal step) in place of nodeopt's rules: its exact
+value by the fresh-start recursion (extended_bv_structured, float64, one instance at a time)
+against BV's; float hits re-evaluated in exact rationals by the same recursion. Theorem 19.2 of
+docs/theory.md says it finds none.
+
+    nice -n 15 python benchmarks/nodeopt_adversarial.py --against bv_extended --instances 2700 \\
+        --out benchmarks/results/beyond/adversarial_bv_extended
+
 Writes OUT/summary.json (updated after every shape: an interrupted run keeps its counts;
 --resume continues with the shapes not in it) and OUT/hits.jsonl (the rational rows of every
 confirmed instance below BV). Confirmation in rationals: by enumeration up to ENUMERATED
@@ -138,12 +147,36 @@ def exact_values(target: np.ndarray, draft: np.ndarray, depth: int, paths: int, 
     return value(rows) - value(draft)
 
 
+def extended_margins(weights_t: np.ndarray, weights_q: np.ndarray, depth: int, paths: int
+                     ) -> tuple[np.ndarray]:
+    """(extended BV - BV) [I] in float64, one instance at a time (the fresh-start recursion)."""
+    from speclp.verifiers.bv_extended import extended_bv_structured
+    from speclp.verifiers.exact import block_efficiency_from_emit
+
+    out = np.empty(weights_t.shape[0])
+    for i in range(weights_t.shape[0]):
+        target = weights_t[i] / weights_t[i].sum(-1, keepdims=True)
+        draft = weights_q[i] / weights_q[i].sum(-1, keepdims=True)
+        model = from_rows(target, draft, depth).model()
+        out[i] = (block_efficiency_from_emit(model, extended_bv_structured(model, paths))
+                  - exact_result(model, "bv", paths=paths).block_efficiency)
+    return (out,)
+
+
 def confirm(weights_t: np.ndarray, weights_q: np.ndarray, depth: int, paths: int,
             rule: str) -> Fraction:
     """nodeopt - BV in exact rationals: by enumeration (exact_result, an independent method)
-    up to ENUMERATED ordered draft tuples, else by exact_values."""
+    up to ENUMERATED ordered draft tuples, else by exact_values. rule "bv_extended": extended
+    BV - BV in exact rationals (the fresh-start recursion)."""
     rows = [np.array([[Fraction(int(w), int(row.sum())) for w in row] for row in weights],
                      dtype=object) for weights in (weights_t, weights_q)]
+    if rule == "bv_extended":
+        from speclp.verifiers.bv_extended import extended_bv_structured
+        from speclp.verifiers.exact import block_efficiency_from_emit
+
+        model = from_rows(rows[0], rows[1], depth).model(exact=True)
+        value = block_efficiency_from_emit(model, extended_bv_structured(model, paths))
+        return value - exact_result(model, "bv", paths=paths).block_efficiency
     if (weights_t.shape[-1] ** depth) ** paths > ENUMERATED:
         return exact_values(rows[0], rows[1], depth, paths, rule)
     model = from_rows(rows[0], rows[1], depth).model(exact=True)
@@ -169,7 +202,8 @@ SHAPES = [(v, d, k) for v in (2, 3, 4) for d in (1, 2, 3) for k in (2, 3, 4)]
 
 
 def search_shape(rng: np.random.Generator, shape: tuple[int, int, int], budget: int, block: int,
-                 top: int, record: dict, sink) -> None:
+                 top: int, record: dict, sink, rules: tuple[str, ...] = ("nested", "closer"),
+                 evaluate=margins) -> None:
     """A quarter of `budget` fresh random instances, then mutations (one or two integer
     weights) of the instances of smallest margin so far, one population per rule (the
     previous rule's population shows the search finds its known failures)."""
@@ -194,10 +228,10 @@ def search_shape(rng: np.random.Generator, shape: tuple[int, int, int], budget: 
                 parts_t.append(np.where(side[:, None, None], mt, pt[pick]))
                 parts_q.append(np.where(side[:, None, None], pq[pick], mq))
             wt, wq = np.concatenate(parts_t)[:size], np.concatenate(parts_q)[:size]
-        nested, closer = margins(wt, wq, depth, paths)
+        values_all = evaluate(wt, wq, depth, paths)
         done += size
         record["instances"] += size
-        for name, values in (("nested", nested), ("closer", closer)):
+        for name, values in zip(rules, values_all, strict=True):
             tally(record[name], name, values, wt, wq, shape, sink)
             if name in pools:
                 pt, pq, pm = pools[name]
@@ -261,6 +295,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="speclp-results/nodeopt_adversarial")
     parser.add_argument("--resume", action="store_true", help="skip the shapes in OUT's summary")
+    parser.add_argument("--against", choices=("nodeopt", "bv_extended"), default="nodeopt",
+                        help="the verifier searched against BV (module docstring)")
     parser.add_argument("--random-only", type=int, default=None, metavar="N",
                         help="no search: N fresh random instances per shape, counts to "
                              "OUT/random.json")
@@ -284,26 +320,33 @@ def main(argv: list[str] | None = None) -> dict:
               "instances": 0, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "confirmation": "at most 3 float hits per block and rule re-evaluated in exact "
                               "rationals by enumeration; 'confirmed' counts those"}
-    for name in ("nested", "closer"):
+    rules, evaluate = ("nested", "closer"), margins
+    if args.against == "bv_extended":
+        rules, evaluate = ("bv_extended",), extended_margins
+        record["benchmark"] = "adversarial search: extended BV - BV (issue 31, part 4)"
+    for name in rules:
         record[name] = {"float_below": 0, "confirmed": 0, "worst_float": 0.0, "worst_exact": "0",
                         "smallest_margin": {}}
-    record["nested"]["rule"] = "nested partitions (the registered nodeopt)"
-    record["closer"]["rule"] = "closer to the draft (verifiers.single_step.closer_to_draft)"
+    if args.against == "nodeopt":
+        record["nested"]["rule"] = "nested partitions (the registered nodeopt)"
+        record["closer"]["rule"] = "closer to the draft (verifiers.single_step.closer_to_draft)"
+    else:
+        record["bv_extended"]["rule"] = "extended BV, single-step-optimal step (registered)"
     per_shape = -(-args.instances // len(SHAPES))
     start = time.perf_counter()
     done: set[str] = set()
     if args.resume and (out / "summary.json").exists():  # keep the shapes already searched
         record = json.loads((out / "summary.json").read_text())
-        done = set(record["nested"]["smallest_margin"])
+        done = set(record[rules[0]]["smallest_margin"])
         start -= record.get("seconds", 0)
     with (out / "hits.jsonl").open("a" if args.resume else "w") as sink:
         for shape in SHAPES:
             if f"V{shape[0]}_L{shape[1]}_K{shape[2]}" in done:
                 continue
-            search_shape(rng, shape, per_shape, args.block, args.top, record, sink)
+            search_shape(rng, shape, per_shape, args.block, args.top, record, sink, rules, evaluate)
             record["seconds"] = round(time.perf_counter() - start, 1)
             (out / "summary.json").write_text(json.dumps(record, indent=1) + "\n")
-            print(shape, record["instances"], {k: record[k]["float_below"] for k in ("nested", "closer")},
+            print(shape, record["instances"], {k: record[k]["float_below"] for k in rules},
                   flush=True)
     return record
 

@@ -9,6 +9,17 @@ class_values; checked there against enumeration). The recorded nodeopt value mus
 "nested" value recomputed here (a consistency check of the regeneration, reported).
 
     nice -n 15 python benchmarks/nodeopt_rules_sweep.py --out benchmarks/results/beyond/rules_sweep.json
+
+--extended (issue 31, part 2): instead, the variants of extended BV (verifiers/bv_extended.py,
+docs/theory.md section 19) on the same tasks with K >= 2, exactly in float64 by the fresh-start
+recursion (extended_bv_structured, equal to the enumeration in tests/test_bv_extended.py):
+the step at the fallback node (EXTENDED_STEPS) with extended BV again below it, and the rule
+run below the first fallback (EXTENDED_BELOW) with recursive rejection as the step. Gaps to
+the recorded certified optimum, counts below BV, and the recorded values of the other
+verifiers on the same tasks, over all tasks and over the shapes (2..3, 2..3, 2..3).
+
+    nice -n 15 python benchmarks/nodeopt_rules_sweep.py --extended \
+        --out benchmarks/results/beyond/bv_extended_sweep.json
 """
 
 from __future__ import annotations
@@ -45,14 +56,83 @@ def task_values(record: dict) -> dict:
     return out
 
 
+EXTENDED_STEPS = ("specinfer", "rrsw", "optimal", "spectr", "khisti")
+EXTENDED_BELOW = ("nodeopt", "gbv")
+RECORDED = ("bv", "gbv", "nodeopt", "spectr", "traversal")
+
+
+def extended_values(record: dict) -> dict:
+    """Exact (float64) block efficiency of every extended-BV variant on one task."""
+    from speclp.verifiers.bv_extended import extended_bv_structured
+    from speclp.verifiers.exact import block_efficiency_from_emit
+
+    task = Task(record["family"], int(record["vocab"]), int(record["depth"]),
+                int(record["paths"]), int(record["seed"]), record["alpha"],
+                record["temperature"], record["draft_sampling"])
+    model = task.instance().model()
+    paths = int(record["paths"])
+    out = {}
+    for step in EXTENDED_STEPS:
+        emit = extended_bv_structured(model, paths, step)
+        out[f"step={step}"] = float(block_efficiency_from_emit(model, emit))
+    for below in EXTENDED_BELOW:
+        emit = extended_bv_structured(model, paths, "specinfer", below)
+        out[f"below={below}"] = float(block_efficiency_from_emit(model, emit))
+    return out
+
+
+def extended_summary(records: list[dict]) -> dict:
+    """Part 2 of issue 31: gaps and counts of the extended-BV variants (module docstring)."""
+    records = [r for r in records if int(r["paths"]) >= 2]
+    start = time.perf_counter()
+    rows = []
+    for record in records:
+        values = extended_values(record) | {name: record[name] for name in RECORDED}
+        rows.append((record, values))
+    names = list(rows[0][1])
+
+    def stats(part: list) -> dict:
+        out = {}
+        for name in names:
+            gaps = [r["optimum"] - v[name] for r, v in part]
+            margin = [v[name] - v["bv"] for _, v in part]
+            out[name] = {"mean_gap": round(float(np.mean(gaps)), 6),
+                         "below_bv": int(sum(m < -1e-12 for m in margin)),
+                         "min_margin_over_bv": round(float(min(margin)), 9)}
+        return out | {"tasks": len(part)}
+
+    small = [(r, v) for r, v in rows if int(r["vocab"]) <= 3 and 2 <= int(r["depth"]) <= 3
+             and int(r["paths"]) <= 3]
+    return {
+        "benchmark": "extended BV variants on the recorded sweep tasks with K >= 2 "
+                     "(gap = certified optimum - E[tau+1], exact float64)",
+        "variants": {"step=S": "step S at the fallback node, extended BV below it",
+                     "below=X": "recursive rejection as the step, X on the subtree below the "
+                                "first fallback"},
+        "all_tasks": stats(rows),
+        "shapes_2to3": stats(small),
+        "seconds": round(time.perf_counter() - start, 1),
+        "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=Path, default=ROWS)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--extended", action="store_true",
+                        help="the extended-BV variants (issue 31) instead of nodeopt's rules")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     records = [json.loads(line) for line in args.rows.read_text().splitlines() if line.strip()]
     records = [r for r in records if r["draft_sampling"] == "iid"]
+    if args.extended:
+        summary = extended_summary(records)
+        print(json.dumps(summary, indent=1))
+        if args.out:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(summary, indent=1) + "\n")
+        return summary
     start = time.perf_counter()
     per_k: dict[int, dict[str, list[float]]] = {}
     below = {rule: 0 for rule in RULES}

@@ -1,5 +1,5 @@
-"""Verifier step times at a real vocabulary: BV, GBV, nodeopt and SpecInfer side by side
-(issue 20, part 3).
+"""Verifier step times at a real vocabulary: BV, GBV, nodeopt, SpecInfer and extended BV side by
+side (issue 20, part 3; issue 31, part 3: bv_extended and bv_extended_rrs).
 
 One "step" = block_law + sample_block on one DraftTree (what the engine calls once per target
 pass). Rows: the synthetic correlated rows of benchmarks/beyond_step.py (softmax(3 N(0,1))
@@ -18,6 +18,9 @@ read once / median step) against the device's peak if known (--peak-gbs).
 
     nice -n 15 python benchmarks/verifier_step.py --out benchmarks/results/beyond/verifier_step.json
     python benchmarks/verifier_step.py --threads 1 --dtypes float32 --paths 3 --depths 8 --rounds 3
+    python benchmarks/verifier_step.py --threads 1 --dtypes float32 --paths 3 --depths 8 --rounds 5 \
+        --verifiers bv,bv_extended,bv_extended_rrs --no-breakdown \
+        --out benchmarks/results/beyond/verifier_step_extended.json
 
 Prints a table; with --out saves the JSON and the figure (experiments/plots/steps.py).
 """
@@ -45,8 +48,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _device import device_name, pick_device, synced_seconds  # noqa: E402
 from beyond_step import correlated_tree  # noqa: E402
 
-VERIFIERS = ("bv_before", "bv", "gbv", "nodeopt", "specinfer")
-TARGETS = {"gbv": 2.0, "nodeopt": 2.0}  # issue 20: step <= 2x BV's at K = 3, L = 8, 1 thread
+VERIFIERS = ("bv_before", "bv", "gbv", "nodeopt", "specinfer", "bv_extended", "bv_extended_rrs")
+# issues 20 and 31: step <= 2x BV's at K = 3, L = 8, 1 thread
+TARGETS = {"gbv": 2.0, "nodeopt": 2.0, "bv_extended": 2.0, "bv_extended_rrs": 2.0}
 
 
 def bv_before(tree: DraftTree) -> BlockLaw:
@@ -92,19 +96,19 @@ def summary(times: list[float]) -> dict[str, float]:
             "max_ms": 1000 * max(times)}
 
 
-def measure(tree: DraftTree, rounds: int, generator: torch.Generator, device: torch.device
-            ) -> dict[str, Any]:
+def measure(tree: DraftTree, rounds: int, generator: torch.Generator, device: torch.device,
+            verifiers: tuple[str, ...] = VERIFIERS) -> dict[str, Any]:
     """Interleaved rounds of every verifier's step on one tree."""
-    for name in VERIFIERS:  # warm-up
+    for name in verifiers:  # warm-up
         synced_seconds(lambda name=name: sample_block(law_of(name, tree), generator), device)
-    times: dict[str, list[float]] = {name: [] for name in VERIFIERS}
+    times: dict[str, list[float]] = {name: [] for name in verifiers}
     for r in range(rounds):
-        for j in range(len(VERIFIERS)):
-            name = VERIFIERS[(r + j) % len(VERIFIERS)]
+        for j in range(len(verifiers)):
+            name = verifiers[(r + j) % len(verifiers)]
             times[name].append(synced_seconds(
                 lambda name=name: sample_block(law_of(name, tree), generator), device))
     ratios = {}
-    for name in VERIFIERS:
+    for name in verifiers:
         per_round = [a / b for a, b in zip(times[name], times["bv"], strict=True)]
         ratios[name] = {"median": statistics.median(per_round), "min": min(per_round),
                         "max": max(per_round)}
@@ -164,14 +168,16 @@ def run(args: argparse.Namespace, save=None) -> dict[str, Any]:
     torch.set_num_threads(1)
     generator = torch.Generator(device=device).manual_seed(args.seed)
     tree = correlated_tree(1, 3, 8, args.vocab, torch.float32, generator, device)
-    result["breakdown_K3_L8_float32_1thread_ms"] = breakdown(tree, args.rounds, generator, device)
+    if args.breakdown:
+        result["breakdown_K3_L8_float32_1thread_ms"] = breakdown(tree, args.rounds, generator,
+                                                                 device)
     for threads, dtype, paths, depth in grid(args):
         torch.set_num_threads(threads)
         generator = torch.Generator(device=device).manual_seed(args.seed)
         tree = correlated_tree(1, paths, depth, args.vocab, getattr(torch, dtype), generator,
                                device)
         record = {"threads": threads, "dtype": dtype, "paths": paths, "depth": depth,
-                  **measure(tree, args.rounds, generator, device)}
+                  **measure(tree, args.rounds, generator, device, args.verifiers)}
         if device.type == "cuda":
             size = torch.finfo(getattr(torch, dtype)).bits // 8
             read = size * args.vocab * paths * (2 * depth + 1)
@@ -195,12 +201,15 @@ def target_lines(result: dict[str, Any]) -> list[str]:
                 1, "float32", 3, 8):
             continue
         for name, limit in TARGETS.items():
+            if name not in record["over_bv"]:
+                continue
             ratio = record["over_bv"][name]
             lines.append(f"{name}/bv at K=3, L=8, 1 thread, float32: median {ratio['median']:.2f}"
                          f" (min {ratio['min']:.2f}, max {ratio['max']:.2f}); target <= {limit}: "
                          f"{'met' if ratio['median'] <= limit else 'NOT met'}")
-        before = record["over_bv"]["bv_before"]
-        lines.append(f"bv_before/bv: median {before['median']:.2f} (BV's own step before/after)")
+        if "bv_before" in record["over_bv"]:
+            before = record["over_bv"]["bv_before"]
+            lines.append(f"bv_before/bv: median {before['median']:.2f} (BV's own step before/after)")
     return lines
 
 
@@ -217,7 +226,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help="the device's peak memory bandwidth (GB/s), recorded beside")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=None, help="JSON path (figure beside it)")
+    parser.add_argument("--verifiers", default=",".join(VERIFIERS),
+                        help="comma-separated, timed side by side (bv is always included)")
+    parser.add_argument("--no-breakdown", dest="breakdown", action="store_false",
+                        help="skip the per-part breakdown of GBV's and nodeopt's steps")
     args = parser.parse_args(argv)
+    names = [n for n in args.verifiers.split(",") if n]
+    unknown = [n for n in names if n not in VERIFIERS]
+    if unknown:
+        parser.error(f"--verifiers: unknown {unknown}; known: {', '.join(VERIFIERS)}")
+    args.verifiers = tuple(dict.fromkeys(["bv", *names]))
     out = Path(args.out) if args.out else None
 
     def save(result: dict[str, Any]) -> None:
@@ -227,7 +245,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     result = run(args, save if out else None)
     result["target_lines"] = target_lines(result)
     print("\n".join(result["target_lines"]))
-    print(json.dumps(result["breakdown_K3_L8_float32_1thread_ms"], indent=1))
+    print(json.dumps(result.get("breakdown_K3_L8_float32_1thread_ms", {}), indent=1))
     if out:
         from speclp.experiments.plots.steps import plot_steps  # lazy: matplotlib, figures only
 

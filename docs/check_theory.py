@@ -290,6 +290,95 @@ def counterexamples() -> None:
           and optimum(coarse, 1).exact_value == 2)
 
 
+def _leaf_law(model, rows: np.ndarray) -> np.ndarray:
+    """[V^L] the leaf law of the conditional rows (Section 19.5)."""
+    from speclp.verifiers.tree import all_paths, prefix_node_indices
+
+    leaves = all_paths(model.vocab_size, model.depth)
+    nodes = prefix_node_indices(leaves, model.vocab_size)
+    law = np.array([F(1)] * len(leaves), dtype=object)
+    for i in range(model.depth):
+        law = law * rows[nodes[:, i], leaves[:, i]]
+    return law
+
+
+def _bv_value(model, law: np.ndarray) -> tuple[F, F]:
+    """(BE of BV against the leaf law by the law code, the closed form of Proposition 19.3)."""
+    from speclp.verifiers.exact import block_efficiency_from_emit
+    from speclp.verifiers.structure import bv_against
+    from speclp.verifiers.tree import all_paths, prefix_node_indices
+
+    vocab, depth = model.vocab_size, model.depth
+    leaves = all_paths(vocab, depth)
+    nodes = prefix_node_indices(leaves, vocab)
+    node_mass = np.array([F(0)] * num_nodes(vocab, depth), dtype=object)
+    for i in range(depth + 1):
+        np.add.at(node_mass, nodes[:, i], law)
+    rows = np.empty((num_nodes(vocab, depth), vocab), dtype=object)
+    rows[...] = F(0)
+    for i in range(depth):
+        for leaf, node in enumerate(nodes[:, i]):
+            if node_mass[node]:
+                rows[node, leaves[leaf, i]] = node_mass[nodes[leaf, i + 1]] / node_mass[node]
+    emit, _ = bv_against(model, rows)
+    beta = F(1)  # 1 + sum_z min_j r(z_<=j) p(z_>j | z_<=j), node by node
+    for z in range(1, num_nodes(vocab, depth)):
+        leaf = next(k for k in range(len(leaves)) if z in nodes[k])
+        d = list(nodes[leaf]).index(z)
+        terms = []
+        for j in range(d + 1):
+            tail = F(1)
+            for t in range(j, d):
+                tail *= model.target[nodes[leaf, t], leaves[leaf, t]]
+            terms.append(node_mass[nodes[leaf, j]] * tail)
+        beta += min(terms)
+    return block_efficiency_from_emit(model, emit), beta
+
+
+def extended_bv() -> None:
+    from speclp.verifiers.bv_extended import extended_bv_law, extended_bv_structured
+    from speclp.verifiers.registry import get_verifier
+
+    tv, equal, floor = [], [], []
+    for seed, (vocab, depth, paths) in enumerate([(2, 2, 2), (2, 2, 3), (3, 2, 2), (2, 3, 2)]):
+        model = dirichlet_instance(vocab, depth, 0.5, seed=seed).model(exact=True)
+        for fallback in ("specinfer", "optimal"):
+            result = exact_result(model, lambda tree, f=fallback: extended_bv_law(tree, fallback=f),
+                                  paths=paths, enumeration="ordered")
+            tv.append(result.total_variation_exact)
+            equal.append(bool((extended_bv_structured(model, paths, fallback) == result.emit).all()))
+            floor.append(result.block_efficiency - exact_result(model, "bv", paths).block_efficiency)
+    check("19.2", "extended BV is lossless: exact TV 0 on 4 instances x 2 steps", all(t == 0 for t in tv))
+    check("19.4", "the fresh-start recursion equals the ordered enumeration exactly", all(equal))
+    check("19.3", "extended BV >= BV on the same 8 (instance, step) pairs", min(floor) >= 0,
+          f"min margin {float(min(floor)):.3g}")
+    fill = [F(1, 3)] * 3
+    p_rows = [[F(1, 20), F(17, 20), F(1, 10)], [F(9, 10), F(1, 20), F(1, 20)], [F(0), F(0), F(1)],
+              [F(1, 10), F(3, 10), F(3, 5)]] + [fill] * 9
+    q_rows = [[F(1, 10), F(9, 10), F(0)], [F(1, 2), F(1, 2), F(0)], [F(1), F(0), F(0)],
+              [F(9, 10), F(0), F(1, 10)]] + [fill] * 9
+    model = rows_instance(p_rows, q_rows, 2).model(exact=True)
+    value = exact_result(model, "bv_extended", paths=3).block_efficiency
+    check("19.3", "on nodeopt's counterexample of 10.9 (K = 3): extended BV >= BV = 779/400",
+          value >= F(779, 400), f"{value}")
+    one = exact_result(model, "bv_extended", paths=1).block_efficiency
+    check("19.3", "with K = 1 extended BV is BV", one == exact_result(model, "bv", 1).block_efficiency)
+    # Proposition 19.3: BV against a mixture of path laws >= the mixture of the values
+    concave, closed = True, True
+    for seed in range(3):
+        model = dirichlet_instance(3, 2, 0.5, seed=20 + seed).model(exact=True)
+        draft_law = _leaf_law(model, model.draft)
+        other = _leaf_law(model, get_verifier("nodeopt").selection_rows(model, 3))
+        ends = [_bv_value(model, draft_law)[0], _bv_value(model, other)[0]]
+        for weight in (F(1, 4), F(1, 2), F(3, 4)):
+            mixed, formula = _bv_value(model, weight * draft_law + (1 - weight) * other)
+            concave &= mixed >= weight * ends[0] + (1 - weight) * ends[1]
+            closed &= mixed == formula
+    check("19.5", "BV against a mixture of path laws >= the mixture of values (3 instances x 3 weights)",
+          concave)
+    check("19.5", "BE(BV_R) = 1 + sum_z min_j r(z_<=j) p(z_>j | z_<=j) (exact)", closed)
+
+
 def without_replacement_survey() -> None:
     shapes = ((2, 3, 2), (3, 3, 2), (2, 2, 3), (3, 2, 3))
     for name in ("rrsw", "traversal", "naive_tree", "nss"):
@@ -324,7 +413,7 @@ def without_replacement_survey() -> None:
 
 
 CHECKS: list[Callable[[], None]] = [single_path, lp_equalities, node_form_example, dual_and_coarse,
-                                    depth_one, gbv_law, counterexamples]
+                                    depth_one, gbv_law, counterexamples, extended_bv]
 
 
 def main(argv: list[str]) -> int:

@@ -87,6 +87,7 @@ def test_every_multipath_lossless_verifier_has_structure():
                   and evaluation_kind(get_verifier(n), 3) is None}
     assert enumerated == set()
     assert evaluation_kind(get_verifier("traversal"), 3) == "sibling recursion"
+    assert evaluation_kind(get_verifier("bv_extended"), 3) == "fresh-start recursion"
     assert evaluation_kind(get_verifier("gbv"), 3, "without-replacement") is None
     assert evaluation_kind(get_verifier("bv"), 1) is None  # single path: K = 1 enumeration
 

@@ -14,6 +14,7 @@ from . import gbv  # noqa: F401  gbv, gbv_clipped, gbv_broken
 from . import multipath  # noqa: F401  specinfer, rrsw, naive_tree, spectr, nss, khisti, traversal
 from . import spectr_gbv  # noqa: F401  spectr_gbv (lossy as released)
 from . import nodeopt  # noqa: F401  nodeopt
+from . import bv_extended  # noqa: F401  bv_extended
 # isort: on
 from .gbv import gbv_selection
 from .law import REGISTRY, BlockLaw, DraftTree, VerifierSpec

@@ -1,0 +1,285 @@
+"""Extended BV (verifiers/bv_extended.py; docs/theory.md section 19).
+
+References, none of them the law code itself:
+- an independent tree walk (below, written from the rule's description with BV's coins
+  eta_i ~ Bernoulli(h_i), tau = the largest passing index, and recursive rejection written
+  out) enumerated exactly over every drawn path, coin and token (tests/brute_force.py);
+- the target law (losslessness: total variation exactly 0 in rationals);
+- BV's exact value (the floor), on every instance of an exhaustive grid and on the recorded
+  adversarial instances where nodeopt is below BV;
+- the enumeration over ordered draft tuples (verifiers.exact) for the structured law.
+"""
+
+import json
+from fractions import Fraction
+from itertools import product
+from pathlib import Path
+
+import numpy as np
+import pytest
+from brute_force import Chooser, Rows, enumerate_outcomes, law_blocks
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from speclp.lp.instance import dirichlet_instance, from_rows
+from speclp.verifiers.bv_extended import extended_bv_law, extended_bv_structured
+from speclp.verifiers.exact import block_efficiency_from_emit, exact_result, exact_total_variation
+from speclp.verifiers.registry import compared_verifiers, get_verifier
+from speclp.verifiers.tree import num_nodes
+
+HITS = (Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "beyond" / "adversarial"
+        / "hits.jsonl")
+
+
+# --- the independent tree walk ---------------------------------------------------------
+
+def _bv_walk(ch: Chooser, rows: Rows, start: tuple, path: tuple) -> tuple[int, list[Fraction] | None]:
+    """BV from node `start` along the tokens `path` below it, by its coins: returns (tau,
+    residual row) with residual None when tau = len(path) (the bonus case)."""
+    w, weights, residuals, h = Fraction(1), [Fraction(1)], [], []
+    for i in range(len(path) + 1):
+        node = start + path[:i]
+        if i > 0:
+            p, q = rows.p(node[:-1]), rows.q(node[:-1])
+            w = min(Fraction(1), w * p[path[i - 1]] / q[path[i - 1]])
+            weights.append(w)
+        if i < len(path):
+            raw = [max(w * a - b, Fraction(0)) for a, b in zip(rows.p(node), rows.q(node), strict=True)]
+            z = sum(raw)
+            residuals.append([x / z for x in raw] if z else raw)
+            h.append(z / (z + 1 - w) if z + 1 - w else Fraction(0))
+        else:
+            h.append(w)
+    tau = 0
+    for i in range(1, len(path) + 1):  # eta_i for every i, tau = the largest passing one
+        if ch.bernoulli(h[i]):
+            tau = i
+    return tau, (None if tau == len(path) else residuals[tau])
+
+
+def extended_walk(rows: Rows, paths: int):
+    """Draw K paths; BV on the first available path; at its end, recursive rejection against
+    its residual over the other available paths' children; through a drafted child, again."""
+    def run(ch: Chooser) -> tuple:
+        drafts = rows.draw_paths(ch, paths)
+        node: tuple = ()
+        available = list(range(paths))
+        while True:
+            j = available[0]
+            tau, residual = _bv_walk(ch, rows, node, drafts[j][len(node):])
+            v = drafts[j][: len(node) + tau]
+            if residual is None:
+                return v + (ch.token(rows.p(v)),)
+            others = [k for k in available if k != j and drafts[k][: len(v)] == v]
+            current, q = residual, rows.q(v)
+            chosen = None
+            for k in others:  # SpecInfer's recursive rejection, with replacement
+                c = drafts[k][len(v)]
+                if ch.bernoulli(min(Fraction(1), current[c] / q[c])):
+                    chosen = c
+                    break
+                raw = [max(a - b, Fraction(0)) for a, b in zip(current, q, strict=True)]
+                total = sum(raw)
+                current = [x / total for x in raw] if total else raw
+            if chosen is None:
+                return v + (ch.token(current),)
+            node = v + (chosen,)
+            available = [k for k in others if drafts[k][: len(node)] == node]
+            if len(node) == rows.depth:
+                return node + (ch.token(rows.p(node)),)
+    return run
+
+
+def exact_model(vocab, depth, alpha, seed):
+    return dirichlet_instance(vocab, depth, alpha, seed=seed)
+
+
+@pytest.mark.parametrize("vocab,depth,paths,seed", [(2, 2, 2, 0), (2, 2, 3, 1), (3, 2, 2, 2),
+                                                    (2, 3, 2, 3)])
+def test_law_equals_independent_tree_walk(vocab, depth, paths, seed):
+    instance = exact_model(vocab, depth, 0.7, seed)
+    model = instance.model(exact=True)
+    walk = enumerate_outcomes(extended_walk(Rows(instance), paths))
+    enumerated = exact_result(model, "bv_extended_rrs", paths, enumeration="ordered")
+    assert law_blocks(enumerated.emit, vocab) == {k: v for k, v in walk.items() if v}
+    structured = extended_bv_structured(model, paths, "specinfer")
+    assert (structured == enumerated.emit).all()
+
+
+# --- losslessness, structure = enumeration, floor: random rational instances ------------
+
+@st.composite
+def rational_instances(draw):
+    """Rows of small integers (zeros and ties frequent) normalised; every row positive somewhere."""
+    vocab = draw(st.integers(2, 3))
+    depth = draw(st.integers(1, 2))
+    count = num_nodes(vocab, depth)
+    weights = st.lists(st.integers(0, 3), min_size=vocab, max_size=vocab).filter(any)
+
+    def rows():
+        out = np.empty((count, vocab), dtype=object)
+        for i in range(count):
+            w = draw(weights)
+            out[i] = [Fraction(x, sum(w)) for x in w]
+        return out
+
+    return from_rows(rows(), rows(), depth, "hypothesis")
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instance=rational_instances(), paths=st.integers(1, 3),
+       fallback=st.sampled_from(["specinfer", "optimal", "rrsw", "khisti"]))
+def test_lossless_exactly_and_structure_equals_enumeration(instance, paths, fallback):
+    model = instance.model(exact=True)
+    result = exact_result(model, lambda tree: extended_bv_law(tree, fallback=fallback), paths,
+                          enumeration="ordered")
+    assert result.total_variation_exact == 0
+    assert (extended_bv_structured(model, paths, fallback) == result.emit).all()
+    assert result.block_efficiency >= exact_result(model, "bv", paths).block_efficiency
+
+
+def test_structured_law_float_matches_rational():
+    instance = exact_model(3, 3, 0.5, 4)
+    exact = extended_bv_structured(instance.model(exact=True), 3)
+    floats = extended_bv_structured(instance.model(exact=False), 3)
+    assert np.abs(floats - np.vectorize(float)(exact)).max() < 1e-12
+
+
+def test_torch_law_float32_matches_float64():
+    torch = pytest.importorskip("torch")
+    from speclp.verifiers.exact import draft_tree
+    from speclp.verifiers.tree import all_paths
+
+    model = exact_model(3, 2, 0.5, 6).model(exact=False)
+    tokens = np.stack([all_paths(3, 2)[[0, 4, 4]], all_paths(3, 2)[[8, 3, 1]]])  # [B=2, K=3, L]
+    tree = draft_tree(model, tokens)
+    law64 = extended_bv_law(tree)
+    tree32 = type(tree)(tree.tokens, tree.target_rows.to(torch.float32),
+                        tree.draft_rows.to(torch.float32))
+    law32 = extended_bv_law(tree32)
+    assert torch.allclose(law32.stop.double(), law64.stop, atol=1e-6)
+    assert torch.allclose(law64.stop.sum((1, 2)), torch.ones(2, dtype=torch.float64))
+
+
+# --- the floor: exhaustive grid and the adversarial instances ----------------------------
+
+HALVES = [(Fraction(1), Fraction(0)), (Fraction(1, 2), Fraction(1, 2)), (Fraction(0), Fraction(1))]
+
+
+def test_never_below_bv_on_every_halves_instance_v2_l2_k2():
+    """Every instance with rows in {0, 1/2, 1} at V = 2, L = 2 (the 3 target and 3 draft rows
+    of depth < L; depth-L rows give the bonus token only and do not change the value):
+    3^6 = 729 instances, exact, both steps."""
+    below, strictly_above = 0, 0
+    leaf = [HALVES[1]] * 4
+    for rows in product(range(3), repeat=6):
+        target = np.array([HALVES[r] for r in rows[:3]] + leaf, dtype=object)
+        draft = np.array([HALVES[r] for r in rows[3:]] + leaf, dtype=object)
+        model = from_rows(target, draft, 2).model(exact=True)
+        bv = exact_result(model, "bv", 2).block_efficiency
+        for step in ("optimal", "specinfer"):
+            value = block_efficiency_from_emit(model, extended_bv_structured(model, 2, step))
+            below += value < bv
+            strictly_above += value > bv
+    assert below == 0
+    assert strictly_above > 0  # the floor is not an identity
+
+
+def _hit_model(record):
+    rows = [np.array([[Fraction(int(w), sum(r)) for w in r] for r in record[key]], dtype=object)
+            for key in ("target_weights", "draft_weights")]
+    return from_rows(rows[0], rows[1], record["depth"]).model(exact=True)
+
+
+def test_never_below_bv_on_recorded_adversarial_hits():
+    """The instances of benchmarks/nodeopt_adversarial.py where nodeopt is below BV: every one
+    in float64 (margin >= -1e-12), the first of every (rule, shape) group in exact rationals."""
+    records = [json.loads(line) for line in HITS.read_text().splitlines() if line.strip()]
+    assert len(records) >= 100
+    groups = set()
+    for record in records:
+        model = _hit_model(record)
+        paths = record["paths"]
+        floats = model.to_float()
+        margin = (block_efficiency_from_emit(floats, extended_bv_structured(floats, paths))
+                  - exact_result(floats, "bv", paths).block_efficiency)
+        assert margin >= -1e-12, record
+        group = (record["rule"], record["vocab"], record["depth"], paths)
+        if group not in groups:
+            groups.add(group)
+            value = block_efficiency_from_emit(model, extended_bv_structured(model, paths))
+            assert value >= exact_result(model, "bv", paths).block_efficiency, record
+    assert len(groups) >= 15
+
+
+def test_issue_counterexample_instances_above_bv():
+    """nodeopt's two exact counterexamples of the issue: extended BV is at least BV."""
+    f = Fraction
+    target = np.array([[f(1, 20), f(17, 20), f(1, 10)], [f(9, 10), f(1, 20), f(1, 20)],
+                       [f(0), f(0), f(1)], [f(1, 10), f(3, 10), f(3, 5)]]
+                      + [[f(1, 3)] * 3] * 9, dtype=object)
+    draft = np.array([[f(1, 10), f(9, 10), f(0)], [f(1, 2), f(1, 2), f(0)], [f(1), f(0), f(0)],
+                      [f(9, 10), f(0), f(1, 10)]] + [[f(1, 3)] * 3] * 9, dtype=object)
+    model = from_rows(target, draft, 2).model(exact=True)
+    value = exact_result(model, "bv_extended", 3).block_efficiency
+    assert value >= f(779, 400)  # BV = the optimum there (THEORY.md 4b)
+    assert exact_result(model, "nodeopt", 3).block_efficiency == f(170329, 88000)
+
+
+# --- registration ------------------------------------------------------------------------
+
+def test_registered_and_compared():
+    for name, step in (("bv_extended", "optimal"), ("bv_extended_rrs", "specinfer")):
+        spec = get_verifier(name)
+        assert spec.lossless and spec.multipath and spec.draft_sampling == ("iid",)
+        assert spec.options == {"fallback": step}
+        assert name in compared_verifiers()
+
+
+def test_unknown_fallback_is_refused_by_name():
+    model = exact_model(2, 1, 1.0, 0).model(exact=True)
+    with pytest.raises(ValueError, match="fallback"):
+        extended_bv_structured(model, 2, fallback="nope")
+
+
+def test_total_variation_helper_agrees():
+    model = exact_model(2, 2, 1.0, 9).model(exact=True)
+    emit = extended_bv_structured(model, 2)
+    reference = exact_result(model, "bv", 2)  # lossless: same continued law as BV's
+    from speclp.verifiers.exact import continued_law
+
+    assert exact_total_variation(continued_law(model, emit), continued_law(model, reference.emit)) == 0
+
+
+@pytest.mark.parametrize("verifier", ["bv_extended", "bv_extended_rrs"])
+def test_no_host_synchronisation_inside_a_step(verifier):
+    """The counter of tests/test_devices.py (item, tolist, bool, ... on tensors) reads 0 in a
+    step on a float32 tree above the optimal step's support (pooled cells), shared prefixes
+    included; the law sums to 1."""
+    torch = pytest.importorskip("torch")
+    from speclp.verifiers.law import sample_block
+    from speclp.verifiers.registry import block_law
+    from test_devices import _big_tree, counted_syncs
+
+    tree = _big_tree()
+    block_law(verifier, tree)  # first call outside: lazy imports
+    with counted_syncs() as calls:
+        law = block_law(verifier, tree)
+    assert calls["count"] == 0, calls["where"]
+    path, accepted, _ = sample_block(law, torch.Generator().manual_seed(1))
+    assert law.stop[0, int(path[0]), int(accepted[0])] > 0
+    assert abs(float(law.joint().double().sum()) - 1) <= 1e-4
+
+
+def test_below_probe_reproduces_the_recursion_and_stays_lossless():
+    """The design-space probe (below = a registered verifier on the subtree below the first
+    fallback, run through exact_result): with extended BV itself below it equals the recursion
+    exactly; with nodeopt below it is lossless (TV exactly 0) and still at least BV."""
+    from speclp.verifiers.exact import continued_law
+
+    model = exact_model(2, 3, 0.6, 11).model(exact=True)
+    recursion = extended_bv_structured(model, 3, "specinfer")
+    assert (extended_bv_structured(model, 3, "specinfer", below="bv_extended_rrs") == recursion).all()
+    probe = extended_bv_structured(model, 3, "specinfer", below="nodeopt")
+    bv = exact_result(model, "bv", 3)
+    assert exact_total_variation(continued_law(model, probe), continued_law(model, bv.emit)) == 0
+    assert block_efficiency_from_emit(model, probe) >= bv.block_efficiency
