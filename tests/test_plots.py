@@ -130,3 +130,99 @@ def test_negative_gaps_get_a_diverging_scale(tmp_path: Path):
     heat = gap_heatmap(frame, tmp_path, verifier="spectr_gbv")
     assert heat["lossy"] and heat["colour_map"] == "RdBu_r"
     assert not gap_heatmap(frame, tmp_path, verifier="gbv")["lossy"]
+
+
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+# folders of records that other scripts draw (benchmarks/*.py): `speclp plot` refuses them
+# (exit 2, naming what it reads); every other recorded folder is redrawn
+NOT_PLOT_RECORDS = {"beyond/adversarial", "beyond/realgap", "beyond/sweep"}
+
+
+def recorded_folders() -> list[str]:
+    """Every folder under benchmarks/results that `speclp plot` reads: a sweep (parts/) or
+    JSONL records (found by walking, so a new recorded folder is covered without an edit)."""
+    found = {p.parent for p in RESULTS.rglob("*.jsonl")} | {p.parent for p in RESULTS.rglob("parts")}
+    return sorted(str(p.relative_to(RESULTS)) for p in found if p != RESULTS)
+
+
+def test_the_walk_finds_the_known_folders():
+    folders = set(recorded_folders())
+    assert {"bench", "realgap", "trees", "sweep", "sweep_L4"} <= folders
+    assert NOT_PLOT_RECORDS <= folders
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("folder", recorded_folders())
+def test_plot_redraws_every_recorded_folder(folder: str, tmp_path: Path):
+    from speclp.cli import app
+    from typer.testing import CliRunner
+
+    result = CliRunner().invoke(app, ["plot", str(RESULTS / folder), "--out", str(tmp_path),
+                                      "--json"])
+    if folder in NOT_PLOT_RECORDS:
+        assert result.exit_code == 2 and "no bench, realgap or trees records" in result.output
+        return
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    files = [Path(f) for fig in out["figures"].values() for f in fig["files"]]
+    assert files and all(f.is_file() and f.stat().st_size > 1000 for f in files)
+    assert all(tmp_path in f.parents for f in files)  # the recorded figures are not touched
+
+
+def bench_record(prompt: str, scores: dict[str, float]) -> dict:
+    """A paired bench record with the fields summarize_bench reads (values chosen here)."""
+    return {"pair": "p", "drive": "gbv", "paths": 2, "depth": 2, "temperature": 1.0,
+            "scored": sorted(scores), "prompt_id": prompt, "row_steps": 2, "generated_tokens": 4,
+            "accepted_plus_one": 4, "scores": scores, "batch_id": prompt,
+            "batch_metrics": {f"{p}_s": 1.0 for p in ("decode", "prefill", "draft", "target",
+                                                     "verifier", "other", "score")}}
+
+
+def test_runs_with_other_verifier_sets_are_separate_rows(tmp_path: Path):
+    """The recorded bench folder holds runs on the same tree that scored different verifiers
+    (spectr only in the older ones): each run gets its own row (the KeyError 'spectr' of
+    issue 28), and a verifier is drawn only where it was scored."""
+    from speclp.experiments.plots import bench_rows, plot_bench
+
+    old = [bench_record(p, {"bv": 5.0, "gbv": 6.0, "spectr": 4.0}) for p in "ab"]
+    new = [{**bench_record(p, {"bv": 5.0, "gbv": 5.8}), "score_grid": True} for p in "ab"]
+    assert len(bench_rows(old + new)) == 2
+    files = plot_bench(old + new, tmp_path / "bench")
+    assert all(f.stat().st_size > 1000 for f in files)
+
+
+def test_bench_interval_clipped_to_what_the_quantity_can_take():
+    from speclp.experiments.plots.bench import _clip
+
+    iv = {"estimate": 1.2, "low": 0.7, "high": 3.4}
+    assert _clip(iv, 1.0, 3.0) == {"estimate": 1.2, "low": 1.0, "high": 3.0}
+    assert _clip({"estimate": 1.5, "low": None, "high": None}, 1.0, 3.0)["low"] is None
+    assert _clip({"estimate": 3.2, "low": 2.0, "high": 4.0}, 1.0, 3.0)["high"] == 3.2
+
+
+def test_a_drawing_error_is_internal_not_bad_input(tmp_path: Path, monkeypatch):
+    """Readable records that fail to draw: exit 3 with the traceback under SPECLP_DEBUG=1;
+    records that cannot be read: exit 2 naming RESULTS."""
+    from speclp.cli import app
+    from speclp.experiments.plots import bench as bench_plot
+    from typer.testing import CliRunner
+
+    folder = tmp_path / "bench"
+    folder.mkdir()
+    (folder / "p.jsonl").write_text("".join(json.dumps(bench_record(p, {"bv": 5.0, "gbv": 6.0}))
+                                            + "\n" for p in "ab"))
+
+    def broken(*args, **kwargs):
+        raise KeyError("a plotting bug")
+
+    monkeypatch.setattr(bench_plot, "_errorbar", broken)
+    monkeypatch.setenv("SPECLP_DEBUG", "1")
+    result = CliRunner().invoke(app, ["plot", str(folder), "--out", str(tmp_path / "f")])
+    assert result.exit_code == 3, result.output
+    assert "internal error: KeyError" in result.output and "Traceback" in result.output
+    monkeypatch.delenv("SPECLP_DEBUG")
+    (folder / "p.jsonl").write_text(json.dumps({**bench_record("a", {"bv": 5.0}), "row_steps": None})
+                                    + "\n")
+    result = CliRunner().invoke(app, ["plot", str(folder), "--out", str(tmp_path / "f")])
+    assert result.exit_code == 2 and "RESULTS:" in result.output
+    assert "not readable bench records" in result.output
