@@ -153,9 +153,15 @@ def sweep(
                      f" (largest w {s['optimum_certified_within_max']:.3g})"
                      if s.get("optimum_certified_within_max") is not None else "")],
                 ["complete", r["complete"]], ["results", r["results_file"] or r["out"]]]
+        lossy = set(s.get("lossy_verifiers", []))
+        if s.get("mean_gap_per_verifier"):
+            rows.append([f"mean gap to optimum (|gap| < {s.get('gap_zero_tolerance', 0):.0e} "
+                         "written 0)", "lossless verifiers by mean gap, then the LOSSY ones"])
         for name, mean in s.get("mean_gap_per_verifier", {}).items():
             per_k = s.get("mean_gap_per_verifier_per_K", {}).get(name, {})
-            rows.append([f"{name} mean gap to optimum", f"{mean:.6g}" + (
+            label = (f"LOSSY {name} (optimum is no bound)" if name in lossy
+                     else f"{name} mean gap to optimum")
+            rows.append([label, f"{mean:.6g}" + (
                 "  (" + ", ".join(f"K={k}: {v:.4g}" for k, v in per_k.items()) + ")"
                 if per_k else "")])
         if "gbv_below_bv" in s:

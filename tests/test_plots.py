@@ -226,3 +226,24 @@ def test_a_drawing_error_is_internal_not_bad_input(tmp_path: Path, monkeypatch):
     result = CliRunner().invoke(app, ["plot", str(folder), "--out", str(tmp_path / "f")])
     assert result.exit_code == 2 and "RESULTS:" in result.output
     assert "not readable bench records" in result.output
+
+
+def test_sweep_summary_separates_lossy_and_zeroes_float_noise():
+    """spectr_gbv (lossy, registry) is listed after every lossless verifier even with the
+    smallest mean gap; a mean gap of 8.3e-17 (issue 28) is written 0, a real 1e-3 is kept."""
+    from speclp.experiments.sweep import GAP_ZERO, summarize
+
+    rows = []
+    for i, k in enumerate([1, 1, 2]):
+        for name, gap in (("gbv", 8.327e-17 if k == 1 else 0.1), ("bv", 1e-3 if k == 1 else 0.3),
+                          ("spectr_gbv", -0.05)):
+            rows.append({"instance_id": i, "paths": k, "verifier": name, "gap": gap,
+                         "ratio": 1.0, "block_efficiency": 1.0, "optimum_certified": True,
+                         "claim_ok": True})
+    s = summarize(frame_of(rows))
+    assert s["lossy_verifiers"] == ["spectr_gbv"] and s["gap_zero_tolerance"] == GAP_ZERO
+    assert list(s["mean_gap_per_verifier"]) == ["gbv", "bv", "spectr_gbv"]
+    assert s["mean_gap_per_verifier_per_K"]["gbv"][1] == 0.0
+    assert s["mean_gap_per_verifier_per_K"]["bv"][1] == pytest.approx(1e-3)
+    assert s["mean_gap_per_verifier"]["gbv"] == pytest.approx(0.1 / 3)
+    assert s["gbv_mean_gap_per_K"] == {1: 0.0, 2: pytest.approx(0.1)}

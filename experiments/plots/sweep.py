@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ...lp import tolerances
-from ...verifiers.registry import REGISTRY
+from ..sweep import lossy_verifiers
 from .style import pyplot, save
 
 GBV_BELOW_BV_TOLERANCE = tolerances.ORDER
@@ -121,19 +121,8 @@ def gap_heatmap(frame: pd.DataFrame, out: Path, verifier: str = "gbv") -> dict[s
 
 
 def _lossy(frame: pd.DataFrame) -> set[str]:
-    """Verifiers not lossless under the draft law of their rows (the registry's declaration;
-    a name the registry does not know: lossy if any of its rows has TV above tolerance)."""
-    out = set()
-    for (name, draft), part in frame.groupby(["verifier", "draft_sampling"]):
-        spec = REGISTRY.get(name)
-        if spec is None:
-            tv = part["tv"].abs() if "tv" in part else pd.Series(dtype=float)
-            lossy = bool((tv > tolerances.TOTAL_VARIATION).any())
-        else:
-            lossy = not spec.lossless or draft not in spec.draft_sampling
-        if lossy:
-            out.add(name)
-    return out
+    """Verifiers not lossless under the draft law of their rows (experiments.sweep)."""
+    return lossy_verifiers(frame)
 
 
 def _ratio_limits(values: np.ndarray) -> tuple[float, float]:
