@@ -247,3 +247,26 @@ def test_sweep_summary_separates_lossy_and_zeroes_float_noise():
     assert s["mean_gap_per_verifier_per_K"]["bv"][1] == pytest.approx(1e-3)
     assert s["mean_gap_per_verifier"]["gbv"] == pytest.approx(0.1 / 3)
     assert s["gbv_mean_gap_per_K"] == {1: 0.0, 2: pytest.approx(0.1)}
+
+
+def test_one_colour_scale_for_every_heatmap_and_one_y_range(tmp_path: Path):
+    """plot_results gives every verifier's heatmap the scale of the whole sweep (gbv's cell
+    means alone span 0..0.2: K = 2 0.2, K = 3 (0.3 - 0.01) / 2; spectr_gbv sits at -0.2:
+    both heatmaps span -0.2..0.2); the ratio figure
+    has one y range for all K; the comparison figure lists lossless before lossy."""
+    from speclp.experiments.plots import gap_scale, gaps_by_verifier
+
+    frame = sweep_like()
+    frame.loc[frame.verifier == "spectr_gbv", "gap"] = -0.2
+    assert gap_scale(frame) == pytest.approx((-0.2, 0.2))
+    own = gap_heatmap(frame, tmp_path, verifier="gbv")
+    shared = gap_heatmap(frame, tmp_path, verifier="gbv", scale=gap_scale(frame))
+    other = gap_heatmap(frame, tmp_path, verifier="spectr_gbv", scale=gap_scale(frame))
+    assert own["colour_range"] == pytest.approx((0.0, 0.2))
+    assert shared["colour_range"] == other["colour_range"] == pytest.approx((-0.2, 0.2))
+    limits = ratio_by_verifier(frame, tmp_path)["y_limits"]
+    assert len(set(limits.values())) == 1
+    made = gaps_by_verifier(frame, tmp_path)
+    # overall mean gaps: nss 0.05, bv (5 x 0.05 + 0.1) / 6, gbv (0.4 + 0.3 - 0.01) / 6; lossy last
+    assert made["order"] == ["nss", "bv", "gbv", "spectr_gbv"] and made["lossy"] == ["spectr_gbv"]
+    assert all(Path(f).stat().st_size > 1000 for f in made["files"])

@@ -17,10 +17,11 @@ from ..realgap import full_records
 from ..sweep import load_results
 from .bench import NotBenchRecords, bench_rows, plot_bench
 from .realgap import plot_realgap, plot_renormalised
-from .sweep import gap_heatmap, gbv_vs_bv, ratio_by_verifier
+from .sweep import gap_heatmap, gap_scale, gaps_by_verifier, gbv_vs_bv, ratio_by_verifier
 from .trees import plot_trees, plot_trees_file, trees_title
 
-__all__ = ["NotBenchRecords", "NotSweepResults", "bench_rows", "gap_heatmap", "gbv_vs_bv", "is_bench_results",
+__all__ = ["NotBenchRecords", "NotSweepResults", "bench_rows", "gap_heatmap", "gap_scale",
+           "gaps_by_verifier", "gbv_vs_bv", "is_bench_results",
            "plot_bench", "plot_realgap", "plot_renormalised", "plot_results", "plot_trees",
            "plot_trees_file", "ratio_by_verifier", "record_kind", "trees_title"]
 
@@ -73,7 +74,11 @@ def plot_results(results: str | Path, out: str | Path | None = None) -> dict[str
     present = [v for v in dict.fromkeys(frame["verifier"])
                if "multipath" not in frame.columns
                or bool(frame.loc[frame["verifier"] == v, "multipath"].iloc[0])]
-    figures = {f"{v}_gap_heatmap": gap_heatmap(frame, target, verifier=v) for v in present}
+    multipath = frame[frame["verifier"].isin(present)]
+    scale = gap_scale(multipath)  # one colour scale for every heatmap
+    figures = {f"{v}_gap_heatmap": gap_heatmap(frame, target, verifier=v, scale=scale)
+               for v in present}
+    figures["gaps_by_verifier"] = gaps_by_verifier(multipath, target)
     figures["ratio_by_verifier"] = ratio_by_verifier(frame, target)
     if {"gbv", "bv"} <= set(frame["verifier"]):
         figures["gbv_vs_bv"] = gbv_vs_bv(frame, target)
