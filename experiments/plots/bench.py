@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..bench import CONFIG_KEYS, REFERENCE, summarize_bench
-from .style import pyplot
+from .style import distinct_styles, pyplot
 
 JITTER = 0.08  # horizontal offset between verifiers at one integer K or L (ticks at integers)
 # one panel row per run: every setting of the run but the cell (K', L'), which the panels vary
@@ -42,7 +42,7 @@ def plot_bench(records: list[dict[str, Any]], out: str | Path) -> list[Path]:
     plt = pyplot()
     panels = sorted({_run_key(r) for r in rows})
     every = sorted({n for r in rows for n in r["verifiers"]})
-    colours = {n: plt.get_cmap("tab10")(i % 10) for i, n in enumerate(every)}  # one per verifier
+    colours = {n: c for n, (c, _) in distinct_styles(every).items()}  # one per verifier
     fig, axes = plt.subplots(len(panels), 3, squeeze=False, figsize=(16, 4.6 * len(panels)))
     for pi, key in enumerate(panels):
         mine = [r for r in rows if _run_key(r) == key]
