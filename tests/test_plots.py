@@ -270,3 +270,20 @@ def test_one_colour_scale_for_every_heatmap_and_one_y_range(tmp_path: Path):
     # overall mean gaps: nss 0.05, bv (5 x 0.05 + 0.1) / 6, gbv (0.4 + 0.3 - 0.01) / 6; lossy last
     assert made["order"] == ["nss", "bv", "gbv", "spectr_gbv"] and made["lossy"] == ["spectr_gbv"]
     assert all(Path(f).stat().st_size > 1000 for f in made["files"])
+
+
+def test_realgap_runs_of_one_pair_get_their_own_figures(tmp_path: Path):
+    """The recorded smollm2-135m.jsonl holds two runs (11 verifiers at L <= 2; 6 verifiers at
+    L <= 4): two figures, never one with both runs' contexts side by side; one run keeps the
+    plain name that `speclp realgap` writes."""
+    from speclp.experiments.plots import plot_realgap
+    from speclp.experiments.store import load_jsonl
+
+    records = load_jsonl(RESULTS / "realgap" / "smollm2-135m.jsonl")
+    sizes = {len(r["verifiers"]) for r in records if r.get("mode") == "full-vocabulary"}
+    assert sizes == {11, 6}
+    files = plot_realgap(records, tmp_path)
+    assert [f.name for f in files] == ["realgap_smollm2-135m_run1.png",
+                                       "realgap_smollm2-135m_run2.png"]
+    six = [r for r in records if len(r.get("verifiers") or []) == 6]
+    assert [f.name for f in plot_realgap(six, tmp_path / "one")] == ["realgap_smollm2-135m.png"]

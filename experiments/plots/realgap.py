@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from itertools import product
 from pathlib import Path
 from typing import Any
@@ -16,14 +17,19 @@ def plot_realgap(records: list[dict[str, Any]], out_dir: Path) -> list[Path]:
     optimum as a grey bar (only the upper bound as a dark dash where the records have no
     certified lower) and every verifier's E[tau + 1] with its 95% betting interval (exact
     values at L = 1 as plain markers) next to it; a colour and marker of its own per verifier,
-    the y axis fitted to everything drawn (no bar cut at its base). One PNG per pair."""
+    the y axis fitted to everything drawn (no bar cut at its base). One PNG per pair and run
+    (realgap_PAIR.png; realgap_PAIR_runN.png when the records hold several runs of the pair,
+    with other settings: their contexts are never mixed in one panel)."""
     plt = pyplot()
     records = full_records(records)
     if not records:
         return []
     paths_out = []
-    for pair in sorted({r["pair"] for r in records}):
-        mine = [r for r in records if r["pair"] == pair]
+    runs = sorted({(str(r["pair"]), _run_key(r)) for r in records})
+    for pair, key in runs:
+        mine = [r for r in records if (str(r["pair"]), _run_key(r)) == (pair, key)]
+        several = sum(1 for p, _ in runs if p == pair) > 1
+        number = [k for p, k in runs if p == pair].index(key) + 1
         panels = sorted({(r["temperature"], r["depth"]) for r in mine})
         ks = sorted({int(k) for r in mine for k in r["by_paths"]})
         names = sorted({n for r in mine for b in r["by_paths"].values() for n in b["verifiers"]})
@@ -64,18 +70,28 @@ def plot_realgap(records: list[dict[str, Any]], out_dir: Path) -> list[Path]:
                                       label="certified upper (no certified lower recorded)"))
         fig.legend(handles=handles, loc="upper center", ncol=min(len(handles), 8), fontsize=7,
                    bbox_to_anchor=(0.5, 1.0))
-        fig.suptitle(f"{pair}: full-vocabulary rows; grey: certified lower (exact value of a "
+        run = (f" run {number} ({len(names)} verifiers, {mine[0].get('samples')} sampled trees, "
+               f"draft T {mine[0].get('draft_temperature')})" if several else "")
+        fig.suptitle(f"{pair}{run}: full-vocabulary rows; grey: certified lower (exact value of a "
                      "lossless verifier on the kept rows) to upper (coarsened LP bound; L = 1: "
                      "the closed-form optimum, float64); dark dash: the upper alone;\n"
                      "points: each verifier's E[tau+1] with its 95% betting interval over sampled "
                      "trees (L = 1: exact where a closed form exists)", fontsize=8, y=1.035)
         fig.tight_layout()
         out_dir.mkdir(parents=True, exist_ok=True)
-        path = out_dir / f"realgap_{slug(pair)}.png"
+        path = out_dir / f"realgap_{slug(pair)}{f'_run{number}' if several else ''}.png"
         fig.savefig(path, dpi=120, bbox_inches="tight")
         plt.close(fig)
         paths_out.append(path)
     return paths_out
+
+
+def _run_key(record: dict[str, Any]) -> str:
+    """The settings of the run that wrote a record (the width is left out: L = 1 records have
+    none)."""
+    return json.dumps([record.get(k) for k in ("draft_temperature", "samples", "seed",
+                                               "score_dtype", "temperature")]
+                      + [sorted(record.get("verifiers") or [])], default=str)
 
 
 def _context_column(ax: Any, x: int, block: dict[str, Any], names: list[str],
