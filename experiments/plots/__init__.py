@@ -74,11 +74,10 @@ def plot_results(results: str | Path, out: str | Path | None = None) -> dict[str
     present = [v for v in dict.fromkeys(frame["verifier"])
                if "multipath" not in frame.columns
                or bool(frame.loc[frame["verifier"] == v, "multipath"].iloc[0])]
-    multipath = frame[frame["verifier"].isin(present)]
-    scale = gap_scale(multipath)  # one colour scale for every heatmap
+    scale = gap_scale(frame)  # one colour scale for every heatmap and the comparison
     figures = {f"{v}_gap_heatmap": gap_heatmap(frame, target, verifier=v, scale=scale)
                for v in present}
-    figures["gaps_by_verifier"] = gaps_by_verifier(multipath, target)
+    figures["gaps_by_verifier"] = gaps_by_verifier(frame, target)  # every verifier, bv too
     figures["ratio_by_verifier"] = ratio_by_verifier(frame, target)
     if {"gbv", "bv"} <= set(frame["verifier"]):
         figures["gbv_vs_bv"] = gbv_vs_bv(frame, target)
