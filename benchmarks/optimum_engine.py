@@ -138,7 +138,12 @@ def figure(rows: list[dict[str, Any]], path: Path, host: str) -> None:
         colours.append("tab:green" if row["meets_target"] else "tab:red")
     fig, ax = plt.subplots(figsize=(max(8.0, 0.55 * len(rows) + 2), 4.8))
     x = np.arange(len(rows))
-    ax.bar(x, seconds, color=colours)
+    # points, not bars: a bar's length means nothing on a log axis
+    for met, colour, word in ((True, "tab:green", "met"), (False, "tab:red", "missed")):
+        sel = [i for i, c in enumerate(colours) if (c == "tab:green") == met]
+        if sel:
+            ax.scatter(sel, [seconds[i] for i in sel], marker="D", s=36, color=colour,
+                       label=f"measured (target {word})", zorder=4)
     ax.scatter(x, targets, marker="_", s=400, color="black", label="target", zorder=3)
     full = [(i, r["full_seconds"]) for i, r in enumerate(rows) if "full_seconds" in r]
     if full:
@@ -149,7 +154,8 @@ def figure(rows: list[dict[str, Any]], path: Path, host: str) -> None:
     ax.set_ylabel("seconds (wall)")
     ax.set_title(f"Optimum engine speed targets (green: met, red: missed); {host}", fontsize=9)
     ax.legend(fontsize=8)
-    ax.grid(axis="y", alpha=0.3)
+    ax.grid(axis="y", which="both", alpha=0.3)
+    ax.grid(axis="x", alpha=0.15)
     fig.tight_layout()
     fig.savefig(path, dpi=150)
     plt.close(fig)
@@ -161,7 +167,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true",
                         help="only the 1 s gap shapes and the closed form (a smoke run)")
+    parser.add_argument("--figure-only", action="store_true",
+                        help="redraw optimum_engine.png from optimum_engine.json (no run)")
     args = parser.parse_args()
+    if args.figure_only:
+        recorded = json.loads((Path(args.out) / "optimum_engine.json").read_text())
+        meta = recorded["meta"]
+        host = f"{meta['host']}, {meta['cpus']} cores, load {meta['load_average_before'][0]:.1f}"
+        figure(recorded["rows"], Path(args.out) / "optimum_engine.png", host)
+        return
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.time()

@@ -8,9 +8,18 @@ from typing import Any
 import pandas as pd
 import typer
 
-from ..experiments.bench import load_records
-from ..experiments.plots import is_bench_results, plot_bench, plot_results
-from ..experiments.store import RESULTS_ROOT, ResultsFolderError, default_out
+from ..experiments.plots import (
+    NotBenchRecords,
+    NotSweepResults,
+    is_bench_results,
+    plot_bench,
+    plot_realgap,
+    plot_results,
+    plot_trees,
+    record_kind,
+    trees_title,
+)
+from ..experiments.store import RESULTS_ROOT, ResultsFolderError, default_out, load_jsonl
 from ..experiments.sweep import (
     FORMATS,
     ROW_COLUMNS,
@@ -144,9 +153,15 @@ def sweep(
                      f" (largest w {s['optimum_certified_within_max']:.3g})"
                      if s.get("optimum_certified_within_max") is not None else "")],
                 ["complete", r["complete"]], ["results", r["results_file"] or r["out"]]]
+        lossy = set(s.get("lossy_verifiers", []))
+        if s.get("mean_gap_per_verifier"):
+            rows.append([f"mean gap to optimum (|gap| < {s.get('gap_zero_tolerance', 0):.0e} "
+                         "written 0)", "lossless verifiers by mean gap, then the LOSSY ones"])
         for name, mean in s.get("mean_gap_per_verifier", {}).items():
             per_k = s.get("mean_gap_per_verifier_per_K", {}).get(name, {})
-            rows.append([f"{name} mean gap to optimum", f"{mean:.6g}" + (
+            label = (f"LOSSY {name} (optimum is no bound)" if name in lossy
+                     else f"{name} mean gap to optimum")
+            rows.append([label, f"{mean:.6g}" + (
                 "  (" + ", ".join(f"K={k}: {v:.4g}" for k, v in per_k.items()) + ")"
                 if per_k else "")])
         if "gbv_below_bv" in s:
@@ -166,6 +181,48 @@ def sweep(
     run(body, as_json, render)
 
 
+def _plot_records(path: Path, target: Path) -> dict[str, Any]:
+    """`speclp plot` on JSONL records: each file drawn by the figure of the command that wrote it
+    (bench, realgap, trees). Records that are not readable are bad input (exit 2); an error
+    while drawing readable records is an internal error (exit 3), never bad input."""
+    files = [path] if path.is_file() else sorted(path.glob("*.jsonl"))
+    by_kind: dict[str | None, list[Path]] = {}
+    for f in files:
+        by_kind.setdefault(record_kind(load_jsonl(f)), []).append(f)
+    skipped = {f.name: "not bench, realgap or trees records (drawn by the script that wrote them)"
+               for f in by_kind.pop(None, [])}
+    unknown = not by_kind
+    if unknown:  # nothing recognised: the bench reader says what is missing
+        by_kind["bench"], skipped = files, {}
+    target.mkdir(parents=True, exist_ok=True)
+    figures: dict[str, Any] = {}
+    if "bench" in by_kind:
+        try:  # only the reading of the records is bad input; a drawing error is internal
+            drawn = plot_bench(_records(by_kind["bench"]), target / "bench")
+        except NotBenchRecords as err:
+            what = "no bench, realgap or trees records" if unknown else "not readable bench records"
+            raise BadInput(f"RESULTS: {path}: {what} ({err})") from None
+        figures["bench"] = {"files": [str(f) for f in drawn],
+                            "note": "E[tau+1] per verifier on the same trees against K, paired "
+                                    "differences to bv, 95% CI"}
+    if "realgap" in by_kind:
+        drawn = plot_realgap(_records(by_kind["realgap"]), target)
+        figures["realgap"] = {"files": [str(f) for f in drawn],
+                              "note": "certified bracket of the optimum and every verifier's "
+                                      "E[tau+1] per context"}
+    for f in by_kind.get("trees", []):
+        records = load_jsonl(f)
+        figures[f"trees {f.stem}"] = {
+            "files": plot_trees(records, target / f.stem, title=trees_title(records)),
+            "note": "tokens per round per tree-selection rule and budget; modelled walltime"}
+    return {"out": str(target), "kind": "+".join(sorted(by_kind)), "figures": figures,
+            "skipped": skipped}
+
+
+def _records(files: list[Path]) -> list[dict[str, Any]]:
+    return [r for f in files for r in load_jsonl(f)]
+
+
 @commands.command()
 def plot(
     results: str = typer.Argument(..., help="Sweep directory / results file, or bench results."),
@@ -179,22 +236,15 @@ def plot(
         path = check.input_path("RESULTS", results, allow_dir=True)
         target = check.output_dir("--out", out or RESULTS_ROOT / f"{path.resolve().name}_figures")
         if is_bench_results(path):
-            target.mkdir(parents=True, exist_ok=True)
-            try:
-                files = plot_bench(load_records(path), target / "bench")
-            except (KeyError, TypeError, ValueError) as err:
-                raise BadInput(f"RESULTS: {path}: not readable bench records ({type(err).__name__}: "
-                               f"{err})") from None
-            return {"out": str(target), "kind": "bench",
-                    "figures": {"bench": {"files": [str(f) for f in files],
-                                          "note": "E[tau+1] per verifier on the same trees against "
-                                                  "K, paired differences to bv, 95% CI"}}}
-        try:
+            return _plot_records(path, target)
+        try:  # only the reading of RESULTS is bad input; a drawing error is internal (exit 3)
             return plot_results(path, target)
-        except (FileNotFoundError, ValueError) as err:
+        except (FileNotFoundError, NotSweepResults) as err:
             raise BadInput(f"RESULTS: {err}") from None
 
     def render(r: dict[str, Any]) -> None:
+        for name, reason in r.get("skipped", {}).items():
+            stderr.print(f"skipped {name}: {reason}", markup=False, highlight=False, soft_wrap=True)
         table(f"figures in {r['out']}", ["figure", "files", "note"],
               [[name, ", ".join(f["files"]), f.get("note", "")]
                for name, f in r["figures"].items()])

@@ -56,6 +56,7 @@ from typing import Any
 import pandas as pd
 import torch
 
+from ..lp import tolerances
 from ..lp.colgen import MAX_MASTER_COLUMNS, master_size
 from ..lp.engine import METHODS
 from ..lp.full import MAX_VARIABLES, full_lp_size
@@ -63,7 +64,7 @@ from ..lp.instance import Instance, dirichlet_instance, temperature_instance
 from ..proofs.gap import gap
 from ..rationals import fraction_text
 from ..verifiers.drafts import DRAFT_SAMPLING
-from ..verifiers.registry import get_verifier
+from ..verifiers.registry import REGISTRY, get_verifier
 from ..verifiers.tree import ESTIMATE_SAMPLES, MAX_TUPLES, ordered_tuple_count
 from .store import SpecMismatch, die_with_parent, open_folder, read_spec, spec_differences
 
@@ -599,10 +600,39 @@ def _only_tasks(frame: pd.DataFrame, tasks: list[Task]) -> pd.DataFrame:
     return frame.drop_duplicates(["instance_id", "verifier"]).reset_index(drop=True)
 
 
+GAP_ZERO = tolerances.UNCERTIFIED  # a mean gap below it in magnitude is float noise: written 0
+
+
+def zero_noise(value: float) -> float:
+    """`value` as a float, 0.0 when |value| < GAP_ZERO (the tolerance of a float optimum:
+    "8.327e-17" is no gap); NaN stays NaN."""
+    value = float(value)
+    return 0.0 if abs(value) < GAP_ZERO else value
+
+
+def lossy_verifiers(frame: pd.DataFrame) -> set[str]:
+    """Verifiers not lossless under the draft law of their rows (the registry's declaration;
+    a name the registry does not know: lossy if any of its rows has TV above tolerance)."""
+    out = set()
+    draft = frame["draft_sampling"] if "draft_sampling" in frame else pd.Series("iid", index=frame.index)
+    for (name, law), part in frame.assign(draft_sampling=draft).groupby(["verifier", "draft_sampling"]):
+        spec = REGISTRY.get(name)
+        if spec is None:
+            tv = part["tv"].abs() if "tv" in part else pd.Series(dtype=float)
+            lossy = bool((tv > tolerances.TOTAL_VARIATION).any())
+        else:
+            lossy = not spec.lossless or law not in spec.draft_sampling
+        if lossy:
+            out.add(str(name))
+    return out
+
+
 def summarize(frame: pd.DataFrame, tolerance: float = 1e-12) -> dict[str, Any]:
     """Headline numbers of a sweep: every verifier's mean gap to the optimum (overall and per
-    K, mean_gap_per_verifier[_per_K]), GBV's (gbv_mean_gap...) and how often GBV < BV (block
-    efficiency lower by more than `tolerance`) on the same task.
+    K, mean_gap_per_verifier[_per_K]: the lossless verifiers by mean gap, then the
+    lossy_verifiers; a mean below gap_zero_tolerance in magnitude written 0), GBV's
+    (gbv_mean_gap...) and how often GBV < BV (block efficiency lower by more than
+    `tolerance`) on the same task.
 
     Rows whose block efficiency is an ESTIMATE (column estimate; sampled configurations) are
     counted in estimated_rows / estimated_cells; the means include them (unbiased
@@ -627,8 +657,8 @@ def summarize(frame: pd.DataFrame, tolerance: float = 1e-12) -> dict[str, Any]:
          estimated[["vocab", "depth", "paths"]].itertuples(index=False)}) if len(estimated) else []
     gbv = frame[frame["verifier"] == "gbv"].set_index("instance_id")
     if not gbv.empty:
-        out["gbv_mean_gap"] = float(gbv["gap"].mean())
-        out["gbv_mean_gap_per_K"] = {int(k): float(v)
+        out["gbv_mean_gap"] = zero_noise(gbv["gap"].mean())
+        out["gbv_mean_gap_per_K"] = {int(k): zero_noise(v)
                                      for k, v in gbv.groupby("paths")["gap"].mean().items()}
         out["gbv_mean_ratio"] = float(gbv["ratio"].mean())
     bv = frame[frame["verifier"] == "bv"].set_index("instance_id")
@@ -642,12 +672,17 @@ def summarize(frame: pd.DataFrame, tolerance: float = 1e-12) -> dict[str, Any]:
                                "tolerance": tolerance,
                                "per_K": {int(k): int(v)
                                          for k, v in worse.groupby(both["paths"]).sum().items()}}
-    order = list(dict.fromkeys(frame["verifier"]))  # the rows' (registry) order
+    lossy = lossy_verifiers(frame)
     means = frame.groupby("verifier")["gap"].mean()
-    out["mean_gap_per_verifier"] = {str(k): float(means[k]) for k in order}
+    # lossless verifiers by mean gap, then the lossy ones (the optimum does not bound them:
+    # a small or negative gap there is no merit); |mean| < GAP_ZERO is float noise, written 0
+    order = sorted(dict.fromkeys(frame["verifier"]), key=lambda v: (v in lossy, float(means[v])))
+    out["gap_zero_tolerance"] = GAP_ZERO
+    out["lossy_verifiers"] = [str(v) for v in order if v in lossy]
+    out["mean_gap_per_verifier"] = {str(k): zero_noise(means[k]) for k in order}
     per_k = frame.groupby(["verifier", "paths"])["gap"].mean()
     out["mean_gap_per_verifier_per_K"] = {
-        str(v): {int(k): float(per_k[(v, k)]) for k in sorted(frame["paths"].unique())
+        str(v): {int(k): zero_noise(per_k[(v, k)]) for k in sorted(frame["paths"].unique())
                  if (v, k) in per_k.index} for v in order}
     out["claim_violations"] = int((~frame["claim_ok"].astype(bool)).sum())
     return out

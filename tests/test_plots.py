@@ -130,3 +130,160 @@ def test_negative_gaps_get_a_diverging_scale(tmp_path: Path):
     heat = gap_heatmap(frame, tmp_path, verifier="spectr_gbv")
     assert heat["lossy"] and heat["colour_map"] == "RdBu_r"
     assert not gap_heatmap(frame, tmp_path, verifier="gbv")["lossy"]
+
+
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+# folders of records that other scripts draw (benchmarks/*.py): `speclp plot` refuses them
+# (exit 2, naming what it reads); every other recorded folder is redrawn
+NOT_PLOT_RECORDS = {"beyond/adversarial", "beyond/realgap", "beyond/sweep"}
+
+
+def recorded_folders() -> list[str]:
+    """Every folder under benchmarks/results that `speclp plot` reads: a sweep (parts/) or
+    JSONL records (found by walking, so a new recorded folder is covered without an edit)."""
+    found = {p.parent for p in RESULTS.rglob("*.jsonl")} | {p.parent for p in RESULTS.rglob("parts")}
+    return sorted(str(p.relative_to(RESULTS)) for p in found if p != RESULTS)
+
+
+def test_the_walk_finds_the_known_folders():
+    folders = set(recorded_folders())
+    assert {"bench", "realgap", "trees", "sweep", "sweep_L4"} <= folders
+    assert NOT_PLOT_RECORDS <= folders
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("folder", recorded_folders())
+def test_plot_redraws_every_recorded_folder(folder: str, tmp_path: Path):
+    from speclp.cli import app
+    from typer.testing import CliRunner
+
+    result = CliRunner().invoke(app, ["plot", str(RESULTS / folder), "--out", str(tmp_path),
+                                      "--json"])
+    if folder in NOT_PLOT_RECORDS:
+        assert result.exit_code == 2 and "no bench, realgap or trees records" in result.output
+        return
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    files = [Path(f) for fig in out["figures"].values() for f in fig["files"]]
+    assert files and all(f.is_file() and f.stat().st_size > 1000 for f in files)
+    assert all(tmp_path in f.parents for f in files)  # the recorded figures are not touched
+
+
+def bench_record(prompt: str, scores: dict[str, float]) -> dict:
+    """A paired bench record with the fields summarize_bench reads (values chosen here)."""
+    return {"pair": "p", "drive": "gbv", "paths": 2, "depth": 2, "temperature": 1.0,
+            "scored": sorted(scores), "prompt_id": prompt, "row_steps": 2, "generated_tokens": 4,
+            "accepted_plus_one": 4, "scores": scores, "batch_id": prompt,
+            "batch_metrics": {f"{p}_s": 1.0 for p in ("decode", "prefill", "draft", "target",
+                                                     "verifier", "other", "score")}}
+
+
+def test_runs_with_other_verifier_sets_are_separate_rows(tmp_path: Path):
+    """The recorded bench folder holds runs on the same tree that scored different verifiers
+    (spectr only in the older ones): each run gets its own row (the KeyError 'spectr' of
+    issue 28), and a verifier is drawn only where it was scored."""
+    from speclp.experiments.plots import bench_rows, plot_bench
+
+    old = [bench_record(p, {"bv": 5.0, "gbv": 6.0, "spectr": 4.0}) for p in "ab"]
+    new = [{**bench_record(p, {"bv": 5.0, "gbv": 5.8}), "score_grid": True} for p in "ab"]
+    assert len(bench_rows(old + new)) == 2
+    files = plot_bench(old + new, tmp_path / "bench")
+    assert all(f.stat().st_size > 1000 for f in files)
+
+
+def test_bench_interval_clipped_to_what_the_quantity_can_take():
+    from speclp.experiments.plots.bench import _clip
+
+    iv = {"estimate": 1.2, "low": 0.7, "high": 3.4}
+    assert _clip(iv, 1.0, 3.0) == {"estimate": 1.2, "low": 1.0, "high": 3.0}
+    assert _clip({"estimate": 1.5, "low": None, "high": None}, 1.0, 3.0)["low"] is None
+    assert _clip({"estimate": 3.2, "low": 2.0, "high": 4.0}, 1.0, 3.0)["high"] == 3.2
+
+
+def test_a_drawing_error_is_internal_not_bad_input(tmp_path: Path, monkeypatch):
+    """Readable records that fail to draw: exit 3 with the traceback under SPECLP_DEBUG=1;
+    records that cannot be read: exit 2 naming RESULTS."""
+    from speclp.cli import app
+    from speclp.experiments.plots import bench as bench_plot
+    from typer.testing import CliRunner
+
+    folder = tmp_path / "bench"
+    folder.mkdir()
+    (folder / "p.jsonl").write_text("".join(json.dumps(bench_record(p, {"bv": 5.0, "gbv": 6.0}))
+                                            + "\n" for p in "ab"))
+
+    def broken(*args, **kwargs):
+        raise KeyError("a plotting bug")
+
+    monkeypatch.setattr(bench_plot, "_errorbar", broken)
+    monkeypatch.setenv("SPECLP_DEBUG", "1")
+    result = CliRunner().invoke(app, ["plot", str(folder), "--out", str(tmp_path / "f")])
+    assert result.exit_code == 3, result.output
+    assert "internal error: KeyError" in result.output and "Traceback" in result.output
+    monkeypatch.delenv("SPECLP_DEBUG")
+    (folder / "p.jsonl").write_text(json.dumps({**bench_record("a", {"bv": 5.0}), "row_steps": None})
+                                    + "\n")
+    result = CliRunner().invoke(app, ["plot", str(folder), "--out", str(tmp_path / "f")])
+    assert result.exit_code == 2 and "RESULTS:" in result.output
+    assert "not readable bench records" in result.output
+
+
+def test_sweep_summary_separates_lossy_and_zeroes_float_noise():
+    """spectr_gbv (lossy, registry) is listed after every lossless verifier even with the
+    smallest mean gap; a mean gap of 8.3e-17 (issue 28) is written 0, a real 1e-3 is kept."""
+    from speclp.experiments.sweep import GAP_ZERO, summarize
+
+    rows = []
+    for i, k in enumerate([1, 1, 2]):
+        for name, gap in (("gbv", 8.327e-17 if k == 1 else 0.1), ("bv", 1e-3 if k == 1 else 0.3),
+                          ("spectr_gbv", -0.05)):
+            rows.append({"instance_id": i, "paths": k, "verifier": name, "gap": gap,
+                         "ratio": 1.0, "block_efficiency": 1.0, "optimum_certified": True,
+                         "claim_ok": True})
+    s = summarize(frame_of(rows))
+    assert s["lossy_verifiers"] == ["spectr_gbv"] and s["gap_zero_tolerance"] == GAP_ZERO
+    assert list(s["mean_gap_per_verifier"]) == ["gbv", "bv", "spectr_gbv"]
+    assert s["mean_gap_per_verifier_per_K"]["gbv"][1] == 0.0
+    assert s["mean_gap_per_verifier_per_K"]["bv"][1] == pytest.approx(1e-3)
+    assert s["mean_gap_per_verifier"]["gbv"] == pytest.approx(0.1 / 3)
+    assert s["gbv_mean_gap_per_K"] == {1: 0.0, 2: pytest.approx(0.1)}
+
+
+def test_one_colour_scale_for_every_heatmap_and_one_y_range(tmp_path: Path):
+    """plot_results gives every verifier's heatmap the scale of the whole sweep (gbv's cell
+    means alone span 0..0.2: K = 2 0.2, K = 3 (0.3 - 0.01) / 2; spectr_gbv sits at -0.2:
+    both heatmaps span -0.2..0.2); the ratio figure
+    has one y range for all K; the comparison figure lists lossless before lossy."""
+    from speclp.experiments.plots import gap_scale, gaps_by_verifier
+
+    frame = sweep_like()
+    frame.loc[frame.verifier == "spectr_gbv", "gap"] = -0.2
+    assert gap_scale(frame) == pytest.approx((-0.2, 0.2))
+    own = gap_heatmap(frame, tmp_path, verifier="gbv")
+    shared = gap_heatmap(frame, tmp_path, verifier="gbv", scale=gap_scale(frame))
+    other = gap_heatmap(frame, tmp_path, verifier="spectr_gbv", scale=gap_scale(frame))
+    assert own["colour_range"] == pytest.approx((0.0, 0.2))
+    assert shared["colour_range"] == other["colour_range"] == pytest.approx((-0.2, 0.2))
+    limits = ratio_by_verifier(frame, tmp_path)["y_limits"]
+    assert len(set(limits.values())) == 1
+    made = gaps_by_verifier(frame, tmp_path)
+    # overall mean gaps: nss 0.05, bv (5 x 0.05 + 0.1) / 6, gbv (0.4 + 0.3 - 0.01) / 6; lossy last
+    assert made["order"] == ["nss", "bv", "gbv", "spectr_gbv"] and made["lossy"] == ["spectr_gbv"]
+    assert all(Path(f).stat().st_size > 1000 for f in made["files"])
+
+
+def test_realgap_runs_of_one_pair_get_their_own_figures(tmp_path: Path):
+    """The recorded smollm2-135m.jsonl holds two runs (11 verifiers at L <= 2; 6 verifiers at
+    L <= 4): two figures, never one with both runs' contexts side by side; one run keeps the
+    plain name that `speclp realgap` writes."""
+    from speclp.experiments.plots import plot_realgap
+    from speclp.experiments.store import load_jsonl
+
+    records = load_jsonl(RESULTS / "realgap" / "smollm2-135m.jsonl")
+    sizes = {len(r["verifiers"]) for r in records if r.get("mode") == "full-vocabulary"}
+    assert sizes == {11, 6}
+    files = plot_realgap(records, tmp_path)
+    assert [f.name for f in files] == ["realgap_smollm2-135m_run1.png",
+                                       "realgap_smollm2-135m_run2.png"]
+    six = [r for r in records if len(r.get("verifiers") or []) == 6]
+    assert [f.name for f in plot_realgap(six, tmp_path / "one")] == ["realgap_smollm2-135m.png"]

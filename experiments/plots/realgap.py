@@ -2,78 +2,122 @@
 
 from __future__ import annotations
 
+import json
 from itertools import product
 from pathlib import Path
 from typing import Any
 
 from ..realgap import full_records, summarize_renormalised
 from ..store import slug
-from .style import pyplot
+from .style import distinct_styles, pyplot
 
 
 def plot_realgap(records: list[dict[str, Any]], out_dir: Path) -> list[Path]:
     """Per context, one panel per (T, L, K): the certified bracket [lower, upper] of the
-    optimum as a grey bar and every verifier's E[tau + 1] with its 95% betting interval
-    (exact values at L = 1 as plain markers) next to it. One PNG per pair."""
+    optimum as a grey bar (only the upper bound as a dark dash where the records have no
+    certified lower) and every verifier's E[tau + 1] with its 95% betting interval (exact
+    values at L = 1 as plain markers) next to it; a colour and marker of its own per verifier,
+    the y axis fitted to everything drawn (no bar cut at its base). One PNG per pair and run
+    (realgap_PAIR.png; realgap_PAIR_runN.png when the records hold several runs of the pair,
+    with other settings: their contexts are never mixed in one panel)."""
     plt = pyplot()
     records = full_records(records)
     if not records:
         return []
     paths_out = []
-    for pair in sorted({r["pair"] for r in records}):
-        mine = [r for r in records if r["pair"] == pair]
+    runs = sorted({(str(r["pair"]), _run_key(r)) for r in records})
+    for pair, key in runs:
+        mine = [r for r in records if (str(r["pair"]), _run_key(r)) == (pair, key)]
+        several = sum(1 for p, _ in runs if p == pair) > 1
+        number = [k for p, k in runs if p == pair].index(key) + 1
         panels = sorted({(r["temperature"], r["depth"]) for r in mine})
         ks = sorted({int(k) for r in mine for k in r["by_paths"]})
         names = sorted({n for r in mine for b in r["by_paths"].values() for n in b["verifiers"]})
-        colours = {n: plt.get_cmap("tab10")(i % 10) for i, n in enumerate(names)}
+        styles = distinct_styles(names)
         fig, axes = plt.subplots(len(panels), len(ks), squeeze=False,
-                                 figsize=(4.2 * len(ks), 3.2 * len(panels)))
+                                 figsize=(4.2 * len(ks), 3.4 * len(panels)))
+        no_lower = with_lower = False
         for (pi, (temperature, depth)), (ki, k) in product(enumerate(panels), enumerate(ks)):
             ax = axes[pi, ki]
             here = [r for r in mine if (r["temperature"], r["depth"]) == (temperature, depth)
                     and str(k) in r["by_paths"]]
+            span: list[float] = []
             for ci, r in enumerate(here):
-                _context_column(ax, ci, r["by_paths"][str(k)], names, colours)
-            ax.set_xticks(range(len(here)), [f"{r['prompt'].split('/')[-1]}:{r['context']}"
-                                            for r in here], fontsize=6, rotation=45)
+                span += _context_column(ax, ci, r["by_paths"][str(k)], names, styles)
+                missing = r["by_paths"][str(k)]["lower"].get("value") is None
+                no_lower, with_lower = no_lower or missing, with_lower or not missing
+            if span:
+                low, high = min(span), max(span)
+                pad = 0.06 * max(high - low, 0.01)
+                ax.set_ylim(low - pad, high + pad)
+            ax.set_xlim(-0.6, len(here) - 0.4)
+            prefix = {str(r["prompt"]).rpartition("/")[0] for r in here}
+            ax.set_xticks(range(len(here)), [f"{str(r['prompt']).rpartition('/')[2]}\nc{r['context']}"
+                                             for r in here], fontsize=6)
+            ax.set_xlabel(f"{prefix.pop() + ' ' if len(prefix) == 1 else ''}prompt, context (c)",
+                          fontsize=7)
             ax.set_title(f"T={temperature} L={depth} K={k}: {len(here)} context"
                          f"{'s' if len(here) != 1 else ''}", fontsize=8)
             ax.set_ylabel("E[tau+1]", fontsize=7)
             ax.tick_params(labelsize=7)
             ax.grid(alpha=0.3, axis="y")
-        handles = [plt.Line2D([], [], color=colours[n], marker="o", ls="", label=n) for n in names]
-        handles.append(plt.Rectangle((0, 0), 1, 1, color="0.8", label="certified [lower, upper]"))
+        handles = [plt.Line2D([], [], color=styles[n][0], marker=styles[n][1], ls="", label=n)
+                   for n in names]
+        if with_lower:
+            handles.append(plt.Rectangle((0, 0), 1, 1, color="0.8", label="certified [lower, upper]"))
+        if no_lower:
+            handles.append(plt.Line2D([], [], color="0.3", lw=2.5,
+                                      label="certified upper (no certified lower recorded)"))
         fig.legend(handles=handles, loc="upper center", ncol=min(len(handles), 8), fontsize=7,
                    bbox_to_anchor=(0.5, 1.0))
-        fig.suptitle(f"{pair}: full-vocabulary rows; grey: certified lower (exact value of a "
+        run = (f" run {number} ({len(names)} verifiers, {mine[0].get('samples')} sampled trees, "
+               f"draft T {mine[0].get('draft_temperature')})" if several else "")
+        fig.suptitle(f"{pair}{run}: full-vocabulary rows; grey: certified lower (exact value of a "
                      "lossless verifier on the kept rows) to upper (coarsened LP bound; L = 1: "
-                     "the closed-form optimum, float64);\npoints: each verifier's E[tau+1] with "
-                     "its 95% betting interval over sampled trees (L = 1: exact where a closed "
-                     "form exists)", fontsize=8, y=1.06)
+                     "the closed-form optimum, float64); dark dash: the upper alone;\n"
+                     "points: each verifier's E[tau+1] with its 95% betting interval over sampled "
+                     "trees (L = 1: exact where a closed form exists)", fontsize=8, y=1.035)
         fig.tight_layout()
         out_dir.mkdir(parents=True, exist_ok=True)
-        path = out_dir / f"realgap_{slug(pair)}.png"
+        path = out_dir / f"realgap_{slug(pair)}{f'_run{number}' if several else ''}.png"
         fig.savefig(path, dpi=120, bbox_inches="tight")
         plt.close(fig)
         paths_out.append(path)
     return paths_out
 
 
+def _run_key(record: dict[str, Any]) -> str:
+    """The settings of the run that wrote a record (the width is left out: L = 1 records have
+    none)."""
+    return json.dumps([record.get(k) for k in ("draft_temperature", "samples", "seed",
+                                               "score_dtype", "temperature")]
+                      + [sorted(record.get("verifiers") or [])], default=str)
+
+
 def _context_column(ax: Any, x: int, block: dict[str, Any], names: list[str],
-                    colours: dict[str, Any]) -> None:
+                    styles: dict[str, tuple[str, str]]) -> list[float]:
+    """One context: the bracket and every verifier's point; returns the y values drawn."""
     upper = block["upper"]["value"]
     lower = block["lower"].get("value")  # None: a record made before the certified lower
-    bottom = lower if lower is not None else 1.0
-    ax.bar(x, max(upper - bottom, 0.004), bottom=bottom if upper > bottom else upper - 0.002,
-           width=0.8, color="0.8", zorder=1)
+    drawn = [upper]
+    if lower is not None:
+        ax.bar(x, max(upper - lower, 0.004), bottom=min(lower, upper - 0.002), width=0.8,
+               color="0.8", zorder=1)
+        drawn.append(lower)
+    else:
+        ax.hlines(upper, x - 0.4, x + 0.4, color="0.3", lw=2.5, zorder=1)
     for i, name in enumerate(names):
         iv = block["verifiers"].get(name)
         if iv is None:
             continue
         shift = 0.7 * (i - (len(names) - 1) / 2) / max(len(names), 1)
-        err = [[iv["mean"] - iv["low"]], [iv["high"] - iv["mean"]]]
-        ax.errorbar(x + shift, iv["mean"], yerr=None if iv.get("exact") else err, fmt="o",
-                    ms=3, capsize=2, lw=0.8, color=colours[name], zorder=2)
+        exact = iv.get("exact")
+        err = None if exact else [[iv["mean"] - iv["low"]], [iv["high"] - iv["mean"]]]
+        colour, marker = styles[name]
+        ax.errorbar(x + shift, iv["mean"], yerr=err, fmt=marker, ms=3, capsize=2, lw=0.8,
+                    color=colour, zorder=2)
+        drawn += [iv["mean"]] if exact else [iv["low"], iv["high"]]
+    return drawn
 
 
 def plot_renormalised(records: list[dict[str, Any]], out_dir: Path) -> list[Path]:

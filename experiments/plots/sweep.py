@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ...lp import tolerances
-from ...verifiers.registry import REGISTRY
+from ..sweep import lossy_verifiers
 from .style import pyplot, save
 
 GBV_BELOW_BV_TOLERANCE = tolerances.ORDER
@@ -38,6 +38,27 @@ def _estimated(frame: pd.DataFrame) -> pd.Series:
     if "estimate" not in frame.columns:
         return pd.Series(False, index=frame.index)
     return frame["estimate"].fillna(False).astype(bool)
+
+
+def pooled(frame: pd.DataFrame) -> str:
+    """What a figure pools over: the families and their parameters (alpha, temperature) and
+    the seeds, said in the title (a box or a cell mixes them)."""
+    parts = []
+    for column, name in (("family", "family"), ("alpha", "alpha"), ("temperature", "T"),
+                         ("seed", "seeds")):
+        if column in frame.columns:
+            values = sorted({v for v in frame[column].dropna().unique()}, key=str)
+            if len(values) > 1 or column == "alpha" and values:
+                parts.append(f"{name} " + ", ".join(f"{v:g}" if isinstance(v, float) else str(v)
+                                                     for v in values))
+    return "pooled over " + "; ".join(parts) if parts else ""
+
+
+def gap_scale(frame: pd.DataFrame) -> tuple[float, float]:
+    """(lowest, highest) mean gap over every (verifier, K, V, L) cell of `frame`: one colour
+    scale for every verifier's heatmap, so two heatmaps can be compared cell by cell."""
+    means = frame.groupby(["verifier", "paths", "vocab", "depth"])["gap"].mean()
+    return float(means.min()), float(means.max())
 
 
 def _informative_panels(rows: pd.DataFrame) -> tuple[list[Any], dict[Any, int]]:
@@ -63,9 +84,12 @@ def _gap_scale(means: pd.Series) -> tuple[str, Any]:
     return "RdBu_r", colors.TwoSlopeNorm(vmin=low, vcenter=0.0, vmax=high)
 
 
-def gap_heatmap(frame: pd.DataFrame, out: Path, verifier: str = "gbv") -> dict[str, Any]:
+def gap_heatmap(frame: pd.DataFrame, out: Path, verifier: str = "gbv",
+                scale: tuple[float, float] | None = None) -> dict[str, Any]:
     """Mean gap of `verifier` to the optimum per (V, L), one panel per K; cells with
-    estimated rows say "est." (mean of estimates)."""
+    estimated rows say "est." (mean of estimates). scale: the (lowest, highest) mean the
+    colour scale spans (gap_scale of the whole sweep: the same colours on every verifier's
+    heatmap); None: this verifier's own."""
     plt = pyplot()
     rows = frame[frame["verifier"] == verifier]
     estimated_cells = set(rows[_estimated(rows)].groupby(["paths", "vocab", "depth"]).size().index)
@@ -77,7 +101,7 @@ def gap_heatmap(frame: pd.DataFrame, out: Path, verifier: str = "gbv") -> dict[s
     means = rows.groupby(["paths", "vocab", "depth"])["gap"].mean()
     counts = rows.groupby(["paths", "vocab", "depth"])["gap"].size()
     lossy = verifier in _lossy(rows)
-    cmap, norm = _gap_scale(means)
+    cmap, norm = _gap_scale(pd.Series(scale) if scale is not None else means)
     fig, axes = plt.subplots(1, len(ks), figsize=(3.2 * len(ks) + 1.2, 3.4), squeeze=False)
     image = None
     for ax, k in zip(axes[0], ks, strict=True):
@@ -105,7 +129,8 @@ def gap_heatmap(frame: pd.DataFrame, out: Path, verifier: str = "gbv") -> dict[s
             ax.set_ylabel("vocabulary V")
         ax.set_title(f"K = {k}")
     fig.colorbar(image, ax=axes[0].tolist(), label="mean gap (optimum - E[tau+1])" + (
-        "\nnegative: above the optimum" if cmap != "viridis" else ""))
+        "\nnegative: above the optimum" if cmap != "viridis" else "") + (
+        "\none scale for every verifier" if scale is not None else ""))
     title = f"{verifier.upper()}: mean gap to the K-path LP optimum" + (
         "\nLOSSY (not lossless under this draft law): the optimum does not bound it, and a "
         "negative gap is not a better verifier" if lossy else "") + "".join(
@@ -114,26 +139,18 @@ def gap_heatmap(frame: pd.DataFrame, out: Path, verifier: str = "gbv") -> dict[s
             verifier.startswith("gbv") else "") for k, n in zero.items())
     if estimated_cells:
         title += "\nest. = mean of ESTIMATES (sampled draft configurations, exact law per sample)"
+    if pooled(rows):
+        title += f"\nn = rows per cell, {pooled(rows)}"
     fig.suptitle(title, y=1.0 + 0.055 * title.count("\n") + 0.03, fontsize=10)
     return {"files": save(fig, out, f"{verifier}_gap_heatmap"),
             "note": f"max cell mean {float(means.max()):.4g}", "panels": [int(k) for k in ks],
-            "not_drawn": {int(k): n for k, n in zero.items()}, "lossy": lossy, "colour_map": cmap}
+            "not_drawn": {int(k): n for k, n in zero.items()}, "lossy": lossy, "colour_map": cmap,
+            "colour_range": (float(norm.vmin), float(norm.vmax))}
 
 
 def _lossy(frame: pd.DataFrame) -> set[str]:
-    """Verifiers not lossless under the draft law of their rows (the registry's declaration;
-    a name the registry does not know: lossy if any of its rows has TV above tolerance)."""
-    out = set()
-    for (name, draft), part in frame.groupby(["verifier", "draft_sampling"]):
-        spec = REGISTRY.get(name)
-        if spec is None:
-            tv = part["tv"].abs() if "tv" in part else pd.Series(dtype=float)
-            lossy = bool((tv > tolerances.TOTAL_VARIATION).any())
-        else:
-            lossy = not spec.lossless or draft not in spec.draft_sampling
-        if lossy:
-            out.add(name)
-    return out
+    """Verifiers not lossless under the draft law of their rows (experiments.sweep)."""
+    return lossy_verifiers(frame)
 
 
 def _ratio_limits(values: np.ndarray) -> tuple[float, float]:
@@ -153,8 +170,10 @@ def ratio_by_verifier(frame: pd.DataFrame, out: Path) -> dict[str, Any]:
     order = [v for v in medians.index if v not in lossy] + [v for v in medians.index if v in lossy]
     ks = sorted(frame["paths"].unique())
     fig, axes = plt.subplots(len(ks), 1, figsize=(max(6.0, 0.8 * len(order) + 2), 2.4 * len(ks)),
-                             squeeze=False, sharex=True)
+                             squeeze=False, sharex=True, sharey=True)
     positions = range(1, len(order) + 1)
+    shared = _ratio_limits(frame["ratio"].to_numpy())  # one y range for every K row
+    shared = (shared[0] - 0.07 * (shared[1] - shared[0]), shared[1])  # room for the n labels
     limits = {}
     for ax, k in zip(axes[:, 0], ks, strict=True):
         part = frame[frame["paths"] == k]
@@ -172,8 +191,13 @@ def ratio_by_verifier(frame: pd.DataFrame, out: Path) -> dict[str, Any]:
                        linewidths=0.8, label="ESTIMATED rows" if i == 1 else None)
         ax.axhline(1.0, color="0.5", lw=0.8, ls="--")
         ax.set_ylabel(f"K = {k}\nBE / optimum")
-        limits[int(k)] = _ratio_limits(part["ratio"].to_numpy())
-        ax.set_ylim(*limits[int(k)])
+        for i, (name, values) in enumerate(zip(order, data, strict=True), start=1):
+            extra = int((guessed["verifier"] == name).sum())
+            ax.text(i, 0.02, f"n={len(values)}" + (f"+{extra}x" if extra else ""),
+                    transform=ax.get_xaxis_transform(), ha="center", va="bottom", fontsize=6,
+                    color="0.35")
+        limits[int(k)] = shared
+        ax.set_ylim(*shared)
         ax.grid(axis="y", alpha=0.3)
     labels = [f"{v}\n(LOSSY)" if v in lossy else v for v in order]
     axes[-1, 0].set_xticks(list(positions), labels, rotation=30, ha="right")
@@ -182,7 +206,9 @@ def ratio_by_verifier(frame: pd.DataFrame, out: Path) -> dict[str, Any]:
             tick.set_color("C3")
     count = int(estimated.sum())
     lines = ["Block efficiency as a fraction of the K-path LP optimum (dashed: 1 = the optimum); "
-             "boxes: exactly evaluated rows"]
+             "boxes: exactly evaluated rows (n per box; +m x: estimated rows)"]
+    if pooled(frame):
+        lines.append(f"every box pools V, L and instances: {pooled(frame)}; one y range for all K")
     if count:
         lines.append(f"x: the {count} of {len(frame)} rows ESTIMATED from sampled draft "
                      "configurations (sampling error can put them above 1)")
@@ -194,6 +220,60 @@ def ratio_by_verifier(frame: pd.DataFrame, out: Path) -> dict[str, Any]:
     return {"files": save(fig, out, "ratio_by_verifier"),
             "note": "lossless verifiers ordered by median ratio, then the lossy ones",
             "order": order, "lossy": sorted(lossy), "estimated_rows": count, "y_limits": limits}
+
+
+def gaps_by_verifier(frame: pd.DataFrame, out: Path) -> dict[str, Any]:
+    """Every verifier's mean gap per (V, L, K) in one figure: one panel per K, a row per
+    verifier (lossless by overall mean gap, then the lossy ones), a column per (V, L); the
+    colour scale of gap_scale (shared with the heatmaps)."""
+    plt = pyplot()
+    lossy = _lossy(frame)
+    overall = frame.groupby("verifier")["gap"].mean()
+    order = sorted(overall.index, key=lambda v: (v in lossy, float(overall[v])))
+    shapes = sorted({(int(v), int(d)) for v, d in frame[["vocab", "depth"]].itertuples(index=False)})
+    ks = sorted(int(k) for k in frame["paths"].unique())
+    means = frame.groupby(["paths", "verifier", "vocab", "depth"])["gap"].mean()
+    estimated = set(frame[_estimated(frame)].groupby(["paths", "verifier", "vocab", "depth"])
+                    .size().index)
+    cmap, norm = _gap_scale(pd.Series(gap_scale(frame)))
+    fig, axes = plt.subplots(len(ks), 1, squeeze=False, layout="constrained",
+                             figsize=(0.62 * len(shapes) + 2.6, 0.3 * len(order) * len(ks) + 1.6))
+    image = None
+    for ax, k in zip(axes[:, 0], ks, strict=True):
+        grid = np.full((len(order), len(shapes)), np.nan)
+        for i, name in enumerate(order):
+            for j, (v, d) in enumerate(shapes):
+                if (k, name, v, d) in means.index:
+                    grid[i, j] = means[(k, name, v, d)]
+        image = ax.imshow(grid, cmap=cmap, norm=norm, aspect="auto")
+        for i, j in zip(*np.nonzero(~np.isnan(grid)), strict=True):
+            level = float(norm(grid[i, j]))
+            dark = level < 0.6 if cmap == "viridis" else abs(level - 0.5) > 0.3
+            shown = 0.0 if abs(grid[i, j]) < 5e-3 else grid[i, j]
+            mark = "*" if (k, order[i], *shapes[j]) in estimated else ""
+            ax.text(j, i, f"{shown:.2f}{mark}", ha="center", va="center", fontsize=5.5,
+                    color="white" if dark else "black")
+        ax.set_yticks(range(len(order)), [f"{n} (LOSSY)" if n in lossy else n for n in order],
+                      fontsize=7)
+        for tick, name in zip(ax.get_yticklabels(), order, strict=True):
+            if name in lossy:
+                tick.set_color("C3")
+        ax.set_xticks(range(len(shapes)), [f"V{v} L{d}" for v, d in shapes], fontsize=7,
+                      rotation=45, ha="right")
+        ax.set_ylabel(f"K = {k}")
+    fig.colorbar(image, ax=axes[:, 0].tolist(), label="mean gap (optimum - E[tau+1]), "
+                 "the scale of every gap heatmap", shrink=0.6)
+    lines = ["Mean gap to the K-path LP optimum of every verifier per (V, L, K); blank: not run",
+             "rows: lossless verifiers by overall mean gap, then the LOSSY ones (red: the optimum "
+             "does not bound them)"]
+    if estimated:
+        lines.append("*: the cell holds ESTIMATED rows (sampled draft configurations)")
+    if pooled(frame):
+        lines.append(f"each cell {pooled(frame)}")
+    fig.suptitle("\n".join(lines), fontsize=9)
+    return {"files": save(fig, out, "gaps_by_verifier"),
+            "note": "every verifier's mean gap per (V, L, K), one colour scale",
+            "order": order, "lossy": sorted(lossy)}
 
 
 def gbv_vs_bv(frame: pd.DataFrame, out: Path,

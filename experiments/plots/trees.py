@@ -12,7 +12,14 @@ from ..store import load_jsonl
 from ..trees import summarize_trees
 from .style import pyplot, save
 
-COLORS = {name: f"C{i}" for i, name in enumerate(RULES)} | {"oracle": "0.35", "target-first-oracle": "C2"}
+# one colour and marker per rule and reference (target-first-oracle no longer shares
+# target-first's green); draft is drawn wide and pale under the others, since rerank often
+# lies on it
+COLORS = {name: f"C{i}" for i, name in enumerate(RULES)} | {"oracle": "0.35",
+                                                            "target-first-oracle": "C4"}
+MARKERS = {"draft": "s", "rerank": "o", "target-first": "^", "target-first-gbv": "D",
+           "oracle": "v", "target-first-oracle": "P"}
+UNDERNEATH = {"draft": {"lw": 4.0, "alpha": 0.45, "ms": 8, "zorder": 1}}
 LABELS = {
     "oracle": "oracle (reference: best fixed N-node tree; bounds draft, rerank)",
     "target-first-oracle": "target-first-oracle (reference: best tree below the drawn token)",
@@ -34,8 +41,10 @@ def _acceptance_panel(ax: Any, summary: list[dict[str, Any]], key: str) -> None:
         xs, ys = [s["budget"] for s in pts], [s[key] for s in pts]
         errors = ([math.nan if s["tokens_per_round_se"] is None else s["tokens_per_round_se"]
                    for s in pts] if key == "tokens_per_round" else None)
-        ax.errorbar(xs, ys, yerr=errors, fmt="--" if name in REFERENCES else "-", marker="o",
-                    ms=4, capsize=2, lw=1.2, color=COLORS.get(name), label=_label(name))
+        style = {"lw": 1.2, "ms": 4, "zorder": 2} | UNDERNEATH.get(name, {})
+        ax.errorbar(xs, ys, yerr=errors, fmt="--" if name in REFERENCES else "-",
+                    marker=MARKERS.get(name, "o"), capsize=2, color=COLORS.get(name),
+                    label=_label(name), **style)
         if name == "target-first-gbv":
             _shape_marks(ax, pts, key)
     _budget_axis(ax, sorted({s["budget"] for s in summary}))
@@ -59,6 +68,7 @@ def _shape_marks(ax: Any, pts: list[dict[str, Any]], key: str) -> None:
 def _budget_axis(ax: Any, budgets: list[int]) -> None:
     """Log-2 budget axis labelled with the budgets themselves."""
     ax.set_xscale("log", base=2)
+    ax.set_xlim(budgets[0] / 1.5, budgets[-1] * 1.3)  # room for the K x L' label left of 2
     ax.set_xticks(budgets, [str(n) for n in budgets])
     ax.minorticks_off()
     ax.set_xlabel("budget N (drafted nodes per round)")
@@ -123,7 +133,8 @@ def _walltime(plt: Any, timed: list[dict[str, Any]], out_dir: Path, title: str) 
         pts = [s for s in timed if s["rule"] == name]
         xs = [s["budget"] for s in pts]
         seq = [1000 * s["sequential_s_per_token"] for s in pts]
-        ax.plot(xs, seq, "-", marker="o", ms=4, color=COLORS.get(name), label=f"{name}: sequential")
+        ax.plot(xs, seq, "-", marker=MARKERS.get(name, "o"), ms=4, color=COLORS.get(name),
+                label=f"{name}: sequential")
         if name != "draft":
             ax.plot(xs, [1000 * s["overlapped_s_per_token_modelled"] for s in pts], ":", marker="x",
                     ms=4, color=COLORS.get(name), label=f"{name}: extra pass overlapped")
