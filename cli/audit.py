@@ -24,7 +24,7 @@ from ..proofs.sandbox import CALL_TIMEOUT, LAYOUTS, SamplerFailed, split_spec
 from ..verifiers.registry import get_verifier
 from . import options as option
 from . import validate as check
-from .common import BadInput, ClaimFailed, new_commands, progress, run, stderr, table
+from .common import BadArgument, BadInput, ClaimFailed, new_commands, progress, run, stderr, table
 
 commands = new_commands()
 
@@ -139,12 +139,9 @@ def _verifier_body(verifier, paths, vocab, depth, trials, ties, family, seed, dr
             spec = get_verifier(verifier)
         except KeyError as err:
             raise BadInput(f"--verifier: {err.args[0]}") from None
-        try:
-            result = run_audit(verifier, paths, vocab, depth, trials, ties, seed=seed,
-                               draft_sampling=draft_sampling, exact=exact, family=chosen,
-                               progress=lambda it: progress(it, trials, f"audit {verifier}"))
-        except ValueError as err:
-            raise BadInput(str(err)) from None
+        result = run_audit(verifier, paths, vocab, depth, trials, ties, seed=seed,
+                           draft_sampling=draft_sampling, exact=exact, family=chosen,
+                           progress=lambda it: progress(it, trials, f"audit {verifier}"))
         result["lossless_claimed"] = spec.lossless and draft_sampling in spec.draft_sampling
         if not result["passed"]:
             path = Path(save_dir) / (f"audit-{verifier}-K{paths}-V{vocab}-L{depth}-"
@@ -194,10 +191,7 @@ def _check_sampler(o: dict[str, Any]) -> tuple[str, int, int, str]:
 def _sampler_body(sampler: str, o: dict[str, Any]):
     def body() -> dict[str, Any]:
         layout, paths, trials, family = _check_sampler(o)
-        try:
-            split_spec(sampler)
-        except ValueError as err:
-            raise BadInput(f"--sampler: {err}") from None
+        split_spec(sampler)  # a spec naming no file: SpecError (BadArgument "sampler")
         chosen = None
         if o["instance"] is not None:
             chosen = [load_instance(o["instance"])]  # InstanceError -> exit 2 naming the file
@@ -211,13 +205,9 @@ def _sampler_body(sampler: str, o: dict[str, Any]):
                                    search=o["search"],
                                    progress=lambda it: progress(it, count, "audit sampler"))
         except SamplerFailed as err:
-            if err.kind == "spec":
-                raise BadInput(f"--{err}") from None
+            if err.kind == "spec":  # the child's SpecError: the spec names nothing callable
+                raise BadArgument("sampler", str(err).removeprefix("sampler: ")) from None
             raise _contract_failure(sampler, err, o["alpha"]) from None
-        except ValueError as err:
-            field, _, text = str(err).partition(": ")
-            flag = f"--{field.replace('_', '-')}" if field in ("paths", "search", "trials") else None
-            raise BadInput(f"{flag}: {text}" if flag else f"--sampler: {err}") from None
         if result["captured_output"]:
             stderr.print(f"note: the sampler printed {len(result['captured_output'])} characters "
                          "(kept out of the output; in the JSON as captured_output)",

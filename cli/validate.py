@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..inputs import BadArgument
 from ..lp.colgen import MAX_ENUMERATED_CONFIGURATIONS, MAX_MASTER_COLUMNS, master_size
 from ..lp.full import MAX_VARIABLES, full_lp_size
 from ..lp.instance import (
@@ -39,8 +40,15 @@ from ..verifiers.multipath import KHISTI_MAX_COMPANIONS
 from ..verifiers.tree import MAX_TUPLES, capped_power, ordered_tuple_count
 
 
-class BadInput(Exception):
-    """Bad user input: reported on one line, exit status 2."""
+class BadInput(BadArgument):
+    """A refusal written by the CLI itself: its one line already starts with the flag or path
+    it names (``--depth: ...``); reported as is, exit status 2."""
+
+    def __init__(self, message: str):
+        field, sep, reason = message.partition(": ")
+        ValueError.__init__(self, message)
+        self.field = field if sep else None  # type: ignore[assignment]
+        self.reason = reason if sep else message
 
 
 SEED_MAX = 2**32 - 1

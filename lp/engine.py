@@ -75,6 +75,7 @@ from typing import Any
 
 import numpy as np
 
+from ..inputs import BadArgument
 from ..rationals import fraction_text
 from ..verifiers.drafts import check_draft_sampling
 from ..verifiers.tree import TreeModel, num_nodes
@@ -160,10 +161,10 @@ class Optimum:
 
 
 def check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
-    """Raise ValueError "<name> must be one of <choices>, got <value>" unless value is one of
+    """Raise BadArgument(name, "must be one of <choices>, got <value>") unless value is one of
     choices (the argument checks of optimum, program_optimum and proofs.gap)."""
     if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+        raise BadArgument(name, f"must be one of {', '.join(choices)}, got {value!r}")
 
 
 def _round(seconds: float | None) -> float | None:
@@ -250,11 +251,11 @@ def optimum(instance: Instance | TreeModel, paths: int = 1, draft_sampling: str 
     check_choice("method", method, METHODS)
     check_choice("backend", backend, BACKENDS)
     if paths < 1:
-        raise ValueError(f"paths must be >= 1, got {paths}")
+        raise BadArgument("paths", f"must be >= 1, got {paths}")
     model, rational = _model_and_rational(instance, certify)
     if tree_nodes is not None:
         if paths != 1:
-            raise ValueError("tree_nodes: a fixed draft tree has no K (paths must be 1)")
+            raise BadArgument("tree_nodes", "a fixed draft tree has no K (paths must be 1)")
         return program_optimum(tree_lp(model, tree_nodes, exact=certify), backend, certify,
                                rational, method="tree")
     check_draft_sampling(draft_sampling)
@@ -265,10 +266,10 @@ def optimum(instance: Instance | TreeModel, paths: int = 1, draft_sampling: str 
     one_step = model.depth == 1 and draft_sampling == "iid"
     if method == "closed-form" or (method == "auto" and one_step):
         if not one_step:
-            raise ValueError("method: the closed form applies at depth 1 with iid drafts only")
+            raise BadArgument("method", "the closed form applies at depth 1 with iid drafts only")
         return _closed_form_optimum(model, paths, certify, rational)
     if backend != "highs":
-        raise ValueError("backend: column generation runs on HiGHS only; use method 'full' "
+        raise BadArgument("backend", "column generation runs on HiGHS only; use method 'full' "
                          "for cvxpy")
     return _colgen_optimum(model, paths, draft_sampling, certify, rational, time_limit)
 

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from ..inputs import BadArgument
 from ..rationals import fraction_text
 from ..verifiers.tree import SIZE_CAP, TreeModel, capped_num_nodes, node_prefix, num_nodes
 from . import tolerances
@@ -49,8 +50,15 @@ MAX_EXPONENT = 1000  # |decimal exponent| of a number string ("1e-5")
 _EXPONENT = re.compile(r"[eE]\s*([+-]?\d+)")
 
 
-class InstanceError(ValueError):
-    """Bad instance input; the message is one line naming the field."""
+class InstanceError(BadArgument):
+    """Bad instance input; the message is one line naming the field of the instance (or the
+    file, or the generator's argument) first: ``target[3]: row sums to ...``."""
+
+    def __init__(self, message: str):
+        field, sep, reason = message.partition(": ")
+        ValueError.__init__(self, message)
+        self.field = field if sep else "instance"
+        self.reason = reason if sep else message
 
 
 @dataclass

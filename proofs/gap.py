@@ -37,6 +37,7 @@ import time
 from fractions import Fraction
 from typing import Any
 
+from ..inputs import BadArgument
 from ..lp import tolerances
 from ..lp.engine import BACKENDS, DEFAULT_TIME_LIMIT, METHODS, check_choice, optimum
 from ..lp.instance import Instance
@@ -80,8 +81,11 @@ class OptimumNotFound(RuntimeError):
 DEFAULT_VERIFIERS: tuple[str, ...] = tuple(compared_verifiers())
 
 
-class UnknownVerifier(ValueError):
-    """A requested verifier name is not registered (the message names it)."""
+class UnknownVerifier(BadArgument):
+    """A requested verifier name is not registered (field "verifiers"; the reason names it)."""
+
+    def __init__(self, reason: str):
+        super().__init__("verifiers", reason)
 
 
 def available_verifiers(requested: tuple[str, ...] | list[str] | None = None) -> list[str]:
@@ -144,7 +148,7 @@ def gap(instance: Instance, paths: int, draft_sampling: str = "iid", backend: st
     check_choice("backend", backend, BACKENDS)
     check_choice("method", method, METHODS)
     if paths < 1:
-        raise ValueError(f"paths must be >= 1, got {paths}")
+        raise BadArgument("paths", f"must be >= 1, got {paths}")
     start = time.perf_counter()
     names = available_verifiers(verifiers)
     record = optimum(instance, paths, draft_sampling, method=method, certify=certify,

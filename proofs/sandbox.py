@@ -53,6 +53,8 @@ from typing import Any
 
 import numpy as np
 
+from ..inputs import BadArgument
+
 LAYOUTS = ("batched", "unbatched", "ragged")
 CALL_TIMEOUT = 60.0  # seconds per call of the sampler (one batch) before it counts as hung
 LOAD_TIMEOUT_FLOOR = 120.0  # the import may take this long at least (torch under load)
@@ -68,8 +70,12 @@ def sampler_rng(seed: int) -> np.random.Generator:
     return np.random.default_rng([seed, SAMPLER_STREAM])
 
 
-class SpecError(ValueError):
-    """The --sampler spec names nothing callable (no file, no module, no such attribute)."""
+class SpecError(BadArgument):
+    """The --sampler spec names nothing callable (no file, no module, no such attribute);
+    a BadArgument of the field "sampler"."""
+
+    def __init__(self, reason: str):
+        super().__init__("sampler", reason)
 
 
 class SamplerFailed(Exception):
@@ -99,9 +105,9 @@ def split_spec(spec: str) -> tuple[str, str]:
     """'MODULE:FUNCTION' or 'FILE.py:FUNCTION' -> (module or file, function); ValueError."""
     module_name, sep, function = spec.rpartition(":")
     if not sep or not module_name or not function:
-        raise SpecError(f"sampler: expected MODULE:FUNCTION or FILE.py:FUNCTION, got {spec!r}")
+        raise SpecError(f"expected MODULE:FUNCTION or FILE.py:FUNCTION, got {spec!r}")
     if (module_name.endswith(".py") or "/" in module_name) and not Path(module_name).is_file():
-        raise SpecError(f"sampler: no file {module_name!r}")
+        raise SpecError(f"no file {module_name!r}")
     return module_name, function
 
 
@@ -114,7 +120,7 @@ def import_sampler(spec: str) -> Callable[..., Any]:
         path = Path(module_name)
         loader_spec = importlib.util.spec_from_file_location(f"_speclp_sampler_{path.stem}", path)
         if loader_spec is None or loader_spec.loader is None:
-            raise SpecError(f"sampler: cannot load {module_name!r}")
+            raise SpecError(f"cannot load {module_name!r}")
         module = importlib.util.module_from_spec(loader_spec)
         loader_spec.loader.exec_module(module)
     else:
@@ -122,13 +128,13 @@ def import_sampler(spec: str) -> Callable[..., Any]:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as err:
             if err.name is not None and module_name.startswith(err.name):
-                raise SpecError(f"sampler: no module {module_name!r}") from None
+                raise SpecError(f"no module {module_name!r}") from None
             raise
     if not hasattr(module, function):
-        raise SpecError(f"sampler: {module_name!r} has no attribute {function!r}")
+        raise SpecError(f"{module_name!r} has no attribute {function!r}")
     fn = getattr(module, function)
     if not callable(fn):
-        raise SpecError(f"sampler: {spec!r} is not callable")
+        raise SpecError(f"{spec!r} is not callable")
     return fn
 
 

@@ -1,0 +1,111 @@
+"""The one refusal type (speclp.inputs.BadArgument) and the CLI's error contract (issue 29):
+a wrong argument the library finds is exit 2 naming its flag (mapped in one place,
+cli.common.flag_of); any other exception inside a command is exit 3 with its own message,
+never a flag error (the (8, 3, 4) '--paths: Exceeds the limit (4300 digits)' of issue 29)."""
+
+from __future__ import annotations
+
+import json
+import pytest
+from speclp.cli import app
+from speclp.cli import audit as cli_audit
+from speclp.cli import gap as cli_gap
+from speclp.cli import sweep as cli_sweep
+from speclp.cli.common import flag_of
+from speclp.inputs import BadArgument
+from speclp.lp.instance import InstanceError, dirichlet_instance
+from typer.testing import CliRunner
+
+DIGITS = "Exceeds the limit (4300 digits) for integer string conversion"
+
+
+def invoke(args: list[str]):
+    return CliRunner().invoke(app, args)
+
+
+@pytest.fixture
+def instance_file(tmp_path):
+    return str(dirichlet_instance(2, 1, seed=0, denominator=10).save(tmp_path / "inst.json"))
+
+
+def boom(*args, **kwargs):
+    raise ValueError(DIGITS)
+
+
+def crash_cases(instance_file, tmp_path):
+    return {
+        "gap": (cli_gap, "compute_gap", ["gap", instance_file, "--paths", "1"]),
+        "sweep": (cli_sweep, "run_sweep", ["sweep", "--vocab", "2", "--depth", "1", "--paths", "1",
+                                           "--trials", "1", "--out", str(tmp_path / "sw")]),
+        "audit": (cli_audit, "run_audit", ["audit", "--verifier", "bv", "--trials", "1"]),
+        "audit-sampler": (cli_audit, "audit_sampler",
+                          ["audit", "--sampler", "speclp.verifiers:nothing", "--trials", "1"]),
+    }
+
+
+@pytest.mark.parametrize("case", ["gap", "sweep", "audit", "audit-sampler"])
+@pytest.mark.parametrize("as_json", [False, True])
+def test_unexpected_exception_is_exit_3_with_its_own_message(case, as_json, instance_file,
+                                                              tmp_path, monkeypatch):
+    module, name, args = crash_cases(instance_file, tmp_path)[case]
+    monkeypatch.setattr(module, name, boom)
+    if case == "audit-sampler":  # the spec names a module that exists: checked before the call
+        monkeypatch.setattr(cli_audit, "split_spec", lambda spec: ("m", "f"))
+    result = invoke(args + (["--json"] if as_json else []))
+    assert result.exit_code == 3, result.output
+    text = result.stderr if hasattr(result, "stderr") else result.output
+    assert "internal error: ValueError: " + DIGITS in " ".join(text.split())
+    assert "error: --" not in text  # never a flag error
+    if as_json:
+        record = json.loads(result.stdout.strip().splitlines()[-1])
+        assert record["exit_status"] == 3 and record["field"] is None
+
+
+@pytest.mark.parametrize("case", ["gap", "audit"])
+def test_a_library_bad_argument_is_exit_2_naming_the_mapped_flag(case, instance_file, tmp_path,
+                                                                 monkeypatch):
+    module, name, args = crash_cases(instance_file, tmp_path)[case]
+
+    def refuse(*a, **k):
+        raise BadArgument("max_enumerated", "too small for this instance")
+
+    monkeypatch.setattr(module, name, refuse)
+    result = invoke(args + ["--json"])
+    assert result.exit_code == 2, result.output
+    record = json.loads(result.stdout.strip().splitlines()[-1])
+    assert record == {"error": "--max-enumerated: too small for this instance", "exit_status": 2,
+                      "field": "--max-enumerated"}
+
+
+def test_flag_of_maps_in_one_place():
+    assert flag_of("paths") == "--paths"
+    assert flag_of("draft_sampling") == "--draft-sampling"
+    assert flag_of("runs") == "--max-runs"  # the audit's --max-runs is the library's runs
+    assert flag_of("results") == "RESULTS"
+    for verbatim in ("--out", "target[3]", "/tmp/x.json", None):
+        assert flag_of(verbatim) == verbatim
+
+
+def test_bad_argument_carries_its_field():
+    err = BadArgument("paths", "must be >= 1, got 0")
+    assert isinstance(err, ValueError)
+    assert (err.field, err.reason, str(err)) == ("paths", "must be >= 1, got 0",
+                                                 "paths: must be >= 1, got 0")
+    inst = InstanceError("target[3]: row sums to 0.9, not 1")
+    assert isinstance(inst, BadArgument) and inst.field == "target[3]"
+    assert str(inst) == "target[3]: row sums to 0.9, not 1"
+
+
+def test_library_refusals_are_bad_arguments():
+    from speclp.lp.engine import optimum
+    from speclp.proofs.gap import gap
+    inst = dirichlet_instance(2, 1, seed=0, denominator=10)
+    with pytest.raises(BadArgument) as caught:
+        optimum(inst, 0)
+    assert caught.value.field == "paths"
+    with pytest.raises(BadArgument) as caught:
+        gap(inst, 1, draft_sampling="nope")
+    assert caught.value.field == "draft_sampling"
+    with pytest.raises(BadArgument) as caught:
+        gap(inst, 1, verifiers=["no_such_verifier"])
+    assert caught.value.field == "verifiers"
