@@ -6,6 +6,7 @@ never a flag error (the (8, 3, 4) '--paths: Exceeds the limit (4300 digits)' of 
 from __future__ import annotations
 
 import json
+
 import pytest
 from speclp.cli import app
 from speclp.cli import audit as cli_audit
