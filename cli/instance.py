@@ -6,8 +6,10 @@ temperature (target softmax(logits), draft softmax(logits / T + noise N(0, 1))),
 (rational rows with many equal ratios p/q, for audits of tie handling). --denominator D
 makes the rows rational: each row rounded (largest remainder) to multiples of 1/D, so the
 instance is solved and compared in exact arithmetic (ties: rows are compositions of D
-units). The written file is read back and compared with the generated rows before the
-command reports success.
+units). Float rows are written settled (lp.instance.Instance.settled: the loader's
+renormalisation leaves them bit for bit). The file is written to a temporary file, read back
+and compared with the generated rows, and only then renamed to --out: a failure leaves no
+file.
 """
 
 from __future__ import annotations
@@ -84,16 +86,28 @@ def output_file(flag: str, path: Path, force: bool) -> Path:
 
 
 def same_rows(written: Instance, generated: Instance) -> bool:
-    """The file read back has exactly the generated rows: the same fractions (rational
-    instances) or the same float64 values, bit for bit (float instances; their exact
-    values are then those of the file's floats, renormalised exactly, lp.instance)."""
+    """The file read back has exactly the generated rows: the same fractions and the same
+    float64 values, bit for bit (a float instance is written settled, Instance.settled, so
+    that the loader's renormalisation leaves it as it is)."""
     if written.rational != generated.rational:
         return False
-    if written.rational:
-        pairs = ((written.target_exact, generated.target_exact), (written.draft_exact, generated.draft_exact))
-    else:
-        pairs = ((written.target, generated.target), (written.draft, generated.draft))
+    pairs = ((written.target_exact, generated.target_exact), (written.draft_exact, generated.draft_exact),
+             (written.target, generated.target), (written.draft, generated.draft))
     return all(a.shape == b.shape and np.array_equal(a, b) for a, b in pairs)
+
+
+def write_checked(inst: Instance, path: Path) -> None:
+    """Write `inst` to `path` only if the file reads back as exactly `inst` (same_rows): it
+    is written to a temporary file beside `path`, read back, compared, then renamed; on any
+    failure no file is left."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        inst.save(temporary)
+        if not same_rows(load_instance(temporary), inst):
+            raise RuntimeError(f"{path}: the file read back differs from the generated rows")
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 @commands.command()
@@ -150,11 +164,8 @@ def instance(
         path = output_file("--out", Path(out), force)
         with working(f"instance {choice} V={vocab} L={depth}"):
             inst = generate(choice, vocab, depth, values["alpha"], values["temperature"],
-                            values["noise"], seed, denominator)
-            inst.save(path)
-            written = load_instance(path)
-        if not same_rows(written, inst):
-            raise RuntimeError(f"{path}: the file read back differs from the generated rows")
+                            values["noise"], seed, denominator).settled()
+            write_checked(inst, path)
         settings = {"family": choice, "vocab": vocab, "depth": depth, "seed": seed,
                     "denominator": denominator if choice != "ties" else denominator or TIES_DENOMINATOR}
         settings.update({name: values[name] for name in FAMILY_FLAGS[choice]})
