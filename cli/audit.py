@@ -24,13 +24,16 @@ from ..proofs.sandbox import CALL_TIMEOUT, LAYOUTS, SamplerFailed, split_spec
 from ..verifiers.registry import get_verifier
 from . import options as option
 from . import validate as check
-from .common import BadArgument, BadInput, ClaimFailed, new_commands, progress, run, stderr, table
+from .common import BadArgument, BadInput, ClaimFailed, given, new_commands, progress, run, stderr, table
 
 commands = new_commands()
+SAMPLER_ONLY = ("search", "layout", "runs", "call_timeout", "time_limit", "alpha", "unbatched",
+                "instance")  # parameters an audit of --verifier does not use (refused, exit 2)
 
 
 @commands.command()
 def audit(
+    ctx: typer.Context,
     verifier: str = typer.Option(None, "--verifier", help="Registered verifier name (exact audit; "
                                  "a wrong name prints the list)."),
     sampler: str = typer.Option(None, "--sampler", help="MODULE:FUNCTION or FILE.py:FUNCTION: a "
@@ -92,6 +95,9 @@ def audit(
                    "layout": layout, "search": search, "instance": instance,
                    "save_dir": save_dir}
         body = _sampler_body(sampler, options)
+    elif given(ctx, *SAMPLER_ONLY):
+        body = _bad(f"{given(ctx, *SAMPLER_ONLY)[0]}: applies to --sampler only (the sampler "
+                    "audit); an audit of --verifier does not use it, drop it")
     else:
         body = _verifier_body(verifier, paths if paths is not None else 2, vocab, depth,
                               trials if trials is not None else 20, ties, family, seed,

@@ -30,8 +30,9 @@ from ..rationals import fraction_text
 from . import error_json, internal_error, one_line, stderr, stdout
 from .validate import BadInput
 
-__all__ = ["BadArgument", "BadInput", "ClaimFailed", "counting", "flag_of", "jsonable", "new_commands",
-           "progress", "refusal", "run", "stderr", "stdout", "table", "working"]
+__all__ = ["BadArgument", "BadInput", "ClaimFailed", "counting", "flag_of", "given", "jsonable",
+           "new_commands", "progress", "refusal", "refuse_given", "run", "stderr", "stdout", "table",
+           "working"]
 
 
 def new_commands(help: str | None = None) -> typer.Typer:
@@ -53,6 +54,26 @@ def flag_of(field: str | None) -> str | None:
     if field is None or not field.isidentifier():
         return field
     return FIELD_FLAGS.get(field, "--" + field.replace("_", "-"))
+
+
+def given(ctx: Any, *names: str) -> list[str]:
+    """The flags (first spelling, e.g. --max-runs) of the parameters `names` that the command
+    line gave, not left at their default (click's parameter source)."""
+    flags = {p.name: p.opts[0] for p in ctx.command.params if getattr(p, "opts", None)}
+    out = []
+    for name in names:
+        source = ctx.get_parameter_source(name)
+        if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
+            out.append(flags[name])
+    return out
+
+
+def refuse_given(ctx: Any, names: tuple[str, ...], why: str) -> None:
+    """BadInput naming the first of `names` the command line gave: a flag the chosen mode
+    does not use (``--search: applies to --sampler only ...``)."""
+    flags = given(ctx, *names)
+    if flags:
+        raise BadInput(f"{flags[0]}: {why}")
 
 
 def refusal(err: BadArgument) -> tuple[str, str | None]:

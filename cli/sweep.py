@@ -25,7 +25,7 @@ from ..lp.engine import BACKENDS
 from ..verifiers.drafts import DRAFT_SAMPLING
 from . import options as option
 from . import validate as check
-from .common import BadInput, ClaimFailed, new_commands, progress, run, stderr, table
+from .common import BadInput, ClaimFailed, new_commands, progress, refuse_given, run, stderr, table
 from .gap import METHODS, check_estimation, check_gap_paths, parse_verifiers
 
 commands = new_commands()
@@ -33,6 +33,7 @@ commands = new_commands()
 
 @commands.command()
 def sweep(
+    ctx: typer.Context,
     vocab: str = typer.Option("2,3", "--vocab", help="Vocabulary sizes V, comma-separated."),
     depth: str = typer.Option("1,2", "--depth", help="Depths L."),
     paths: str = option.paths("1,2,3", "Numbers K of draft paths."),
@@ -78,6 +79,12 @@ def sweep(
     """
 
     def body() -> dict[str, Any]:
+        if method != "full":
+            refuse_given(ctx, ("max_variables",), "the size guard of --method full; without "
+                         "--method full it is not used, drop it")
+        if cluster not in (None, "local"):
+            refuse_given(ctx, ("workers",), "a scheduler address brings its own workers; "
+                         "--workers applies without --cluster or with --cluster local")
         check.choice("--format", fmt, FORMATS)
         check.integer("--workers", workers, 1, check.MAX_WORKERS)
         check.integer("--trials", trials, 1)

@@ -110,3 +110,66 @@ def test_library_refusals_are_bad_arguments():
     with pytest.raises(BadArgument) as caught:
         gap(inst, 1, verifiers=["no_such_verifier"])
     assert caught.value.field == "verifiers"
+
+
+# Bad input (issue 28): each case is exit 2 with ONE stderr line naming the flag, no
+# traceback, and with --json one JSON object naming the same field. "@inst" is a small valid
+# instance file, "@out" a fresh folder. Flags a mode does not use are refused, not ignored.
+BAD_INPUTS = [
+    # audit --verifier: the sampler-only flags (the file of --instance is never audited)
+    (["audit", "--verifier", "bv", "--search", "5"], "--search"),
+    (["audit", "--verifier", "bv", "--layout", "ragged"], "--layout"),
+    (["audit", "--verifier", "bv", "--max-runs", "100"], "--max-runs"),
+    (["audit", "--verifier", "bv", "--runs", "100"], "--max-runs"),
+    (["audit", "--verifier", "bv", "--call-timeout", "5"], "--call-timeout"),
+    (["audit", "--verifier", "bv", "--time-limit", "60"], "--time-limit"),
+    (["audit", "--verifier", "bv", "--alpha", "0.05"], "--alpha"),
+    (["audit", "--verifier", "bv", "--unbatched"], "--unbatched"),
+    (["audit", "--verifier", "bv", "--instance", "@inst"], "--instance"),
+    (["audit", "--sampler", "x.py:f", "--exact"], "--exact"),
+    (["audit", "--verifier", "bv", "--sampler", "x.py:f"], "--verifier"),
+    (["audit", "--verifier", "no_such"], "--verifier"),
+    (["audit", "--sampler", "nocolon"], "--sampler"),
+    (["audit", "--sampler", "missing_file.py:f"], "--sampler"),
+    (["audit", "--verifier", "bv", "--paths", "0"], "--paths"),
+    # gap
+    (["gap", "@inst", "--paths", "0"], "--paths"),
+    (["gap", "@inst", "--paths", "99"], "--paths"),
+    (["gap", "@inst", "--backend", "cvxpy"], "--backend"),
+    (["gap", "@inst", "--verifiers", "bv,nope"], "--verifiers"),
+    (["gap", "@inst", "--method", "simplex"], "--method"),
+    (["gap", "@inst", "--samples", "1"], "--samples"),
+    # sweep: --max-variables guards --method full only; an address brings its own workers
+    (["sweep", "--max-variables", "10", "--out", "@out"], "--max-variables"),
+    (["sweep", "--method", "colgen", "--max-variables", "10", "--out", "@out"], "--max-variables"),
+    (["sweep", "--workers", "2", "--cluster", "tcp://127.0.0.1:1", "--out", "@out"], "--workers"),
+    (["sweep", "--paths", "99", "--out", "@out"], "--paths"),
+    (["sweep", "--vocab", "1", "--out", "@out"], "--vocab"),
+    (["sweep", "--backend", "cvxpy", "--out", "@out"], "--backend"),
+    (["sweep", "--alpha", "0", "--out", "@out"], "--alpha"),
+]
+
+
+@pytest.mark.parametrize("args, field", BAD_INPUTS, ids=[" ".join(a) for a, _ in BAD_INPUTS])
+def test_bad_input_is_one_line_exit_2_naming_the_flag(args, field, instance_file, tmp_path):
+    args = [instance_file if a == "@inst" else str(tmp_path / "out") if a == "@out" else a
+            for a in args]
+    result = invoke(args)
+    assert result.exit_code == 2, (result.output, result.exception)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"error: {field}: "), result.stderr
+    assert "Traceback" not in result.output
+    as_json = invoke(args + ["--json"])
+    record = json.loads(as_json.stdout)
+    assert as_json.exit_code == 2 and record["exit_status"] == 2 and record["field"] == field
+
+
+def test_sweep_flags_of_their_mode_are_accepted(tmp_path, monkeypatch):
+    """--max-variables with --method full, --workers with --cluster local: not refused (the
+    sweep itself is replaced: only the refusal is tested)."""
+    monkeypatch.setattr(cli_sweep, "run_sweep", boom)
+    for extra in (["--method", "full", "--max-variables", "10"], ["--cluster", "local",
+                                                                  "--workers", "2"]):
+        result = invoke(["sweep", "--vocab", "2", "--depth", "1", "--paths", "1", "--trials", "1",
+                         "--out", str(tmp_path / "o"), *extra])
+        assert result.exit_code == 3, result.output  # reached the (replaced) sweep
