@@ -10,11 +10,11 @@ import json
 import pytest
 from speclp.cli import app
 from speclp.cli import audit as cli_audit
-from speclp.cli import gap as cli_gap
 from speclp.cli import sweep as cli_sweep
 from speclp.cli.common import flag_of
 from speclp.inputs import BadArgument
 from speclp.lp.instance import InstanceError, dirichlet_instance
+from speclp.proofs import gap as proofs_gap
 from typer.testing import CliRunner
 
 DIGITS = "Exceeds the limit (4300 digits) for integer string conversion"
@@ -35,7 +35,7 @@ def boom(*args, **kwargs):
 
 def crash_cases(instance_file, tmp_path):
     return {
-        "gap": (cli_gap, "compute_gap", ["gap", instance_file, "--paths", "1"]),
+        "gap": (proofs_gap, "optimum", ["gap", instance_file, "--paths", "1"]),  # inside the library
         "sweep": (cli_sweep, "run_sweep", ["sweep", "--vocab", "2", "--depth", "1", "--paths", "1",
                                            "--trials", "1", "--out", str(tmp_path / "sw")]),
         "audit": (cli_audit, "run_audit", ["audit", "--verifier", "bv", "--trials", "1"]),
