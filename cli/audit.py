@@ -85,24 +85,23 @@ def audit(
     K-path optimum, all at one family-wise error level (--alpha); exit 1 (failing instances
     saved) when a test rejects, a block is malformed, or the sampler breaks its contract
     (exits, raises, hangs past --call-timeout, returns a malformed answer)."""
-    if (verifier is None) == (sampler is None):
-        body = _bad("--verifier: give exactly one of --verifier and --sampler")
-    elif sampler is not None:
-        options = {"paths": paths, "vocab": vocab, "depth": depth, "trials": trials, "ties": ties,
-                   "family": family, "seed": seed, "draft_sampling": draft_sampling,
-                   "exact": exact, "runs": runs, "time_limit": time_limit,
-                   "call_timeout": call_timeout, "alpha": alpha, "unbatched": unbatched,
-                   "layout": layout, "search": search, "instance": instance,
-                   "save_dir": save_dir}
-        body = _sampler_body(sampler, options)
-    elif given(ctx, *SAMPLER_ONLY):
-        body = _bad(f"{given(ctx, *SAMPLER_ONLY)[0]}: applies to --sampler only (the sampler "
-                    "audit); an audit of --verifier does not use it, drop it")
-    else:
-        body = _verifier_body(verifier, paths if paths is not None else 2, vocab, depth,
-                              trials if trials is not None else 20, ties, family, seed,
-                              draft_sampling, exact, save_dir)
-    run(body, as_json, _render_sampler if sampler is not None else _render_verifier)
+    run(_audit_body(ctx), as_json, _render_sampler if sampler is not None else _render_verifier)
+
+
+def _audit_body(ctx: typer.Context):
+    """The body of the mode the flags choose (ctx.params: every flag by parameter name)."""
+    o = dict(ctx.params)
+    if (o["verifier"] is None) == (o["sampler"] is None):
+        return _bad("--verifier: give exactly one of --verifier and --sampler")
+    if o["sampler"] is not None:
+        return _sampler_body(o["sampler"], o)
+    unused = given(ctx, *SAMPLER_ONLY)
+    if unused:
+        return _bad(f"{unused[0]}: applies to --sampler only (the sampler audit); an audit of "
+                    "--verifier does not use it, drop it")
+    return _verifier_body(o["verifier"], 2 if o["paths"] is None else o["paths"], o["vocab"],
+                          o["depth"], 20 if o["trials"] is None else o["trials"], o["ties"],
+                          o["family"], o["seed"], o["draft_sampling"], o["exact"], o["save_dir"])
 
 
 def _bad(message: str):

@@ -138,41 +138,9 @@ def instance(
     """Write an instance file (random target and draft rows) for solve, gap, audit and check."""
 
     def body() -> dict[str, Any]:
-        if out is None:
-            raise BadInput("--out: give the file to write, e.g. --out instance.json")
-        choice = check.choice("--family", family, FAMILIES)
-        check.integer("--vocab", vocab, 2)
-        check.integer("--depth", depth, 1)
-        check.instance_shape("--vocab/--depth", vocab, depth)
-        entries = instance_size(vocab, depth)["entries"]
-        if entries > MAX_WRITTEN_ENTRIES:
-            raise BadInput(f"--vocab/--depth: V={vocab}, L={depth} has {entries:,} probabilities per "
-                           f"model (this command writes at most {MAX_WRITTEN_ENTRIES:,}); use a "
-                           "smaller vocabulary or depth")
-        given = {"alpha": alpha, "temperature": temperature, "noise": noise}
-        for name, value in given.items():
-            if value is not None and name not in FAMILY_FLAGS[choice]:
-                raise BadInput(f"--{name}: does not apply to --family {choice} (it applies to "
-                               f"--family {next(f for f, names in FAMILY_FLAGS.items() if name in names)})")
-        values = {name: DEFAULTS[name] if value is None else value for name, value in given.items()}
-        check.number("--alpha", values["alpha"], 0, low_open=True)
-        check.number("--temperature", values["temperature"], 0, low_open=True)
-        check.number("--noise", values["noise"], 0)
-        check.seed("--seed", seed)
-        if denominator is not None:
-            check.integer("--denominator", denominator, 1, MAX_DENOMINATOR)
-        path = output_file("--out", Path(out), force)
-        with working(f"instance {choice} V={vocab} L={depth}"):
-            inst = generate(choice, vocab, depth, values["alpha"], values["temperature"],
-                            values["noise"], seed, denominator).settled()
-            write_checked(inst, path)
-        settings = {"family": choice, "vocab": vocab, "depth": depth, "seed": seed,
-                    "denominator": denominator if choice != "ties" else denominator or TIES_DENOMINATOR}
-        settings.update({name: values[name] for name in FAMILY_FLAGS[choice]})
-        return {"path": str(path), "name": inst.name, "vocab_size": inst.vocab_size,
-                "depth": inst.depth, "rational": inst.rational,
-                "rows_per_model": int(inst.target.shape[0]), "settings": settings,
-                "next": [f"speclp solve {path}", f"speclp gap {path} --paths 2"]}
+        values = checked_values(out, family, vocab, depth, alpha, temperature, noise, seed,
+                                denominator)
+        return write_instance(Path(out), force, values, vocab, depth, seed, denominator)
 
     def render(r: dict[str, Any]) -> None:
         numbers = ("exact rationals (solved and compared in exact arithmetic)" if r["rational"]
@@ -182,3 +150,52 @@ def instance(
         print("next: " + "; ".join(r["next"]))
 
     run(body, as_json, render)
+
+
+def checked_values(out: Path | None, family: str, vocab: int, depth: int, alpha: float | None,
+                   temperature: float | None, noise: float | None, seed: int,
+                   denominator: int | None) -> dict[str, Any]:
+    """The checks of `speclp instance` (exit 2 before any work); returns the family ("family")
+    and its parameters with the library's defaults filled in (alpha, temperature, noise)."""
+    if out is None:
+        raise BadInput("--out: give the file to write, e.g. --out instance.json")
+    choice = check.choice("--family", family, FAMILIES)
+    check.integer("--vocab", vocab, 2)
+    check.integer("--depth", depth, 1)
+    check.instance_shape("--vocab/--depth", vocab, depth)
+    entries = instance_size(vocab, depth)["entries"]
+    if entries > MAX_WRITTEN_ENTRIES:
+        raise BadInput(f"--vocab/--depth: V={vocab}, L={depth} has {entries:,} probabilities per "
+                       f"model (this command writes at most {MAX_WRITTEN_ENTRIES:,}); use a "
+                       "smaller vocabulary or depth")
+    given = {"alpha": alpha, "temperature": temperature, "noise": noise}
+    for name, value in given.items():
+        if value is not None and name not in FAMILY_FLAGS[choice]:
+            raise BadInput(f"--{name}: does not apply to --family {choice} (it applies to "
+                           f"--family {next(f for f, names in FAMILY_FLAGS.items() if name in names)})")
+    values = {name: DEFAULTS[name] if value is None else value for name, value in given.items()}
+    check.number("--alpha", values["alpha"], 0, low_open=True)
+    check.number("--temperature", values["temperature"], 0, low_open=True)
+    check.number("--noise", values["noise"], 0)
+    check.seed("--seed", seed)
+    if denominator is not None:
+        check.integer("--denominator", denominator, 1, MAX_DENOMINATOR)
+    return {"family": choice, **values}
+
+
+def write_instance(out: Path, force: bool, values: dict[str, Any], vocab: int, depth: int,
+                   seed: int, denominator: int | None) -> dict[str, Any]:
+    """Generate the instance, write it checked (write_checked) and describe it."""
+    choice = values["family"]
+    path = output_file("--out", out, force)
+    with working(f"instance {choice} V={vocab} L={depth}"):
+        inst = generate(choice, vocab, depth, values["alpha"], values["temperature"],
+                        values["noise"], seed, denominator).settled()
+        write_checked(inst, path)
+    settings = {"family": choice, "vocab": vocab, "depth": depth, "seed": seed,
+                "denominator": denominator if choice != "ties" else denominator or TIES_DENOMINATOR}
+    settings.update({name: values[name] for name in FAMILY_FLAGS[choice]})
+    return {"path": str(path), "name": inst.name, "vocab_size": inst.vocab_size,
+            "depth": inst.depth, "rational": inst.rational,
+            "rows_per_model": int(inst.target.shape[0]), "settings": settings,
+            "next": [f"speclp solve {path}", f"speclp gap {path} --paths 2"]}
