@@ -17,6 +17,7 @@ from ..experiments.sweep import (
     ResultStore,
     SweepSpec,
     SweepTooLarge,
+    check_cluster,
     load_results,
     run_sweep,
 )
@@ -86,7 +87,7 @@ def sweep(
             no_certify=no_certify, method=method, max_variables=max_variables,
             max_enumerated=max_enumerated, samples=samples, verifiers=verifiers, out=out, fmt=fmt,
             workers=workers)
-        address = check.cluster("--cluster", cluster)
+        address = check_cluster(cluster)  # BadArgument("cluster") -> --cluster
         return run_sweep_command(spec, out_path, out, fmt, workers, address, skip_large, new_out)
 
     run(body, as_json, render_sweep)

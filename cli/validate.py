@@ -18,7 +18,6 @@ import importlib.util
 import json
 import math
 import os
-import socket
 import stat
 from collections.abc import Iterable
 from pathlib import Path
@@ -55,7 +54,6 @@ SEED_MAX = 2**32 - 1
 MAX_WORKERS = 256
 MAX_SAMPLES = 10_000_000  # sampled draft configurations per estimated verifier
 MAX_TEXT_BYTES = 64 * 2**20  # a prompts file
-CLUSTER_TIMEOUT_S = 5.0  # a scheduler that does not accept a TCP connection by then is refused
 
 
 # ---------------------------------------------------------------------------
@@ -321,7 +319,7 @@ def output_dir(flag: str, path: str | Path) -> Path:
 
 
 # ---------------------------------------------------------------------------
-# devices, dtypes, models, clusters
+# devices, dtypes, models (clusters: experiments.sweep.check_cluster)
 # ---------------------------------------------------------------------------
 
 DTYPES = ("auto", "bf16", "bfloat16", "fp32", "float32", "fp16", "float16")
@@ -408,36 +406,6 @@ def _in_hf_cache(repo_id: str) -> bool:
     except Exception:  # an id the hub library refuses is not in the cache
         return False
     return isinstance(found, str)
-
-
-def cluster(flag: str, address: str | None) -> str | None:
-    """None, "local", or a Dask scheduler address that accepts a TCP connection within
-    CLUSTER_TIMEOUT_S seconds; dask[distributed] must be installed."""
-    if address is None:
-        return None
-    try:
-        import distributed  # noqa: F401  # lazy: optional (the cluster extra)
-    except ImportError:
-        raise BadInput(f"{flag}: needs dask[distributed] (pip install 'speclp[cluster]')") from None
-    if address == "local":
-        return address
-    text = str(address).strip()
-    scheme, sep, rest = text.partition("://")
-    if not sep:
-        scheme, rest = "tcp", text
-    if scheme not in ("tcp", "tls"):
-        raise BadInput(f"{flag}: expected local or [tcp://]HOST:PORT, got {_short(address)}")
-    host, _, port_text = rest.rstrip("/").rpartition(":")
-    host = host.strip("[]")
-    if not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise BadInput(f"{flag}: expected local or [tcp://]HOST:PORT, got {_short(address)}")
-    try:
-        with socket.create_connection((host, int(port_text)), timeout=CLUSTER_TIMEOUT_S):
-            pass
-    except OSError as err:
-        reason = "timed out" if isinstance(err, TimeoutError) else (err.strerror or str(err))
-        raise BadInput(f"{flag}: cannot reach a scheduler at {text} ({reason})") from None
-    return text
 
 
 # ---------------------------------------------------------------------------

@@ -70,6 +70,7 @@ from .store import SpecMismatch, die_with_parent, open_folder, read_spec, spec_d
 FAMILIES = ("dirichlet", "temperature")
 FORMATS = ("parquet", "csv")
 MAX_TASKS = 1_000_000  # tasks one sweep may plan (cells x shapes x trials)
+CLUSTER_TIMEOUT_S = 5.0  # a scheduler that does not accept a TCP connection by then is refused
 ROW_COLUMNS = (
     "family", "vocab", "depth", "paths", "draft_sampling", "alpha", "temperature", "seed",
     "instance_id", "verifier", "multipath", "block_efficiency", "optimum", "optimum_certified",
@@ -445,6 +446,42 @@ def _dask(tasks: list[Task], spec: SweepSpec, run_id: str, cluster: Any, workers
         if own_cluster is not None:
             own_cluster.close()
 
+
+def check_cluster(address: str | None, field: str = "cluster") -> str | None:
+    """None, "local", or a Dask scheduler address that accepts a TCP connection within
+    CLUSTER_TIMEOUT_S seconds; dask[distributed] must be installed. A wrong address: BadArgument
+    naming `field`."""
+    if address is None:
+        return None
+    try:
+        import distributed  # noqa: F401  # lazy: optional (the cluster extra)
+    except ImportError:
+        raise BadArgument(field, "needs dask[distributed] (pip install 'speclp[cluster]')") from None
+    if address == "local":
+        return address
+    text = str(address).strip()
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        scheme, rest = "tcp", text
+    if scheme not in ("tcp", "tls"):
+        raise BadArgument(field, f"expected local or [tcp://]HOST:PORT, got {_short_repr(address)}")
+    host, _, port_text = rest.rstrip("/").rpartition(":")
+    host = host.strip("[]")
+    if not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise BadArgument(field, f"expected local or [tcp://]HOST:PORT, got {_short_repr(address)}")
+    try:
+        with socket.create_connection((host, int(port_text)), timeout=CLUSTER_TIMEOUT_S):
+            pass
+    except OSError as err:
+        reason = "timed out" if isinstance(err, TimeoutError) else (err.strerror or str(err))
+        raise BadArgument(field, f"cannot reach a scheduler at {text} ({reason})") from None
+    return text
+
+
+def _short_repr(value: Any, limit: int = 60) -> str:
+    """repr of a value for a one-line message, cut to `limit` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 def run_sweep(spec: SweepSpec, out: str | Path, fmt: str = "parquet", workers: int = 1,
               cluster: Any = None, skip_large: bool = False,

@@ -8,7 +8,6 @@ from fractions import Fraction
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
 from speclp.rationals import fraction_text, parse_fraction
 
 
