@@ -13,7 +13,15 @@ from typing import Any
 import torch
 import typer
 
-from ..decode.models import ModelUnavailable, VocabularyMismatch, load_pair, parse_dtype
+from ..decode.models import (
+    ModelUnavailable,
+    VocabularyMismatch,
+    check_device,
+    check_dtype,
+    check_model_pair,
+    load_pair,
+    parse_dtype,
+)
 from ..experiments.bench import (
     HUMANEVAL_SIZE,
     load_records,
@@ -104,7 +112,7 @@ def bench(
         if draft_temperature is not None:
             check.number("--draft-temperature", draft_temperature, 0)
         check.seed("--seed", seed)
-        check.dtype("--dtype", dtype)
+        check_dtype(dtype)
         check.output_dir("--out", out)
         if threads is not None:
             check.integer("--threads", threads, 1, 1024)
@@ -115,7 +123,7 @@ def bench(
                 raise BadInput("--prompt-seed: only with --prompts humaneval:N")
             every = check.humaneval_prompts("--prompts", HUMANEVAL_SIZE)
             prompt_list = random_prompts(every, len(prompt_list), prompt_seed)
-        check.device("--device", device)
+        check_device(device)
 
         lossless = verifier_names(draft_sampling="iid")
         names = [v.strip() for v in verifiers.split(",") if v.strip()]
@@ -126,7 +134,7 @@ def bench(
                 flag = "--drive" if name == drive and name not in names else "--verifiers"
                 raise BadInput(f"{flag}: unknown verifier {name!r} (or not lossless under i.i.d. "
                                f"drafts); known: {', '.join(lossless)}")
-        check.model_pair("--pair", pair)
+        check_model_pair(pair)
         torch_dtype = parse_dtype(None if dtype == "auto" else dtype)
         if threads is not None:
             torch.set_num_threads(threads)

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 import typer
 
-from ..decode.models import ModelUnavailable, VocabularyMismatch, load_pair
+from ..decode.models import ModelUnavailable, VocabularyMismatch, check_model_pair, load_pair
 from ..experiments.plots import plot_trees, trees_title
 from ..experiments.store import ResultsFolderError, load_jsonl, open_folder, select_records, slug
 from ..experiments.trees import (
@@ -167,7 +167,7 @@ def trees(
                          draft_temperature=draft_temperature, no_timing=no_timing,
                          engine_tokens=engine_tokens, skip_trees=skip_trees, seed=seed,
                          **checked_engine(engine_budgets, engine_verifiers, skip_trees))
-        check.model_pair("--pair", pair)
+        check_model_pair(pair)
         try:
             folder = open_folder(out, "trees", spec.as_dict(), new_folder=new_out)
         except ResultsFolderError as err:
