@@ -31,6 +31,7 @@ from ..experiments.bench import (
 )
 from ..experiments.intervals import format_interval
 from ..experiments.plots import plot_bench
+from ..experiments.prompts import humaneval_prompts, read_prompts
 from ..experiments.store import slug
 from ..verifiers.registry import verifier_names
 from . import options as option
@@ -38,11 +39,6 @@ from . import validate as check
 from .common import BadInput, new_commands, progress, run, stderr, table
 
 DEFAULT_OUT = Path("speclp-results") / "bench"  # relative to the working directory
-
-
-def humaneval_prompts(count: int) -> list[dict[str, str]]:
-    """The first `count` HumanEval prompts: [{"id": task_id, "text": prompt}]."""
-    return check.humaneval_prompts("--prompts", count)
 
 
 commands = new_commands()
@@ -116,12 +112,12 @@ def bench(
         check.output_dir("--out", out)
         if threads is not None:
             check.integer("--threads", threads, 1, 1024)
-        prompt_list = check.prompts("--prompts", prompts)
+        prompt_list = read_prompts(prompts)
         if prompt_seed is not None:
             check.seed("--prompt-seed", prompt_seed)
             if not prompts.startswith("humaneval:"):
                 raise BadInput("--prompt-seed: only with --prompts humaneval:N")
-            every = check.humaneval_prompts("--prompts", HUMANEVAL_SIZE)
+            every = humaneval_prompts(HUMANEVAL_SIZE)
             prompt_list = random_prompts(every, len(prompt_list), prompt_seed)
         check_device(device)
 

@@ -21,6 +21,7 @@ import typer
 
 from ..decode.models import ModelUnavailable, VocabularyMismatch, check_model_pair, load_pair
 from ..experiments.plots import plot_trees, trees_title
+from ..experiments.prompts import read_prompts
 from ..experiments.store import ResultsFolderError, load_jsonl, open_folder, select_records, slug
 from ..experiments.trees import (
     ENGINE_SHAPES,
@@ -59,14 +60,14 @@ def check_run_flags(out: Path, prompts: str, every: int, contexts_per_prompt: in
     if threads is not None:
         check.integer("--threads", threads, 1, 1024)
     check.output_dir("--out", out)
-    check.prompts("--prompts", prompts)
+    read_prompts(prompts)
 
 
 
 def load_run_pair(pair_name: str, prompt_spec: str, draft_temperature: float | None,
           threads: int | None) -> tuple[Any, list[dict[str, Any]], float | None, str]:
     """Prompts (checked first: cheap), then the pair on the CPU/GPU default device."""
-    prompts = check.prompts("--prompts", prompt_spec)
+    prompts = read_prompts(prompt_spec)
     if threads:
         torch.set_num_threads(threads)
     try:

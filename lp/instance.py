@@ -356,6 +356,29 @@ def read_text_file(path: str | Path, max_bytes: int = MAX_FILE_BYTES,
                             ) from None
 
 
+def readable_path(path: str | Path, field: str, allow_dir: bool = False) -> Path:
+    """An existing regular file (or a directory when allow_dir) that can be read; never opens
+    a FIFO or a device. Else BadArgument naming `field` (the CLI passes its flag)."""
+    if "\x00" in str(path):
+        raise BadArgument(field, f"{_short(str(path))}: a path cannot contain a NUL byte")
+    path = Path(path)
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise BadArgument(field, f"{path}: no such file or directory") from None
+    except OSError as err:
+        raise BadArgument(field, f"{path}: cannot read ({err.strerror or err})") from None
+    if stat.S_ISDIR(info.st_mode):
+        if allow_dir:
+            return path
+        raise BadArgument(field, f"{path}: is a directory, expected a file")
+    if not stat.S_ISREG(info.st_mode):
+        raise BadArgument(field, f"{path}: not a regular file")
+    if not os.access(path, os.R_OK):
+        raise BadArgument(field, f"{path}: not readable")
+    return path
+
+
 def read_instance_json(path: str | Path) -> Any:
     """The parsed JSON of an instance file, within the reading limits (module docstring).
 
