@@ -5,10 +5,14 @@ Every check raises BadInput with ONE line that starts with the offending flag or
 run before anything expensive: sizes are estimated from V, L, K by the code that would
 build the object (lp.full.full_lp_size, lp.instance.instance_size,
 verifiers.tree.ordered_tuple_count) and refused with the size, the limit and a
-suggestion; files are checked to be regular files of bounded size before they are opened;
-output folders are checked to be creatable; model names are resolved offline (built-in
-names, local folders, the local Hugging Face cache) before any model is loaded; devices
-and cluster addresses are checked to exist / answer within seconds.
+suggestion; files are checked to be regular files of bounded size before they are opened
+(lp.instance.readable_path); output folders are checked to be creatable.
+
+The checks of one library idea live with it and raise speclp.inputs.BadArgument naming the
+field, which the CLI maps to its flag (cli.common.flag_of): devices, dtypes and model pairs
+(resolved offline before any model is loaded) in decode.models (check_device, check_dtype,
+check_model_pair), prompts in experiments.prompts (read_prompts, humaneval_prompts), the
+Dask scheduler address in experiments.sweep (check_cluster).
 """
 
 from __future__ import annotations
