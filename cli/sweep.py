@@ -16,7 +16,6 @@ from ..experiments.sweep import (
     ROW_COLUMNS,
     ResultStore,
     SweepSpec,
-    SweepTooLarge,
     check_cluster,
     load_results,
     run_sweep,
@@ -182,8 +181,6 @@ def run_sweep_command(spec: SweepSpec, out_path: Path, out: str | None, fmt: str
             progress=lambda it, total: progress(it, total, f"sweep -> {out_path}"))
     except ResultsFolderError as err:
         raise BadInput(f"--out: {err}") from None
-    except SweepTooLarge as err:
-        raise BadInput(f"--max-variables: {err}") from None
     except KeyboardInterrupt:
         done = len(ResultStore(out_path, fmt).done())
         stderr.print(f"interrupted: {done} finished instances are saved in {out_path}; rerun "

@@ -82,8 +82,9 @@ ROW_COLUMNS = (
 )
 
 
-class SweepTooLarge(ValueError):
-    """A grid cell whose LP (or exact enumeration) is over the size guard."""
+class SweepTooLarge(BadArgument):
+    """A grid cell whose LP (or exact enumeration) is over the size guard: a BadArgument of
+    max_variables (the full LP's guard) or of paths (the cell itself is too large)."""
 
 
 class SweepInterrupted(KeyboardInterrupt):
@@ -214,10 +215,13 @@ def plan(spec: SweepSpec, skip_large: bool = False) -> tuple[list[Task], list[di
                       f"{spec.max_variables:,})")
         if reason is not None:
             if not skip_large:
+                full = spec.method == "full"
                 raise SweepTooLarge(
+                    "max_variables" if full else "paths",
                     f"cell V={vocab} L={depth} K={paths}: {reason}; drop the cell (fewer "
-                    "--paths, --vocab or --depth values), raise --max-variables if you have "
-                    "the time and memory, or pass --skip-large to leave such cells out")
+                    "--paths, --vocab or --depth values), "
+                    + ("raise --max-variables if you have the time and memory, " if full else "")
+                    + "or pass --skip-large to leave such cells out")
             skipped.append({"vocab": vocab, "depth": depth, "paths": paths, "reason": reason})
             continue
         for family, alpha, temperature in spec.shapes():

@@ -173,3 +173,15 @@ def test_sweep_flags_of_their_mode_are_accepted(tmp_path, monkeypatch):
         result = invoke(["sweep", "--vocab", "2", "--depth", "1", "--paths", "1", "--trials", "1",
                          "--out", str(tmp_path / "o"), *extra])
         assert result.exit_code == 3, result.output  # reached the (replaced) sweep
+
+
+def test_sweep_too_large_names_the_guard_it_hit():
+    """A full LP over --max-variables names --max-variables (and says to raise it); the
+    refusal is a BadArgument, so the CLI needs no mapping of its own."""
+    from speclp.experiments.sweep import SweepSpec, SweepTooLarge, plan
+    spec = SweepSpec(vocab=[4], depth=[3], paths=[3], alpha=[1.0], temperature=[], trials=1,
+                     method="full")
+    with pytest.raises(SweepTooLarge) as caught:
+        plan(spec)
+    assert isinstance(caught.value, BadArgument) and caught.value.field == "max_variables"
+    assert "raise --max-variables" in caught.value.reason
