@@ -21,9 +21,9 @@ import json
 import time
 
 import torch
-from speclp.cli import validate as check
 from speclp.decode.models import load_pair
 from speclp.decode.tree_rows import sample_contexts, tree_rows
+from speclp.experiments.prompts import read_prompts
 from speclp.experiments.realgap import _stable_hash
 from speclp.lp import optimum
 from speclp.lp.instance import from_rows
@@ -63,7 +63,7 @@ def main() -> None:
     draft_temperature = 1.5 if pair.same_model else None  # as `speclp trees`
     rows_out = []
     start = time.perf_counter()
-    for prompt in check.prompts("--prompts", f"humaneval:{args.prompts}"):
+    for prompt in read_prompts(f"humaneval:{args.prompts}"):
         tokens = pair.target.tokenizer.encode(prompt["text"])
         gen = torch.Generator().manual_seed(_stable_hash(prompt["id"]))
         contexts = sample_contexts(pair.target.model, tokens, 2, 8, 1.0,

@@ -24,13 +24,16 @@ from ..proofs.sandbox import CALL_TIMEOUT, LAYOUTS, SamplerFailed, split_spec
 from ..verifiers.registry import get_verifier
 from . import options as option
 from . import validate as check
-from .common import BadInput, ClaimFailed, new_commands, progress, run, stderr, table
+from .common import BadArgument, BadInput, ClaimFailed, given, new_commands, progress, run, stderr, table
 
 commands = new_commands()
+SAMPLER_ONLY = ("search", "layout", "runs", "call_timeout", "time_limit", "alpha", "unbatched",
+                "instance")  # parameters an audit of --verifier does not use (refused, exit 2)
 
 
 @commands.command()
 def audit(
+    ctx: typer.Context,
     verifier: str = typer.Option(None, "--verifier", help="Registered verifier name (exact audit; "
                                  "a wrong name prints the list)."),
     sampler: str = typer.Option(None, "--sampler", help="MODULE:FUNCTION or FILE.py:FUNCTION: a "
@@ -82,21 +85,23 @@ def audit(
     K-path optimum, all at one family-wise error level (--alpha); exit 1 (failing instances
     saved) when a test rejects, a block is malformed, or the sampler breaks its contract
     (exits, raises, hangs past --call-timeout, returns a malformed answer)."""
-    if (verifier is None) == (sampler is None):
-        body = _bad("--verifier: give exactly one of --verifier and --sampler")
-    elif sampler is not None:
-        options = {"paths": paths, "vocab": vocab, "depth": depth, "trials": trials, "ties": ties,
-                   "family": family, "seed": seed, "draft_sampling": draft_sampling,
-                   "exact": exact, "runs": runs, "time_limit": time_limit,
-                   "call_timeout": call_timeout, "alpha": alpha, "unbatched": unbatched,
-                   "layout": layout, "search": search, "instance": instance,
-                   "save_dir": save_dir}
-        body = _sampler_body(sampler, options)
-    else:
-        body = _verifier_body(verifier, paths if paths is not None else 2, vocab, depth,
-                              trials if trials is not None else 20, ties, family, seed,
-                              draft_sampling, exact, save_dir)
-    run(body, as_json, _render_sampler if sampler is not None else _render_verifier)
+    run(_audit_body(ctx), as_json, _render_sampler if sampler is not None else _render_verifier)
+
+
+def _audit_body(ctx: typer.Context):
+    """The body of the mode the flags choose (ctx.params: every flag by parameter name)."""
+    o = dict(ctx.params)
+    if (o["verifier"] is None) == (o["sampler"] is None):
+        return _bad("--verifier: give exactly one of --verifier and --sampler")
+    if o["sampler"] is not None:
+        return _sampler_body(o["sampler"], o)
+    unused = given(ctx, *SAMPLER_ONLY)
+    if unused:
+        return _bad(f"{unused[0]}: applies to --sampler only (the sampler audit); an audit of "
+                    "--verifier does not use it, drop it")
+    return _verifier_body(o["verifier"], 2 if o["paths"] is None else o["paths"], o["vocab"],
+                          o["depth"], 20 if o["trials"] is None else o["trials"], o["ties"],
+                          o["family"], o["seed"], o["draft_sampling"], o["exact"], o["save_dir"])
 
 
 def _bad(message: str):
@@ -139,12 +144,9 @@ def _verifier_body(verifier, paths, vocab, depth, trials, ties, family, seed, dr
             spec = get_verifier(verifier)
         except KeyError as err:
             raise BadInput(f"--verifier: {err.args[0]}") from None
-        try:
-            result = run_audit(verifier, paths, vocab, depth, trials, ties, seed=seed,
-                               draft_sampling=draft_sampling, exact=exact, family=chosen,
-                               progress=lambda it: progress(it, trials, f"audit {verifier}"))
-        except ValueError as err:
-            raise BadInput(str(err)) from None
+        result = run_audit(verifier, paths, vocab, depth, trials, ties, seed=seed,
+                           draft_sampling=draft_sampling, exact=exact, family=chosen,
+                           progress=lambda it: progress(it, trials, f"audit {verifier}"))
         result["lossless_claimed"] = spec.lossless and draft_sampling in spec.draft_sampling
         if not result["passed"]:
             path = Path(save_dir) / (f"audit-{verifier}-K{paths}-V{vocab}-L{depth}-"
@@ -194,10 +196,7 @@ def _check_sampler(o: dict[str, Any]) -> tuple[str, int, int, str]:
 def _sampler_body(sampler: str, o: dict[str, Any]):
     def body() -> dict[str, Any]:
         layout, paths, trials, family = _check_sampler(o)
-        try:
-            split_spec(sampler)
-        except ValueError as err:
-            raise BadInput(f"--sampler: {err}") from None
+        split_spec(sampler)  # a spec naming no file: SpecError (BadArgument "sampler")
         chosen = None
         if o["instance"] is not None:
             chosen = [load_instance(o["instance"])]  # InstanceError -> exit 2 naming the file
@@ -211,13 +210,9 @@ def _sampler_body(sampler: str, o: dict[str, Any]):
                                    search=o["search"],
                                    progress=lambda it: progress(it, count, "audit sampler"))
         except SamplerFailed as err:
-            if err.kind == "spec":
-                raise BadInput(f"--{err}") from None
+            if err.kind == "spec":  # the child's SpecError: the spec names nothing callable
+                raise BadArgument("sampler", str(err).removeprefix("sampler: ")) from None
             raise _contract_failure(sampler, err, o["alpha"]) from None
-        except ValueError as err:
-            field, _, text = str(err).partition(": ")
-            flag = f"--{field.replace('_', '-')}" if field in ("paths", "search", "trials") else None
-            raise BadInput(f"{flag}: {text}" if flag else f"--sampler: {err}") from None
         if result["captured_output"]:
             stderr.print(f"note: the sampler printed {len(result['captured_output'])} characters "
                          "(kept out of the output; in the JSON as captured_output)",

@@ -13,7 +13,15 @@ from typing import Any
 import torch
 import typer
 
-from ..decode.models import ModelUnavailable, VocabularyMismatch, load_pair, parse_dtype
+from ..decode.models import (
+    ModelUnavailable,
+    VocabularyMismatch,
+    check_device,
+    check_dtype,
+    check_model_pair,
+    load_pair,
+    parse_dtype,
+)
 from ..experiments.bench import (
     HUMANEVAL_SIZE,
     load_records,
@@ -23,6 +31,7 @@ from ..experiments.bench import (
 )
 from ..experiments.intervals import format_interval
 from ..experiments.plots import plot_bench
+from ..experiments.prompts import humaneval_prompts, read_prompts
 from ..experiments.store import slug
 from ..verifiers.registry import verifier_names
 from . import options as option
@@ -30,11 +39,6 @@ from . import validate as check
 from .common import BadInput, new_commands, progress, run, stderr, table
 
 DEFAULT_OUT = Path("speclp-results") / "bench"  # relative to the working directory
-
-
-def humaneval_prompts(count: int) -> list[dict[str, str]]:
-    """The first `count` HumanEval prompts: [{"id": task_id, "text": prompt}]."""
-    return check.humaneval_prompts("--prompts", count)
 
 
 commands = new_commands()
@@ -104,18 +108,18 @@ def bench(
         if draft_temperature is not None:
             check.number("--draft-temperature", draft_temperature, 0)
         check.seed("--seed", seed)
-        check.dtype("--dtype", dtype)
+        check_dtype(dtype)
         check.output_dir("--out", out)
         if threads is not None:
             check.integer("--threads", threads, 1, 1024)
-        prompt_list = check.prompts("--prompts", prompts)
+        prompt_list = read_prompts(prompts)
         if prompt_seed is not None:
             check.seed("--prompt-seed", prompt_seed)
             if not prompts.startswith("humaneval:"):
                 raise BadInput("--prompt-seed: only with --prompts humaneval:N")
-            every = check.humaneval_prompts("--prompts", HUMANEVAL_SIZE)
+            every = humaneval_prompts(HUMANEVAL_SIZE)
             prompt_list = random_prompts(every, len(prompt_list), prompt_seed)
-        check.device("--device", device)
+        check_device(device)
 
         lossless = verifier_names(draft_sampling="iid")
         names = [v.strip() for v in verifiers.split(",") if v.strip()]
@@ -126,7 +130,7 @@ def bench(
                 flag = "--drive" if name == drive and name not in names else "--verifiers"
                 raise BadInput(f"{flag}: unknown verifier {name!r} (or not lossless under i.i.d. "
                                f"drafts); known: {', '.join(lossless)}")
-        check.model_pair("--pair", pair)
+        check_model_pair(pair)
         torch_dtype = parse_dtype(None if dtype == "auto" else dtype)
         if threads is not None:
             torch.set_num_threads(threads)

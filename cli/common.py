@@ -24,13 +24,15 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from ..inputs import BadArgument
 from ..lp.instance import InstanceError
 from ..rationals import fraction_text
 from . import error_json, internal_error, one_line, stderr, stdout
 from .validate import BadInput
 
-__all__ = ["BadInput", "ClaimFailed", "STOPPED_EXIT", "Stopped", "counting", "new_commands", "jsonable",
-           "progress", "run", "stderr", "stdout", "table", "working"]
+__all__ = ["BadArgument", "BadInput", "ClaimFailed", "STOPPED_EXIT", "Stopped", "counting", "flag_of",
+           "given", "jsonable", "new_commands", "progress", "refusal", "refuse_given", "run", "stderr",
+           "stdout", "table", "working"]
 
 
 def new_commands(help: str | None = None) -> typer.Typer:
@@ -40,6 +42,49 @@ def new_commands(help: str | None = None) -> typer.Typer:
 
 
 T = TypeVar("T")
+
+FIELD_FLAGS = {"runs": "--max-runs", "results": "RESULTS", "fmt": "--format"}
+"""Library parameters whose flag is not ``--`` + the name with dashes (flag_of)."""
+
+
+def flag_of(field: str | None) -> str | None:
+    """The flag of a library parameter named by a BadArgument (the ONE place a field becomes
+    a flag): FIELD_FLAGS, else ``--`` + the name with dashes; a field that is not a Python
+    name (a path, ``--flag``, ``target[3]``) is returned as it is."""
+    if field is None or not field.isidentifier():
+        return field
+    return FIELD_FLAGS.get(field, "--" + field.replace("_", "-"))
+
+
+def given(ctx: Any, *names: str) -> list[str]:
+    """The flags (first spelling, e.g. --max-runs) of the parameters `names` that the command
+    line gave, not left at their default (click's parameter source)."""
+    flags = {p.name: p.opts[0] for p in ctx.command.params if getattr(p, "opts", None)}
+    out = []
+    for name in names:
+        source = ctx.get_parameter_source(name)
+        if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
+            out.append(flags[name])
+    return out
+
+
+def refuse_given(ctx: Any, names: tuple[str, ...], why: str) -> None:
+    """BadInput naming the first of `names` the command line gave: a flag the chosen mode
+    does not use (``--search: applies to --sampler only ...``)."""
+    flags = given(ctx, *names)
+    if flags:
+        raise BadInput(f"{flags[0]}: {why}")
+
+
+def refusal(err: BadArgument) -> tuple[str, str | None]:
+    """(one line, field) of a refusal: a CLI check (BadInput) and a wrong instance file or
+    instance field (InstanceError) already name their flag, path or field; a library
+    argument's field becomes its flag (flag_of)."""
+    if isinstance(err, BadInput | InstanceError):
+        message = one_line(err)
+        return message, message.split(": ", 1)[0] if ": " in message else None
+    flag = flag_of(err.field)
+    return one_line(f"{flag}: {err.reason}"), flag
 
 
 class ClaimFailed(Exception):
@@ -84,11 +129,11 @@ def run(body: Callable[[], dict[str, Any]], as_json: bool,
     """Run a command body with the CLI contract: output, errors and exit status."""
     try:
         result = body()
-    except (BadInput, InstanceError) as err:
-        message = one_line(err)
+    except BadArgument as err:  # BadInput and InstanceError included
+        message, field = refusal(err)
         stderr.print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
         if as_json:
-            error_json(2, message, message.split(": ", 1)[0] if ": " in message else None)
+            error_json(2, message, field)
         raise typer.Exit(2) from None
     except ClaimFailed as failure:
         if as_json:

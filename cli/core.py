@@ -104,28 +104,7 @@ def solve(
         }
         return {**result, "meaning": meaning(result)}
 
-    def render(r: dict[str, Any]) -> None:
-        if "verifiers" not in r:  # an optimum was not found: the one line says why
-            return
-        inst = r["instance"]
-        rows = []
-        for key, label in (("optimum", "optimum (engine: column generation)"),
-                           ("lp_full", "full LP optimum"), ("lp_node", "node LP optimum")):
-            rec = r[key]
-            rows.append([label, rec["exact"] or f"{rec['value']:.12g}", f"{rec['value']:.12g}",
-                         "certified" if rec["certified"] else f"NOT certified: {rec['certificate']}",
-                         f"total {rec['seconds']:.3f}s (solve {rec['solve_seconds'] or 0:.3f}s, "
-                         f"certificate {rec['certify_seconds'] or 0:.3f}s)"])
-        for name in ("bv", "token"):
-            exact = r["verifiers_exact"][name]
-            rows.append([f"{name} block efficiency", exact or f"{r['verifiers'][name]:.12g}",
-                         f"{r['verifiers'][name]:.12g}", f"gap {r['gap_to_optimum'][name]}", "exact law"])
-        title = (f"{inst['name']}  (V={inst['vocab_size']}, L={inst['depth']}, "
-                 f"{'rational' if inst['rational'] else 'float'})  E[tau + 1]")
-        table(title, ["quantity", "exact", "float", "status", "times"], rows)
-        print(r["meaning"])
-
-    run(body, as_json, render)
+    run(body, as_json, render_solve)
 
 
 def _gap_is_zero(gap: Any, rational: bool, certified: bool) -> bool:
@@ -169,3 +148,24 @@ def meaning(r: dict[str, Any]) -> str:
     return " ".join(lines)
 
 
+def render_solve(r: dict[str, Any]) -> None:
+    """The table of `speclp solve`."""
+    if "verifiers" not in r:  # an optimum was not found: the one line says why
+        return
+    inst = r["instance"]
+    rows = []
+    for key, label in (("optimum", "optimum (engine: column generation)"),
+                       ("lp_full", "full LP optimum"), ("lp_node", "node LP optimum")):
+        rec = r[key]
+        rows.append([label, rec["exact"] or f"{rec['value']:.12g}", f"{rec['value']:.12g}",
+                     "certified" if rec["certified"] else f"NOT certified: {rec['certificate']}",
+                     f"total {rec['seconds']:.3f}s (solve {rec['solve_seconds'] or 0:.3f}s, "
+                     f"certificate {rec['certify_seconds'] or 0:.3f}s)"])
+    for name in ("bv", "token"):
+        exact = r["verifiers_exact"][name]
+        rows.append([f"{name} block efficiency", exact or f"{r['verifiers'][name]:.12g}",
+                     f"{r['verifiers'][name]:.12g}", f"gap {r['gap_to_optimum'][name]}", "exact law"])
+    title = (f"{inst['name']}  (V={inst['vocab_size']}, L={inst['depth']}, "
+             f"{'rational' if inst['rational'] else 'float'})  E[tau + 1]")
+    table(title, ["quantity", "exact", "float", "status", "times"], rows)
+    print(r["meaning"])

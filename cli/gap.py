@@ -9,8 +9,7 @@ import typer
 
 from ..lp.engine import BACKENDS
 from ..lp.engine import METHODS as ENGINE_METHODS
-from ..proofs.gap import OptimumNotFound
-from ..proofs.gap import gap as compute_gap
+from ..proofs.gap import GapSpec, OptimumNotFound
 from ..verifiers.drafts import DRAFT_SAMPLING
 from ..verifiers.registry import REGISTRY, compared_verifiers, unknown_verifiers, verifier_names
 from . import options as option
@@ -128,58 +127,74 @@ def gap(
     """
 
     def body() -> dict[str, Any]:
-        check_gap_paths("--paths", check.integer("--paths", paths, 1))
-        check.choice("--draft-sampling", draft_sampling, DRAFT_SAMPLING)
-        chosen = parse_verifiers("--verifiers", verifiers)
-        check.choice("--backend", backend, BACKENDS)
-        check.choice("--method", method, METHODS)
-        if backend != "highs" and method != "full":
-            raise BadInput("--backend: cvxpy solves the enumerated LP only; add --method full")
-        check.output_dir("--save-dir", save_dir)
-        check.number("--time-limit", time_limit, 0, low_open=True)
-        check_estimation(max_enumerated, samples)
-        check.seed("--seed", seed)
-        inst = check.instance_file(instance, paths, draft_sampling, size_flag="--paths",
-                                   method=method, exact_laws=False)
-        with working(f"gap {inst.name} K={paths}"):
-            try:
-                result = compute_gap(inst, paths, draft_sampling=draft_sampling, backend=backend,
-                                     verifiers=chosen, method=method, time_limit=time_limit,
-                                     max_enumerated=max_enumerated, samples=samples, seed=seed)
-            except ValueError as err:
-                raise BadInput(f"--paths: {err}") from None
-            except OptimumNotFound as err:
-                raise ClaimFailed(str(err), {"error": str(err), "optimum": err.record}) from None
-        result["optimum"].pop("exact_value", None)
-        if result["failures"]:
-            saved = inst.save(Path(save_dir) / f"gap-K{paths}-{inst.name}.json")
-            result["saved"] = str(saved)
-            raise ClaimFailed(f"{'; '.join(result['failures'])} (instance saved to {saved})",
-                              result)
-        return result
+        spec = gap_spec(instance, paths, draft_sampling, verifiers, method, backend, save_dir,
+                        time_limit, max_enumerated, samples, seed)
+        return run_gap(spec, save_dir)
 
-    def render(r: dict[str, Any]) -> None:
-        if "verifiers" not in r:  # the optimum was not found: the one line says why
-            return
-        inst, opt, class_row = r["instance"], r["optimum"], r["class_optimum"]
-        rows = [[f"K-path optimum ({opt['method']})", f"{opt['value']:.12g}",
-                 short_fraction(opt["exact"]), "", "", "", _label(opt)],
-                ["class optimum (select + BV)", f"{class_row['value']:.12g}",
-                 short_fraction(class_row["exact"]), "0", "1", "",
-                 "= K-path optimum (theorem; same solve)"]]
-        for name, v in r["verifiers"].items():
-            defined = v["block_efficiency"] is not None
-            rows.append([name, f"{v['block_efficiency']:.12g}" if defined else "undefined",
-                         short_fraction(v.get("exact")), f"{v['gap']:.3g}" if defined else "",
-                         f"{v['ratio']:.6f}" if defined else "", v.get("evaluation", ""),
-                         status_text(v)])
-        title = (f"{inst['name']}  V={inst['vocab_size']} L={inst['depth']} K={r['paths']} "
-                 f"({r['draft_sampling']})  E[tau + 1]")
-        table(title, ["quantity", "value", "exact", "gap to optimum", "ratio", "law by",
-                      "status"], rows)
-        not_claimed = [n for n, v in r["verifiers"].items() if not v["lossless_claimed"]]
-        if not_claimed:
-            stderr.print(f"not claimed lossless under {r['draft_sampling']} drafts (reported, "
-                         f"never a failure): {', '.join(not_claimed)}", markup=False)
+    run(body, as_json, render_gap)
 
-    run(body, as_json, render)
+
+def gap_spec(instance: str, paths: int, draft_sampling: str, verifiers: str | None, method: str,
+             backend: str, save_dir: str, time_limit: float, max_enumerated: int, samples: int,
+             seed: int) -> GapSpec:
+    """Flags -> GapSpec: the CLI's own checks (limits, files, folders; exit 2 before any
+    work), then the spec, whose construction checks the rest (BadArgument)."""
+    check_gap_paths("--paths", check.integer("--paths", paths, 1))
+    check.choice("--draft-sampling", draft_sampling, DRAFT_SAMPLING)
+    chosen = parse_verifiers("--verifiers", verifiers)
+    check.choice("--backend", backend, BACKENDS)
+    check.choice("--method", method, METHODS)
+    if backend != "highs" and method != "full":
+        raise BadInput("--backend: cvxpy solves the enumerated LP only; add --method full")
+    check.output_dir("--save-dir", save_dir)
+    check.number("--time-limit", time_limit, 0, low_open=True)
+    check_estimation(max_enumerated, samples)
+    check.seed("--seed", seed)
+    inst = check.instance_file(instance, paths, draft_sampling, size_flag="--paths",
+                               method=method, exact_laws=False)
+    return GapSpec(inst, paths, draft_sampling=draft_sampling, backend=backend,
+                   verifiers=None if chosen is None else tuple(chosen), method=method,
+                   time_limit=time_limit, max_enumerated=max_enumerated, samples=samples,
+                   seed=seed)
+
+
+def run_gap(spec: GapSpec, save_dir: str) -> dict[str, Any]:
+    """spec.run() as the command's JSON; the instance saved and ClaimFailed (exit 1) when a
+    claim fails or the optimum is not found."""
+    inst = spec.instance
+    with working(f"gap {inst.name} K={spec.paths}"):
+        try:
+            result = spec.run().to_json()
+        except OptimumNotFound as err:
+            raise ClaimFailed(str(err), {"error": str(err), "optimum": err.record}) from None
+    if result["failures"]:
+        saved = inst.save(Path(save_dir) / f"gap-K{spec.paths}-{inst.name}.json")
+        result["saved"] = str(saved)
+        raise ClaimFailed(f"{'; '.join(result['failures'])} (instance saved to {saved})", result)
+    return result
+
+
+def render_gap(r: dict[str, Any]) -> None:
+    """The table of `speclp gap` (floats, short exact fractions, status per verifier)."""
+    if "verifiers" not in r:  # the optimum was not found: the one line says why
+        return
+    inst, opt, class_row = r["instance"], r["optimum"], r["class_optimum"]
+    rows = [[f"K-path optimum ({opt['method']})", f"{opt['value']:.12g}",
+             short_fraction(opt["exact"]), "", "", "", _label(opt)],
+            ["class optimum (select + BV)", f"{class_row['value']:.12g}",
+             short_fraction(class_row["exact"]), "0", "1", "",
+             "= K-path optimum (theorem; same solve)"]]
+    for name, v in r["verifiers"].items():
+        defined = v["block_efficiency"] is not None
+        rows.append([name, f"{v['block_efficiency']:.12g}" if defined else "undefined",
+                     short_fraction(v.get("exact")), f"{v['gap']:.3g}" if defined else "",
+                     f"{v['ratio']:.6f}" if defined else "", v.get("evaluation", ""),
+                     status_text(v)])
+    title = (f"{inst['name']}  V={inst['vocab_size']} L={inst['depth']} K={r['paths']} "
+             f"({r['draft_sampling']})  E[tau + 1]")
+    table(title, ["quantity", "value", "exact", "gap to optimum", "ratio", "law by", "status"],
+          rows)
+    not_claimed = [n for n, v in r["verifiers"].items() if not v["lossless_claimed"]]
+    if not_claimed:
+        stderr.print(f"not claimed lossless under {r['draft_sampling']} drafts (reported, "
+                     f"never a failure): {', '.join(not_claimed)}", markup=False)

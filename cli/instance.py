@@ -6,8 +6,10 @@ temperature (target softmax(logits), draft softmax(logits / T + noise N(0, 1))),
 (rational rows with many equal ratios p/q, for audits of tie handling). --denominator D
 makes the rows rational: each row rounded (largest remainder) to multiples of 1/D, so the
 instance is solved and compared in exact arithmetic (ties: rows are compositions of D
-units). The written file is read back and compared with the generated rows before the
-command reports success.
+units). Float rows are written settled (lp.instance.Instance.settled: the loader's
+renormalisation leaves them bit for bit). The file is written to a temporary file, read back
+and compared with the generated rows, and only then renamed to --out: a failure leaves no
+file.
 """
 
 from __future__ import annotations
@@ -84,16 +86,28 @@ def output_file(flag: str, path: Path, force: bool) -> Path:
 
 
 def same_rows(written: Instance, generated: Instance) -> bool:
-    """The file read back has exactly the generated rows: the same fractions (rational
-    instances) or the same float64 values, bit for bit (float instances; their exact
-    values are then those of the file's floats, renormalised exactly, lp.instance)."""
+    """The file read back has exactly the generated rows: the same fractions and the same
+    float64 values, bit for bit (a float instance is written settled, Instance.settled, so
+    that the loader's renormalisation leaves it as it is)."""
     if written.rational != generated.rational:
         return False
-    if written.rational:
-        pairs = ((written.target_exact, generated.target_exact), (written.draft_exact, generated.draft_exact))
-    else:
-        pairs = ((written.target, generated.target), (written.draft, generated.draft))
+    pairs = ((written.target_exact, generated.target_exact), (written.draft_exact, generated.draft_exact),
+             (written.target, generated.target), (written.draft, generated.draft))
     return all(a.shape == b.shape and np.array_equal(a, b) for a, b in pairs)
+
+
+def write_checked(inst: Instance, path: Path) -> None:
+    """Write `inst` to `path` only if the file reads back as exactly `inst` (same_rows): it
+    is written to a temporary file beside `path`, read back, compared, then renamed; on any
+    failure no file is left."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        inst.save(temporary)
+        if not same_rows(load_instance(temporary), inst):
+            raise RuntimeError(f"{path}: the file read back differs from the generated rows")
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 @commands.command()
@@ -124,44 +138,9 @@ def instance(
     """Write an instance file (random target and draft rows) for solve, gap, audit and check."""
 
     def body() -> dict[str, Any]:
-        if out is None:
-            raise BadInput("--out: give the file to write, e.g. --out instance.json")
-        choice = check.choice("--family", family, FAMILIES)
-        check.integer("--vocab", vocab, 2)
-        check.integer("--depth", depth, 1)
-        check.instance_shape("--vocab/--depth", vocab, depth)
-        entries = instance_size(vocab, depth)["entries"]
-        if entries > MAX_WRITTEN_ENTRIES:
-            raise BadInput(f"--vocab/--depth: V={vocab}, L={depth} has {entries:,} probabilities per "
-                           f"model (this command writes at most {MAX_WRITTEN_ENTRIES:,}); use a "
-                           "smaller vocabulary or depth")
-        given = {"alpha": alpha, "temperature": temperature, "noise": noise}
-        for name, value in given.items():
-            if value is not None and name not in FAMILY_FLAGS[choice]:
-                raise BadInput(f"--{name}: does not apply to --family {choice} (it applies to "
-                               f"--family {next(f for f, names in FAMILY_FLAGS.items() if name in names)})")
-        values = {name: DEFAULTS[name] if value is None else value for name, value in given.items()}
-        check.number("--alpha", values["alpha"], 0, low_open=True)
-        check.number("--temperature", values["temperature"], 0, low_open=True)
-        check.number("--noise", values["noise"], 0)
-        check.seed("--seed", seed)
-        if denominator is not None:
-            check.integer("--denominator", denominator, 1, MAX_DENOMINATOR)
-        path = output_file("--out", Path(out), force)
-        with working(f"instance {choice} V={vocab} L={depth}"):
-            inst = generate(choice, vocab, depth, values["alpha"], values["temperature"],
-                            values["noise"], seed, denominator)
-            inst.save(path)
-            written = load_instance(path)
-        if not same_rows(written, inst):
-            raise RuntimeError(f"{path}: the file read back differs from the generated rows")
-        settings = {"family": choice, "vocab": vocab, "depth": depth, "seed": seed,
-                    "denominator": denominator if choice != "ties" else denominator or TIES_DENOMINATOR}
-        settings.update({name: values[name] for name in FAMILY_FLAGS[choice]})
-        return {"path": str(path), "name": inst.name, "vocab_size": inst.vocab_size,
-                "depth": inst.depth, "rational": inst.rational,
-                "rows_per_model": int(inst.target.shape[0]), "settings": settings,
-                "next": [f"speclp solve {path}", f"speclp gap {path} --paths 2"]}
+        values = checked_values(out, family, vocab, depth, alpha, temperature, noise, seed,
+                                denominator)
+        return write_instance(Path(out), force, values, vocab, depth, seed, denominator)
 
     def render(r: dict[str, Any]) -> None:
         numbers = ("exact rationals (solved and compared in exact arithmetic)" if r["rational"]
@@ -171,3 +150,52 @@ def instance(
         print("next: " + "; ".join(r["next"]))
 
     run(body, as_json, render)
+
+
+def checked_values(out: Path | None, family: str, vocab: int, depth: int, alpha: float | None,
+                   temperature: float | None, noise: float | None, seed: int,
+                   denominator: int | None) -> dict[str, Any]:
+    """The checks of `speclp instance` (exit 2 before any work); returns the family ("family")
+    and its parameters with the library's defaults filled in (alpha, temperature, noise)."""
+    if out is None:
+        raise BadInput("--out: give the file to write, e.g. --out instance.json")
+    choice = check.choice("--family", family, FAMILIES)
+    check.integer("--vocab", vocab, 2)
+    check.integer("--depth", depth, 1)
+    check.instance_shape("--vocab/--depth", vocab, depth)
+    entries = instance_size(vocab, depth)["entries"]
+    if entries > MAX_WRITTEN_ENTRIES:
+        raise BadInput(f"--vocab/--depth: V={vocab}, L={depth} has {entries:,} probabilities per "
+                       f"model (this command writes at most {MAX_WRITTEN_ENTRIES:,}); use a "
+                       "smaller vocabulary or depth")
+    given = {"alpha": alpha, "temperature": temperature, "noise": noise}
+    for name, value in given.items():
+        if value is not None and name not in FAMILY_FLAGS[choice]:
+            raise BadInput(f"--{name}: does not apply to --family {choice} (it applies to "
+                           f"--family {next(f for f, names in FAMILY_FLAGS.items() if name in names)})")
+    values = {name: DEFAULTS[name] if value is None else value for name, value in given.items()}
+    check.number("--alpha", values["alpha"], 0, low_open=True)
+    check.number("--temperature", values["temperature"], 0, low_open=True)
+    check.number("--noise", values["noise"], 0)
+    check.seed("--seed", seed)
+    if denominator is not None:
+        check.integer("--denominator", denominator, 1, MAX_DENOMINATOR)
+    return {"family": choice, **values}
+
+
+def write_instance(out: Path, force: bool, values: dict[str, Any], vocab: int, depth: int,
+                   seed: int, denominator: int | None) -> dict[str, Any]:
+    """Generate the instance, write it checked (write_checked) and describe it."""
+    choice = values["family"]
+    path = output_file("--out", out, force)
+    with working(f"instance {choice} V={vocab} L={depth}"):
+        inst = generate(choice, vocab, depth, values["alpha"], values["temperature"],
+                        values["noise"], seed, denominator).settled()
+        write_checked(inst, path)
+    settings = {"family": choice, "vocab": vocab, "depth": depth, "seed": seed,
+                "denominator": denominator if choice != "ties" else denominator or TIES_DENOMINATOR}
+    settings.update({name: values[name] for name in FAMILY_FLAGS[choice]})
+    return {"path": str(path), "name": inst.name, "vocab_size": inst.vocab_size,
+            "depth": inst.depth, "rational": inst.rational,
+            "rows_per_model": int(inst.target.shape[0]), "settings": settings,
+            "next": [f"speclp solve {path}", f"speclp gap {path} --paths 2"]}

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 import typer
 
+from ..decode.models import check_model_pair
 from ..experiments.intervals import format_interval
 from ..experiments.plots import plot_realgap, plot_renormalised
 from ..experiments.realgap import (
@@ -102,7 +103,7 @@ def realgap(
                 raise BadInput(f"--top: the coarsened LP at M = {width}, L = {d} has {(width + 1) ** d:,} "
                                f"paths (limit {MAX_COARSE_PATHS:,}); lower --top or --depth")
         names = _verifier_list(verifiers)
-        check.model_pair("--pair", pair)
+        check_model_pair(pair)
         loaded, prompt_list, draft_t, label = load_run_pair(pair, prompts, draft_temperature, threads)
         check.vocabulary_limits("--verifiers", names, ks, loaded.target.vocab_size)
         out_file = out / f"{slug(pair)}.jsonl"
@@ -131,7 +132,7 @@ def realgap(
         widths = check.int_list("--top", top, 2, 5)
         if max(depths) > 3 or max(ks) > 3:
             raise BadInput("--depth/--paths: supported sizes are M <= 5, L <= 3, K <= 3 (LP size)")
-        check.model_pair("--pair", pair)
+        check_model_pair(pair)
         loaded, prompt_list, draft_t, label = load_run_pair(pair, prompts, draft_temperature, threads)
         out_file = out / f"{slug(pair)}_renormalised.jsonl"
         status = run_realgap_renormalised(

@@ -25,7 +25,7 @@ from ..experiments.sweep import (
     ROW_COLUMNS,
     ResultStore,
     SweepSpec,
-    SweepTooLarge,
+    check_cluster,
     load_results,
     run_sweep,
 )
@@ -34,7 +34,7 @@ from ..lp.engine import BACKENDS
 from ..verifiers.drafts import DRAFT_SAMPLING
 from . import options as option
 from . import validate as check
-from .common import BadInput, ClaimFailed, new_commands, progress, run, stderr, table
+from .common import BadInput, ClaimFailed, new_commands, progress, refuse_given, run, stderr, table
 from .gap import METHODS, check_estimation, check_gap_paths, parse_verifiers
 
 commands = new_commands()
@@ -42,6 +42,7 @@ commands = new_commands()
 
 @commands.command()
 def sweep(
+    ctx: typer.Context,
     vocab: str = typer.Option("2,3", "--vocab", help="Vocabulary sizes V, comma-separated."),
     depth: str = typer.Option("1,2", "--depth", help="Depths L."),
     paths: str = option.paths("1,2,3", "Numbers K of draft paths."),
@@ -87,98 +88,17 @@ def sweep(
     """
 
     def body() -> dict[str, Any]:
-        check.choice("--format", fmt, FORMATS)
-        check.integer("--workers", workers, 1, check.MAX_WORKERS)
-        check.integer("--trials", trials, 1)
-        check.seed("--seed", seed)
-        check.integer("--max-variables", max_variables, 1)
-        check_estimation(max_enumerated, samples)
-        chosen = parse_verifiers("--verifiers", verifiers)
-        out_path = check.output_dir("--out", out or default_out("sweep"))
-        alphas = (check.float_list("--alpha", alpha, 0, low_open=True) if alpha is not None
-                  else [])
-        temperatures = (check.float_list("--temperature", temperature, 0, low_open=True)
-                        if temperature is not None else [])
-        if alpha is None and temperature is None:
-            alphas = [1.0]  # default family: Dirichlet(1)
-        path_counts = check.int_list("--paths", paths, 1)
-        check_gap_paths("--paths", max(path_counts))
-        spec = SweepSpec(vocab=check.int_list("--vocab", vocab, 2), depth=check.int_list("--depth", depth, 1),
-                         paths=path_counts, alpha=alphas,
-                         temperature=temperatures, trials=trials,
-                         seed=seed, draft_sampling=check.choice("--draft-sampling", draft_sampling,
-                                                                DRAFT_SAMPLING),
-                         backend=check.choice("--backend", backend, BACKENDS),
-                         certify=not no_certify,
-                         method=check.choice("--method", method, METHODS),
-                         max_variables=max_variables, max_enumerated=max_enumerated,
-                         samples=samples, verifiers=chosen)
-        address = check.cluster("--cluster", cluster)
-        try:
-            summary = run_sweep(
-                spec, out_path, fmt=fmt, workers=workers, cluster=address,
-                skip_large=skip_large, new_folder=new_out,
-                progress=lambda it, total: progress(it, total, f"sweep -> {out_path}"))
-        except ResultsFolderError as err:
-            raise BadInput(f"--out: {err}") from None
-        except SweepTooLarge as err:
-            raise BadInput(f"--max-variables: {err}") from None
-        except ValueError as err:
-            field = str(err).split(":", 1)[0]
-            raise BadInput(f"--{field.replace('_', '-')}: {str(err).split(':', 1)[-1].strip()}"
-                           ) from None
-        except KeyboardInterrupt:
-            done = len(ResultStore(out_path, fmt).done())
-            stderr.print(f"interrupted: {done} finished instances are saved in {out_path}; rerun "
-                         "the same command to resume", markup=False)
-            raise typer.Exit(130) from None
-        out_path = Path(summary["out"])
-        if summary["rows"]:
-            summary["summary"] = summarise_rows(load_results(out_path))
-        else:  # every cell skipped (--skip-large): nothing to summarise
-            summary["summary"] = summarise_rows(pd.DataFrame(columns=list(ROW_COLUMNS)))
-        if summary["violations"]:
-            raise ClaimFailed(f"{len(summary['violations'])} claim violations, first: "
-                              f"{summary['violations'][0]} (rows saved in {out})", summary)
-        return summary
+        refuse_unused(ctx, method, cluster)
+        spec, out_path = sweep_spec(
+            vocab=vocab, depth=depth, paths=paths, alpha=alpha, temperature=temperature,
+            trials=trials, seed=seed, draft_sampling=draft_sampling, backend=backend,
+            no_certify=no_certify, method=method, max_variables=max_variables,
+            max_enumerated=max_enumerated, samples=samples, verifiers=verifiers, out=out, fmt=fmt,
+            workers=workers)
+        address = check_cluster(cluster)  # BadArgument("cluster") -> --cluster
+        return run_sweep_command(spec, out_path, out, fmt, workers, address, skip_large, new_out)
 
-    def render(r: dict[str, Any]) -> None:
-        s = r["summary"]
-        rows = [["tasks (instance, K)", r["tasks"]], ["finished before this run", r["done_before"]],
-                ["computed now", r["computed"]], ["errors", len(r["errors"])],
-                ["rows", r["rows"]], ["optimum certified exactly", f"{s['optimum_certified']}/"
-                                                                   f"{s['instances']}"],
-                ["optimum certified within w (exact bounds)",
-                 f"{s.get('optimum_certified_within', 0)}/{s['instances']}" + (
-                     f" (largest w {s['optimum_certified_within_max']:.3g})"
-                     if s.get("optimum_certified_within_max") is not None else "")],
-                ["complete", r["complete"]], ["results", r["results_file"] or r["out"]]]
-        lossy = set(s.get("lossy_verifiers", []))
-        if s.get("mean_gap_per_verifier"):
-            rows.append([f"mean gap to optimum (|gap| < {s.get('gap_zero_tolerance', 0):.0e} "
-                         "written 0)", "lossless verifiers by mean gap, then the LOSSY ones"])
-        for name, mean in s.get("mean_gap_per_verifier", {}).items():
-            per_k = s.get("mean_gap_per_verifier_per_K", {}).get(name, {})
-            label = (f"LOSSY {name} (optimum is no bound)" if name in lossy
-                     else f"{name} mean gap to optimum")
-            rows.append([label, f"{mean:.6g}" + (
-                "  (" + ", ".join(f"K={k}: {v:.4g}" for k, v in per_k.items()) + ")"
-                if per_k else "")])
-        if "gbv_below_bv" in s:
-            b = s["gbv_below_bv"]
-            rows.append(["GBV < BV (tol 1e-12, exact rows)",
-                         f"{b['count']}/{b['of']} ({b['fraction']:.3f})"])
-        if s.get("estimated_rows"):
-            rows.append(["ESTIMATED rows (sampled configurations, 95% CI)",
-                         f"{s['estimated_rows']} in cells {', '.join(s['estimated_cells'])}"])
-        for cell in r["skipped_cells"]:
-            rows.append([f"skipped V={cell['vocab']} L={cell['depth']} K={cell['paths']}",
-                         cell["reason"]])
-        for err in r["errors"][:5]:
-            rows.append([f"error {err['instance_id']}", err["error"]])
-        table(f"sweep {r['out']}", ["quantity", "value"], rows)
-
-    run(body, as_json, render)
+    run(body, as_json, render_sweep)
 
 
 def _plot_records(path: Path, target: Path) -> dict[str, Any]:
@@ -250,3 +170,113 @@ def plot(
                for name, f in r["figures"].items()])
 
     run(body, as_json, render)
+
+
+def refuse_unused(ctx: typer.Context, method: str, cluster: str | None) -> None:
+    """Refuse (exit 2) a flag the chosen mode does not use: --max-variables (the size guard of
+    --method full) and --workers with a scheduler address (it brings its own workers)."""
+    if method != "full":
+        refuse_given(ctx, ("max_variables",), "the size guard of --method full; without "
+                     "--method full it is not used, drop it")
+    if cluster not in (None, "local"):
+        refuse_given(ctx, ("workers",), "a scheduler address brings its own workers; "
+                     "--workers applies without --cluster or with --cluster local")
+
+
+def sweep_spec(*, vocab: str, depth: str, paths: str, alpha: str | None, temperature: str | None,
+               trials: int, seed: int, draft_sampling: str, backend: str, no_certify: bool,
+               method: str, max_variables: int, max_enumerated: int, samples: int,
+               verifiers: str | None, out: str | None, fmt: str, workers: int
+               ) -> tuple[SweepSpec, Path]:
+    """Flags -> (SweepSpec, results folder), checked in the order of the flags' rules (exit
+    2 before any work); SweepSpec's construction checks the rest (BadArgument)."""
+    check.choice("--format", fmt, FORMATS)
+    check.integer("--workers", workers, 1, check.MAX_WORKERS)
+    check.integer("--trials", trials, 1)
+    check.seed("--seed", seed)
+    check.integer("--max-variables", max_variables, 1)
+    check_estimation(max_enumerated, samples)
+    chosen = parse_verifiers("--verifiers", verifiers)
+    out_path = check.output_dir("--out", out or default_out("sweep"))
+    alphas = (check.float_list("--alpha", alpha, 0, low_open=True) if alpha is not None
+              else [])
+    temperatures = (check.float_list("--temperature", temperature, 0, low_open=True)
+                    if temperature is not None else [])
+    if alpha is None and temperature is None:
+        alphas = [1.0]  # default family: Dirichlet(1)
+    path_counts = check.int_list("--paths", paths, 1)
+    check_gap_paths("--paths", max(path_counts))
+    spec = SweepSpec(vocab=check.int_list("--vocab", vocab, 2),
+                     depth=check.int_list("--depth", depth, 1), paths=path_counts, alpha=alphas,
+                     temperature=temperatures, trials=trials, seed=seed,
+                     draft_sampling=check.choice("--draft-sampling", draft_sampling, DRAFT_SAMPLING),
+                     backend=check.choice("--backend", backend, BACKENDS), certify=not no_certify,
+                     method=check.choice("--method", method, METHODS),
+                     max_variables=max_variables, max_enumerated=max_enumerated,
+                     samples=samples, verifiers=chosen)
+    return spec, out_path
+
+
+def run_sweep_command(spec: SweepSpec, out_path: Path, out: str | None, fmt: str, workers: int,
+                      address: str | None, skip_large: bool, new_out: bool) -> dict[str, Any]:
+    """Run (or resume) the sweep into out_path and summarise its rows; ClaimFailed (exit 1)
+    on a claim violation; an interrupt keeps the finished instances (exit 130)."""
+    try:
+        summary = run_sweep(
+            spec, out_path, fmt=fmt, workers=workers, cluster=address,
+            skip_large=skip_large, new_folder=new_out,
+            progress=lambda it, total: progress(it, total, f"sweep -> {out_path}"))
+    except ResultsFolderError as err:
+        raise BadInput(f"--out: {err}") from None
+    except KeyboardInterrupt:
+        done = len(ResultStore(out_path, fmt).done())
+        stderr.print(f"interrupted: {done} finished instances are saved in {out_path}; rerun "
+                     "the same command to resume", markup=False)
+        raise typer.Exit(130) from None
+    out_path = Path(summary["out"])
+    if summary["rows"]:
+        summary["summary"] = summarise_rows(load_results(out_path))
+    else:  # every cell skipped (--skip-large): nothing to summarise
+        summary["summary"] = summarise_rows(pd.DataFrame(columns=list(ROW_COLUMNS)))
+    if summary["violations"]:
+        raise ClaimFailed(f"{len(summary['violations'])} claim violations, first: "
+                          f"{summary['violations'][0]} (rows saved in {out})", summary)
+    return summary
+
+
+def render_sweep(r: dict[str, Any]) -> None:
+    """The summary table of `speclp sweep`."""
+    s = r["summary"]
+    rows = [["tasks (instance, K)", r["tasks"]], ["finished before this run", r["done_before"]],
+            ["computed now", r["computed"]], ["errors", len(r["errors"])],
+            ["rows", r["rows"]], ["optimum certified exactly", f"{s['optimum_certified']}/"
+                                                               f"{s['instances']}"],
+            ["optimum certified within w (exact bounds)",
+             f"{s.get('optimum_certified_within', 0)}/{s['instances']}" + (
+                 f" (largest w {s['optimum_certified_within_max']:.3g})"
+                 if s.get("optimum_certified_within_max") is not None else "")],
+            ["complete", r["complete"]], ["results", r["results_file"] or r["out"]]]
+    lossy = set(s.get("lossy_verifiers", []))
+    if s.get("mean_gap_per_verifier"):
+        rows.append([f"mean gap to optimum (|gap| < {s.get('gap_zero_tolerance', 0):.0e} "
+                     "written 0)", "lossless verifiers by mean gap, then the LOSSY ones"])
+    for name, mean in s.get("mean_gap_per_verifier", {}).items():
+        per_k = s.get("mean_gap_per_verifier_per_K", {}).get(name, {})
+        label = (f"LOSSY {name} (optimum is no bound)" if name in lossy
+                 else f"{name} mean gap to optimum")
+        rows.append([label, f"{mean:.6g}" + (
+            "  (" + ", ".join(f"K={k}: {v:.4g}" for k, v in per_k.items()) + ")"
+            if per_k else "")])
+    if "gbv_below_bv" in s:
+        b = s["gbv_below_bv"]
+        rows.append(["GBV < BV (tol 1e-12, exact rows)",
+                     f"{b['count']}/{b['of']} ({b['fraction']:.3f})"])
+    if s.get("estimated_rows"):
+        rows.append(["ESTIMATED rows (sampled configurations, 95% CI)",
+                     f"{s['estimated_rows']} in cells {', '.join(s['estimated_cells'])}"])
+    for cell in r["skipped_cells"]:
+        rows.append([f"skipped V={cell['vocab']} L={cell['depth']} K={cell['paths']}",
+                     cell["reason"]])
+    for err in r["errors"][:5]:
+        rows.append([f"error {err['instance_id']}", err["error"]])
+    table(f"sweep {r['out']}", ["quantity", "value"], rows)

@@ -19,8 +19,9 @@ from typing import Any
 import torch
 import typer
 
-from ..decode.models import ModelUnavailable, VocabularyMismatch, load_pair
+from ..decode.models import ModelUnavailable, VocabularyMismatch, check_model_pair, load_pair
 from ..experiments.plots import plot_trees, trees_title
+from ..experiments.prompts import read_prompts
 from ..experiments.store import ResultsFolderError, load_jsonl, open_folder, select_records, slug
 from ..experiments.trees import (
     ENGINE_SHAPES,
@@ -59,14 +60,14 @@ def check_run_flags(out: Path, prompts: str, every: int, contexts_per_prompt: in
     if threads is not None:
         check.integer("--threads", threads, 1, 1024)
     check.output_dir("--out", out)
-    check.prompts("--prompts", prompts)
+    read_prompts(prompts)
 
 
 
 def load_run_pair(pair_name: str, prompt_spec: str, draft_temperature: float | None,
           threads: int | None) -> tuple[Any, list[dict[str, Any]], float | None, str]:
     """Prompts (checked first: cheap), then the pair on the CPU/GPU default device."""
-    prompts = check.prompts("--prompts", prompt_spec)
+    prompts = read_prompts(prompt_spec)
     if threads:
         torch.set_num_threads(threads)
     try:
@@ -167,7 +168,7 @@ def trees(
                          draft_temperature=draft_temperature, no_timing=no_timing,
                          engine_tokens=engine_tokens, skip_trees=skip_trees, seed=seed,
                          **checked_engine(engine_budgets, engine_verifiers, skip_trees))
-        check.model_pair("--pair", pair)
+        check_model_pair(pair)
         try:
             folder = open_folder(out, "trees", spec.as_dict(), new_folder=new_out)
         except ResultsFolderError as err:

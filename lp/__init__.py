@@ -18,6 +18,6 @@ Modules (dependencies point down the list; nothing here imports torch):
     node_form   the node-level relaxation (object of study of the claims)
 """
 
-from .engine import Optimum, optimum, program_optimum
+from .engine import Optimum, Status, optimum, program_optimum
 
-__all__ = ["Optimum", "optimum", "program_optimum"]
+__all__ = ["Optimum", "Status", "optimum", "program_optimum"]

@@ -63,6 +63,7 @@ import highspy
 import numpy as np
 from flint import fmpq
 
+from ..inputs import BadArgument
 from ..verifiers.drafts import (
     Configurations,
     check_draft_sampling,
@@ -142,7 +143,7 @@ def master_data(model_or_instance: TreeModel | Instance, paths: int = 2,
                 max_configurations: int = MAX_ENUMERATED_CONFIGURATIONS) -> MasterData:
     check_draft_sampling(draft_sampling)
     if paths < 1:
-        raise ValueError(f"paths must be >= 1, got {paths}")
+        raise BadArgument("paths", f"must be >= 1, got {paths}")
     model = as_model(model_or_instance, exact)
     q = model.draft_path_probabilities()
     q_float = np.array([float(v) for v in q]) if q.dtype == object else q.astype(np.float64)
@@ -154,7 +155,7 @@ def master_data(model_or_instance: TreeModel | Instance, paths: int = 2,
     if draft_sampling == "without-replacement":
         count = count_configurations(int((q_float > 0).sum()), paths, draft_sampling)
         if count > max_configurations:
-            raise ValueError(f"paths: the selection master without replacement enumerates "
+            raise BadArgument("paths", f"the selection master without replacement enumerates "
                              f"{count:,} configurations (limit {max_configurations:,}); "
                              "use iid drafting or fewer paths")
         configs = multiset_configurations(model, paths, draft_sampling)

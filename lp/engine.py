@@ -43,7 +43,8 @@ The record (Optimum)
                      every priority priced exactly. "certified within w" is labelled apart
                      from "certified" (exactly); value is then the exact lower bound.
     certificate      text: what was checked, or why it failed
-    status           solver status ("optimal", "time_limit", ...)
+    status           Status ("optimal", "time_limit", ...: a str Enum; OTHER for a solver
+                     word not listed, kept in solver_status, which to_json prints)
     method           "colgen" | "full" | "closed-form" | "tree" | "lp" | a cutting-plane
                      label
     seconds          wall time of the whole computation (solve + certificate)
@@ -70,11 +71,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
+from ..inputs import BadArgument
 from ..rationals import fraction_text
 from ..verifiers.drafts import check_draft_sampling
 from ..verifiers.tree import TreeModel, num_nodes
@@ -105,15 +108,40 @@ DEFAULT_TIME_LIMIT = 600.0  # seconds: column generation and the full LP never r
 BACKENDS = ("highs", "cvxpy")
 
 
+class Status(StrEnum):
+    """The typed status of an optimum record (a StrEnum: equal to its word, printed as it).
+    Optimum.status is one of these; the solver's own word is kept in Optimum.solver_status
+    (what to_json prints as "status"): a word outside this list (a rare HiGHS or cvxpy
+    status) is Status.OTHER."""
+
+    OPTIMAL = "optimal"
+    TIME_LIMIT = "time_limit"
+    ITERATION_LIMIT = "iteration_limit"
+    INFEASIBLE = "infeasible"
+    UNBOUNDED = "unbounded"
+    NOT_CONVERGED = "not_converged"  # a cutting-plane loop stopped before convergence
+    ERROR = "error"
+    OTHER = "other"
+
+    @classmethod
+    def of(cls, word: str | Status) -> Status:
+        """The member for a solver's status word (OTHER for a word not listed)."""
+        try:
+            return cls(word)
+        except ValueError:
+            return cls.OTHER
+
+
 @dataclass
 class Optimum:
-    """The optimum record (module docstring)."""
+    """The optimum record (module docstring). status: a Status (constructed from the solver's
+    word, which stays in solver_status)."""
 
     value: float | None
     exact_value: Fraction | None
     certified: bool
     certificate: str
-    status: str
+    status: Status | str
     method: str
     rational: bool
     seconds: float
@@ -124,6 +152,12 @@ class Optimum:
     mixture: SelectionMixture | None = None
     details: dict[str, Any] = field(default_factory=dict)
     matching_duals: np.ndarray | None = None
+    solver_status: str | None = None  # the solver's own word (default: the status given)
+
+    def __post_init__(self) -> None:
+        if self.solver_status is None:
+            self.solver_status = str(self.status)
+        self.status = Status.of(self.status)
 
     @property
     def exact(self) -> str | None:
@@ -149,7 +183,7 @@ class Optimum:
     def to_json(self, mixture: bool = False) -> dict[str, Any]:
         """JSON object (the mixture only when asked: it has P entries per priority)."""
         out = {"value": self.value, "exact": self.exact, "certified": self.certified,
-               "certificate": self.certificate, "status": self.status, "method": self.method,
+               "certificate": self.certificate, "status": self.solver_status, "method": self.method,
                "seconds": round(self.seconds, 6),
                "solve_seconds": _round(self.solve_seconds),
                "certify_seconds": _round(self.certify_seconds),
@@ -160,10 +194,10 @@ class Optimum:
 
 
 def check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
-    """Raise ValueError "<name> must be one of <choices>, got <value>" unless value is one of
+    """Raise BadArgument(name, "must be one of <choices>, got <value>") unless value is one of
     choices (the argument checks of optimum, program_optimum and proofs.gap)."""
     if value not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+        raise BadArgument(name, f"must be one of {', '.join(choices)}, got {value!r}")
 
 
 def _round(seconds: float | None) -> float | None:
@@ -250,11 +284,11 @@ def optimum(instance: Instance | TreeModel, paths: int = 1, draft_sampling: str 
     check_choice("method", method, METHODS)
     check_choice("backend", backend, BACKENDS)
     if paths < 1:
-        raise ValueError(f"paths must be >= 1, got {paths}")
+        raise BadArgument("paths", f"must be >= 1, got {paths}")
     model, rational = _model_and_rational(instance, certify)
     if tree_nodes is not None:
         if paths != 1:
-            raise ValueError("tree_nodes: a fixed draft tree has no K (paths must be 1)")
+            raise BadArgument("tree_nodes", "a fixed draft tree has no K (paths must be 1)")
         return program_optimum(tree_lp(model, tree_nodes, exact=certify), backend, certify,
                                rational, method="tree")
     check_draft_sampling(draft_sampling)
@@ -265,10 +299,10 @@ def optimum(instance: Instance | TreeModel, paths: int = 1, draft_sampling: str 
     one_step = model.depth == 1 and draft_sampling == "iid"
     if method == "closed-form" or (method == "auto" and one_step):
         if not one_step:
-            raise ValueError("method: the closed form applies at depth 1 with iid drafts only")
+            raise BadArgument("method", "the closed form applies at depth 1 with iid drafts only")
         return _closed_form_optimum(model, paths, certify, rational)
     if backend != "highs":
-        raise ValueError("backend: column generation runs on HiGHS only; use method 'full' "
+        raise BadArgument("backend", "column generation runs on HiGHS only; use method 'full' "
                          "for cvxpy")
     return _colgen_optimum(model, paths, draft_sampling, certify, rational, time_limit)
 

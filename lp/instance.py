@@ -23,11 +23,13 @@ generated.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import re
 import stat
+import tempfile
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -35,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from ..inputs import BadArgument
 from ..rationals import fraction_text
 from ..verifiers.tree import SIZE_CAP, TreeModel, capped_num_nodes, node_prefix, num_nodes
 from . import tolerances
@@ -49,8 +52,15 @@ MAX_EXPONENT = 1000  # |decimal exponent| of a number string ("1e-5")
 _EXPONENT = re.compile(r"[eE]\s*([+-]?\d+)")
 
 
-class InstanceError(ValueError):
-    """Bad instance input; the message is one line naming the field."""
+class InstanceError(BadArgument):
+    """Bad instance input; the message is one line naming the field of the instance (or the
+    file, or the generator's argument) first: ``target[3]: row sums to ...``."""
+
+    def __init__(self, message: str):
+        field, sep, reason = message.partition(": ")
+        ValueError.__init__(self, message)
+        self.field = field if sep else "instance"
+        self.reason = reason if sep else message
 
 
 @dataclass
@@ -82,10 +92,81 @@ class Instance:
                 "target": self.target.tolist(), "draft": self.draft.tolist()}
 
     def save(self, path: str | Path) -> Path:
+        """Write the instance file atomically (a temporary file in the same folder, renamed):
+        a failed write leaves no file behind and never a half-written one."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_json(), indent=1))
+        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(handle, "w") as out:
+                out.write(json.dumps(self.to_json(), indent=1))
+            os.replace(temporary, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
         return path
+
+    def settled(self) -> Instance:
+        """This instance with float rows that its own file reads back bit for bit.
+
+        A float row is stored renormalised (its exact binary values divided by their sum);
+        read back, that row is renormalised once more, which can move an entry by an ulp.
+        settled() repeats the renormalisation until a row is its own renormalisation (the
+        loader then leaves it unchanged), so save() followed by load_instance() gives these
+        very rows, and the exact rows are those of the file (the settled floats over their
+        exact sum). A rational instance is returned as it is."""
+        if self.rational:
+            return self
+        rows = [_settled_rows(self.target, "target"), _settled_rows(self.draft, "draft")]
+        out = from_rows(rows[0], rows[1], self.depth, self.name)  # exact rows: those of the file
+        out.notes = list(self.notes)
+        return out
+
+
+SETTLE_ROUNDS = 8  # renormalisations settled() tries per row
+
+
+def _renormalised(row: np.ndarray) -> np.ndarray:
+    """The float64 row the loader makes of a float row: exact values over their exact sum."""
+    exact = [Fraction(float(x)) for x in row]
+    total = sum(exact, Fraction(0))
+    return row if total == 1 else np.array([float(x / total) for x in exact], dtype=np.float64)
+
+
+def _exact_sum_row(row: np.ndarray) -> np.ndarray | None:
+    """The row with one entry moved by the exact residual 1 - sum so that its binary values
+    sum to exactly 1 (the loader then keeps it as it is), or None when no entry can take the
+    residual exactly. Tried from the smallest positive entry up (the finest ulp)."""
+    exact = [Fraction(float(x)) for x in row]
+    residual = 1 - sum(exact, Fraction(0))
+    for i in sorted((i for i, x in enumerate(exact) if x > 0), key=lambda i: exact[i]):
+        moved = exact[i] + residual
+        if moved >= 0 and Fraction(float(moved)) == moved:
+            out = row.copy()
+            out[i] = float(moved)
+            return out
+    return None
+
+
+def _settled_rows(rows: np.ndarray, field_name: str) -> np.ndarray:
+    """Each row renormalised until it is its own renormalisation, or (a row that cycles)
+    moved to an exact sum of 1 (Instance.settled)."""
+    out = np.array(rows, dtype=np.float64)
+    for i, first in enumerate(out):
+        row = first
+        for _ in range(SETTLE_ROUNDS):
+            again = _renormalised(row)
+            if np.array_equal(again, row):
+                break
+            row = again
+        else:
+            row = _exact_sum_row(_renormalised(first))
+            if row is None:
+                raise RuntimeError(f"{field_name}[{i}]: the row neither settles under "
+                                   "renormalisation nor can sum to exactly 1 in float64")
+        out[i] = row
+    return out
 
 
 def _short(value: Any, limit: int = 60) -> str:
@@ -273,6 +354,29 @@ def read_text_file(path: str | Path, max_bytes: int = MAX_FILE_BYTES,
     except UnicodeDecodeError as err:
         raise InstanceError(f"{path}: not UTF-8 text (byte {err.start}); expected {what}"
                             ) from None
+
+
+def readable_path(path: str | Path, field: str, allow_dir: bool = False) -> Path:
+    """An existing regular file (or a directory when allow_dir) that can be read; never opens
+    a FIFO or a device. Else BadArgument naming `field` (the CLI passes its flag)."""
+    if "\x00" in str(path):
+        raise BadArgument(field, f"{_short(str(path))}: a path cannot contain a NUL byte")
+    path = Path(path)
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise BadArgument(field, f"{path}: no such file or directory") from None
+    except OSError as err:
+        raise BadArgument(field, f"{path}: cannot read ({err.strerror or err})") from None
+    if stat.S_ISDIR(info.st_mode):
+        if allow_dir:
+            return path
+        raise BadArgument(field, f"{path}: is a directory, expected a file")
+    if not stat.S_ISREG(info.st_mode):
+        raise BadArgument(field, f"{path}: not a regular file")
+    if not os.access(path, os.R_OK):
+        raise BadArgument(field, f"{path}: not readable")
+    return path
 
 
 def read_instance_json(path: str | Path) -> Any:

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from ..inputs import BadArgument
 from ..lp import optimum as lp_optimum
 from ..lp import tolerances
 from ..lp.instance import Instance, dirichlet_instance, from_rows, ties_instance
@@ -128,7 +129,7 @@ def family_instance(family: str, vocab: int, depth: int, seed: int) -> Instance:
         for rows in (target, draft):
             rows[np.arange(count), rng.integers(vocab, size=count)] = 1e-6 * rng.random(count)
     else:
-        raise ValueError(f"family: must be one of {FAMILIES + (MIXED,)}, got {family!r}")
+        raise BadArgument("family", f"must be one of {FAMILIES + (MIXED,)}, got {family!r}")
     target /= target.sum(1, keepdims=True)
     draft /= draft.sum(1, keepdims=True)
     return from_rows(target, draft, depth, name)
@@ -184,13 +185,13 @@ def audit(verifier: str, paths: int, vocab: int, depth: int, trials: int, ties: 
     for name, value, low in (("paths", paths, 1), ("vocab", vocab, 2), ("depth", depth, 1),
                              ("trials", trials, 1)):
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            raise ValueError(f"{name}: must be an integer >= {low}, got {value!r}")
+            raise BadArgument(name, f"must be an integer >= {low}, got {value!r}")
     if draft_sampling not in DRAFT_SAMPLING:
-        raise ValueError(f"draft_sampling: must be one of {DRAFT_SAMPLING}, got {draft_sampling!r}")
+        raise BadArgument("draft_sampling", f"must be one of {DRAFT_SAMPLING}, got {draft_sampling!r}")
     configurations = (vocab**depth) ** paths
     if configurations > MAX_CONFIGURATIONS:
-        raise ValueError(
-            f"paths: (vocab^depth)^paths = {configurations} draft configurations per instance "
+        raise BadArgument(
+            "paths", f"(vocab^depth)^paths = {configurations} draft configurations per instance "
             f"(limit {MAX_CONFIGURATIONS}); lower paths, vocab or depth"
         )
     iterator: Iterable[int] = range(trials)
@@ -268,7 +269,7 @@ def load_sampler(spec: str) -> Callable[..., Any]:
     except ValueError:
         raise
     except Exception as err:  # import errors of user code: one line, naming the spec
-        raise ValueError(f"sampler: cannot load {spec!r}: {type(err).__name__}: {err}") from None
+        raise BadArgument("sampler", f"cannot load {spec!r}: {type(err).__name__}: {err}") from None
 
 
 def _draw_tokens(rows: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -313,7 +314,7 @@ def draw_drafts(model: Any, paths: int, runs: int, rng: np.random.Generator,
                     break
                 out[clash, k] = one_path(int(clash.sum()))
             else:
-                raise ValueError(f"paths: {REDRAWS} redraws did not give {paths} distinct paths "
+                raise BadArgument("paths", f"{REDRAWS} redraws did not give {paths} distinct paths "
                                  "(the draft law puts almost all its mass on fewer paths)")
     return out
 
@@ -587,14 +588,14 @@ def _instances(given: list[Instance] | None, count: int, vocab: int, depth: int,
         if draft_sampling == "without-replacement":
             for instance in given:
                 if not _enough_paths(instance, paths):
-                    raise ValueError(f"paths: {instance.name} has fewer than {paths} paths of "
+                    raise BadArgument("paths", f"{instance.name} has fewer than {paths} paths of "
                                      "positive draft probability; cannot draft them distinct")
         return list(given)
     out: list[Instance] = []
     trial = 0
     while len(out) < count:
         if trial >= 20 * count:
-            raise ValueError(f"paths: fewer than {count} of {trial} instances of this family have "
+            raise BadArgument("paths", f"fewer than {count} of {trial} instances of this family have "
                              f"{paths} paths of positive draft probability (without replacement)")
         instance = audit_instance(vocab, depth, trial, ties, seed, family)
         trial += 1
@@ -608,20 +609,20 @@ def _check_sampler_args(paths: int, vocab: int, depth: int, trials: int, runs: i
     for field_name, value, low in (("paths", paths, 1), ("vocab", vocab, 2), ("depth", depth, 1),
                                    ("trials", trials, 1), ("runs", runs, 2), ("search", search, 0)):
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            raise ValueError(f"{field_name}: must be an integer >= {low}, got {value!r}")
+            raise BadArgument(field_name, f"must be an integer >= {low}, got {value!r}")
     if runs > RUNS_LIMIT:
-        raise ValueError(f"runs: at most {RUNS_LIMIT:,} per instance, got {runs:,}")
+        raise BadArgument("runs", f"at most {RUNS_LIMIT:,} per instance, got {runs:,}")
     if not 0 < alpha < 1:
-        raise ValueError(f"alpha: must be in (0, 1), got {alpha!r}")
+        raise BadArgument("alpha", f"must be in (0, 1), got {alpha!r}")
     if draft_sampling not in DRAFT_SAMPLING:
-        raise ValueError(f"draft_sampling: must be one of {DRAFT_SAMPLING}, got {draft_sampling!r}")
+        raise BadArgument("draft_sampling", f"must be one of {DRAFT_SAMPLING}, got {draft_sampling!r}")
     if layout not in LAYOUTS:
-        raise ValueError(f"layout: must be one of {LAYOUTS}, got {layout!r}")
+        raise BadArgument("layout", f"must be one of {LAYOUTS}, got {layout!r}")
     if layout in ("ragged", "vllm") and paths != 1:
-        raise ValueError(f"paths: the {layout} layout has one draft chain per request (K = 1), "
+        raise BadArgument("paths", f"the {layout} layout has one draft chain per request (K = 1), "
                          f"got {paths}")
     if search and search < trials:
-        raise ValueError(f"search: must be at least the number of instances audited ({trials})")
+        raise BadArgument("search", f"must be at least the number of instances audited ({trials})")
 
 
 def audit_sampler(sampler: Callable[..., Any] | str, paths: int = 2, vocab: int = 3,
@@ -681,11 +682,11 @@ def audit_sampler(sampler: Callable[..., Any] | str, paths: int = 2, vocab: int 
     layout = layout or ("batched" if batched else "unbatched")
     _check_sampler_args(paths, vocab, depth, trials, runs, alpha, draft_sampling, layout, search)
     if time_limit is not None and (isinstance(time_limit, bool) or not time_limit > 0):
-        raise ValueError(f"time_limit: must be a number of seconds > 0 or None, got {time_limit!r}")
+        raise BadArgument("time_limit", f"must be a number of seconds > 0 or None, got {time_limit!r}")
     if law is not None and search:
-        raise ValueError("search: screens against the target law; not available with a stated law")
+        raise BadArgument("search", "screens against the target law; not available with a stated law")
     if law is not None and not callable(law):
-        raise ValueError(f"law: must be a law function DraftTree -> BlockLaw, got {law!r}")
+        raise BadArgument("law", f"must be a law function DraftTree -> BlockLaw, got {law!r}")
     chosen = _instances(instances, max(search, trials), vocab, depth, ties, seed, family, paths,
                         draft_sampling)
     runner = (SandboxedSampler(sampler, layout, seed, call_timeout, load_timeout)

@@ -33,10 +33,13 @@ in exact rationals on rational instances whose exact law is small (EXACT_WORK).
 
 from __future__ import annotations
 
+import math
 import time
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from ..inputs import BadArgument
 from ..lp import tolerances
 from ..lp.engine import BACKENDS, DEFAULT_TIME_LIMIT, METHODS, check_choice, optimum
 from ..lp.instance import Instance
@@ -81,8 +84,11 @@ class OptimumNotFound(RuntimeError):
 DEFAULT_VERIFIERS: tuple[str, ...] = tuple(compared_verifiers())
 
 
-class UnknownVerifier(ValueError):
-    """A requested verifier name is not registered (the message names it)."""
+class UnknownVerifier(BadArgument):
+    """A requested verifier name is not registered (field "verifiers"; the reason names it)."""
+
+    def __init__(self, reason: str):
+        super().__init__("verifiers", reason)
 
 
 def available_verifiers(requested: tuple[str, ...] | list[str] | None = None) -> list[str]:
@@ -154,7 +160,7 @@ def gap(instance: Instance, paths: int, draft_sampling: str = "iid", backend: st
     check_choice("backend", backend, BACKENDS)
     check_choice("method", method, METHODS)
     if paths < 1:
-        raise ValueError(f"paths must be >= 1, got {paths}")
+        raise BadArgument("paths", f"must be >= 1, got {paths}")
     start = time.perf_counter()
     names = available_verifiers(verifiers)
     record = optimum(instance, paths, draft_sampling, method=method, certify=certify,
@@ -299,3 +305,105 @@ def _compare(instance: Instance, name: str, paths: int, draft_sampling: str, rec
     elif tv_exact is None and tv > TV_TOLERANCE:
         problems.append(f"{name}: lossy, TV {tv:.3g} > {TV_TOLERANCE:g}")
     return row, problems
+
+
+# ---------------------------------------------------------------------------
+# a gap computation as data: GapSpec in, GapResult out (issue 29)
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GapSpec:
+    """One gap computation as data (a problem is data before it is solved): the arguments of
+    gap(), with its defaults. Construction is the validation: a wrong field raises
+    BadArgument naming it (verifiers: UnknownVerifier); run() computes it."""
+
+    instance: Instance
+    paths: int = 2
+    draft_sampling: str = "iid"
+    backend: str = "highs"
+    verifiers: tuple[str, ...] | None = None  # None: DEFAULT_VERIFIERS
+    certify: bool = True
+    method: str = "auto"
+    time_limit: float | None = DEFAULT_TIME_LIMIT
+    max_enumerated: int = MAX_ENUMERATED
+    samples: int = SAMPLES
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_choice("draft_sampling", self.draft_sampling, DRAFT_SAMPLING)
+        check_choice("backend", self.backend, BACKENDS)
+        check_choice("method", self.method, METHODS)
+        for name, low in (("paths", 1), ("max_enumerated", 1), ("samples", 2), ("seed", 0)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise BadArgument(name, f"must be an integer >= {low}, got {value!r}")
+        if self.time_limit is not None and not (math.isfinite(self.time_limit) and self.time_limit > 0):
+            raise BadArgument("time_limit", f"must be a finite number > 0 or None, got {self.time_limit!r}")
+        if self.verifiers is not None:
+            object.__setattr__(self, "verifiers", tuple(available_verifiers(self.verifiers)))
+
+    def run(self) -> GapResult:
+        """The computation (gap()); OptimumNotFound when the optimum is not found."""
+        return GapResult.from_json(self, gap(
+            self.instance, self.paths, draft_sampling=self.draft_sampling, backend=self.backend,
+            verifiers=self.verifiers, certify=self.certify, method=self.method,
+            time_limit=self.time_limit, max_enumerated=self.max_enumerated,
+            samples=self.samples, seed=self.seed))
+
+
+@dataclass(frozen=True)
+class GapRow:
+    """One verifier's row: the fields every row has, typed; `record` is the whole row as gap()
+    reports it (exact fractions, TV, estimate, seconds, ...)."""
+
+    name: str
+    block_efficiency: float
+    gap: float
+    ratio: float
+    lossless_claimed: bool
+    evaluation: str | None
+    record: dict[str, Any] = field(repr=False)
+
+
+@dataclass(frozen=True)
+class GapResult:
+    """The result of a GapSpec, inspectable like scipy's OptimizeResult: the optimum record,
+    one GapRow per verifier, the tolerance and the violated claims. to_json() is gap()'s dict
+    without the optimum's exact_value (a Fraction; its text is optimum["exact"])."""
+
+    spec: GapSpec
+    instance: dict[str, Any]
+    method: str
+    optimum: dict[str, Any]
+    exact_value: Fraction | None
+    class_optimum: dict[str, Any]
+    rows: tuple[GapRow, ...]
+    tolerance: float
+    failures: tuple[str, ...]
+    seconds: float
+
+    @classmethod
+    def from_json(cls, spec: GapSpec, data: dict[str, Any]) -> GapResult:
+        optimum = dict(data["optimum"])
+        exact_value = optimum.pop("exact_value", None)
+        rows = tuple(GapRow(name, row["block_efficiency"], row["gap"], row["ratio"],
+                            row["lossless_claimed"], row.get("evaluation"), row)
+                     for name, row in data["verifiers"].items())
+        return cls(spec, data["instance"], data["method"], optimum, exact_value,
+                   data["class_optimum"], rows, data["tolerance"], tuple(data["failures"]),
+                   data["seconds"])
+
+    def row(self, name: str) -> GapRow:
+        """The row of verifier `name` (KeyError if it was not compared)."""
+        for row in self.rows:
+            if row.name == name:
+                return row
+        raise KeyError(name)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"instance": self.instance, "paths": self.spec.paths,
+                "draft_sampling": self.spec.draft_sampling, "backend": self.spec.backend,
+                "method": self.method, "optimum": self.optimum, "class_optimum": self.class_optimum,
+                "verifiers": {row.name: row.record for row in self.rows},
+                "tolerance": self.tolerance, "failures": list(self.failures),
+                "seconds": self.seconds}

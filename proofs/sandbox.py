@@ -63,6 +63,7 @@ from typing import Any
 
 import numpy as np
 
+from ..inputs import BadArgument
 from .layouts import ENGINE_LAYOUTS, call_engine_layout
 
 LAYOUTS = ("batched", "unbatched", "ragged") + ENGINE_LAYOUTS
@@ -80,8 +81,12 @@ def sampler_rng(seed: int) -> np.random.Generator:
     return np.random.default_rng([seed, SAMPLER_STREAM])
 
 
-class SpecError(ValueError):
-    """The --sampler spec names nothing callable (no file, no module, no such attribute)."""
+class SpecError(BadArgument):
+    """The --sampler spec names nothing callable (no file, no module, no such attribute);
+    a BadArgument of the field "sampler"."""
+
+    def __init__(self, reason: str):
+        super().__init__("sampler", reason)
 
 
 class SamplerFailed(Exception):
@@ -111,9 +116,9 @@ def split_spec(spec: str) -> tuple[str, str]:
     """'MODULE:FUNCTION' or 'FILE.py:FUNCTION' -> (module or file, function); ValueError."""
     module_name, sep, function = spec.rpartition(":")
     if not sep or not module_name or not function:
-        raise SpecError(f"sampler: expected MODULE:FUNCTION or FILE.py:FUNCTION, got {spec!r}")
+        raise SpecError(f"expected MODULE:FUNCTION or FILE.py:FUNCTION, got {spec!r}")
     if (module_name.endswith(".py") or "/" in module_name) and not Path(module_name).is_file():
-        raise SpecError(f"sampler: no file {module_name!r}")
+        raise SpecError(f"no file {module_name!r}")
     return module_name, function
 
 
@@ -126,7 +131,7 @@ def import_sampler(spec: str) -> Callable[..., Any]:
         path = Path(module_name)
         loader_spec = importlib.util.spec_from_file_location(f"_speclp_sampler_{path.stem}", path)
         if loader_spec is None or loader_spec.loader is None:
-            raise SpecError(f"sampler: cannot load {module_name!r}")
+            raise SpecError(f"cannot load {module_name!r}")
         module = importlib.util.module_from_spec(loader_spec)
         loader_spec.loader.exec_module(module)
     else:
@@ -134,13 +139,13 @@ def import_sampler(spec: str) -> Callable[..., Any]:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as err:
             if err.name is not None and module_name.startswith(err.name):
-                raise SpecError(f"sampler: no module {module_name!r}") from None
+                raise SpecError(f"no module {module_name!r}") from None
             raise
     if not hasattr(module, function):
-        raise SpecError(f"sampler: {module_name!r} has no attribute {function!r}")
+        raise SpecError(f"{module_name!r} has no attribute {function!r}")
     fn = getattr(module, function)
     if not callable(fn):
-        raise SpecError(f"sampler: {spec!r} is not callable")
+        raise SpecError(f"{spec!r} is not callable")
     return fn
 
 
@@ -408,10 +413,10 @@ class SandboxedSampler:
     def __init__(self, spec: str, layout: str = "batched", seed: int = 0,
                  call_timeout: float = CALL_TIMEOUT, load_timeout: float = LOAD_TIMEOUT):
         if layout not in LAYOUTS:
-            raise ValueError(f"layout: must be one of {LAYOUTS}, got {layout!r}")
+            raise BadArgument("layout", f"must be one of {LAYOUTS}, got {layout!r}")
         for field_name, value in (("call_timeout", call_timeout), ("load_timeout", load_timeout)):
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
-                raise ValueError(f"{field_name}: must be a number of seconds > 0, got {value!r}")
+                raise BadArgument(field_name, f"must be a number of seconds > 0, got {value!r}")
         split_spec(spec)  # ValueError for a malformed spec, before a process starts
         self.spec, self.layout, self.seed, self.call_timeout = spec, layout, seed, call_timeout
         self.load_timeout = load_timeout
@@ -536,7 +541,7 @@ class InProcessSampler:
 
     def __init__(self, fn: Callable[..., Any], layout: str = "batched", seed: int = 0):
         if layout not in LAYOUTS:
-            raise ValueError(f"layout: must be one of {LAYOUTS}, got {layout!r}")
+            raise BadArgument("layout", f"must be one of {LAYOUTS}, got {layout!r}")
         self.fn, self.layout = fn, layout
         self.rng = sampler_rng(seed)
         self.buffer = io.StringIO()

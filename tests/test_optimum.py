@@ -192,3 +192,18 @@ def test_time_limit_in_the_exact_phase_keeps_the_float_optimum_labelled(monkeypa
     assert record.status == "optimal" and not record.certified
     assert "exact phase" in record.certificate and record.label.startswith("NOT certified")
     assert record.value == pytest.approx(reference.value, abs=1e-9)  # float optimum, labelled
+
+
+def test_status_is_typed_and_the_json_keeps_the_solvers_word():
+    """Optimum.status is a Status (issue 29); to_json prints the solver's own word, so a
+    word outside the enum (here a made-up one) is OTHER in the record and verbatim in JSON."""
+    from speclp.lp.engine import Status
+    from speclp.lp.instance import bv_toy
+    record = optimum(bv_toy(1), 1)
+    assert record.status is Status.OPTIMAL and record.status == "optimal"
+    assert f"{record.status}" == "optimal" and json.loads(json.dumps(record.to_json()))["status"] == "optimal"
+    odd = Optimum(value=None, exact_value=None, certified=False, certificate="x",
+                  status="model_error_17", method="full", rational=True, seconds=0.0)
+    assert odd.status is Status.OTHER and odd.solver_status == "model_error_17"
+    assert odd.to_json()["status"] == "model_error_17"
+    assert Status.of("time_limit") is Status.TIME_LIMIT

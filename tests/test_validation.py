@@ -313,10 +313,13 @@ def test_validation_helpers_name_the_flag():
 
 def test_cluster_address_forms():
     pytest.importorskip("distributed", reason="--cluster needs dask[distributed] (test extra)")
-    assert cli_validate.cluster("--c", "local") == "local"
+    from speclp.experiments.sweep import check_cluster
+    from speclp.inputs import BadArgument
+    assert check_cluster("local") == "local"
     for bad in ("tcp://host:notaport", "udp://127.0.0.1:1", "nonsense"):
-        with pytest.raises(cli_validate.BadInput, match="^--c: expected local or"):
-            cli_validate.cluster("--c", bad)
+        with pytest.raises(BadArgument, match="^cluster: expected local or") as caught:
+            check_cluster(bad)
+        assert caught.value.field == "cluster"
 
 
 @pytest.mark.parametrize("args, field", [

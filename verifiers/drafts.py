@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ..inputs import BadArgument
 from .tree import SIZE_CAP, TreeModel, all_paths, capped_comb, capped_power
 
 DRAFT_SAMPLING = ("iid", "without-replacement")
@@ -76,7 +77,7 @@ class Configurations:
 
 def check_draft_sampling(draft_sampling: str) -> None:
     if draft_sampling not in DRAFT_SAMPLING:
-        raise ValueError(f"draft_sampling must be one of {DRAFT_SAMPLING}, got {draft_sampling!r}")
+        raise BadArgument("draft_sampling", f"must be one of {DRAFT_SAMPLING}, got {draft_sampling!r}")
 
 
 def count_configurations(leaves: int, paths: int, draft_sampling: str,
@@ -133,9 +134,9 @@ def ordered_probability(q_columns: list[Any], draft_sampling: str) -> Any:
 def check_enough_paths(positive: int, paths: int, draft_sampling: str) -> None:
     """ValueError unless K = paths >= 1 drafts can be drawn from `positive` leaves."""
     if paths < 1:
-        raise ValueError(f"paths must be >= 1, got {paths}")
+        raise BadArgument("paths", f"must be >= 1, got {paths}")
     if draft_sampling == "without-replacement" and paths > positive:
-        raise ValueError(f"cannot draw {paths} distinct paths: only {positive} paths have draft "
+        raise BadArgument("paths", f"cannot draw {paths} distinct paths: only {positive} paths have draft "
                          "probability > 0")
 
 

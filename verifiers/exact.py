@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ..inputs import BadArgument
 from . import ops
 from .drafts import (
     DRAFT_SAMPLING,
@@ -301,7 +302,7 @@ def exact_result(model: TreeModel, verifier: str | Callable[[DraftTree], BlockLa
     configs, kind = enumerated_configurations(model, verifier, paths, draft_sampling,
                                               "ordered" if enumeration == "ordered" else "auto")
     if len(configs) == 0:
-        raise ValueError(f"no draft configuration of {paths} path(s) ({draft_sampling}) has "
+        raise BadArgument("paths", f"no draft configuration of {paths} path(s) ({draft_sampling}) has "
                          "positive probability")
     emit = None
     total = len(configs)

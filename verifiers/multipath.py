@@ -103,6 +103,7 @@ from typing import Any
 
 import numpy as np
 
+from ..inputs import BadArgument
 from . import gbv as _gbv
 from . import ops
 from .law import BlockLaw, DraftTree, register
@@ -287,7 +288,7 @@ def _selection_laws(target: Array, draft: Array, paths: int) -> list[Array]:
     """
     vocab = target.shape[-1]
     if vocab ** (paths - 1) > KHISTI_MAX_COMPANIONS:
-        raise ValueError(f"khisti: V^(K-1) = {vocab}^{paths - 1} companion tuples per node exceed "
+        raise BadArgument("paths", f"khisti: V^(K-1) = {vocab}^{paths - 1} companion tuples per node exceed "
                          f"{KHISTI_MAX_COMPANIONS}; use a smaller vocabulary or fewer paths")
     weight = ops.safe_div(target, draft)  # [..., V]; tokens with q = 0 are never drafted
     laws = [draft * 1]  # n = 1: the draw itself
