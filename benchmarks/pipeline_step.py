@@ -21,7 +21,7 @@ and the ratio laws / (draft + target pass) that issue 33 asks to bring to <= 0.5
 
 Every number is a mean over the recorded steps of ONE run (CPU timings on a shared machine
 vary with load; the settings are interleaved run by run, in the order before, grid, cell, cell, grid,
-before, so that load hits all of them; the same seeds give the same steps in both halves).
+before, so that load hits all of them).
 """
 
 from __future__ import annotations
