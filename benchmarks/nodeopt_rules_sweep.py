@@ -64,7 +64,7 @@ RECORDED = ("bv", "gbv", "nodeopt", "spectr", "traversal")
 def extended_values(record: dict) -> dict:
     """Exact (float64) block efficiency of every extended-BV variant on one task."""
     from speclp.verifiers.bv_extended import extended_bv_structured
-    from speclp.verifiers.exact import block_efficiency_from_emit
+    from speclp.verifiers.exact import block_efficiency_from_emit, exact_result
 
     task = Task(record["family"], int(record["vocab"]), int(record["depth"]),
                 int(record["paths"]), int(record["seed"]), record["alpha"],
@@ -76,7 +76,9 @@ def extended_values(record: dict) -> dict:
         emit = extended_bv_structured(model, paths, step)
         out[f"step={step}"] = float(block_efficiency_from_emit(model, emit))
     for below in EXTENDED_BELOW:
-        emit = extended_bv_structured(model, paths, "specinfer", below)
+        emit = extended_bv_structured(
+            model, paths, "specinfer",
+            lambda submodel, m, name=below: exact_result(submodel, name, m).emit)
         out[f"below={below}"] = float(block_efficiency_from_emit(model, emit))
     return out
 

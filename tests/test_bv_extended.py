@@ -278,8 +278,11 @@ def test_below_probe_reproduces_the_recursion_and_stays_lossless():
 
     model = exact_model(2, 3, 0.6, 11).model(exact=True)
     recursion = extended_bv_structured(model, 3, "specinfer")
-    assert (extended_bv_structured(model, 3, "specinfer", below="bv_extended_rrs") == recursion).all()
-    probe = extended_bv_structured(model, 3, "specinfer", below="nodeopt")
+    def run(name):
+        return lambda submodel, m: exact_result(submodel, name, m).emit
+
+    assert (extended_bv_structured(model, 3, "specinfer", below=run("bv_extended_rrs")) == recursion).all()
+    probe = extended_bv_structured(model, 3, "specinfer", below=run("nodeopt"))
     bv = exact_result(model, "bv", 3)
     assert exact_total_variation(continued_law(model, probe), continued_law(model, bv.emit)) == 0
     assert block_efficiency_from_emit(model, probe) >= bv.block_efficiency

@@ -252,13 +252,15 @@ def _subtree_nodes(vocab: int, depth: int, node: int, node_depth: int) -> np.nda
 
 
 def extended_bv_structured(model: TreeModel, paths: int, fallback: str = DEFAULT_FALLBACK,
-                           below: str = "extended") -> np.ndarray:
+                           below: Any = "extended") -> np.ndarray:
     """emit [N, V] P(output node = u, Y = t) of extended BV on K = paths i.i.d. paths, by the
     recursion over fresh starts (u, m) (module docstring; docs/theory.md section 19.4).
 
     below: what runs at a fresh start below the root: "extended" (this rule again, the
-    registered verifier) or the name of a registered verifier run on the subtree's m paths
-    (exact_result of the submodel; a design-space probe, docs/theory.md section 19.5)."""
+    registered verifier) or a function (submodel: TreeModel, m) -> emit giving the exact law
+    of another verifier on the subtree's m paths (e.g. through verifiers.exact.exact_result,
+    which this module cannot import: it lives above the laws; a design-space probe,
+    docs/theory.md section 19.5)."""
     rule = fallback_rule(fallback)
     vocab, depth = model.vocab_size, model.depth
     nodes_total = num_nodes(vocab, depth)
@@ -273,12 +275,10 @@ def extended_bv_structured(model: TreeModel, paths: int, fallback: str = DEFAULT
             emit[leaves] = emit[leaves] + fresh[leaves].sum(axis=1)[:, None] * model.target[leaves]
             break
         if d > 0 and below != "extended":
-            from .exact import exact_result  # the enumeration lives above the laws
-
             for u, m in zip(*np.nonzero(fresh[start:start + width] != 0), strict=True):
                 sub = _subtree_nodes(vocab, depth, start + u, d)
                 submodel = TreeModel(model.target[sub], model.draft[sub], depth - d)
-                law = exact_result(submodel, below, int(m)).emit
+                law = below(submodel, int(m))
                 emit[sub] = emit[sub] + fresh[start + u, m] * law
             continue
         suffixes = all_paths(vocab, depth - d)  # [P, L-d] every path below a depth-d node
