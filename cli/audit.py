@@ -16,19 +16,20 @@ from ..proofs.audit import (
     MIXED,
     RUNS_LIMIT,
     SAMPLER_ALPHA,
+    SAMPLER_TRIALS,
     TIME_LIMIT,
     audit_sampler,
 )
 from ..proofs.audit import audit as run_audit
-from ..proofs.sandbox import CALL_TIMEOUT, LAYOUTS, SamplerFailed, split_spec
+from ..proofs.sandbox import CALL_TIMEOUT, LAYOUTS, LOAD_TIMEOUT, SamplerFailed, split_spec
 from ..verifiers.registry import get_verifier
 from . import options as option
 from . import validate as check
 from .common import BadArgument, BadInput, ClaimFailed, given, new_commands, progress, run, stderr, table
 
 commands = new_commands()
-SAMPLER_ONLY = ("search", "layout", "runs", "call_timeout", "time_limit", "alpha", "unbatched",
-                "instance")  # parameters an audit of --verifier does not use (refused, exit 2)
+SAMPLER_ONLY = ("search", "layout", "runs", "call_timeout", "load_timeout", "time_limit", "alpha",
+                "unbatched", "instance")  # parameters an audit of --verifier does not use (refused, exit 2)
 
 
 @commands.command()
@@ -39,11 +40,11 @@ def audit(
     sampler: str = typer.Option(None, "--sampler", help="MODULE:FUNCTION or FILE.py:FUNCTION: a "
                                 "sampler (target_rows, draft_rows, paths, rng) -> blocks, run in a "
                                 "child process and audited statistically (see README)."),
-    paths: int = option.paths(None, "Draft paths K (default 2; 1 with --layout ragged)."),
+    paths: int = option.paths(None, "Draft paths K (default 2; 1 with --layout ragged or vllm)."),
     vocab: int = option.vocab(3),
     depth: int = option.depth(2),
     trials: int = option.trials(None, "Random instances (default 20 for --verifier, 6 for "
-                                "--sampler: one per family with --family mixed)."),
+                                f"--sampler: one per family with --family mixed; {SAMPLER_TRIALS})."),
     ties: bool = typer.Option(False, "--ties", help="Instances with many equal ratios p/q, one-hot "
                               "and zero entries (the same as --family ties)."),
     family: str = typer.Option(None, "--family", help="Instance family: dirichlet, clipped-ties, "
@@ -61,13 +62,18 @@ def audit(
     call_timeout: float = typer.Option(CALL_TIMEOUT, "--call-timeout", help="--sampler: seconds "
                                        "one call of the sampler (one batch) may take before the "
                                        "sampler counts as hung (exit 1)."),
+    load_timeout: float = typer.Option(LOAD_TIMEOUT, "--load-timeout", help="--sampler: seconds "
+                                       "the import of the sampler's module may take (its own "
+                                       "limit; a module that hangs at import fails it)."),
     alpha: float = typer.Option(SAMPLER_ALPHA, "--alpha", help="--sampler: family-wise error "
                                 "level of all the tests of the audit."),
     unbatched: bool = typer.Option(False, "--unbatched", help="--sampler: call it once per draft "
                                    "configuration (no leading batch axis); = --layout unbatched."),
     layout: str = typer.Option(None, "--layout", help="--sampler: batched (default), unbatched, or "
-                               "ragged (the flat layout of serving-engine rejection samplers, "
-                               "see README)."),
+                               "ragged (the flat layout of serving-engine rejection samplers), "
+                               "vllm (flat batch, per-request draft counts, optional draft "
+                               "probabilities) or sglang (a tree with retrieve-index / next-token / "
+                               "next-sibling arrays); see README."),
     search: int = typer.Option(0, "--search", help="--sampler: screen N random instances and "
                                "audit the --trials that look furthest from the target."),
     instance: str = typer.Option(None, "--instance", help="--sampler: audit this instance file "
@@ -171,11 +177,11 @@ def _check_sampler(o: dict[str, Any]) -> tuple[str, int, int, str]:
         if o["unbatched"] and layout != "unbatched":
             raise BadInput(f"--unbatched: means --layout unbatched; it contradicts --layout {layout}")
     layout = layout or ("unbatched" if o["unbatched"] else "batched")
-    paths = o["paths"] if o["paths"] is not None else (1 if layout == "ragged" else 2)
-    if layout == "ragged" and paths != 1:
-        raise BadInput(f"--paths: the ragged layout has one draft chain per request (K = 1), "
+    paths = o["paths"] if o["paths"] is not None else (1 if layout in ("ragged", "vllm") else 2)
+    if layout in ("ragged", "vllm") and paths != 1:
+        raise BadInput(f"--paths: the {layout} layout has one draft chain per request (K = 1), "
                        f"got {paths}")
-    trials = o["trials"] if o["trials"] is not None else 6
+    trials = o["trials"] if o["trials"] is not None else SAMPLER_TRIALS
     _check_common(paths, o["vocab"], o["depth"], trials, o["seed"], o["draft_sampling"],
                   o["save_dir"])
     check.integer("--max-runs", o["runs"], 2, RUNS_LIMIT)
@@ -184,6 +190,7 @@ def _check_sampler(o: dict[str, Any]) -> tuple[str, int, int, str]:
         raise BadInput(f"--alpha: must be < 1, got {o['alpha']:g}")
     check.number("--time-limit", o["time_limit"], 0, 7 * 24 * 3600, low_open=True)
     check.number("--call-timeout", o["call_timeout"], 0, 24 * 3600, low_open=True)
+    check.number("--load-timeout", o["load_timeout"], 0, 24 * 3600, low_open=True)
     check.integer("--search", o["search"], 0, 10_000)
     if o["search"] and o["search"] < trials:
         raise BadInput(f"--search: must be at least --trials ({trials}), got {o['search']}")
@@ -207,7 +214,7 @@ def _sampler_body(sampler: str, o: dict[str, Any]):
                                    draft_sampling=o["draft_sampling"], instances=chosen,
                                    name=sampler, family=family, layout=layout,
                                    time_limit=o["time_limit"], call_timeout=o["call_timeout"],
-                                   search=o["search"],
+                                   load_timeout=o["load_timeout"], search=o["search"],
                                    progress=lambda it: progress(it, count, "audit sampler"))
         except SamplerFailed as err:
             if err.kind == "spec":  # the child's SpecError: the spec names nothing callable
