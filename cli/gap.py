@@ -106,8 +106,8 @@ def gap(
     time_limit: float = option.time_limit(600.0, "Seconds for the optimum (colgen or full LP); "
                                                  "when hit: one line, exit 1."),
     max_enumerated: int = option.max_enumerated(
-        "Draft configurations one verifier's exact law may enumerate (traversal, spectr_gbv, "
-        "drafts without replacement); above it the block efficiency is estimated from --samples "
+        "Draft configurations one verifier's exact law may enumerate (drafts without "
+        "replacement, single-path verifiers, the deliberately broken variants); above it the block efficiency is estimated from --samples "
         "sampled configurations. Laws by structure take up to max(this, 5e7) evaluations."),
     samples: int = option.samples(),
     seed: int = option.seed(0, "Seed of the sampled configurations."),

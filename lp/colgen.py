@@ -64,6 +64,7 @@ import numpy as np
 from flint import fmpq
 
 from ..inputs import BadArgument
+from ..rationals import fraction_text
 from ..verifiers.drafts import (
     Configurations,
     check_draft_sampling,
@@ -552,7 +553,7 @@ class SelectionMixture:
 
     def to_json(self) -> dict[str, Any]:
         """JSON form: priorities as lists of leaf indices, exact numbers as fraction strings."""
-        text = (lambda v: str(v)) if self.exact else float  # noqa: E731
+        text = fraction_text if self.exact else float
         return {"priorities": [p.tolist() for p in self.priorities],
                 "weights": [text(w) for w in self.weights],
                 "leaf_law": [text(v) for v in self.leaf_law],
