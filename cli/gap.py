@@ -107,7 +107,8 @@ def gap(
                                                  "when hit: one line, exit 1."),
     max_enumerated: int = option.max_enumerated(
         "Draft configurations one verifier's exact law may enumerate (drafts without "
-        "replacement, single-path verifiers, the deliberately broken variants); above it the block efficiency is estimated from --samples "
+        "replacement, single-path verifiers, the deliberately broken variants); above it the "
+        "block efficiency is estimated from --samples "
         "sampled configurations. Laws by structure take up to max(this, 5e7) evaluations."),
     samples: int = option.samples(),
     seed: int = option.seed(0, "Seed of the sampled configurations."),
