@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .algebra import poly_text
 from .cells import Branch, Cell, Unsupported
 from .shapes import Shape
 
@@ -75,9 +76,9 @@ def _split(node: Node, branch: Branch, nodes: list[Node], index: int) -> list[in
         except Branch as inner:
             branch = inner
     else:
-        raise Unsupported(f"cell {cell.ident}: could not split on {branch.poly}")
+        raise Unsupported(f"cell {cell.ident}: could not split on {poly_text(branch.poly)}")
     node.split = branch
-    key = str(branch.poly)
+    key = poly_text(branch.poly)
     node.split_facts = sorted(set(cell.sign_cache.get(key, ((), ()))[1])
                               | set(cell.by_key.get(key, [])))
     out = []
