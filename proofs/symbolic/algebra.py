@@ -27,6 +27,8 @@ Poly = Any  # flint.fmpz_mpoly
 
 _NAMES: dict[int, tuple[str, ...]] = {}  # id of a flint context (cached by flint, kept alive) -> names
 _MONOMIALS: dict[int, dict[tuple[int, ...], str]] = {}  # id of a context -> {exponents: text}
+_TEXTS: dict[int, tuple[Any, str]] = {}  # id of a polynomial -> (the polynomial, its text)
+_TEXT_CAP = 20_000
 
 
 def poly_text(poly: Poly) -> str:
@@ -38,7 +40,19 @@ def poly_text(poly: Poly) -> str:
     on a 303-character polynomial). The proofs use a polynomial's text as the key of every
     sign and fact lookup, millions of times in a long run, which held ~0.5 MB per cell of
     the decision tree (11 GB in 15 minutes on l1-optimum V = 3). Every text of a polynomial
-    in this package goes through this function."""
+    in this package goes through this function. The texts of the last _TEXT_CAP polynomial
+    objects are remembered (each object held, so its id is not reused meanwhile)."""
+    hit = _TEXTS.get(id(poly))
+    if hit is not None and hit[0] is poly:
+        return hit[1]
+    text = _poly_text(poly)
+    if len(_TEXTS) >= _TEXT_CAP:
+        _TEXTS.clear()
+    _TEXTS[id(poly)] = (poly, text)
+    return text
+
+
+def _poly_text(poly: Poly) -> str:
     ctx = poly.context()
     key = id(ctx)
     names = _NAMES.get(key)
