@@ -40,7 +40,7 @@ import flint
 import numpy as np
 from scipy.optimize import minimize
 
-from .algebra import Poly, RationalFunction, Ring
+from .algebra import Poly, RationalFunction, Ring, poly_text
 from .positivity import Combination, nonnegative_combination
 from .shapes import Shape
 
@@ -64,7 +64,7 @@ class Branch(Exception):
     (relations of poly to 0)."""
 
     def __init__(self, poly: Poly, outcomes: list[str], why: str = "") -> None:
-        super().__init__(f"undetermined sign of {poly} ({why})")
+        super().__init__(f"undetermined sign of {poly_text(poly)} ({why})")
         self.poly = poly
         self.outcomes = outcomes
         self.why = why
@@ -274,7 +274,7 @@ class Cell:
     def _add_fact(self, fact: Fact) -> int:
         self.facts.append(fact)
         fid = len(self.facts) - 1
-        self.by_key.setdefault(str(fact.poly), []).append(fid)
+        self.by_key.setdefault(poly_text(fact.poly), []).append(fid)
         if fact.kind != "derived":
             constant, factors = self.ring.factor(fact.poly)
             if len(factors) > 1 or (factors and factors[0][1] > 1):
@@ -299,7 +299,7 @@ class Cell:
     # ---- signs ---------------------------------------------------------------------------
     def signs(self, g: Poly, depth: int = 0) -> frozenset[int]:
         """Possible signs of the normalized irreducible polynomial g on the cell."""
-        key = str(g)
+        key = poly_text(g)
         cached = self.sign_cache.get(key)
         if cached is not None:
             self.used.update(cached[1])
@@ -319,16 +319,16 @@ class Cell:
                 possible = possible & REL_SIGNS[self.facts[proved].rel]
                 reasons.append(proved)
         if not possible:
-            raise Unsupported(f"cell {self.ident}: contradictory facts about {g} (empty cell)")
+            raise Unsupported(f"cell {self.ident}: contradictory facts about {poly_text(g)} (empty cell)")
         self.sign_cache[key] = (possible, tuple(reasons))
         self.used.update(reasons)
         return possible
 
     def _quotient(self, g: Poly, depth: int) -> int | None:
         """A condition on a product g * h * ... with the other factors' signs known."""
-        key = str(g)
+        key = poly_text(g)
         for fid, factors, constant_sign in self.products:
-            keys = [str(f) for f, _ in factors]
+            keys = [poly_text(f) for f, _ in factors]
             if key not in keys:
                 continue
             k = keys.index(key)
@@ -345,7 +345,7 @@ class Cell:
                     ok = False
                     break
                 others = product_signs(others, power_signs(s, e))
-                other_facts.extend(self.sign_cache[str(f)][1])
+                other_facts.extend(self.sign_cache[poly_text(f)][1])
             if not ok or 0 in others:
                 continue
             s_other = next(iter(others))
@@ -403,10 +403,10 @@ class Cell:
         found before is reused in any cell that has the facts it uses (it is valid there);
         a failed search is not repeated with a subset of the facts offered then. Weak
         (non-strict) results are reused only for a subset of the facts offered then."""
-        keys = {fid: (str(self.facts[fid].poly), self.facts[fid].rel) for fid in facts}
+        keys = {fid: (poly_text(self.facts[fid].poly), self.facts[fid].rel) for fid in facts}
         available = {key: fid for fid, key in keys.items()}
         offered_set = frozenset(keys.values())
-        entry = self.shape.cache.setdefault((str(target), want_strict),
+        entry = self.shape.cache.setdefault((poly_text(target), want_strict),
                                             {"pos": [], "neg": []})
         for used_keys, combo, offered_then in entry["pos"]:
             if all(k in available for k in used_keys) and (
@@ -455,7 +455,7 @@ class Cell:
         for i, f in enumerate(self.facts):
             if f.rel == "=":
                 continue
-            key = (str(f.poly), 1 if f.rel in (">", ">=") else -1)
+            key = (poly_text(f.poly), 1 if f.rel in (">", ">=") else -1)
             j = best.get(key)
             if j is None or strength[f.rel] < strength[self.facts[j].rel]:
                 best[key] = i
@@ -559,7 +559,7 @@ class Cell:
                 (g, e, True) for g, e in den_factors]:
             s = self.signs(g)
             parts.append({"poly": g, "exponent": e, "denominator": in_den, "signs": s,
-                          "facts": list(self.sign_cache[str(g)][1])})
+                          "facts": list(self.sign_cache[poly_text(g)][1])})
         return {"constant": c_num / c_den, "factors": parts}
 
     # ---- children -----------------------------------------------------------------------
@@ -571,9 +571,9 @@ class Cell:
         kid.by_key = {k: list(v) for k, v in self.by_key.items()}
         kid.products = list(self.products)
         kid.sign_cache = {k: v for k, v in self.sign_cache.items() if len(v[0]) == 1}
-        if rel not in [kid.facts[i].rel for i in kid.by_key.get(str(g), [])]:
+        if rel not in [kid.facts[i].rel for i in kid.by_key.get(poly_text(g), [])]:
             kid._add_fact(Fact(g, rel, "condition"))
-        kid.sign_cache.pop(str(g), None)
+        kid.sign_cache.pop(poly_text(g), None)
         kid.samples = [x for x in self.samples if kid._holds(g, rel, x)]
         return kid
 
@@ -587,7 +587,7 @@ class Cell:
             if len(coeffs) == 2:
                 candidates.append((var, coeffs[0], coeffs[1]))
         if not candidates:
-            raise Unsupported(f"cell {self.ident}: {g} = 0 is linear in no symbol")
+            raise Unsupported(f"cell {self.ident}: {poly_text(g)} = 0 is linear in no symbol")
         candidates.sort(key=lambda c: (not c[2].is_constant(), len(list(c[2].terms())), -c[0]))
         undetermined = None
         for var, rest, coefficient in candidates:
@@ -606,15 +606,15 @@ class Cell:
                     break
                 s_total *= next(iter(s)) ** e
                 facts.append({"poly": f, "exponent": e, "sign": next(iter(s)),
-                              "facts": list(self.sign_cache[str(f)][1])})
+                              "facts": list(self.sign_cache[poly_text(f)][1])})
             if ok:
                 value = RationalFunction.make(-rest, coefficient, ring)
                 return self._eliminated(g, var, value, coefficient, s_total, facts, number)
         if undetermined is not None:
             raise Branch(undetermined, [SIGNS_REL[frozenset({x})]
                                         for x in sorted(self.signs(undetermined))],
-                         f"coefficient for eliminating {g} = 0")
-        raise Unsupported(f"cell {self.ident}: no symbol of {g} has a coefficient of one sign")
+                         f"coefficient for eliminating {poly_text(g)} = 0")
+        raise Unsupported(f"cell {self.ident}: no symbol of {poly_text(g)} has a coefficient of one sign")
 
     def _eliminated(self, g: Poly, var: int, value: RationalFunction, coefficient: Poly,
                     coefficient_sign: int, facts: list[dict], number: int) -> Cell:
@@ -629,7 +629,7 @@ class Cell:
                    self.eliminations + [Elimination(var, value, g, coefficient,
                                                     coefficient_sign, facts)],
                    f"{self.ident}.{number}", self.seed)
-        factor_sign = {str(f["poly"]): f["sign"] for f in facts}
+        factor_sign = {poly_text(f["poly"]): f["sign"] for f in facts}
         for fid in self.conditions():
             fact = self.facts[fid]
             new = RationalFunction(fact.poly, ring.one, ring).substitute(var, value)
@@ -637,7 +637,7 @@ class Cell:
             den_constant, den_factors = ring.factor(new.den)
             s_den = sign(den_constant)
             for f, e in den_factors:
-                s_den *= factor_sign[str(f)] ** e
+                s_den *= factor_sign[poly_text(f)] ** e
             s = s_num * s_den
             if s == 0 or num.is_constant():
                 if not OPS[_op_of(fact.rel)](s):
@@ -646,7 +646,7 @@ class Cell:
             kid._add_fact(Fact(num, fact.rel if s > 0 else FLIP[fact.rel], fact.kind))
         for f in facts:
             rel = ">" if f["sign"] > 0 else "<"
-            if rel not in [kid.facts[i].rel for i in kid.by_key.get(str(f["poly"]), [])]:
+            if rel not in [kid.facts[i].rel for i in kid.by_key.get(poly_text(f["poly"]), [])]:
                 kid._add_fact(Fact(f["poly"], rel, "condition"))
         if kid.empty_reason:
             return kid
@@ -803,7 +803,7 @@ class Cell:
     def fact_signs(self, g: Poly) -> frozenset[int]:
         """Signs of g allowed by the facts recorded on g (no search)."""
         possible = ALL_SIGNS
-        for fid in self.by_key.get(str(g), []):
+        for fid in self.by_key.get(poly_text(g), []):
             possible = possible & REL_SIGNS[self.facts[fid].rel]
         return possible
 
@@ -820,7 +820,7 @@ class Cell:
                 continue
             proved = self.prove(fact.poly, "<" if fact.rel == ">=" else ">")
             if proved is not None:
-                return fact.poly, list(self.by_key[str(fact.poly)])
+                return fact.poly, list(self.by_key[poly_text(fact.poly)])
         return None
 
     def contradiction(self) -> dict | None:
@@ -838,7 +838,7 @@ class Cell:
                 try:
                     self.signs(f)
                 except Unsupported:
-                    return {"by": "opposite facts", "facts": list(self.by_key[str(f)])}
+                    return {"by": "opposite facts", "facts": list(self.by_key[poly_text(f)])}
         focus: set[int] = set()
         for fid in self.conditions():
             if self.facts[fid].kind == "condition":

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .algebra import poly_text
 from .cells import Branch, Cell, Unsupported
 from .shapes import Shape
 
@@ -75,9 +76,9 @@ def _split(node: Node, branch: Branch, nodes: list[Node], index: int) -> list[in
         except Branch as inner:
             branch = inner
     else:
-        raise Unsupported(f"cell {cell.ident}: could not split on {branch.poly}")
+        raise Unsupported(f"cell {cell.ident}: could not split on {poly_text(branch.poly)}")
     node.split = branch
-    key = str(branch.poly)
+    key = poly_text(branch.poly)
     node.split_facts = sorted(set(cell.sign_cache.get(key, ((), ()))[1])
                               | set(cell.by_key.get(key, [])))
     out = []
@@ -88,17 +89,31 @@ def _split(node: Node, branch: Branch, nodes: list[Node], index: int) -> list[in
     return out
 
 
+def _release(node: Node) -> None:
+    """Drop what a finished split or empty node no longer needs (its sample points, and for a
+    split its sign cache and product conditions): its children were made from them, and its
+    exported form (export.node_document) reads only its facts, eliminations and split. Bounds
+    the memory a long proof holds per cell; leaves keep everything (their export decides signs)."""
+    cell = node.cell
+    cell.samples = []
+    if node.status == "split":
+        cell.sign_cache = {}
+        cell.products = []
+
+
 def _settle(node: Node) -> bool:
     """Witness or emptiness of a fresh child. True when it must be explored."""
     cell = node.cell
     if cell.empty_reason:
         node.status, node.certificate = "empty", cell.contradiction()
+        _release(node)
         return False
     if cell.ensure_samples(8):
         return True
     certificate = cell.contradiction()
     if certificate is not None:
         node.status, node.certificate = "empty", certificate
+        _release(node)
         return False
     cell.optimize_witness()
     return True  # without a witness an implied equality is looked for before computing
@@ -162,6 +177,7 @@ def explore(shape: Shape, compute: Callable[[Cell], Any], seed: int = 0,
                         stack.append(k)
                     else:
                         ticker.tick(nodes[k].share)
+                _release(node)
                 continue
         try:
             with cell.active():
@@ -185,6 +201,8 @@ def explore(shape: Shape, compute: Callable[[Cell], Any], seed: int = 0,
                     stack.append(k)
                 else:
                     ticker.tick(nodes[k].share)
+            if node.status == "split":
+                _release(node)
         except Unsupported as err:
             node.status, node.reason = "unresolved", str(err)
             ticker.tick(node.share)

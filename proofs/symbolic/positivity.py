@@ -31,6 +31,7 @@ from scipy.sparse import csr_array
 
 from ...lp.certify import solve_exact
 from ...lp.program import Block, LinearProgram, ValueTable
+from .algebra import poly_text
 
 STRICT_CAP = 2**20  # bound on the strict part of the objective (bounded unless the cell is empty)
 TRIPLE_LIMIT = 10  # degree 3: products of three among the first TRIPLE_LIMIT facts
@@ -50,7 +51,7 @@ _TERMS: dict[str, dict[tuple[int, ...], int]] = {}
 
 def _terms(poly: Any) -> dict[tuple[int, ...], int]:
     """{monomial: integer coefficient} of a flint polynomial (cached by its text)."""
-    key = str(poly)
+    key = poly_text(poly)
     out = _TERMS.get(key)
     if out is None:
         out = {tuple(m): int(c) for m, c in poly.terms()}
@@ -84,7 +85,7 @@ def nonnegative_combination(target: Any, facts: list[tuple[Any, bool]], degree: 
     """
     products: list[tuple[int, ...]] = [()]
     columns: list[dict[tuple[int, ...], int]] = [{}]  # the constant 1: filled below
-    texts = [str(f) for f, _ in facts]
+    texts = [poly_text(f) for f, _ in facts]
     for i, (f, _) in enumerate(facts):
         products.append((i,))
         columns.append(_terms(f))

@@ -20,7 +20,7 @@ from typing import Any
 from ...lp.engine import optimum
 from ...lp.instance import instance_from_json
 from ...verifiers.exact import exact_result
-from .algebra import RationalFunction, to_fraction
+from .algebra import RationalFunction, poly_text, to_fraction
 from .cells import Cell
 from .claims import CLAIMS, claim_function
 from .explore import Tree, explore
@@ -214,7 +214,7 @@ def _counterexample(claim: str, paths: int, draft_sampling: str, node: Any) -> d
         "cell": cell.ident, "identity": name,
         "difference_on_cell": str(value),
         "difference_at_point": str(to_fraction(value.evaluate(point))),
-        "conditions": [f"{cell.facts[i].poly} {cell.facts[i].rel} 0" for i in cell.conditions()
+        "conditions": [f"{poly_text(cell.facts[i].poly)} {cell.facts[i].rel} 0" for i in cell.conditions()
                        if cell.facts[i].kind == "condition"],
         "eliminated": {shape.ring.names[e.var]: str(cell.values[e.var])
                        for e in cell.eliminations},
