@@ -135,7 +135,8 @@ def test_negative_gaps_get_a_diverging_scale(tmp_path: Path):
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 # folders of records that other scripts draw (benchmarks/*.py): `speclp plot` refuses them
 # (exit 2, naming what it reads); every other recorded folder is redrawn
-NOT_PLOT_RECORDS = {"beyond/adversarial", "beyond/realgap", "beyond/sweep"}
+NOT_PLOT_RECORDS = {"beyond/adversarial", "beyond/adversarial_bv_extended", "beyond/realgap",
+                    "beyond/sweep", "gap_robustness"}
 
 
 def recorded_folders() -> list[str]:
