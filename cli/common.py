@@ -170,11 +170,12 @@ def run(body: Callable[[], dict[str, Any]], as_json: bool,
 
 def table(title: str, columns: list[str], rows: Iterable[Iterable[Any]]) -> None:
     """A titled table on stdout; the title is a line of its own (never wrapped to the
-    table's width)."""
+    table's width). A table wider than the terminal folds its cells onto more lines, never
+    cuts them (an e-value keeps its exponent)."""
     stdout.print(title, markup=False, highlight=False, soft_wrap=True)
     t = Table()
     for c in columns:
-        t.add_column(escape(c))
+        t.add_column(escape(c), overflow="fold")
     for row in rows:
         t.add_row(*["" if v is None else escape(str(v)) for v in row])
     stdout.print(t)

@@ -216,3 +216,20 @@ def test_solve_optimum_not_found_is_one_line_exit_1(monkeypatch):
     assert result.exit_code == 1, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "optimum: optimum not found: time_limit" in lines[0], result.output
+
+
+def test_a_table_wider_than_the_terminal_folds_its_cells_never_cuts_them(monkeypatch):
+    """Issue 28: the audit's table was cut at 100 columns and e-values lost their exponent."""
+    import io
+
+    from rich.console import Console
+    from speclp.cli import common
+
+    narrow = Console(file=io.StringIO(), width=60)
+    monkeypatch.setattr(common, "stdout", narrow)
+    value = "1.2345678e-123"
+    common.table("t", [f"column {k}" for k in range(8)], [[value] * 8])
+    text = narrow.file.getvalue()
+    assert "…" not in text
+    assert text.count("e") >= 8  # every exponent kept
+    assert sum(ch.isdigit() for ch in text) >= 8 * sum(ch.isdigit() for ch in value)
