@@ -2,9 +2,10 @@
 # The recorded sweep (benchmarks/results/sweep_grid) and its figures: V in {2,3,4,8}, L in {1..4},
 # K in {1..4}, Dirichlet alpha 0.5 and 1, 2 seeds; every verifier the registry compares by
 # default (no list here: a registered verifier is in). Exact laws by the structure of i.i.d.
-# drafting (node recursion / selection law); traversal and spectr_gbv, which have no such
-# structure, are enumerated up to 100,000 ordered tuples and ESTIMATED above it
-# (rows say estimate). Optima certified exactly, or within w <= 1e-9 by exact bounds.
+# drafting: node recursion, selection law, or the verifier's own recursion (traversal: sibling
+# recursion; spectr_gbv: candidate recursion; bv_extended: fresh-start recursion); a law whose
+# work bound is over max(--max-enumerated, 5e7) evaluations is ESTIMATED (rows say estimate).
+# Optima certified exactly, or within w <= 1e-9 by exact bounds.
 # Resumable: rerun this script after an interrupt; finished tasks are kept.
 # Run from the repository root with `speclp` importable (e.g. PYTHONPATH=<parent of the repo>),
 # niced: nice -n 15 bash benchmarks/record_sweep.sh
