@@ -49,7 +49,7 @@ def ensemble_law(w: float) -> Callable[..., Any]:
     law r_i exactly; one token's TV from p_i is (1 - w) TV(p_i, q_i). w = 1 is lossless."""
     if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 <= w <= 1:
         raise ValueError(f"w: must be a number in [0, 1], got {w!r}")
-    from .verifiers.law import BlockLaw
+    from .proofs.config_law import chain_law
     from .verifiers.ops import torch
 
     def law(tree: Any) -> Any:
@@ -63,14 +63,7 @@ def ensemble_law(w: float) -> Callable[..., Any]:
         residual = torch.clamp(r - q, min=0.0)
         mass = residual.sum(-1, keepdim=True)
         residual = torch.where(mass > 0, residual / mass.clamp_min(1e-300), r)
-        ones = torch.ones(batch, 1, dtype=accept.dtype)
-        survive = torch.cumprod(torch.cat([ones, accept], 1), 1)
-        stop = torch.zeros(tree.target_rows.shape[:3], dtype=accept.dtype)
-        stop[:, 0] = survive * torch.cat([1 - accept, ones], 1)
-        correction = torch.zeros(tree.target_rows.shape, dtype=accept.dtype)
-        correction[:, 0, :depth] = residual
-        correction[:, 0, depth] = big_p[:, depth]
-        return BlockLaw(stop, correction)
+        return chain_law(tree, accept, residual, big_p[:, depth])
 
     law.__name__ = f"ensemble_law({w:g})"
     return law

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from speclp.proofs.config_law import chain_law
 from speclp.verifiers.law import BlockLaw, DraftTree
 
 # ---------------------------------------------------------------------------
@@ -254,14 +255,7 @@ def token_level_law(tree: DraftTree, bug: str | None = None) -> BlockLaw:
     mass = residual.sum(-1, keepdim=True)
     residual = torch.where(mass > 0, residual / mass.clamp_min(1e-300), p_all[:, :depth])
     bonus = tree.target_rows[:, -1 if bug == "bonus_wrong_slice" else 0, depth]
-    survive = torch.cumprod(torch.cat([torch.ones(batch, 1, dtype=accept.dtype), accept], 1), 1)
-    stop0 = survive * torch.cat([1 - accept, torch.ones(batch, 1, dtype=accept.dtype)], 1)
-    stop = torch.zeros(tree.target_rows.shape[:3], dtype=stop0.dtype)
-    stop[:, 0] = stop0
-    correction = torch.zeros(tree.target_rows.shape, dtype=stop0.dtype)
-    correction[:, 0, :depth] = residual
-    correction[:, 0, depth] = bonus
-    return BlockLaw(stop, correction)
+    return chain_law(tree, accept, residual, bonus)
 
 
 PUBLIC_BUGS = ("residual_at_drafted_only", "bonus_wrong_slice", "low_precision_ratio")

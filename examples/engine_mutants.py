@@ -56,6 +56,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from speclp.proofs.config_law import chain_law
 from speclp.verifiers.law import BlockLaw, DraftTree
 
 _HERE = Path(__file__).resolve().parent
@@ -97,22 +98,6 @@ def _top_p(rows: torch.Tensor, top_p: float) -> torch.Tensor:
 
 def _tempered(rows: torch.Tensor, power: float) -> torch.Tensor:
     return _normalise(rows.clamp_min(0.0) ** power, rows)
-
-
-def chain_law(tree: DraftTree, accept: torch.Tensor, residual: torch.Tensor,
-              bonus: torch.Tensor) -> BlockLaw:
-    """The law of one draft chain (path 0): accept X_i with probability accept[:, i]
-    ([B, L]); at the first rejection (position i) emit a token of residual[:, i] ([B, L, V],
-    rows summing to 1); after L acceptances one of bonus ([B, V])."""
-    batch, depth = accept.shape
-    survive = torch.cumprod(torch.cat([torch.ones(batch, 1, dtype=accept.dtype), accept], 1), 1)
-    stop0 = survive * torch.cat([1 - accept, torch.ones(batch, 1, dtype=accept.dtype)], 1)
-    stop = torch.zeros(tree.target_rows.shape[:3], dtype=stop0.dtype)
-    stop[:, 0] = stop0
-    correction = torch.zeros(tree.target_rows.shape, dtype=stop0.dtype)
-    correction[:, 0, :depth] = residual
-    correction[:, 0, depth] = bonus
-    return BlockLaw(stop, correction)
 
 
 def _standard(tree: DraftTree, p: torch.Tensor, q: torch.Tensor, bonus: torch.Tensor) -> BlockLaw:

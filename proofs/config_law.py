@@ -135,6 +135,22 @@ def _filtered(rows: np.ndarray, temperature: float = 1.0, top_k: int | None = No
     return out
 
 
+def chain_law(tree: DraftTree, accept: Any, residual: Any, bonus: Any) -> BlockLaw:
+    """The law of one draft chain (path 0), the shape every token-level rule has: accept X_i
+    with probability accept[:, i] ([B, L]); at the first rejection (position i) emit a token
+    of residual[:, i] ([B, L, V], rows summing to 1); after L acceptances one of bonus
+    ([B, V]). Used by config_law, speclp.testing.ensemble_law and the example mutants."""
+    batch, depth = accept.shape
+    ones = torch.ones(batch, 1, dtype=accept.dtype)
+    survive = torch.cumprod(torch.cat([ones, accept], 1), 1)
+    stop = torch.zeros(tree.target_rows.shape[:3], dtype=accept.dtype)
+    stop[:, 0] = survive * torch.cat([1 - accept, ones], 1)
+    correction = torch.zeros(tree.target_rows.shape, dtype=accept.dtype)
+    correction[:, 0, :depth] = residual
+    correction[:, 0, depth] = bonus
+    return BlockLaw(stop, correction)
+
+
 def config_law(config: AcceptanceConfig, raw_target: np.ndarray, raw_draft: np.ndarray):
     """The law function (DraftTree -> BlockLaw) of `config` on an instance whose RAW rows are
     raw_target / raw_draft (all prefixes, shortlex); it reads the verifier's views of the rows
@@ -177,14 +193,7 @@ def config_law(config: AcceptanceConfig, raw_target: np.ndarray, raw_draft: np.n
             residual = p
         mass = residual.sum(-1, keepdim=True)
         residual = torch.where(mass > 0, residual / mass.clamp_min(1e-300), p)
-        ones = torch.ones(batch, 1, dtype=accept.dtype)
-        survive = torch.cumprod(torch.cat([ones, accept], 1), 1)
-        stop = torch.zeros(tree.target_rows.shape[:3], dtype=accept.dtype)
-        stop[:, 0] = survive * torch.cat([1 - accept, ones], 1)
-        correction = torch.zeros(tree.target_rows.shape, dtype=accept.dtype)
-        correction[:, 0, :depth] = residual
-        correction[:, 0, depth] = big_p[:, depth]
-        return BlockLaw(stop, correction)
+        return chain_law(tree, accept, residual, big_p[:, depth])
 
     return law
 
