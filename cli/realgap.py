@@ -171,11 +171,10 @@ def realgap(
             rows = []
             for s in r["summary"]:
                 for name, iv in sorted(s["verifiers"].items(), key=lambda kv: -kv[1]["estimate"]):
-                    gap = s["gaps"][name]
                     rows.append([s["temperature"], s["depth"], s["paths"], s["contexts"],
-                                 format_interval(s["upper"]), name, format_interval(iv),
-                                 format_interval(gap)])
-            table("realgap summary: means over contexts [nominal 95% t interval on per-prompt means]",
+                                 format_interval(s["upper"]), name, *_summary_cells(iv, s["gaps"][name])])
+            table("realgap summary: means over contexts [nominal 95% t interval on per-prompt means]; "
+                  "'exact': the exact value in every context, 'ESTIMATE': sampled trees",
                   ["T", "L", "K", "ctx", "upper bound", "verifier", "E[tau+1]", "gap to upper"], rows)
             if r.get("failures"):
                 for f in r["failures"]:
@@ -183,6 +182,18 @@ def realgap(
         print("figures:", ", ".join(r["figures"]))
 
     run(body, as_json, render)
+
+
+def _summary_cells(value: dict[str, Any], gap: dict[str, Any]) -> list[str]:
+    """E[tau+1] and its gap to the upper bound, labelled: exact in every context, or an
+    ESTIMATE; an estimate without an interval over prompts (one prompt) is never printed as a
+    bare number next to the certified bound (issue 28)."""
+    if value.get("exact"):
+        return [f"{format_interval(value)} exact", format_interval(gap)]
+    if value.get("low") is None:
+        return [f"ESTIMATE {value['estimate']:.3f} (no interval over 1 prompt; per-context "
+                "intervals in the records)", "n/a (estimate)"]
+    return [f"ESTIMATE {format_interval(value)}", format_interval(gap)]
 
 
 def _verifier_list(text: str) -> list[str]:

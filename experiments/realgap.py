@@ -571,7 +571,8 @@ def summarize_realgap(records: list[dict[str, Any]], seed: int = 0) -> list[dict
 
     upper / lower: mean certified bounds (lower None for records made before it existed;
     how many uppers certified / closed form); bracket_width: mean upper - lower (against
-    width_target, WIDTH_TARGETS); verifiers: mean E[tau+1]; gap: mean (upper -
+    width_target, WIDTH_TARGETS); verifiers: mean E[tau+1] (and "exact": True when every
+    context's value is exact, False when any is a sampled estimate); gap: mean (upper -
     verifier); best_verifier_counts: how often each verifier had the best estimate.
     """
     groups: dict[tuple, list[dict[str, Any]]] = {}
@@ -592,8 +593,11 @@ def summarize_realgap(records: list[dict[str, Any]], seed: int = 0) -> list[dict
 
         upper = cluster([(r["prompt"], r["by_paths"][key]["upper"]["value"]) for r in recs])
         names = sorted(recs[0]["by_paths"][key]["verifiers"])
-        verifiers = {n: cluster([(r["prompt"], r["by_paths"][key]["verifiers"][n]["mean"])
-                                 for r in recs]) for n in names}
+        verifiers = {n: {**cluster([(r["prompt"], r["by_paths"][key]["verifiers"][n]["mean"])
+                                    for r in recs]),
+                         # exact in every context (L = 1 closed forms), else a sampled estimate
+                         "exact": all(r["by_paths"][key]["verifiers"][n].get("exact") is True
+                                      for r in recs)} for n in names}
         gaps = {n: cluster([(r["prompt"], r["by_paths"][key]["gaps"][n]["mean"]) for r in recs])
                 for n in names}
         best: dict[str, int] = {}

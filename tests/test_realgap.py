@@ -362,3 +362,21 @@ def test_adaptive_bracket_keeps_the_best_bound_of_every_width(tiny_pair):
     assert len(adaptive_bracket(*args, [2, 3], 10.0, None)["expansion"]) == 1
     assert width_schedule(8, 4, [30, 4, 8]) == [4, 8]  # (30 + 1)^4 paths exceed the cap
     assert width_schedule(8, 2) == [8]
+
+
+def test_summary_never_prints_a_bare_estimate_next_to_the_certified_bound():
+    """Issue 28: a sampled value over one prompt has no interval; it is labelled ESTIMATE and
+    given no gap, while exact values (L = 1 closed forms) say so."""
+    from speclp.cli.realgap import _summary_cells
+
+    gap = {"estimate": 0.07, "low": None, "high": None, "note": "n/a (1 prompt)"}
+    one_prompt = {"estimate": 1.539, "low": None, "high": None, "note": "n/a (1 prompt)",
+                  "exact": False}
+    cells = _summary_cells(one_prompt, gap)
+    assert cells[0].startswith("ESTIMATE 1.539") and "no interval" in cells[0]
+    assert cells[1] == "n/a (estimate)"
+    exact = {**one_prompt, "estimate": 1.609, "exact": True}
+    assert _summary_cells(exact, gap)[0].endswith("exact")
+    sampled = {"estimate": 2.5, "low": 2.4, "high": 2.6, "exact": False}
+    assert _summary_cells(sampled, {"estimate": 0.1, "low": 0.0, "high": 0.2})[0].startswith(
+        "ESTIMATE 2.5")
