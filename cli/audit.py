@@ -215,7 +215,8 @@ def _sampler_body(sampler: str, o: dict[str, Any]):
                                    name=sampler, family=family, layout=layout,
                                    time_limit=o["time_limit"], call_timeout=o["call_timeout"],
                                    load_timeout=o["load_timeout"], search=o["search"],
-                                   progress=lambda it: progress(it, count, "audit sampler"))
+                                   progress=lambda it: progress(it, count, "audit sampler",
+                                                                time_limit=o["time_limit"]))
         except SamplerFailed as err:
             if err.kind == "spec":  # the child's SpecError: the spec names nothing callable
                 raise BadArgument("sampler", str(err).removeprefix("sampler: ")) from None

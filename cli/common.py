@@ -8,6 +8,7 @@ import contextlib
 import json
 import math
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from fractions import Fraction
 from typing import Any, TypeVar
@@ -18,11 +19,13 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from ..inputs import BadArgument
 from ..lp.instance import InstanceError
@@ -191,19 +194,36 @@ def working(description: str) -> Iterator[Callable[[str], None]]:
         yield lambda stage: bar.update(task, description=f"{description}: {stage}")
 
 
-def _bar(total: int | None) -> Progress:
-    """A progress bar on stderr (hidden off a terminal): count, elapsed time and, with a
-    total, the estimated time left."""
+class TimeLimitColumn(ProgressColumn):
+    """The time left until a known time limit ("limit in 42s"), re-rendered as the bar
+    refreshes: work that stops at its limit shows when it will, whatever its item count."""
+
+    def __init__(self, limit: float) -> None:
+        super().__init__()
+        self.deadline = time.monotonic() + limit
+
+    def render(self, task: Any) -> Text:
+        left = max(0.0, self.deadline - time.monotonic())
+        return Text(f"limit in {left:.0f}s", style="progress.remaining")
+
+
+def _bar(total: int | None, time_limit: float | None = None) -> Progress:
+    """A progress bar on stderr (hidden off a terminal): count, elapsed time, with a total
+    the estimated time left, and with a time limit the time left until it."""
     columns: list[Any] = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn()]
     if total is not None:
         columns.append(TimeRemainingColumn())
+    if time_limit is not None:
+        columns.append(TimeLimitColumn(time_limit))
     return Progress(*columns, console=stderr, transient=False, disable=not sys.stderr.isatty())
 
 
-def progress(items: Iterable[T], total: int | None, description: str) -> Iterator[T]:
-    """Iterate with a progress bar on stderr (hidden when stderr is not a terminal)."""
-    with _bar(total) as bar:
+def progress(items: Iterable[T], total: int | None, description: str,
+             time_limit: float | None = None) -> Iterator[T]:
+    """Iterate with a progress bar on stderr (hidden when stderr is not a terminal);
+    time_limit (seconds from now): also show the time left until it."""
+    with _bar(total, time_limit) as bar:
         task = bar.add_task(description, total=total)
         for item in items:
             yield item

@@ -233,3 +233,15 @@ def test_a_table_wider_than_the_terminal_folds_its_cells_never_cuts_them(monkeyp
     assert "…" not in text
     assert text.count("e") >= 8  # every exponent kept
     assert sum(ch.isdigit() for ch in text) >= 8 * sum(ch.isdigit() for ch in value)
+
+
+def test_progress_bar_shows_the_time_left_to_a_known_time_limit():
+    """Issue 28: the audit's bar counted instances and never showed the time left although
+    --time-limit was known."""
+    from speclp.cli.common import TimeLimitColumn, _bar
+
+    assert not any(isinstance(c, TimeLimitColumn) for c in _bar(6).columns)
+    column = next(c for c in _bar(6, time_limit=60.0).columns if isinstance(c, TimeLimitColumn))
+    assert str(column.render(None)).startswith("limit in ")
+    column.deadline -= 120.0  # the limit has passed: never a negative time
+    assert str(column.render(None)) == "limit in 0s"
