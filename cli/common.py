@@ -127,6 +127,20 @@ def jsonable(value: Any) -> Any:
     return value
 
 
+def _report(line: str, payload: Any, as_json: bool, render: Callable[[Any], None] | None,
+            dump: bool) -> None:
+    """A failed claim's or a stopped run's payload: one JSON object with --json; else the one
+    line on stderr, then the rendered payload (or, with dump and no renderer, its JSON)."""
+    if as_json:
+        print(json.dumps(jsonable(payload)))
+        return
+    stderr.print(line, markup=False, soft_wrap=True)
+    if render is not None:
+        render(payload)
+    elif dump:
+        print(json.dumps(jsonable(payload), indent=1))
+
+
 def run(body: Callable[[], dict[str, Any]], as_json: bool,
         render: Callable[[dict[str, Any]], None] | None = None) -> None:
     """Run a command body with the CLI contract: output, errors and exit status."""
@@ -139,22 +153,10 @@ def run(body: Callable[[], dict[str, Any]], as_json: bool,
             error_json(2, message, field)
         raise typer.Exit(2) from None
     except ClaimFailed as failure:
-        if as_json:
-            print(json.dumps(jsonable(failure.payload)))
-        else:
-            stderr.print(f"CLAIM FAILED: {failure}", markup=False, soft_wrap=True)
-            if render is not None:
-                render(failure.payload)
-            else:
-                print(json.dumps(jsonable(failure.payload), indent=1))
+        _report(f"CLAIM FAILED: {failure}", failure.payload, as_json, render, dump=True)
         raise typer.Exit(1) from None
     except Stopped as stop:
-        if as_json:
-            print(json.dumps(jsonable(stop.payload)))
-        else:
-            stderr.print(f"STOPPED: {stop}", markup=False, soft_wrap=True)
-            if render is not None:
-                render(stop.payload)
+        _report(f"STOPPED: {stop}", stop.payload, as_json, render, dump=False)
         raise typer.Exit(STOPPED_EXIT) from None
     except KeyboardInterrupt:
         stderr.print("interrupted", markup=False, highlight=False)
