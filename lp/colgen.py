@@ -55,9 +55,10 @@ reduced cost. A priority the float pricing missed is added and the loop resumes.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import Any, Protocol
 
 import highspy
 import numpy as np
@@ -364,8 +365,107 @@ def certify_master(master: MasterData, priorities: list[np.ndarray], max_rounds:
 
 
 # ---------------------------------------------------------------------------
-# the loop
+# the loop (one HiGHS column-generation loop for both masters)
 # ---------------------------------------------------------------------------
+
+class _Pricing(Protocol):
+    """What a master brings to the loop (_column_loop): its HiGHS model, how it recovers
+    from a warm solve that did not end optimal, and its pricing step."""
+
+    h: Any
+
+    def recover(self, iteration: int, status: str) -> str:
+        """The status after recovering from a non-optimal warm solve."""
+
+    def price(self, iteration: int, started: float) -> bool:
+        """Read the solved master, price its duals, add the improving columns; True when
+        none improves (stop). started: perf_counter() before this solve."""
+
+
+def _clock(time_limit: float | None, start: float) -> Callable[[], float | None]:
+    """Seconds left of time_limit from perf_counter() start (None: no limit)."""
+    return lambda: None if time_limit is None else time_limit - (time.perf_counter() - start)
+
+
+def _column_loop(pricing: _Pricing, max_iterations: int, time_left: Callable[[], float | None]
+                 ) -> tuple[str, int]:
+    """Solve the master (warm from the last basis), price, add columns, solve again, until
+    the pricing finds no improving column, a solve is not optimal, max_iterations solves or
+    the time limit. Returns (status of the last solve, or "time_limit"; master solves)."""
+    h = pricing.h
+    status, iterations = "unknown", 0
+    while iterations < max_iterations:
+        left = time_left()
+        if left is not None:
+            if left <= 0:
+                return "time_limit", iterations
+            # HiGHS compares time_limit with its run clock, which accumulates over runs
+            h.setOptionValue("time_limit", float(h.getRunTime() + left))
+        started = time.perf_counter()
+        h.run()
+        iterations += 1
+        status = status_name(h, h.getModelStatus())
+        if status != "optimal":
+            status = pricing.recover(iterations, status)
+        if status != "optimal" or pricing.price(iterations, started):
+            break
+    return status, iterations
+
+
+def _solve_cold(h: Any, presolves: tuple[str, ...]) -> str:
+    """Solve from scratch (the warm start failed), with each presolve setting in turn until
+    one is optimal; presolve is left off, as the masters run. Returns the status."""
+    status = "not_set"
+    for presolve in presolves:
+        h.clearSolver()
+        h.setOptionValue("presolve", presolve)
+        h.run()
+        status = status_name(h, h.getModelStatus())
+        if status == "optimal":
+            break
+    h.setOptionValue("presolve", "off")
+    return status
+
+
+def _add_column(h: Any, rows: np.ndarray, values: np.ndarray) -> None:
+    """A lambda column (objective 0, lambda >= 0) with `values` in `rows`."""
+    h.addCol(0.0, 0.0, np.inf, len(rows), np.asarray(rows, dtype=np.int32),
+             np.asarray(values, dtype=np.float64))
+
+
+@dataclass
+class _SelectionPricing:
+    """The selection master's part of the loop: price (the greedy priority of the path
+    duals), a warm start that failed (not_set) solved cold once and noted."""
+
+    master: MasterData
+    h: Any
+    priorities: list[np.ndarray]
+    tolerance: float
+    notes: list[str]
+    history: list[dict[str, Any]] = field(default_factory=list)
+    value: float = float("nan")  # the last master value (a lower bound on the optimum)
+
+    def recover(self, iteration: int, status: str) -> str:
+        if status != "not_set":
+            return status
+        self.notes.append(f"iteration {iteration}: warm start failed, solved cold")
+        return _solve_cold(self.h, ("off",))
+
+    def price(self, iteration: int, started: float) -> bool:
+        self.value = float(self.h.getInfo().objective_function_value)
+        duals = np.asarray(self.h.getSolution().row_dual, dtype=np.float64)
+        priority, law, reduced = price(self.master, duals)
+        self.history.append({"iteration": iteration, "columns": len(self.priorities),
+                             "value": self.value, "max_reduced_cost": reduced,
+                             "seconds": time.perf_counter() - started})
+        if reduced <= self.tolerance:
+            return True
+        nz = np.nonzero(law)[0]
+        _add_column(self.h, nz, -law[nz])
+        self.priorities.append(priority)
+        return False
+
 
 @dataclass
 class ColgenResult:
@@ -417,117 +517,97 @@ def solve_colgen(model_or_instance: TreeModel | Instance, paths: int = 2,
     or exact round starts after the limit).
     """
     start = time.perf_counter()
-
-    def time_left() -> float | None:
-        return None if time_limit is None else time_limit - (time.perf_counter() - start)
-
+    time_left = _clock(time_limit, start)
     master = master_data(model_or_instance, paths, draft_sampling, exact)
     priorities = [np.argsort(-master.q, kind="stable")]
     lp = master_lp(master, priorities)
     notes = [f"{master.count_configurations():,} draft configurations; master {lp.num_vars} "
              f"columns x {lp.num_eq} rows"]
-    h = highs_model(lp, presolve=False, method="simplex")
-    history: list[dict[str, Any]] = []
-    iterations = 0
-    status = "unknown"
-    certificate = None
-    certify_seconds = 0.0
-    value = float("nan")
-
-    def add_priority(priority: np.ndarray, law: np.ndarray) -> None:
-        nz = np.nonzero(law)[0]
-        h.addCols(1, np.zeros(1), np.zeros(1), np.full(1, np.inf), len(nz),
-                  np.zeros(1, dtype=np.int32), nz.astype(np.int32), -law[nz])
-        priorities.append(priority)
-
-    lower_bound = float("nan")
-    while iterations < max_iterations:
-        left = time_left()
-        if left is not None:
-            if left <= 0:
-                status = "time_limit"
-                break
-            # HiGHS compares time_limit with its run clock, which accumulates over runs
-            h.setOptionValue("time_limit", float(h.getRunTime() + left))
-        t0 = time.perf_counter()
-        h.run()
-        iterations += 1
-        status = status_name(h, h.getModelStatus())
-        if status == "not_set":  # warm start failed: solve cold
-            notes.append(f"iteration {iterations}: warm start failed, solved cold")
-            h.clearSolver()
-            h.run()
-            status = status_name(h, h.getModelStatus())
-        if status != "optimal":
-            break
-        value = lower_bound = float(h.getInfo().objective_function_value)
-        duals = np.asarray(h.getSolution().row_dual, dtype=np.float64)
-        priority, law, reduced = price(master, duals)
-        history.append({"iteration": iterations, "columns": len(priorities), "value": value,
-                        "max_reduced_cost": reduced, "seconds": time.perf_counter() - t0})
-        if reduced <= tolerance:
-            break
-        add_priority(priority, law)
+    pricing = _SelectionPricing(master, highs_model(lp, presolve=False, method="simplex"),
+                                priorities, tolerance, notes)
+    status, iterations = _column_loop(pricing, max_iterations, time_left)
+    history, value = pricing.history, pricing.value
     if status == "optimal" and history and history[-1]["max_reduced_cost"] > tolerance:
         status = "iteration_limit"  # stopped by max_iterations with an improving priority
     lp = master_lp(master, priorities)
-    solution = highs_solution(h, lp, status, time.perf_counter() - start, list(notes))
+    solution = highs_solution(pricing.h, lp, status, time.perf_counter() - start, list(notes))
     seconds = time.perf_counter() - start
-    exact_rounds = 0
+    certificate, certify_seconds, rounds = None, 0.0, 0
     if status in ("optimal", "iteration_limit") and certify and master.exact \
             and solution.basis is not None:
-        # exact phase: certify the master on the float solution's basic priorities; an
-        # improving priority found by the exact pricing joins that set and the exact master
-        # is solved again (the float duals of a degenerate master need not be the exact ones)
-        t0 = time.perf_counter()
-        chosen = basic_priorities(master, priorities, solution)
-        timed_out = False
-        while True:
-            left = time_left()
-            if left is not None and left <= 0:
-                timed_out = True
-                break
-            exact_rounds += 1
-            lp_round, solution_round, round_certificate, missed = certify_master(
-                master, chosen, time_limit=left)
-            if solution_round.status == "time_limit":
-                exact_rounds -= 1  # the exact master of this round was not solved
-                timed_out = True
-                break
-            lp_exact, solution_exact, certificate = lp_round, solution_round, round_certificate
-            if (certificate.certified or missed is None or exact_rounds >= max_exact_rounds
-                    or status != "optimal"):  # a stopped float phase is priced once
-                break
-            if any(np.array_equal(missed, p) for p in chosen):
-                certificate.reason += " (the improving priority is already in the master)"
-                break
-            chosen.append(missed)
-        if exact_rounds > 1:
-            notes.append(f"exact pricing added {exact_rounds - 1} priorities the float pricing "
-                         "did not need")
-        if timed_out:
-            # the float optimum stands, labelled: the exact phase did not finish in time
-            reason = (f"time limit {time_limit:g} s hit in the exact phase after "
-                      f"{exact_rounds} exact rounds; the float optimum is NOT certified")
-            if certificate is not None:
-                reason += f" (last exact round: {certificate.reason})"
-            certificate = Certificate(False, None, reason, time.perf_counter() - t0)
-            notes.append(reason)
-        elif status == "optimal" or certificate.certified:
-            lp, solution = lp_exact, solution_exact
-        certify_seconds = time.perf_counter() - t0
+        phase = _exact_phase(master, basic_priorities(master, priorities, solution),
+                             status == "optimal", time_left, time_limit, max_exact_rounds)
+        certificate, certify_seconds, rounds = phase.certificate, phase.seconds, phase.rounds
+        notes += phase.notes
+        if phase.lp is not None:
+            lp, solution = phase.lp, phase.solution
         if certificate.certified:
-            status = "optimal"
-            value = float(certificate.value)
-    if status == "time_limit":
-        value = lower_bound
+            status, value = "optimal", float(certificate.value)
+    if status == "time_limit":  # the float phase stopped (there was no exact phase)
         notes.append(f"time limit {time_limit:g} s hit after {iterations} master solves and "
-                     f"{exact_rounds} exact rounds; " + (
-                         f"the last master value {lower_bound:.12g} is a lower bound on the "
-                         "optimum, not the optimum" if lower_bound == lower_bound
-                         else "no master was solved"))
+                     f"{rounds} exact rounds; " + (
+                         f"the last master value {value:.12g} is a lower bound on the "
+                         "optimum, not the optimum" if value == value else "no master was solved"))
     return ColgenResult(status, value, lp, solution, master, iterations, seconds, history,
-                        certificate, certify_seconds if certify else None, notes, exact_rounds)
+                        certificate, certify_seconds if certify else None, notes, rounds)
+
+
+@dataclass
+class _ExactPhase:
+    """What the exact phase of solve_colgen leaves: the exact master and its solution when
+    they replace the float ones (else None), the certificate, the exact rounds solved, the
+    seconds, and its notes."""
+
+    lp: LinearProgram | None
+    solution: LPSolution | None
+    certificate: Certificate
+    rounds: int
+    seconds: float
+    notes: list[str]
+
+
+def _exact_phase(master: MasterData, chosen: list[np.ndarray], float_optimal: bool,
+                 time_left: Callable[[], float | None], time_limit: float | None,
+                 max_rounds: int) -> _ExactPhase:
+    """Certify the master on the float solution's basic priorities `chosen`; an improving
+    priority found by the exact pricing joins them and the exact master is solved again
+    (the float duals of a degenerate master need not be the exact ones). A float phase that
+    did not end optimal (float_optimal False) is priced exactly once."""
+    t0 = time.perf_counter()
+    rounds, timed_out, certificate, notes = 0, False, None, []
+    while True:
+        left = time_left()
+        if left is not None and left <= 0:
+            timed_out = True
+            break
+        rounds += 1
+        lp_round, solution_round, round_certificate, missed = certify_master(
+            master, chosen, time_limit=left)
+        if solution_round.status == "time_limit":
+            rounds -= 1  # the exact master of this round was not solved
+            timed_out = True
+            break
+        lp, solution, certificate = lp_round, solution_round, round_certificate
+        if certificate.certified or missed is None or rounds >= max_rounds or not float_optimal:
+            break
+        if any(np.array_equal(missed, p) for p in chosen):
+            certificate.reason += " (the improving priority is already in the master)"
+            break
+        chosen.append(missed)
+    if rounds > 1:
+        notes.append(f"exact pricing added {rounds - 1} priorities the float pricing did not need")
+    if timed_out:
+        # the float optimum stands, labelled: the exact phase did not finish in time
+        reason = (f"time limit {time_limit:g} s hit in the exact phase after {rounds} exact "
+                  "rounds; the float optimum is NOT certified")
+        if certificate is not None:
+            reason += f" (last exact round: {certificate.reason})"
+        notes.append(reason)
+        return _ExactPhase(None, None, Certificate(False, None, reason, time.perf_counter() - t0),
+                           rounds, time.perf_counter() - t0, notes)
+    keep = float_optimal or certificate.certified
+    return _ExactPhase(lp if keep else None, solution if keep else None, certificate, rounds,
+                       time.perf_counter() - t0, notes)
 
 
 # ---------------------------------------------------------------------------
@@ -619,6 +699,111 @@ def _node_marginals(law: np.ndarray, vocab: int, depth: int) -> np.ndarray:
     return np.concatenate(levels[::-1])
 
 
+def _node_master_highs(model: TreeModel) -> Any:
+    """The node-budget master's HiGHS model without lambda columns: rows budget z
+    (0..count-1), chain z (count..2 count-1), convexity (2 count); one beta column per node
+    of depth 1..L (solve_node_master)."""
+    vocab, depth = model.vocab_size, model.depth
+    count = num_nodes(vocab, depth) - 1  # nodes of depth 1..L (node index - 1)
+    target = np.asarray(model.target, dtype=np.float64)
+    h = new_highs()
+    h.setOptionValue("presolve", "off")
+    h.setOptionValue("solver", "simplex")
+    h.changeObjectiveSense(highspy.ObjSense.kMaximize)
+    h.setOptionValue("primal_feasibility_tolerance", 1e-10)
+    h.setOptionValue("dual_feasibility_tolerance", 1e-10)
+    h.setOptionValue("small_matrix_value", 1e-12)
+    lower = np.concatenate([np.full(2 * count, -np.inf), [1.0]])
+    upper = np.zeros(2 * count + 1)
+    upper[count: count + vocab] = target[0]  # root children: beta(t) <= p(t)
+    upper[-1] = 1.0
+    h.addRows(len(lower), lower, upper, 0, np.zeros(1, dtype=np.int32),
+              np.zeros(0, dtype=np.int32), np.zeros(0))
+    inner = num_nodes(vocab, depth - 1) - 1  # nodes of depth 1..L-1 have children
+    for z in range(count):  # beta(z): budget z, chain z, and the chains of its children
+        rows = [z, count + z]
+        values = [1.0, 1.0]
+        node = z + 1
+        if z < inner:
+            first = node * vocab + 1  # first child of the node
+            rows += list(range(count + first - 1, count + first - 1 + vocab))
+            values += list(-target[node])
+        h.addCol(1.0, 0.0, np.inf, len(rows), np.asarray(rows, dtype=np.int32),
+                 np.asarray(values, dtype=np.float64))
+    return h
+
+
+@dataclass
+class _NodePricing:
+    """The node master's part of the loop: price the budget duals (plus the smoothed and the
+    smallest feasible ones), keep the chain duals of the best weak-duality bound; a warm
+    solve that is not optimal is solved cold, then with presolve."""
+
+    master: MasterData
+    h: Any
+    tolerance: float
+    smoothing: float
+    priorities: list[np.ndarray] = field(default_factory=list)
+    history: list[dict[str, Any]] = field(default_factory=list)
+    value: float = float("nan")
+    best: float = float("inf")
+    center: np.ndarray | None = None
+    best_nu: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        model = self.master.model
+        self.count = num_nodes(model.vocab_size, model.depth) - 1
+        self.target = np.asarray(model.target, dtype=np.float64)
+        self.best_nu = np.zeros(self.count)
+        # [P, L] the budget rows of every leaf's prefixes
+        self.leaf_paths = prefix_node_indices(self.master.path_tokens, model.vocab_size)[:, 1:] - 1
+
+    def add(self, priority: np.ndarray) -> None:
+        model = self.master.model
+        marginal = _node_marginals(priority_law(self.master, priority), model.vocab_size,
+                                   model.depth)
+        nz = np.nonzero(marginal)[0]
+        _add_column(self.h, np.concatenate([nz, [2 * self.count]]),
+                    np.concatenate([-marginal[nz], [1.0]]))
+        self.priorities.append(np.asarray(priority))
+
+    def recover(self, iteration: int, status: str) -> str:
+        return _solve_cold(self.h, ("off", "on"))
+
+    def price(self, iteration: int, started: float) -> bool:
+        master, count, leaf_paths = self.master, self.count, self.leaf_paths
+        self.value = 1.0 + float(self.h.getInfo().objective_function_value)
+        row_dual = np.asarray(self.h.getSolution().row_dual, dtype=np.float64)
+        mu, sigma = np.abs(row_dual[:count]), abs(row_dual[-1])
+        nu = np.abs(row_dual[count: 2 * count])
+        feasible = _feasible_budget_duals(nu, self.target, master.model.vocab_size,
+                                          master.model.depth)
+        bound = 1.0 + float(self.target[0] @ nu[:master.model.vocab_size]) + _expected_max(
+            master, feasible[leaf_paths].sum(axis=1))[1]
+        if bound < self.best:
+            self.best, self.center, self.best_nu = bound, mu, nu
+        theta = mu[leaf_paths].sum(axis=1)
+        priority, expected = _expected_max(master, theta)
+        reduced = expected - sigma
+        self.history.append({"iteration": iteration, "value": self.value, "bound": bound,
+                             "max_reduced_cost": reduced})
+        if reduced <= self.tolerance or self.best - self.value <= self.tolerance:
+            return True
+        # the greedy priority of the current duals, plus those of the smoothed duals and of
+        # the smallest feasible budget duals when they also improve the current master
+        self.add(priority)
+        others = [feasible[leaf_paths].sum(axis=1)]
+        if self.smoothing and self.center is not None:
+            others.append((self.smoothing * self.center + (1 - self.smoothing) * mu)
+                          [leaf_paths].sum(axis=1))
+        for point in others:
+            candidate, _ = _expected_max(master, point)
+            if (not any(np.array_equal(candidate, p) for p in self.priorities[-3:])
+                    and float(priority_law(master, candidate) @ theta) - sigma > self.tolerance):
+                self.add(candidate)
+        return False
+
+
 def solve_node_master(master: MasterData, tolerance: float = 1e-10,
                       max_iterations: int = 20_000, time_limit: float | None = None,
                       smoothing: float = 0.5) -> NodeMasterResult:
@@ -639,107 +824,17 @@ def solve_node_master(master: MasterData, tolerance: float = 1e-10,
     `smoothing` on the duals of the best bound seen) when it finds an improving column."""
     start = time.perf_counter()
     model = master.model
-    vocab, depth = model.vocab_size, model.depth
-    count = num_nodes(vocab, depth) - 1  # nodes of depth 1..L (node index - 1)
-    target = np.asarray(model.target, dtype=np.float64)
-    h = new_highs()
-    h.setOptionValue("presolve", "off")
-    h.setOptionValue("solver", "simplex")
-    h.changeObjectiveSense(highspy.ObjSense.kMaximize)
-    h.setOptionValue("primal_feasibility_tolerance", 1e-10)
-    h.setOptionValue("dual_feasibility_tolerance", 1e-10)
-    h.setOptionValue("small_matrix_value", 1e-12)
-    # rows: budget z (0..count-1), chain z (count..2 count-1), convexity (2 count)
-    lower = np.concatenate([np.full(2 * count, -np.inf), [1.0]])
-    upper = np.zeros(2 * count + 1)
-    upper[count: count + vocab] = target[0]  # root children: beta(t) <= p(t)
-    upper[-1] = 1.0
-    h.addRows(len(lower), lower, upper, 0, np.zeros(1, dtype=np.int32),
-              np.zeros(0, dtype=np.int32), np.zeros(0))
-    nodes = np.arange(1, count + 1)
-    children = nodes * vocab + 1  # first child of every node (depth < L)
-    for z in range(count):  # beta(z): budget z, chain z, and the chains of its children
-        rows = [z, count + z]
-        values = [1.0, 1.0]
-        node = z + 1
-        if nodes[z] < num_nodes(vocab, depth - 1):
-            first = children[z]
-            rows += list(range(count + first - 1, count + first - 1 + vocab))
-            values += list(-target[node])
-        h.addCol(1.0, 0.0, np.inf, len(rows), np.asarray(rows, dtype=np.int32),
-                 np.asarray(values, dtype=np.float64))
-    priorities: list[np.ndarray] = []
-
-    def add(priority: np.ndarray) -> None:
-        law = priority_law(master, priority)
-        marginal = _node_marginals(law, vocab, depth)
-        nz = np.nonzero(marginal)[0]
-        rows = np.concatenate([nz, [2 * count]]).astype(np.int32)
-        h.addCol(0.0, 0.0, np.inf, len(rows), rows, np.concatenate([-marginal[nz], [1.0]]))
-        priorities.append(np.asarray(priority))
-
-    add(np.argsort(-master.q, kind="stable"))
+    pricing = _NodePricing(master, _node_master_highs(model), tolerance, smoothing)
+    pricing.add(np.argsort(-master.q, kind="stable"))
     for ratio in (target_over_draft(model, clip=False), target_over_draft(model, clip=True)):
-        add(lexicographic_priority(ratio, vocab, depth))  # GBV's orders (docs/theory.md 9.1)
-    leaf_paths = prefix_node_indices(master.path_tokens, vocab)[:, 1:] - 1  # [P, L] rows
-    history: list[dict[str, Any]] = []
-    status, value, iterations = "unknown", float("nan"), 0
-    center, best, best_nu = None, float("inf"), np.zeros(count)
-    while iterations < max_iterations:
-        if time_limit is not None:
-            left = time_limit - (time.perf_counter() - start)
-            if left <= 0:
-                status = "time_limit"
-                break
-            h.setOptionValue("time_limit", float(h.getRunTime() + left))
-        h.run()
-        iterations += 1
-        status = status_name(h, h.getModelStatus())
-        if status != "optimal":  # the warm start failed: solve cold, then with presolve
-            for presolve in ("off", "on"):
-                h.clearSolver()
-                h.setOptionValue("presolve", presolve)
-                h.run()
-                status = status_name(h, h.getModelStatus())
-                if status == "optimal":
-                    break
-            h.setOptionValue("presolve", "off")
-            if status != "optimal":
-                break
-        value = 1.0 + float(h.getInfo().objective_function_value)
-        row_dual = np.asarray(h.getSolution().row_dual, dtype=np.float64)
-        mu = np.abs(row_dual[:count])
-        sigma = abs(row_dual[-1])
-        nu = np.abs(row_dual[count: 2 * count])
-        feasible = _feasible_budget_duals(nu, target, vocab, depth)
-        bound = 1.0 + float(target[0] @ nu[:vocab]) + _expected_max(
-            master, feasible[leaf_paths].sum(axis=1))[1]
-        if bound < best:
-            best, center, best_nu = bound, mu, nu
-        theta = mu[leaf_paths].sum(axis=1)
-        priority, expected = _expected_max(master, theta)
-        reduced = expected - sigma
-        history.append({"iteration": iterations, "value": value, "bound": bound,
-                        "max_reduced_cost": reduced})
-        if reduced <= tolerance or best - value <= tolerance:
-            break
-        # the greedy priority of the current duals, plus those of the smoothed duals and of
-        # the smallest feasible budget duals when they also improve the current master
-        add(priority)
-        others = [feasible[leaf_paths].sum(axis=1)]
-        if smoothing and center is not None:
-            others.append((smoothing * center + (1 - smoothing) * mu)[leaf_paths].sum(axis=1))
-        for point in others:
-            candidate, _ = _expected_max(master, point)
-            if (not any(np.array_equal(candidate, p) for p in priorities[-3:])
-                    and float(priority_law(master, candidate) @ theta) - sigma > tolerance):
-                add(candidate)
-    solution = h.getSolution()
-    weights_all = np.asarray(solution.col_value[count:], dtype=np.float64)
+        # GBV's orders (docs/theory.md 9.1)
+        pricing.add(lexicographic_priority(ratio, model.vocab_size, model.depth))
+    status, iterations = _column_loop(pricing, max_iterations, _clock(time_limit, start))
+    weights_all = np.asarray(pricing.h.getSolution().col_value[pricing.count:], dtype=np.float64)
     chosen = [k for k, w in enumerate(weights_all) if w > 0]
-    return NodeMasterResult(status, value, [priorities[k] for k in chosen],
-                            [float(weights_all[k]) for k in chosen], best_nu, iterations,
-                            time.perf_counter() - start, history)
+    return NodeMasterResult(status, pricing.value, [pricing.priorities[k] for k in chosen],
+                            [float(weights_all[k]) for k in chosen], pricing.best_nu, iterations,
+                            time.perf_counter() - start, pricing.history)
 
 
 def target_over_draft(model: TreeModel, clip: bool = False) -> np.ndarray:
