@@ -12,6 +12,7 @@ bad input.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from typing import Any
 
 import typer
@@ -19,45 +20,60 @@ import typer
 from ..proofs.config_law import METHODS, ZERO_TV, AcceptanceConfig, config_report
 from . import options as option
 from . import validate as check
-from .common import BadInput, ClaimFailed, new_commands, run, table, working
+from .common import ClaimFailed, new_commands, refuse_given, run, table, working
 
 commands = new_commands()
+
+HELP = {
+    "temperature": "The target's sampling temperature.",
+    "target_top_k": "Top-k of the target law.",
+    "target_top_p": "Top-p of the target law.",
+    "draft_top_k": "Top-k the drafts are drawn with.",
+    "draft_top_p": "Top-p the drafts are drawn with.",
+    "verify_temperature": "Temperature the verifier applies to the target (default: --temperature).",
+    "verify_target_top_k": "Top-k the verifier applies to the target (default: the target's).",
+    "verify_target_top_p": "Top-p the verifier applies to the target (default: the target's).",
+    "verify_draft_top_k": "Top-k the verifier applies to the draft probabilities (default: the "
+                          "draft's).",
+    "verify_draft_top_p": "Top-p the verifier applies to the draft probabilities (default: the "
+                          "draft's).",
+    "threshold_single": "--method threshold: accept when p(X) >= this (default 1).",
+    "threshold_acc": "--method threshold: else accept with min(1, p(X) / this) (default 1).",
+    "typical_epsilon": "--method typical: epsilon (default 0.09).",
+    "typical_delta": "--method typical: delta (default 0.3).",
+    "weight": "--method ensemble: w of w p + (1 - w) q (default 1).",
+}
+"""The help of each acceptance setting's flag (--NAME-WITH-DASHES)."""
+
+METHOD_SETTINGS = {"threshold": ("threshold_single", "threshold_acc"),
+                   "typical": ("typical_epsilon", "typical_delta"), "ensemble": ("weight",)}
+"""The settings of a method's own (refused with any other --method)."""
+
+
+def _setting(name: str, default: float | None = None) -> Any:
+    """The option of an acceptance setting (AcceptanceConfig field `name`)."""
+    return typer.Option(default, "--" + name.replace("_", "-"), help=HELP[name])
 
 
 @commands.command("lossless")
 def lossless(
+    ctx: typer.Context,
     method: str = typer.Option("speculative", "--method", help=f"One of {', '.join(METHODS)}."),
-    temperature: float = typer.Option(1.0, "--temperature", help="The target's sampling "
-                                      "temperature."),
-    target_top_k: int = typer.Option(None, "--target-top-k", help="Top-k of the target law."),
-    target_top_p: float = typer.Option(None, "--target-top-p", help="Top-p of the target law."),
-    draft_top_k: int = typer.Option(None, "--draft-top-k", help="Top-k the drafts are drawn with."),
-    draft_top_p: float = typer.Option(None, "--draft-top-p", help="Top-p the drafts are drawn with."),
-    verify_temperature: float = typer.Option(None, "--verify-temperature", help="Temperature the "
-                                             "verifier applies to the target (default: "
-                                             "--temperature)."),
-    verify_target_top_k: int = typer.Option(None, "--verify-target-top-k", help="Top-k the "
-                                            "verifier applies to the target (default: the "
-                                            "target's)."),
-    verify_target_top_p: float = typer.Option(None, "--verify-target-top-p", help="Top-p the "
-                                              "verifier applies to the target (default: the "
-                                              "target's)."),
-    verify_draft_top_k: int = typer.Option(None, "--verify-draft-top-k", help="Top-k the "
-                                           "verifier applies to the draft probabilities "
-                                           "(default: the draft's)."),
-    verify_draft_top_p: float = typer.Option(None, "--verify-draft-top-p", help="Top-p the "
-                                             "verifier applies to the draft probabilities "
-                                             "(default: the draft's)."),
-    threshold_single: float = typer.Option(None, "--threshold-single", help="--method threshold: "
-                                           "accept when p(X) >= this (default 1)."),
-    threshold_acc: float = typer.Option(None, "--threshold-acc", help="--method threshold: else "
-                                        "accept with min(1, p(X) / this) (default 1)."),
-    typical_epsilon: float = typer.Option(None, "--typical-epsilon", help="--method typical: "
-                                          "epsilon (default 0.09)."),
-    typical_delta: float = typer.Option(None, "--typical-delta", help="--method typical: delta "
-                                        "(default 0.3)."),
-    weight: float = typer.Option(None, "--weight", help="--method ensemble: w of w p + (1 - w) q "
-                                 "(default 1)."),
+    temperature: float = _setting("temperature", 1.0),
+    target_top_k: int = _setting("target_top_k"),
+    target_top_p: float = _setting("target_top_p"),
+    draft_top_k: int = _setting("draft_top_k"),
+    draft_top_p: float = _setting("draft_top_p"),
+    verify_temperature: float = _setting("verify_temperature"),
+    verify_target_top_k: int = _setting("verify_target_top_k"),
+    verify_target_top_p: float = _setting("verify_target_top_p"),
+    verify_draft_top_k: int = _setting("verify_draft_top_k"),
+    verify_draft_top_p: float = _setting("verify_draft_top_p"),
+    threshold_single: float = _setting("threshold_single"),
+    threshold_acc: float = _setting("threshold_acc"),
+    typical_epsilon: float = _setting("typical_epsilon"),
+    typical_delta: float = _setting("typical_delta"),
+    weight: float = _setting("weight"),
     vocab: int = option.vocab(3),
     depth: int = option.depth(2),
     trials: int = option.trials(6, "Instances of the audit's mixed family (one per family)."),
@@ -67,47 +83,60 @@ def lossless(
     """Is an acceptance configuration lossless? Exact TV if not."""
 
     def body() -> dict[str, Any]:
-        check.choice("--method", method, METHODS)
-        own = {"threshold": ("threshold_single", "threshold_acc"),
-               "typical": ("typical_epsilon", "typical_delta"), "ensemble": ("weight",)}
-        given = {"threshold_single": threshold_single, "threshold_acc": threshold_acc,
-                 "typical_epsilon": typical_epsilon, "typical_delta": typical_delta,
-                 "weight": weight}
-        for name, value in given.items():
-            if value is not None and name not in own.get(method, ()):
-                raise BadInput(f"--{name.replace('_', '-')}: does not apply to --method {method}")
-        check.integer("--vocab", vocab, 2, 6)
-        check.integer("--depth", depth, 1, 3)
-        check.integer("--trials", trials, 1, 60)
-        check.seed("--seed", seed)
-        settings = {"method": method, "temperature": temperature, "target_top_k": target_top_k,
-                    "target_top_p": target_top_p, "draft_top_k": draft_top_k,
-                    "draft_top_p": draft_top_p, "verify_temperature": verify_temperature,
-                    "verify_target_top_k": verify_target_top_k,
-                    "verify_target_top_p": verify_target_top_p,
-                    "verify_draft_top_k": verify_draft_top_k,
-                    "verify_draft_top_p": verify_draft_top_p}
-        settings |= {name: value for name, value in given.items() if value is not None}
-        config = AcceptanceConfig(**settings)
-        try:
-            config.check()
-        except ValueError as err:
-            field, _, text = str(err).partition(": ")
-            raise BadInput(f"--{field.replace('_', '-')}: {text}") from None
-        with working(f"lossless {method}"):
-            report = config_report(config, vocab, depth, trials, seed)
-        if not report["lossless"]:
-            raise ClaimFailed(f"{method} configuration is LOSSY: exact TV {report['max_tv']:.4g} "
-                              f"from the target law on {report['worst_instance']}", report)
-        return report
+        return run_lossless(lossless_spec(ctx, method, vocab, depth, trials, seed))
 
-    def render(r: dict[str, Any]) -> None:
-        print(f"verdict: {r['verdict']}")
-        table(f"exact TV of the output law from the target law (V = {r['vocab']}, "
-              f"L = {r['depth']}, family {r['family']}, seed {r['seed']})",
-              ["instance", "exact TV", "E[tau+1]"],
-              [[i["instance"], f"{i['tv']:.6g}" if i["tv"] > ZERO_TV else f"0 (< {ZERO_TV:g})",
-                f"{i['block_efficiency']:.4f}"]
-               for i in r["instances"]])
+    run(body, as_json, _render)
 
-    run(body, as_json, render)
+
+@dataclass(frozen=True)
+class LosslessSpec:
+    """One `speclp lossless` question as data: the configuration and the audit instances
+    (proofs.config_law.config_report's arguments)."""
+
+    config: AcceptanceConfig
+    vocab: int
+    depth: int
+    trials: int
+    seed: int
+
+
+def lossless_spec(ctx: typer.Context, method: str, vocab: int, depth: int, trials: int,
+                  seed: int) -> LosslessSpec:
+    """Flags -> LosslessSpec: the method checked, a setting of another method's refused, the
+    instance flags checked (exit 2); every setting given (not None) is passed, the others are
+    the library's defaults, and the configuration's own check (BadArgument naming the
+    field) refuses the rest."""
+    check.choice("--method", method, METHODS)
+    foreign = tuple(name for names in METHOD_SETTINGS.values() for name in names
+                    if name not in METHOD_SETTINGS.get(method, ()))
+    refuse_given(ctx, foreign, f"does not apply to --method {method}")
+    check.integer("--vocab", vocab, 2, 6)
+    check.integer("--depth", depth, 1, 3)
+    check.integer("--trials", trials, 1, 60)
+    check.seed("--seed", seed)
+    config = AcceptanceConfig(**{f.name: ctx.params[f.name] for f in fields(AcceptanceConfig)
+                                 if ctx.params[f.name] is not None})
+    config.check()
+    return LosslessSpec(config, vocab, depth, trials, seed)
+
+
+def run_lossless(spec: LosslessSpec) -> dict[str, Any]:
+    """config_report as the command's JSON; ClaimFailed (exit 1) when the configuration is
+    lossy."""
+    method = spec.config.method
+    with working(f"lossless {method}"):
+        report = config_report(spec.config, spec.vocab, spec.depth, spec.trials, spec.seed)
+    if not report["lossless"]:
+        raise ClaimFailed(f"{method} configuration is LOSSY: exact TV {report['max_tv']:.4g} "
+                          f"from the target law on {report['worst_instance']}", report)
+    return report
+
+
+def _render(r: dict[str, Any]) -> None:
+    print(f"verdict: {r['verdict']}")
+    table(f"exact TV of the output law from the target law (V = {r['vocab']}, "
+          f"L = {r['depth']}, family {r['family']}, seed {r['seed']})",
+          ["instance", "exact TV", "E[tau+1]"],
+          [[i["instance"], f"{i['tv']:.6g}" if i["tv"] > ZERO_TV else f"0 (< {ZERO_TV:g})",
+            f"{i['block_efficiency']:.4f}"]
+           for i in r["instances"]])

@@ -20,6 +20,7 @@ the shape has a shipped proof, its cell count and time are shown as the expected
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from ..proofs.symbolic.prove import ClaimInputError, proof_stem, prove, validate
 from ..proofs.symbolic.ship import CERTIFICATES
 from . import options as option
 from . import validate as check
-from .common import BadInput, ClaimFailed, Stopped, counting, new_commands, run, table
+from .common import BadInput, ClaimFailed, Stopped, counting, new_commands, refuse_given, run, table
 
 DEFAULT_TIME_LIMIT_S = 3600.0
 
@@ -94,76 +95,112 @@ def prove_cmd(
     shipped proof's total if any."""
 
     def body() -> dict[str, Any]:
-        given = {name for name in ("paths", "draft_sampling")  # by name: typer may bring its own click
-                 if getattr(ctx.get_parameter_source(name), "name", "DEFAULT") not in ("DEFAULT",
-                                                                                      "DEFAULT_MAP")}
-        unused = unused_flag(claim, given)
-        if unused:
-            raise BadInput(unused)
-        try:
-            validate(claim, vocab, depth, paths, draft_sampling)
-        except ClaimInputError as err:
-            raise BadInput(str(err)) from None
-        check.output_dir("--out", out)
-        check.output_dir("--save-dir", save_dir)
-        check.seed("--seed", seed)
-        check.number("--time-limit", time_limit, 0, low_open=True)
-        stem = proof_stem(claim, vocab, depth, paths, draft_sampling)
-        with counting(PER_MILLE, _description(claim, vocab, depth, stem)) as count:
-            bar = _ShareBar(count)
-            result = prove(claim, vocab, depth, paths, draft_sampling, seed=seed,
-                           progress=bar, stop_at_first_failure=not all_cells,
-                           time_limit=time_limit)
-        summary = result.summary()
-        if result.stopped.startswith("time limit"):
-            summary.update({"stopped": result.stopped, "status": "stopped: time limit",
-                            "proved": False})
-            raise Stopped(f"{claim}: stopped at the {result.stopped} after {bar.cells} cells "
-                          f"(about {bar.done:.0%} of the decision tree): neither proved nor "
-                          "refuted; nothing written (a larger --time-limit goes on)", summary)
-        summary["status"] = ("refuted" if result.counterexample is not None
-                             else "incomplete" if not result.complete else "proved")
-        directory = Path(out)
-        directory.mkdir(parents=True, exist_ok=True)
-        json_path = directory / f"{stem}.json"
-        json_path.write_text(json.dumps(strict_document(result.document), indent=0,
-                                        separators=(",", ":")))
-        md_path = directory / f"{stem}.md"
-        md_path.write_text(render(result.document))
-        summary.update({"json": str(json_path), "markdown": str(md_path)})
-        if result.counterexample is not None:
-            summary["counterexample"] = result.counterexample
-            save = Path(save_dir)
-            save.mkdir(parents=True, exist_ok=True)
-            instance_path = save / f"prove-{stem}.json"
-            instance_path.write_text(json.dumps(result.counterexample["instance"], indent=1))
-            summary["counterexample_saved"] = str(instance_path)
-            ce = result.counterexample
-            raise ClaimFailed(f"{claim} fails on cell {ce['cell']}: {ce['identity']} is "
-                              f"{ce['difference_on_cell']} there, "
-                              f"{ce['difference_at_point']} at the point "
-                              f"{ce['point']} (instance saved to {instance_path})", summary)
-        if not result.complete:
-            raise ClaimFailed(f"{claim}: NOT PROVED, {result.counts['unresolved']} unresolved "
-                              "cells (no witness and no emptiness certificate found)", summary)
-        return summary
+        spec = prove_spec(ctx, claim, vocab, depth, paths, draft_sampling, out, save_dir, seed,
+                          all_cells, time_limit)
+        return run_prove(spec)
 
     run(body, as_json, _render)
 
 
+@dataclass(frozen=True)
+class ProveSpec:
+    """One `speclp prove` run as data (prove_spec builds it from checked flags): the claim and
+    shape of speclp.proofs.symbolic.prove.prove, where the proof goes and how it runs."""
+
+    claim: str
+    vocab: int
+    depth: int
+    paths: int
+    draft_sampling: str
+    out: str
+    save_dir: str
+    seed: int
+    all_cells: bool
+    time_limit: float
+
+    @property
+    def stem(self) -> str:
+        return proof_stem(self.claim, self.vocab, self.depth, self.paths, self.draft_sampling)
+
+
+def prove_spec(ctx: typer.Context, claim: str, vocab: int, depth: int, paths: int,
+               draft_sampling: str, out: str, save_dir: str, seed: int, all_cells: bool,
+               time_limit: float) -> ProveSpec:
+    """Flags -> ProveSpec, refusing (BadInput, exit 2) a flag the claim does not use, a
+    claim / shape the proof does not define, and bad folders, seed or time limit."""
+    if claim in SINGLE_PATH_CLAIMS:
+        refuse_given(ctx, ("paths",), f"{claim} is a single-path claim (K = 1); it takes no --paths")
+    if claim in CLAIMS_NO_SAMPLING:
+        refuse_given(ctx, ("draft_sampling",), f"{claim} is stated for i.i.d. drafts; only "
+                     "l1-optimum takes --draft-sampling")
+    try:
+        validate(claim, vocab, depth, paths, draft_sampling)
+    except ClaimInputError as err:
+        raise BadInput(str(err)) from None
+    check.output_dir("--out", out)
+    check.output_dir("--save-dir", save_dir)
+    check.seed("--seed", seed)
+    check.number("--time-limit", time_limit, 0, low_open=True)
+    return ProveSpec(claim, vocab, depth, paths, draft_sampling, out, save_dir, seed, all_cells,
+                     time_limit)
+
+
+def run_prove(spec: ProveSpec) -> dict[str, Any]:
+    """The proof run as the command's JSON: written (JSON + Markdown) when it ends; Stopped
+    (exit 4, nothing written) at the time limit; ClaimFailed (exit 1) when refuted (the
+    counterexample instance saved) or incomplete."""
+    with counting(PER_MILLE, _description(spec.claim, spec.vocab, spec.depth, spec.stem)) as count:
+        bar = _ShareBar(count)
+        result = prove(spec.claim, spec.vocab, spec.depth, spec.paths, spec.draft_sampling,
+                       seed=spec.seed, progress=bar, stop_at_first_failure=not spec.all_cells,
+                       time_limit=spec.time_limit)
+    summary = result.summary()
+    if result.stopped.startswith("time limit"):
+        summary.update({"stopped": result.stopped, "status": "stopped: time limit",
+                        "proved": False})
+        raise Stopped(f"{spec.claim}: stopped at the {result.stopped} after {bar.cells} cells "
+                      f"(about {bar.done:.0%} of the decision tree): neither proved nor "
+                      "refuted; nothing written (a larger --time-limit goes on)", summary)
+    summary["status"] = ("refuted" if result.counterexample is not None
+                         else "incomplete" if not result.complete else "proved")
+    summary.update(_write_proof(result.document, spec))
+    ce = result.counterexample
+    if ce is not None:
+        summary["counterexample"] = ce
+        instance_path = _save_instance(ce["instance"], spec)
+        summary["counterexample_saved"] = str(instance_path)
+        raise ClaimFailed(f"{spec.claim} fails on cell {ce['cell']}: {ce['identity']} is "
+                          f"{ce['difference_on_cell']} there, {ce['difference_at_point']} at the "
+                          f"point {ce['point']} (instance saved to {instance_path})", summary)
+    if not result.complete:
+        raise ClaimFailed(f"{spec.claim}: NOT PROVED, {result.counts['unresolved']} unresolved "
+                          "cells (no witness and no emptiness certificate found)", summary)
+    return summary
+
+
+def _write_proof(document: dict[str, Any], spec: ProveSpec) -> dict[str, str]:
+    """The strict JSON (what the checker reads) and the Markdown of the full document, in
+    --out; returns their paths under "json" and "markdown"."""
+    directory = Path(spec.out)
+    directory.mkdir(parents=True, exist_ok=True)
+    json_path = directory / f"{spec.stem}.json"
+    json_path.write_text(json.dumps(strict_document(document), indent=0, separators=(",", ":")))
+    md_path = directory / f"{spec.stem}.md"
+    md_path.write_text(render(document))
+    return {"json": str(json_path), "markdown": str(md_path)}
+
+
+def _save_instance(instance: dict[str, Any], spec: ProveSpec) -> Path:
+    """The counterexample's instance, in --save-dir."""
+    save = Path(spec.save_dir)
+    save.mkdir(parents=True, exist_ok=True)
+    instance_path = save / f"prove-{spec.stem}.json"
+    instance_path.write_text(json.dumps(instance, indent=1))
+    return instance_path
+
+
 PER_MILLE = 1000
 SINGLE_PATH_CLAIMS = ("bv-optimal", "token-optimal", "gbv-k1-is-bv")
-
-
-def unused_flag(claim: str, given: set[str]) -> str | None:
-    """The error line for a flag given on the command line that the claim does not use:
-    --paths for a single-path claim, --draft-sampling for any claim but l1-optimum."""
-    if "paths" in given and claim in SINGLE_PATH_CLAIMS:
-        return f"--paths: {claim} is a single-path claim (K = 1); it takes no --paths"
-    if "draft_sampling" in given and claim in CLAIMS_NO_SAMPLING:
-        return (f"--draft-sampling: {claim} is stated for i.i.d. drafts; only l1-optimum "
-                "takes --draft-sampling")
-    return None
 
 
 CLAIMS_NO_SAMPLING = ("bv-optimal", "token-optimal", "gbv-k1-is-bv", "gbv-l1-closed-form")

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from ..inputs import BadArgument
 from ..lp.instance import Instance, from_rows
 from ..verifiers.exact import exact_result
 from ..verifiers.law import BlockLaw, DraftTree
@@ -68,28 +69,28 @@ class AcceptanceConfig:
     weight: float = 1.0
 
     def check(self) -> None:
-        """ValueError naming the field of a bad value."""
+        """BadArgument naming the field of a bad value."""
         if self.method not in METHODS:
-            raise ValueError(f"method: must be one of {METHODS}, got {self.method!r}")
+            raise BadArgument("method", f"must be one of {METHODS}, got {self.method!r}")
         for name in ("temperature", "verify_temperature", "threshold_acc", "typical_delta"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, (int, float)) and 0 < value < 1e6):
-                raise ValueError(f"{name}: must be a number > 0, got {value!r}")
+                raise BadArgument(name, f"must be a number > 0, got {value!r}")
         for name in ("target_top_k", "draft_top_k", "verify_target_top_k", "verify_draft_top_k"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)
                                       or value < 1):
-                raise ValueError(f"{name}: must be an integer >= 1, got {value!r}")
+                raise BadArgument(name, f"must be an integer >= 1, got {value!r}")
         for name in ("target_top_p", "draft_top_p", "verify_target_top_p", "verify_draft_top_p"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, (int, float)) and 0 < value <= 1):
-                raise ValueError(f"{name}: must be in (0, 1], got {value!r}")
+                raise BadArgument(name, f"must be in (0, 1], got {value!r}")
         for name in ("threshold_single", "weight", "typical_epsilon"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 0 <= value <= 1):
-                raise ValueError(f"{name}: must be in [0, 1], got {value!r}")
+                raise BadArgument(name, f"must be in [0, 1], got {value!r}")
         if self.threshold_acc > 1:
-            raise ValueError(f"threshold_acc: must be in (0, 1], got {self.threshold_acc!r}")
+            raise BadArgument("threshold_acc", f"must be in (0, 1], got {self.threshold_acc!r}")
 
     def views(self) -> dict[str, Any]:
         """The verifier's temperature and filters (None filled from the sampling's)."""
