@@ -50,6 +50,13 @@ theta(x) >= H(x) for every leaf (all rho columns are in the master, so the certi
 checked those reduced costs exactly), and the exact greedy priority must have
 r . theta <= 0 (all_configurations_priced): then no column of the full LP has positive
 reduced cost. A priority the float pricing missed is added and the loop resumes.
+
+One loop, two masters
+---------------------
+The selection master (solve_colgen) and the node-budget master (solve_node_master) run the
+same HiGHS loop (_column_loop: solve warm, recover a failed solve, price, add columns, stop
+when no column improves, at max_iterations or at the time limit); each brings its own
+pricing step and recovery (_SelectionPricing, _NodePricing).
 """
 
 from __future__ import annotations
@@ -748,14 +755,16 @@ class _NodePricing:
     value: float = float("nan")
     best: float = float("inf")
     center: np.ndarray | None = None
-    best_nu: np.ndarray | None = None
+    best_nu: np.ndarray | None = None  # chain duals of the best bound (zeros before any)
+    count: int = field(init=False)  # nodes of depth 1..L: budget rows, then as many chain rows
+    target: np.ndarray = field(init=False)  # [N, V] float64 target rows
+    leaf_paths: np.ndarray = field(init=False)  # [P, L] the budget rows of every leaf's prefixes
 
     def __post_init__(self) -> None:
         model = self.master.model
         self.count = num_nodes(model.vocab_size, model.depth) - 1
         self.target = np.asarray(model.target, dtype=np.float64)
         self.best_nu = np.zeros(self.count)
-        # [P, L] the budget rows of every leaf's prefixes
         self.leaf_paths = prefix_node_indices(self.master.path_tokens, model.vocab_size)[:, 1:] - 1
 
     def add(self, priority: np.ndarray) -> None:
