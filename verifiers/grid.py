@@ -24,7 +24,12 @@ grids read the rows of the selected path, so they assume what every drafted tree
 paths with a common prefix carry the same rows along it.
 
 grid_values(name, tree, cells) -> {cell: [B]} or None when the verifier has no grid law
-(then decode.scoring evaluates each cell's law).
+(then decode.scoring evaluates each cell's law). The hook for other verifiers (e.g.
+bv_extended, not served here): a module sets GRIDS[name] = fn(tree, cells) -> {cell: [B]}
+(this module imports no verifier module that could do so, so there is no import cycle);
+the pieces to build one from: bv_prefix_accepted (BV's E[tau] on every prefix of a path,
+against any draft law along it), _walk (a top-down walk's E[tau] on every prefix, given its
+acceptances), _sub_tree.
 """
 
 from __future__ import annotations
