@@ -29,6 +29,7 @@ block plus the bonus token, or one token per path). The target must make ONE cal
     python benchmarks/pipeline_step.py                     # smollm2-135m, its own draft (1.5 T)
     python benchmarks/pipeline_step.py --pair tiny         # a tiny random Llama (no download)
     python benchmarks/pipeline_step.py --out benchmarks/results/pipeline/step_cpu.json
+    python benchmarks/pipeline_step.py --plot benchmarks/results/pipeline/step_cpu.json  # its figure
 
 Every number is a mean over the recorded steps of ONE run (CPU timings on a shared machine
 vary with load; the settings are interleaved run by run, in the order before, grid, cell, cell, grid,
@@ -152,6 +153,44 @@ def step_means(log: list[dict]) -> dict[str, float]:
     return out
 
 
+def plot(record_path: Path) -> Path:
+    """Stacked bars of the per-step seconds of every setting (draft, target pass, each scored
+    verifier's laws) with laws / (draft + target) written at each bar; saved as a PNG beside
+    the record."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    record = json.loads(record_path.read_text())
+    rows = record["rows"]
+    names = sorted({n for r in rows for n in r["laws_s"]})
+    fig, ax = plt.subplots(figsize=(8, 3.2))
+    colours = plt.get_cmap("tab10")
+    for y, row in enumerate(rows):
+        left = 0.0
+        parts = [("draft", row["draft_s"]), ("target tree pass", row["target_s"])]
+        parts += [(f"law: {n}", row["laws_s"].get(n, 0.0)) for n in names]
+        for c, (label, width) in enumerate(parts):
+            ax.barh(y, width, left=left, color=colours(c), label=label if y == 0 else None)
+            left += width
+        ax.text(left, y, f"  laws / forwards {row['laws_over_forwards']:.2f}", va="center",
+                fontsize=8)
+    ax.set_yticks(range(len(rows)), [r["setting"] for r in rows])
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds per decoding step (mean)")
+    ax.set_title(f"{record['pair']}, K = {record['paths']}, L = {record['depth']}, batch "
+                 f"{record['batch']}, {record['device_name']} ({record['threads']} thread)",
+                 fontsize=9)
+    ax.set_xlim(0, max(r["forwards_s"] + r["score_s"] for r in rows) * 1.35)
+    ax.legend(fontsize=7, loc="lower right", ncol=2)
+    fig.tight_layout()
+    out = record_path.with_suffix(".png")
+    fig.savefig(out, dpi=120)
+    print(f"saved {out}")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pair", default="smollm2-135m", help="a decode.models pair name, or tiny")
@@ -163,7 +202,11 @@ def main() -> None:
     ap.add_argument("--verifiers", default=",".join(VERIFIERS))
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--plot", type=Path, default=None, help="only draw the figure of this record")
     args = ap.parse_args()
+    if args.plot:
+        plot(args.plot)
+        return
     torch.set_num_threads(args.threads)
     names = tuple(v for v in args.verifiers.split(",") if v)
     if args.pair == "tiny":
@@ -208,6 +251,7 @@ def main() -> None:
                         threads=args.threads, command=" ".join(sys.argv))
     if args.out:
         save_run(record, args.out)
+        plot(args.out)
     else:
         print(json.dumps(rows, indent=1))
 
