@@ -47,6 +47,10 @@ build, a selection loop on [B K, C]-sized arrays, the skewed rows in one pass, a
 distinct path (the selected path is random, so the law covers all K); no host synchronisation
 on torch (no bool() of a tensor; no torch.unique off the CPU).
 
+Every (K', L') cell of a tree at once (nodeopt_grid, for decode.scoring via verifiers.grid): the
+rules are built once on the whole tree's node rows (node_rule_tables) and the selection on the
+first K' paths (selection_pass) reads depths <= i at depth i, so one pass per K' serves every L'.
+
 Shapes: tokens [B, K, L], target rows [B, K, L+1, V], draft rows [B, K, L, V];
 law.stop [B, K, L+1], law.correction [B, K, L+1, V].
 """
