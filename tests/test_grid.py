@@ -162,3 +162,21 @@ def test_grid_serves_exactly_the_cells_asked(name):
     grid = grid_values(name, tree, [(2, 1)])
     assert set(grid) == {(2, 1)}
     assert list(grid[(2, 1)]) == list(block_law(name, tree).block_efficiency())
+
+
+def test_a_law_function_with_a_grid_attribute_is_used_and_unknown_names_give_none(monkeypatch):
+    """The hook of verifiers.grid: a registered law function's `grid` attribute serves the
+    cells; a name that is not registered has no grid law (None)."""
+    from speclp.verifiers.law import REGISTRY
+
+    calls = []
+
+    def fake_grid(tree, cells):
+        calls.append(cells)
+        return {cell: "served" for cell in cells}
+
+    monkeypatch.setattr(REGISTRY["traversal"].law, "grid", fake_grid, raising=False)
+    tree = DraftTree(np.array([[[0]]]), np.array([[[[0.5, 0.5], [0.5, 0.5]]]]),
+                     np.array([[[[0.5, 0.5]]]]))
+    assert grid_values("traversal", tree, [(1, 1)]) == {(1, 1): "served"} and calls == [[(1, 1)]]
+    assert grid_values("no_such_verifier", tree, [(1, 1)]) is None

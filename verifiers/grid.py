@@ -11,7 +11,7 @@ per-node work that does not depend on K' is done once for the whole tree:
                        path; only the last test h_L' = w_L' depends on L')
     gbv, gbv_clipped   one greedy selection per K' (gbv_selection), BV's tests shared as above
     nodeopt            the node rules built once (nodeopt.node_rule_tables), one selection
-                       pass per K' (nodeopt.nodeopt_grid)
+                       pass per K' (nodeopt_grid)
     spectr             rho of every node for every n = 1..K from one sorted pass per node row
                        (kseq_rho_counts), one walk per K' of the acceptances only
     other node rules   (specinfer, rrsw, naive_tree, nss, khisti) one walk per K' with the
@@ -24,12 +24,15 @@ grids read the rows of the selected path, so they assume what every drafted tree
 paths with a common prefix carry the same rows along it.
 
 grid_values(name, tree, cells) -> {cell: [B]} or None when the verifier has no grid law
-(then decode.scoring evaluates each cell's law). The hook for other verifiers (e.g.
-bv_extended, not served here): a module sets GRIDS[name] = fn(tree, cells) -> {cell: [B]}
-(this module imports no verifier module that could do so, so there is no import cycle);
-the pieces to build one from: bv_prefix_accepted (BV's E[tau] on every prefix of a path,
-against any draft law along it), _walk (a top-down walk's E[tau] on every prefix, given its
-acceptances), _sub_tree.
+(then decode.scoring evaluates each cell's law).
+
+The hook for other verifiers (e.g. bv_extended, not served here): its module sets an attribute
+on its registered law function, `law_function.grid = fn(tree, cells) -> {cell: [B]}`, which
+grid_values uses. It may import this module's pieces at module level (this module imports
+gbv, multipath, nodeopt, law and ops, none of which imports registry or bv_extended: no
+cycle; tests/test_layout.py checks): bv_prefix_accepted (BV's E[tau] on every prefix of a
+path, against any draft law along it), _walk (a top-down walk's E[tau] on every prefix, given
+its acceptances), _sub_tree.
 """
 
 from __future__ import annotations
@@ -39,8 +42,9 @@ from typing import Any
 
 from . import gbv as _gbv
 from . import ops
-from .law import DraftTree
+from .law import REGISTRY, DraftTree
 from .multipath import _gather_tokens, canonical_paths, kseq_rho, shared_prefix
+from .nodeopt import DEFAULT_SUPPORT, node_rule_tables, selection_pass
 from .ops import torch  # imported on first use (ops._LazyTorch)
 
 Array = Any
@@ -142,6 +146,31 @@ def gbv_grid(tree: DraftTree, cells: list[Cell], clip: bool = False) -> dict[Cel
                                       _gbv.path_rows(sub.target_rows, rows, selected), skewed)
         for length in _lengths(cells, paths):
             out[(paths, length)] = accepted[length] + 1
+    return out
+
+
+def nodeopt_grid(tree: DraftTree, cells: list[tuple[int, int]], support: int | None = DEFAULT_SUPPORT,
+                 rule: str = "nested") -> dict[tuple[int, int], Array]:
+    """E[tau + 1] [B] of nodeopt on the first K' paths cut to depth L', for every (K', L') in
+    cells, from one pass per K' (verifiers.grid): the node rules are built once for the whole
+    tree; the selection pass on the first K' paths serves every depth L' (its first L' depths
+    are the pass on the cut tree); BV's tests along each path are shared by its prefixes
+    (grid.bv_prefix_accepted). Equal to nodeopt_law on each cut tree (tests/test_grid.py) for
+    trees whose paths with a common prefix carry the same rows there (every drafted tree)."""
+    tables = node_rule_tables(tree, support, rule)
+    batch, depth, vocab = tree.batch, tree.depth, tree.vocab_size
+    out: dict[tuple[int, int], Array] = {}
+    for paths in sorted({k for k, _ in cells}):
+        selection = selection_pass(tree, tables, paths)
+        tokens = ops.index_like(tree.target_rows, tree.tokens)[:, :paths].reshape(batch * paths,
+                                                                                 depth)
+        target = tree.target_rows[:, :paths].reshape(batch * paths, depth + 1, vocab)
+        accepted = bv_prefix_accepted(tokens, target,
+                                      selection.skewed.reshape(batch * paths, depth, vocab))
+        for k, length in cells:
+            if k == paths:
+                chosen = selection.chosen(length)
+                out[(k, length)] = ops.total(chosen * accepted[length].reshape(batch, paths), -1) + 1
     return out
 
 
@@ -271,10 +300,11 @@ def spectr_grid(tree: DraftTree, cells: list[Cell]) -> dict[Cell, Array]:
 def grid_values(name: str, tree: DraftTree, cells: list[Cell]) -> dict[Cell, Array] | None:
     """{(K', L'): E[tau + 1] [B]} of the registered verifier `name` on the first K' paths of
     `tree` cut to depth L', for every cell, by its one-pass grid law; None when it has none."""
-    from .nodeopt import nodeopt_grid
-    from .registry import get_verifier
-
-    spec = get_verifier(name)
+    spec = REGISTRY.get(name)
+    if spec is None:  # unknown here: the caller's per-cell law names the known ones
+        return None
+    if getattr(spec.law, "grid", None) is not None:
+        return spec.law.grid(tree, cells)
     if name == "nodeopt":
         return nodeopt_grid(tree, cells, **spec.options)
     if name in ("gbv", "gbv_clipped"):

@@ -47,7 +47,7 @@ build, a selection loop on [B K, C]-sized arrays, the skewed rows in one pass, a
 distinct path (the selected path is random, so the law covers all K); no host synchronisation
 on torch (no bool() of a tensor; no torch.unique off the CPU).
 
-Every (K', L') cell of a tree at once (nodeopt_grid, for decode.scoring via verifiers.grid): the
+Every (K', L') cell of a tree at once (verifiers.grid.nodeopt_grid, for decode.scoring): the
 rules are built once on the whole tree's node rows (node_rule_tables) and the selection on the
 first K' paths (selection_pass) reads depths <= i at depth i, so one pass per K' serves every L'.
 
@@ -264,29 +264,3 @@ def nodeopt_law(tree: DraftTree, support: int | None = DEFAULT_SUPPORT,
     stop = stop[inverse].reshape(batch, paths, depth + 1) * chosen[:, :, None]
     return BlockLaw(stop, correction[inverse].reshape(batch, paths, depth + 1, vocab))
 
-
-def nodeopt_grid(tree: DraftTree, cells: list[tuple[int, int]], support: int | None = DEFAULT_SUPPORT,
-                 rule: str = "nested") -> dict[tuple[int, int], Array]:
-    """E[tau + 1] [B] of nodeopt on the first K' paths cut to depth L', for every (K', L') in
-    cells, from one pass per K' (verifiers.grid): the node rules are built once for the whole
-    tree; the selection pass on the first K' paths serves every depth L' (its first L' depths
-    are the pass on the cut tree); BV's tests along each path are shared by its prefixes
-    (grid.bv_prefix_accepted). Equal to nodeopt_law on each cut tree (tests/test_grid.py) for
-    trees whose paths with a common prefix carry the same rows there (every drafted tree)."""
-    from .grid import bv_prefix_accepted  # grid imports this module's neighbours
-
-    tables = node_rule_tables(tree, support, rule)
-    batch, depth, vocab = tree.batch, tree.depth, tree.vocab_size
-    out: dict[tuple[int, int], Array] = {}
-    for paths in sorted({k for k, _ in cells}):
-        selection = selection_pass(tree, tables, paths)
-        tokens = ops.index_like(tree.target_rows, tree.tokens)[:, :paths].reshape(batch * paths,
-                                                                                 depth)
-        target = tree.target_rows[:, :paths].reshape(batch * paths, depth + 1, vocab)
-        accepted = bv_prefix_accepted(tokens, target,
-                                      selection.skewed.reshape(batch * paths, depth, vocab))
-        for k, length in cells:
-            if k == paths:
-                chosen = selection.chosen(length)
-                out[(k, length)] = ops.total(chosen * accepted[length].reshape(batch, paths), -1) + 1
-    return out
