@@ -138,6 +138,9 @@ def gbv_grid(tree: DraftTree, cells: list[Cell], clip: bool = False) -> dict[Cel
     selection and the skewed rows at depth i read depths <= i only), BV's tests shared."""
     out: dict[Cell, Array] = {}
     for paths in sorted({k for k, _ in cells}):
+        if paths == 1:  # one path: the skewed rows are q exactly and GBV is BV (gbv.py)
+            out.update(bv_grid(tree, [cell for cell in cells if cell[0] == 1]))
+            continue
         sub = _sub_tree(tree, paths)
         selected, skewed = _gbv.gbv_selection(sub, clip=clip)
         tokens = ops.index_like(tree.target_rows, tree.tokens)
