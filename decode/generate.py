@@ -43,6 +43,7 @@ class EngineConfig:
     score_elements: int = 1 << 25  # rows scored at once: B' K (L+1) V at most this many
     score_grid: bool = False  # also score every (K', L') <= (K, L) on the same tree (score_cells)
     share_sorts: bool = True  # score_grid sorts each distinct node row once (same bits)
+    one_pass: bool = True  # score_grid: grid laws serve every cell in one pass per K' (verifiers.grid)
     compact_tree: bool | None = None  # tree of distinct nodes only (one more host read per
     #                                   step to size it); None: on the CPU only
     time_phases: bool = True  # seconds per phase per step (CUDA: a device sync per phase)
@@ -353,7 +354,7 @@ def score(engine: SpeculativeEngine, tree: DraftTree, law_s: dict[str, float]
     cells = score_cells(c.paths, c.depth) if c.score_grid else [(c.paths, c.depth)]
     return score_grid(c.score, tree.tokens, tree.target_rows, tree.draft_rows, cells,
                       c.score_dtype, c.score_elements, law_s, to_cpu=False,
-                      share_sorts=c.share_sorts)
+                      share_sorts=c.share_sorts, one_pass=c.one_pass)
 
 
 @dataclass

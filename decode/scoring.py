@@ -1,7 +1,9 @@
 """Paired scoring: every named verifier's exact E[tau + 1 | drafted tree] at every (K', L') cell.
 
 The first K' of K i.i.d. drafted paths, cut to depth L', are K' i.i.d. paths of depth L' at the
-same context (docs/theory.md section 12), so one drafted tree answers every cell.
+same context (docs/theory.md section 12), so one drafted tree answers every cell. A verifier
+with a one-pass grid law (verifiers.grid: bv, token, gbv, nodeopt, spectr and the other node
+rules) gets every cell from one pass per K'; the others are evaluated cell by cell.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from contextlib import nullcontext
 import torch
 
 from ..verifiers.gbv import shared_key_orders
+from ..verifiers.grid import grid_values
 from ..verifiers.law import DraftTree
 from ..verifiers.registry import block_law, get_verifier
 
@@ -48,6 +51,7 @@ def score_grid(
     seconds: dict[str, float] | None = None,
     to_cpu: bool = True,
     share_sorts: bool = True,
+    one_pass: bool = True,
 ) -> dict[tuple[int, int], dict[str, torch.Tensor]]:
     """Exact conditional E[tau + 1 | tree] of every named verifier at every (K', L') cell.
 
@@ -64,6 +68,11 @@ def score_grid(
     (verifiers.gbv.shared_key_orders: a row equal in full to one sorted before reuses its
     order, so every value is the same bit for bit); the first verifier to sort a row pays
     for it in `seconds`.
+
+    one_pass: a verifier with a grid law (verifiers.grid.grid_values) scores every cell from
+    one pass per K' over the whole tree (its values equal the per-cell laws' up to the order
+    of float sums, exactly on rational rows: tests/test_grid.py); False: every cell's law on
+    its own cut tree (the pipeline before issue 33, part 1).
     """
     batch, paths, levels, vocab = target_rows.shape
     cells = [(paths, levels - 1)] if cells is None else list(cells)
@@ -77,7 +86,7 @@ def score_grid(
         part = slice(start, start + chunk)
         tree = DraftTree(tokens[part], target_rows[part].to(dtype), draft_rows[part].to(dtype))
         with shared_key_orders() if share_sorts else nullcontext():
-            _score_chunk(names, tree, cells, single, out, seconds, to_cpu)
+            _score_chunk(names, tree, cells, single, out, seconds, to_cpu, one_pass)
     return {cell: {name: torch.cat(values) for name, values in by_name.items()}
             for cell, by_name in out.items()}
 
@@ -85,11 +94,17 @@ def score_grid(
 def _score_chunk(names: tuple[str, ...] | list[str], tree: DraftTree,
                  cells: list[tuple[int, int]], single: dict[str, bool],
                  out: dict[tuple[int, int], dict[str, list[torch.Tensor]]],
-                 seconds: dict[str, float] | None, to_cpu: bool) -> None:
+                 seconds: dict[str, float] | None, to_cpu: bool, one_pass: bool = True) -> None:
     """Every named verifier's value at every cell of one chunk of rows, appended to out."""
     for name in names:
         begin = time.perf_counter()
         done: dict[tuple[int, int], torch.Tensor] = {}
+        if one_pass:
+            needed = sorted({(1, d) if single[name] else (k, d) for k, d in cells})
+            grid = grid_values(name, tree, needed)
+            for key, value in (grid or {}).items():
+                value = value.double()
+                done[key] = value.cpu() if to_cpu else value
         for k, d in cells:
             key = (1, d) if single[name] else (k, d)
             if key not in done:

@@ -47,6 +47,10 @@ build, a selection loop on [B K, C]-sized arrays, the skewed rows in one pass, a
 distinct path (the selected path is random, so the law covers all K); no host synchronisation
 on torch (no bool() of a tensor; no torch.unique off the CPU).
 
+Every (K', L') cell of a tree at once (verifiers.grid.nodeopt_grid, for decode.scoring): the
+rules are built once on the whole tree's node rows (node_rule_tables) and the selection on the
+first K' paths (selection_pass) reads depths <= i at depth i, so one pass per K' serves every L'.
+
 Shapes: tokens [B, K, L], target rows [B, K, L+1, V], draft rows [B, K, L, V];
 law.stop [B, K, L+1], law.correction [B, K, L+1, V].
 """
@@ -110,11 +114,33 @@ def nodeopt_selection(tree: DraftTree, support: int | None = DEFAULT_SUPPORT,
     prefix; identical paths share the selection probability equally. The rules are built
     once per distinct node row of the whole tree and per n (one batched call each);
     count laws and selections once per distinct query."""
+    tables = node_rule_tables(tree, support, rule)
+    pass_ = selection_pass(tree, tables, tree.paths)
+    return pass_.chosen(tree.depth), pass_.skewed
+
+
+class NodeRuleTables:
+    """The node rows of a tree, deduplicated, with their ratio cells and the node rules for
+    n = 1..K (nodeopt_selection's first half; shared by the selection passes of every first-K'
+    subtree of the tree, whose node rows are among these)."""
+
+    def __init__(self, node_draft: Array, inverse: Array, identity: bool, cells: Cells,
+                 rules: list[Any]):
+        self.node_draft = node_draft  # [B K L, V] draft row of node (b, k, i)
+        self.inverse = inverse  # [B, K, L] rule row of path k's depth-i node
+        self.identity = identity  # rule rows are the node rows themselves (not deduplicated)
+        self.cells = cells
+        self.rules = rules  # rules[n - 1]: the rule for n draws
+
+
+def node_rule_tables(tree: DraftTree, support: int | None = DEFAULT_SUPPORT,
+                     rule: str = "nested") -> NodeRuleTables:
+    """NodeRuleTables of the whole tree: every node row (row (b, k, i) = path k's depth-i
+    node), deduplicated unless wide or few, its ratio cells, and the rules for n = 1..K."""
     target, draft = tree.target_rows, tree.draft_rows
     tokens = ops.index_like(target, tree.tokens)  # [B, K, L]
     batch, paths, depth, vocab = tree.batch, tree.paths, tree.depth, tree.vocab_size
     rows = batch * paths
-    # every node row of the tree (row (b, k, i) = path k's depth-i node), deduplicated
     node_target = target[:, :, :depth].reshape(rows * depth, vocab)
     node_draft = draft.reshape(rows * depth, vocab)
     identity = rows * depth < MIN_DEDUPLICATED or vocab > MAX_DEDUPLICATED_VOCAB
@@ -125,18 +151,48 @@ def nodeopt_selection(tree: DraftTree, support: int | None = DEFAULT_SUPPORT,
     else:
         distinct, inverse = _distinct(node_target, node_draft)
         a_distinct, q_distinct = distinct[:, :vocab], distinct[:, vocab:]
-    inverse = inverse.reshape(batch, paths, depth)
     cells = ratio_cells(a_distinct, q_distinct, support)
-    rules = node_rules(a_distinct, q_distinct, paths, cells, rule)
+    return NodeRuleTables(node_draft, inverse.reshape(batch, paths, depth), identity, cells,
+                          node_rules(a_distinct, q_distinct, paths, cells, rule))
+
+
+class SelectionPass:
+    """The selection of nodeopt on the first K' paths of a tree, every depth at once: the
+    selection at depth i reads the tokens and rows up to depth i only, so the first L' depths
+    of this pass are the pass on the tree cut to depth L' (decode.scoring's (K', L') cells)."""
+
+    def __init__(self, selected: list[Array], multiplicity: list[Array], skewed: Array):
+        self.selected = selected  # selected[l] [B, K']: prod over depths < l of P(choose)
+        self.multiplicity = multiplicity  # [l] [B, K']: paths equal to path k on l tokens
+        self.skewed = skewed  # [B, K', L, V]
+
+    def chosen(self, length: int) -> Array:
+        """P(select path k) [B, K'] on the tree cut to depth `length`."""
+        selected = self.selected[length]
+        return ops.safe_div(selected, self.multiplicity[length] * (selected[:, :1] * 0 + 1))
+
+
+def selection_pass(tree: DraftTree, tables: NodeRuleTables, paths: int) -> SelectionPass:
+    """nodeopt's selection on the first `paths` paths of `tree` (tables: node_rule_tables of
+    the whole tree), every depth; count laws and selections once per distinct query."""
+    tokens = ops.index_like(tree.target_rows, tree.tokens)[:, :paths]  # [B, K', L]
+    batch, depth, vocab = tree.batch, tree.depth, tree.vocab_size
+    full = tree.paths
+    rows = batch * paths
+    cells, rules = tables.cells, tables.rules[:paths]
+    inverse = tables.inverse[:, :paths]  # [B, K', L]
+    node_draft = tables.node_draft.reshape(batch, full, depth, vocab)[:, :paths]
     same = tokens[:, :, None, :] == tokens[:, None, :, :]  # [B, K, K, L]
     through = same[..., 0] | True  # [B, K, K]: path j passes through path k's depth-i node
     count_shape = (batch, paths, paths + 1)
-    counts = ops.zeros(count_shape, like=target)  # law of N at path k's node
+    counts = ops.zeros(count_shape, like=tree.target_rows)  # law of N at path k's node
     counts[:, :, paths] = 1
-    selected = ops.ones((batch, paths), like=target)
+    selected = ops.ones((batch, paths), like=tree.target_rows)
+    selections = [selected]
+    multiplicity = [ops.total(ops.where(through, 1, 0), -1)]
     rates = []
     for i in range(depth):
-        q = node_draft.reshape(rows, depth, vocab)[:, i]  # a view: no copy of the rows
+        q = node_draft[:, :, i].reshape(rows, vocab)
         node = inverse[:, :, i].reshape(rows)  # rule row of path k's depth-i node
         own = tokens[:, :, i].reshape(rows)  # path k's child there
         children = ops.ones((batch, paths, paths), like=tokens[:, :, 0]) * tokens[:, None, :, i]
@@ -151,17 +207,17 @@ def nodeopt_selection(tree: DraftTree, support: int | None = DEFAULT_SUPPORT,
         select_drafts = select_keys[:, 2:]
         select_present = select_drafts >= 0
         select_observed = ops.total(ops.where(select_present, 1, 0), -1)
-        for n, rule in enumerate(rules, 1):
+        for n, node_rule in enumerate(rules, 1):
             weight = weights[:, n]
             used = select_observed == n
             if not (_needed(weight != 0) or _needed(used)):
                 continue
-            rate = rate + weight[:, None] * rule.rate[node]
-            rho = rule.count_law(count_keys[:, 1], rows=count_keys[:, 0])  # [U, n+1]
+            rate = rate + weight[:, None] * node_rule.rate[node]
+            rho = node_rule.count_law(count_keys[:, 1], rows=count_keys[:, 0])  # [U, n+1]
             count_law[:, : n + 1] = count_law[:, : n + 1] + weight[:, None] * rho[count_inverse]
             if _needed(used):
-                draw = rule.select(ops.maximum(select_drafts, 0), select_present & used[:, None],
-                                   rows=select_keys[:, 0])
+                draw = node_rule.select(ops.maximum(select_drafts, 0),
+                                        select_present & used[:, None], rows=select_keys[:, 0])
                 mine = ops.total(ops.where(select_drafts == select_keys[:, 1:2], draw, 0), -1)
                 choose = ops.where(used[select_inverse], mine[select_inverse], choose)
         rates.append(rate)
@@ -171,16 +227,18 @@ def nodeopt_selection(tree: DraftTree, support: int | None = DEFAULT_SUPPORT,
         counts = ops.safe_div(count_law, law_own).reshape(count_shape)
         selected = selected * choose.reshape(batch, paths)
         through = through & same[..., i]
-    multiplicity = ops.total(ops.where(through, 1, 0), -1)  # identical full paths
+        selections.append(selected)
+        multiplicity.append(ops.total(ops.where(through, 1, 0), -1))  # equal on i + 1 tokens
     # r(.|u) at every node of every path in one pass: q times the cell rates read per token
     every = ops.stack(rates, 1).reshape(rows * depth, cells.count)  # row (b, k, i)
     nodes = inverse.reshape(rows * depth)
-    if identity:
+    if tables.identity and paths == full:
         per_token = cells.per_token(every)
     else:
         per_token = cells.per_token(every, nodes)
-    skewed = (node_draft * per_token).reshape(batch, paths, depth, vocab)
-    return ops.safe_div(selected, multiplicity * (selected[:, :1] * 0 + 1)), skewed
+    skewed = (node_draft.reshape(rows * depth, vocab) * per_token).reshape(batch, paths, depth,
+                                                                           vocab)
+    return SelectionPass(selections, multiplicity, skewed)
 
 
 @register("nodeopt", "node-optimal selection (the single-step optimum at every node, "
@@ -205,3 +263,4 @@ def nodeopt_law(tree: DraftTree, support: int | None = DEFAULT_SUPPORT,
     stop, correction = bv_path_law(tokens[first], target[first], skewed[first])
     stop = stop[inverse].reshape(batch, paths, depth + 1) * chosen[:, :, None]
     return BlockLaw(stop, correction[inverse].reshape(batch, paths, depth + 1, vocab))
+
