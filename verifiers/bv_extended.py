@@ -140,73 +140,125 @@ def _step(rule: Any, residual: Array, draft: Array, through: Array, children: Ar
 # the law on a drafted tree (batched)
 # ---------------------------------------------------------------------------
 
+def _fresh_starts(same: Array) -> Array:
+    """start [B, K]: the only depth at which path k can take a fresh start (docs/theory.md
+    section 19.7): 0 for path 0; for k >= 1, 1 + the deepest depth at which path k shares its
+    node with a lower path (L + 1: never, path k repeats a lower path). Shared prefixes are
+    nested, so it is the number of depths 0..L at which a lower path shares path k's node."""
+    paths = same.shape[1]
+    lower = ops.arange(paths, same)[:, None] > ops.arange(paths, same)[None, :]  # [k, j]: j < k
+    shared = ops.total(ops.where(same & lower[None, :, :, None], 1, 0), 2) > 0  # [B, K(k), L+1]
+    return ops.total(ops.where(shared, 1, 0), -1)
+
+
+def _owner_slots(same: Array, depth: int) -> tuple[Array, Array, Array]:
+    """The fallback nodes, compacted. A node at depth i < L is a fallback node when the lowest
+    path through it (its owner j) has a higher path through it too; a depth has at most
+    C = floor(K/2) of them (each holds 2 paths). Returns owner [B, C, L] (path K-1, which
+    never owns one, on empty slots), valid [B, C, L] and slot [B, C, K, L] (slot c holds
+    path j's node at depth i)."""
+    paths = same.shape[1]
+    index = ops.arange(paths, same)
+    earlier = index[:, None] < index[None, :]  # [j', j]: j' < j
+    levels = same[..., :depth]  # [B, K, K, L]
+    lowest = ops.total(ops.where(levels & earlier[None, :, :, None], 1, 0), 1) == 0  # [B, K, L]
+    higher = ops.total(ops.where(levels & earlier[None, :, :, None], 1, 0), 2) > 0  # [B, K, L]
+    owns = lowest & higher
+    rank = ops.cumsum(ops.where(owns, 1, 0), 1) - 1  # [B, K, L]
+    slots = max(1, paths // 2)
+    slot = owns[:, None] & (rank[:, None] == ops.arange(slots, same)[None, :, None, None])
+    valid = ops.total(ops.where(slot, 1, 0), 2) > 0  # [B, C, L]
+    owner = ops.where(valid, ops.argmax(slot, 2), paths - 1)
+    return owner, valid, slot
+
+
 @register("bv_extended", "BV on path 1; where it ends, its correction is drawn by the "
           "single-step-optimal rule over the other paths' children, continuing below a drafted "
           "child (never below BV, run by run)", multipath=True, draft_sampling=("iid",),
           fallback="optimal")
 def extended_bv_law(tree: DraftTree, fallback: str = DEFAULT_FALLBACK) -> BlockLaw:
-    """Exact law of extended BV on one drafted tree (module docstring)."""
+    """Exact law of extended BV on one drafted tree (module docstring), batched.
+
+    Every path has at most one fresh start (docs/theory.md section 19.7: a fresh start is at
+    a node no lower path passes through, and the fallback never takes BV's own rejected
+    child, whose residual is 0), so BV on the K paths runs once, each path with its weights
+    reset at its own start depth (K L residual rows, as BV on K paths), and the fallback step
+    runs once per fallback node, at most floor(K/2) per depth (compacted slots). The masses
+    then flow from lower to higher paths in a loop over K on [B, L] scalars. Loops over K and
+    L only; no host synchronisation."""
     rule = fallback_rule(fallback)
     target, draft = tree.target_rows, tree.draft_rows
     tokens = ops.index_like(target, tree.tokens)
     batch, paths, depth, vocab = tree.batch, tree.paths, tree.depth, tree.vocab_size
     same = shared_prefix(tokens)  # [B, K, K, L+1]
-    index = ops.arange(paths, tokens)  # [K]
-    fresh = ops.zeros((batch, paths, depth + 1), like=target)  # P(fresh start at slot (j, s))
-    fresh[:, 0, 0] = target[:, 0, 0, 0] * 0 + 1  # exact 1 on rational rows
-    stop = ops.zeros((batch, paths, depth + 1), like=target)
-    joint = ops.zeros((batch, paths, depth + 1, vocab), like=target)  # P(node (j, i), Y)
-    for s in range(depth):
-        starts = [0] if s == 0 else list(range(1, paths))  # path 0 starts only at the root
-        if not starts:
-            break
-        lo, hi = starts[0], starts[-1] + 1
-        count = hi - lo
-        path_stop, path_rows = bv_path_law(
-            tokens[:, lo:hi, s:].reshape(batch * count, depth - s),
-            target[:, lo:hi, s:].reshape(batch * count, depth - s + 1, vocab),
-            draft[:, lo:hi, s:].reshape(batch * count, depth - s, vocab))
-        mass = fresh[:, lo:hi, s, None] * path_stop.reshape(batch, count, depth - s + 1)
-        path_rows = path_rows.reshape(batch, count, depth - s + 1, vocab)
-        stop[:, lo:hi, depth] = stop[:, lo:hi, depth] + mass[:, :, -1]
-        joint[:, lo:hi, depth] = joint[:, lo:hi, depth] + mass[:, :, -1, None] * target[:, lo:hi, depth]
-        width = depth - s  # fallback depths i = s..L-1, handled together
-        for j in range(lo, hi):
-            f = mass[:, j - lo, :width]  # [B, I] P(fresh start (j, s), BV ends at depth i)
-            residual = path_rows[:, j - lo, :width]  # [B, I, V]
-            if j == paths - 1:  # no other path: Y ~ residual
-                stop[:, j, s:depth] = stop[:, j, s:depth] + f
-                joint[:, j, s:depth] = joint[:, j, s:depth] + f[..., None] * residual
-                continue
-            others = paths - 1 - j  # paths k = j+1..K-1
-            # through [B, I, J]: path k > j passes through path j's depth-i node
-            through = _last_to(same[:, j, j + 1:, s:depth], 1)
-            # below [B, I, J(k), J(k')]: k' through the node and through k's child there
-            below = _last_to(same[:, j + 1:, j + 1:, s + 1:depth + 1], 1) & through[:, :, None, :]
-            earlier = index[j + 1:, None] > index[None, j + 1:]  # [J(k), J(k')]: k' < k
-            first = through & (ops.total(ops.where(below & earlier, 1, 0), -1) == 0)
-            children = _last_to(tokens[:, j + 1:, s:depth], 1)  # [B, I, J]
-            flat = batch * width
-            accept, correction = _step(rule, residual.reshape(flat, vocab),
-                                       draft[:, j, s:depth].reshape(flat, vocab),
-                                       through.reshape(flat, others),
-                                       children.reshape(flat, others), first.reshape(flat, others),
-                                       fallback in EMPTY_SAFE)
-            accept = accept.reshape(batch, width, others)
-            kept = f * (1 - ops.total(accept, -1))
-            stop[:, j, s:depth] += kept
-            joint[:, j, s:depth] += kept[..., None] * correction.reshape(batch, width, vocab)
-            # through path k's child: the fresh start (j', i + 1), j' the lowest k' > j there
-            lowest = ops.argmax(below, -1) + (j + 1)  # [B, I, J(k)]
-            for k in range(others):
-                moved = f * accept[..., k]  # [B, I]
-                hit = lowest[..., k, None] == index  # [B, I, K]
-                fresh[:, :, s + 1:] = fresh[:, :, s + 1:] + _last_to(
-                    ops.where(hit, moved[..., None], 0), 1)
-    # fresh starts at depth L: the bonus token
-    stop[:, :, depth] = stop[:, :, depth] + fresh[:, :, depth]
-    joint[:, :, depth] = joint[:, :, depth] + fresh[:, :, depth, None] * target[:, :, depth]
-    return BlockLaw(stop, ops.safe_div(joint, stop[..., None]))
+    start = _fresh_starts(same)  # [B, K]
+    index = ops.arange(paths, tokens)
+    # BV on every path from its start: w reset to 1 at depths <= start
+    drafted = tokens[..., None]
+    ratio = ops.safe_div(ops.gather(target[:, :, :depth], -1, drafted)[..., 0],
+                         ops.gather(draft, -1, drafted)[..., 0])  # [B, K, L]
+    one = ops.ones((batch, paths), like=ratio)
+    weights = [one]
+    for i in range(depth):
+        weights.append(ops.where(start >= i + 1, one, ops.minimum(weights[-1] * ratio[:, :, i], 1)))
+    weight = ops.stack(weights, -1)  # [B, K, L+1]
+    if ops.is_torch(target):
+        dtype = ops.torch.promote_types(target.dtype, draft.dtype)
+        correction = ops.torch.empty((batch, paths, depth + 1, vocab), dtype=dtype,
+                                     device=target.device)
+        _, mass = residual_rows(weight[..., :depth], target[:, :, :depth], draft,
+                                out=correction[:, :, :depth])
+        correction[:, :, depth] = target[:, :, depth]
+    else:
+        rows, mass = residual_rows(weight[..., :depth], target[:, :, :depth], draft)
+        correction = ops.concat([rows, target[:, :, depth:]], 2)
+    h = ops.safe_div(mass, mass + 1 - weight[..., :depth])  # [B, K, L]
+    h = ops.concat([h, weight[..., depth:]], -1)  # h_L = w_L
+    depths = ops.arange(depth + 1, tokens)
+    h = ops.where(depths[None, None, :] <= start[..., None], one[..., None], h)  # h_start = 1
+    survive = [one]  # prod_{t > i} (1 - h_t), i = L, L-1, ..., 0
+    for i in range(depth, 0, -1):
+        survive.append(survive[-1] * (1 - h[..., i]))
+    path_stop = h * ops.stack(survive[::-1], -1)  # [B, K, L+1] P(BV from the start ends at i)
+    if paths == 1:  # no fallback step: BV itself
+        return BlockLaw(path_stop, correction)
+    # the fallback step at the compacted fallback nodes
+    owner, valid, slot = _owner_slots(same, depth)  # [B, C, L], [B, C, L], [B, C, K, L]
+    slots = owner.shape[1]
+    b = ops.arange(batch, tokens)[:, None, None]
+    at = ops.arange(depth, tokens)[None, None, :]
+    others = paths - 1  # columns: paths 1..K-1 (path 0 is never through another's node)
+    higher = index[None, None, None, 1:] > owner[..., None]  # [B, C, L, J]
+    # through [B, C, L, J]: path k > owner through the owner's depth-i node
+    through = same[b[..., None], owner[..., None], index[None, None, None, 1:], at[..., None]]
+    through = through & higher & valid[..., None]
+    children = tokens[b[..., None], index[None, None, None, 1:] + 0 * owner[..., None],
+                      at[..., None]]  # [B, C, L, J]
+    own = children == tokens[b, owner, at][..., None]  # BV's drafted child: residual 0 there
+    equal = children[..., :, None] == children[..., None, :]  # [.., J(k), J(k')]
+    earlier = index[1:, None] > index[None, 1:]  # [J(k), J(k')]: k' < k
+    first = through & (ops.total(ops.where(equal & earlier & through[..., None, :], 1, 0), -1) == 0)
+    flat = batch * slots * depth
+    residual = correction[b, owner, at]  # [B, C, L, V] (a copy)
+    accept, stepped = _step(rule, residual.reshape(flat, vocab),
+                            draft[b, owner, at].reshape(flat, vocab),
+                            through.reshape(flat, others), children.reshape(flat, others),
+                            first.reshape(flat, others), fallback in EMPTY_SAFE)
+    accept = ops.where(own, 0, accept.reshape(batch, slots, depth, others))
+    correction[b, owner, at] = ops.where(valid[..., None], stepped.reshape(residual.shape), residual)
+    # destination of an accepted column: the lowest path through it with the same child
+    dest = ops.argmax(equal & through[..., None, :], -1) + 1  # [B, C, L, J] path index
+    taken = [ops.total(ops.where(slot[:, :, j, :, None], accept, 0), 1) for j in range(paths)]
+    moved_to = [ops.total(ops.where(slot[:, :, j, :, None], dest, 0), 1) for j in range(paths)]
+    fresh = [one[:, 0]] + [one[:, 0] * 0] * (paths - 1)  # P(fresh start of path k)
+    stops = []
+    for j in range(paths):
+        f = fresh[j][:, None] * path_stop[:, j]  # [B, L+1]
+        stops.append(ops.concat([f[:, :depth] * (1 - ops.total(taken[j], -1)), f[:, depth:]], -1))
+        moved = f[:, :depth, None] * taken[j]  # [B, L, J]
+        for k in range(j + 1, paths):
+            fresh[k] = fresh[k] + ops.total(ops.total(ops.where(moved_to[j] == k, moved, 0), -1), -1)
+    return BlockLaw(ops.stack(stops, 1), correction)
 
 
 register("bv_extended_rrs", "BV on path 1; where it ends, its correction is drawn by recursive "
