@@ -286,3 +286,28 @@ def test_below_probe_reproduces_the_recursion_and_stays_lossless():
     bv = exact_result(model, "bv", 3)
     assert exact_total_variation(continued_law(model, probe), continued_law(model, bv.emit)) == 0
     assert block_efficiency_from_emit(model, probe) >= bv.block_efficiency
+
+
+@pytest.mark.parametrize("fallback", ["optimal", "specinfer", "rrsw"])
+@pytest.mark.parametrize("paths", [2, 3, 4])
+def test_torch_steps_match_the_exact_law_on_the_same_trees(fallback, paths):
+    """The torch law (its own step code: optimal_step_rule's cell-level pick, the in-place
+    recursive rejection) against the rational law of the same drafted trees (the generic node
+    rules on exact rows), every tree of K paths drawn from a fixed pool that makes shared
+    prefixes, repeated paths and splits at every depth frequent (fallback nodes at every depth,
+    and several per depth at K = 4)."""
+    pytest.importorskip("torch")
+    from speclp.verifiers.exact import draft_tree
+    from speclp.verifiers.tree import all_paths
+
+    instance = exact_model(3, 3, 0.4, 21)
+    pool = all_paths(3, 3)[[0, 1, 3, 4, 9, 13, 26]]  # shared prefixes of lengths 0..2
+    rng = np.random.default_rng(paths)
+    tokens = pool[rng.integers(0, len(pool), size=(24, paths))]  # [B, K, L]
+    exact = extended_bv_law(draft_tree(instance.model(exact=True), tokens), fallback=fallback)
+    floats = extended_bv_law(draft_tree(instance.model(exact=False), tokens), fallback=fallback)
+    stop = np.vectorize(float)(exact.stop)
+    assert np.abs(floats.stop.numpy() - stop).max() < 1e-12
+    joint = np.vectorize(float)(exact.stop[..., None] * exact.correction)
+    assert np.abs(floats.joint().numpy() - joint).max() < 1e-12
+    assert abs(stop.sum(axis=(1, 2)) - 1).max() < 1e-12

@@ -82,6 +82,9 @@ def optimal_step_rule(target: Array, draft: Array, through: Array, children: Arr
     cells = ratio_cells(flat_target, flat_draft, support)
     rules = nested_partitions_for(flat_target, flat_draft, list(range(1, paths + 1)),
                                   cells=cells)
+    if ops.is_torch(flat_target):  # the same values in fewer [R, V] passes
+        return _optimal_step_torch(flat_target, flat_draft, present, drafted, count, cells,
+                                   rules, (batch, slots, paths, vocab))
     chosen = ops.zeros((rows, paths), like=flat_target)
     law = flat_draft * 0  # rows with no draw: law 0, so the residual row is the target
     for n, rule in enumerate(rules, 1):
@@ -95,11 +98,64 @@ def optimal_step_rule(target: Array, draft: Array, through: Array, children: Arr
     return accept.reshape(batch, slots, paths), residual.reshape(batch, slots, vocab)
 
 
+def _optimal_step_torch(target: Array, draft: Array, present: Array, drafted: Array,
+                        count: Array, cells: Any, rules: list, shape: tuple[int, ...]
+                        ) -> tuple[Array, Array]:
+    """optimal_step_rule on tensors: each row's rule (n = its number of draws) is picked at the
+    cell level ([R, C] rates), so the law r_n(x) = q(x) rate[cell(x)] is expanded to [R, V]
+    once, inside the residual (a - r_n)_+ = (a - q rate[cell])_+ (one addcmul)."""
+    batch, slots, paths, vocab = shape
+    torch = ops.torch
+    chosen = torch.zeros(present.shape, dtype=target.dtype, device=target.device)
+    rate = rules[0].rate * 0  # rows with no draw: r = 0, so the residual row is the target
+    for n, rule in enumerate(rules, 1):
+        used = count == n
+        chosen = torch.where(used[:, None], rule.select(drafted, present, None), chosen)
+        rate = torch.where(used[:, None], rule.rate, rate)
+    p_c = target.gather(-1, drafted)
+    r_c = draft.gather(-1, drafted) * ops.take_rows(rate, cells.cell_at(drafted))
+    accept = torch.where(present, chosen * torch.clamp_max(ops.safe_div(p_c, r_c), 1), 0)
+    raw = torch.addcmul(target, draft, cells.per_token(rate), value=-1).clamp_min_(0)
+    mass = raw.sum(-1, keepdim=True)
+    residual = raw.div_(torch.where(mass > 0, mass, 1))
+    return accept.reshape(batch, slots, paths), residual.reshape(batch, slots, vocab)
+
+
+def recursive_rejection_step(target: Array, draft: Array, through: Array, children: Array,
+                             first: Array) -> tuple[Array, Array]:
+    """SpecInfer's node rule (recursive rejection with replacement, the paths' children tried
+    in path order against the current residual; verifiers.multipath) with fewer [R, V]
+    passes on tensors: a path not tried subtracts 0 * q, so no where over rows is needed
+    (on a tried row (r - q)_+ / Z, on the others r / sum r = r: the residual rows are laws).
+    Exact (numpy) rows go to the registered rule itself."""
+    if not ops.is_torch(target):
+        return REGISTRY["specinfer"].node_rule(target, draft, through, children, first)
+    torch = ops.torch
+    residual = target
+    remaining = torch.ones(target.shape[:2], dtype=target.dtype, device=target.device)
+    accepts = []
+    for j in range(children.shape[1]):
+        tried = through[:, :, j]
+        index = children[:, None, j, None].expand(-1, target.shape[1], 1)
+        p_c = residual.gather(-1, index)[..., 0]
+        q_c = draft.gather(-1, index)[..., 0]
+        a = torch.where(tried, torch.clamp_max(ops.safe_div(p_c, q_c), 1), 0)
+        accepts.append(remaining * a)
+        remaining = remaining * (1 - a)
+        raw = torch.addcmul(residual, draft, tried[..., None].to(draft.dtype), value=-1)
+        raw.clamp_min_(0)
+        mass = raw.sum(-1, keepdim=True)
+        residual = raw.div_(torch.where(mass > 0, mass, 1))
+    return torch.stack(accepts, 2), residual
+
+
 def fallback_rule(name: str) -> Any:
     """The node rule of the fallback step: "optimal" (optimal_step_rule) or the node rule of
     the registered verifier `name` (verifiers.multipath.NodeRule)."""
     if name == "optimal":
         return optimal_step_rule
+    if name == "specinfer":
+        return recursive_rejection_step
     spec = REGISTRY.get(name)
     if spec is None or spec.node_rule is None:
         known = sorted(n for n, s in REGISTRY.items() if s.node_rule is not None)
