@@ -497,3 +497,45 @@ def _structured_exact(fallback: str) -> Any:
 
 for _name in ("bv_extended", "bv_extended_rrs"):
     REGISTRY[_name].exact_law = _structured_exact(REGISTRY[_name].options["fallback"])
+
+
+# ---------------------------------------------------------------------------
+# the ceiling of the family (docs/theory.md section 19.8)
+# ---------------------------------------------------------------------------
+
+def family_ceiling(model: TreeModel, paths: int) -> Any:
+    """An upper bound on E[tau + 1] of EVERY member of the extended-BV family on K = paths
+    i.i.d. paths (docs/theory.md Proposition 19.5): BV on path 1 from the root; where it ends
+    at v (depth i < L) any lossless step against res_v over the n ~ Binomial(K - 1, q(v))
+    other paths through v, whose acceptance is at most the L = 1 optimum
+    alpha*_n(res_v, q(.|v)) = min_H [res_v(H) + 1 - q(H|v)^n] (section 8.2), and anything below
+    an accepted child, which emits at most L - i tokens more. So
+    ceiling = sum_v P(BV ends at v) [i + 1 + (L - i) sum_n P(n) alpha*_n] + P(BV accepts L) (L + 1).
+    Exact on rational rows, float64 otherwise."""
+    from .single_step import single_step_optimum
+
+    vocab, depth = model.vocab_size, model.depth
+    suffixes = all_paths(vocab, depth)  # [P, L]
+    codes = [np.zeros(len(suffixes), dtype=np.int64)]
+    for i in range(depth):
+        codes.append(codes[-1] * vocab + suffixes[:, i])
+    nodes = np.stack([depth_offset(vocab, i) + codes[i] for i in range(depth + 1)], -1)  # [P, L+1]
+    one = model.target[0, 0] * 0 + 1
+    reach = [np.full(len(nodes), one, dtype=object) if model.exact else np.ones(len(nodes))]
+    for i in range(depth):
+        reach.append(reach[-1] * model.draft[nodes[:, i], suffixes[:, i]])
+    index = suffixes if model.exact else ops.torch.as_tensor(suffixes)
+    stop, rows = bv_path_law(index, _as_rows(model, model.target[nodes]),
+                             _as_rows(model, model.draft[nodes[:, :-1]]))
+    stop, rows = _as_numpy(stop) * reach[-1][:, None], _as_numpy(rows)  # [P, L+1] with q(y)
+    value = (stop[:, depth] * (depth + 1)).sum()
+    others = paths - 1
+    for i in range(depth):
+        q_v = reach[i]  # q(v | root), v = y[:i]
+        gain = q_v * 0
+        for n in range(1, others + 1):
+            chance = comb(others, n) * one * q_v**n * (one - q_v) ** (others - n)
+            alpha, _ = single_step_optimum(rows[:, i], model.draft[nodes[:, i]], n)
+            gain = gain + chance * np.asarray(alpha)
+        value = value + (stop[:, i] * (i + 1 + (depth - i) * gain)).sum()
+    return value
