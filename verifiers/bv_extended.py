@@ -196,6 +196,18 @@ def _step(rule: Any, residual: Array, draft: Array, through: Array, children: Ar
 # the law on a drafted tree (batched)
 # ---------------------------------------------------------------------------
 
+def _residuals_into(weight: Array, target: Array, draft: Array, out: Array) -> Array:
+    """residual_rows on tensors, written into out, in 4 [.., V] passes instead of 5: one
+    addcmul gives q - w p, clamp_max_ keeps its negative part -(w p - q)_+, whose sum is -Z,
+    and the division by -Z (by -1 where Z = 0: the row is all zeros) gives (w p - q)_+ / Z.
+    Returns Z."""
+    torch = ops.torch
+    raw = torch.addcmul(draft, target, weight[..., None].to(target.dtype), value=-1, out=out)
+    negative = raw.clamp_max_(0).sum(-1)
+    raw.div_(torch.where(negative < 0, negative, -1)[..., None])
+    return -negative
+
+
 def _fresh_starts(same: Array) -> Array:
     """start [B, K]: the only depth at which path k can take a fresh start (docs/theory.md
     section 19.7): 0 for path 0; for k >= 1, 1 + the deepest depth at which path k shares its
@@ -262,8 +274,8 @@ def extended_bv_law(tree: DraftTree, fallback: str = DEFAULT_FALLBACK) -> BlockL
         dtype = ops.torch.promote_types(target.dtype, draft.dtype)
         correction = ops.torch.empty((batch, paths, depth + 1, vocab), dtype=dtype,
                                      device=target.device)
-        _, mass = residual_rows(weight[..., :depth], target[:, :, :depth], draft,
-                                out=correction[:, :, :depth])
+        mass = _residuals_into(weight[..., :depth], target[:, :, :depth], draft,
+                               correction[:, :, :depth])
         correction[:, :, depth] = target[:, :, depth]
     else:
         rows, mass = residual_rows(weight[..., :depth], target[:, :, :depth], draft)
