@@ -94,7 +94,7 @@ def exact_model(vocab, depth, alpha, seed):
 
 
 @pytest.mark.parametrize("vocab,depth,paths,seed", [(2, 2, 2, 0), (2, 2, 3, 1), (3, 2, 2, 2),
-                                                    (2, 3, 2, 3)])
+                                                    (2, 3, 2, 3), (2, 2, 4, 5)])
 def test_law_equals_independent_tree_walk(vocab, depth, paths, seed):
     instance = exact_model(vocab, depth, 0.7, seed)
     model = instance.model(exact=True)

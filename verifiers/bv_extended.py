@@ -164,13 +164,6 @@ def fallback_rule(name: str) -> Any:
     return spec.node_rule
 
 
-def _last_to(a: Array, dim: int) -> Array:
-    """Move the last axis of a to position dim (a view on torch, numpy)."""
-    if ops.is_torch(a):
-        return a.movedim(-1, dim)
-    return np.moveaxis(a, -1, dim)
-
-
 # node rules that, with no drafted child, accept nothing and return the target row itself
 EMPTY_SAFE = {"optimal", "specinfer", "rrsw"}
 
