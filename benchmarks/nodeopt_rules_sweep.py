@@ -20,6 +20,13 @@ verifiers on the same tasks, over all tasks and over the shapes (2..3, 2..3, 2..
 
     nice -n 15 python benchmarks/nodeopt_rules_sweep.py --extended \
         --out benchmarks/results/beyond/bv_extended_sweep.json
+
+--ceiling (issue 31, part 2): the ceiling of that whole family (verifiers.bv_extended.
+family_ceiling, docs/theory.md Proposition 19.5) beside the registered bv_extended, on the
+same tasks: if the ceiling's mean gap is above the target, no member of the family meets it.
+
+    nice -n 15 python benchmarks/nodeopt_rules_sweep.py --ceiling \
+        --out benchmarks/results/beyond/bv_extended_ceiling.json
 """
 
 from __future__ import annotations
@@ -118,18 +125,66 @@ def extended_summary(records: list[dict]) -> dict:
     }
 
 
+def ceiling_summary(records: list[dict]) -> dict:
+    """Issue 31, part 2: the ceiling of the extended-BV family (family_ceiling, docs/theory.md
+    Proposition 19.5: an upper bound on every verifier that keeps BV's block on path 1 and
+    draws its next token by a lossless step at BV's end node) on the sweep tasks with K >= 2,
+    beside the registered bv_extended (single-step-optimal step) and the recorded values."""
+    from speclp.verifiers.bv_extended import extended_bv_structured, family_ceiling
+    from speclp.verifiers.exact import block_efficiency_from_emit
+
+    records = [r for r in records if int(r["paths"]) >= 2]
+    start = time.perf_counter()
+    rows = []
+    for record in records:
+        task = Task(record["family"], int(record["vocab"]), int(record["depth"]),
+                    int(record["paths"]), int(record["seed"]), record["alpha"],
+                    record["temperature"], record["draft_sampling"])
+        model = task.instance().model()
+        paths = int(record["paths"])
+        values = {"ceiling": float(family_ceiling(model, paths)),
+                  "bv_extended": float(block_efficiency_from_emit(
+                      model, extended_bv_structured(model, paths, "optimal")))}
+        rows.append((record, values | {name: record[name] for name in RECORDED}))
+    gbv_gap = float(np.mean([r["optimum"] - v["gbv"] for r, v in rows]))
+    nodeopt_gap = float(np.mean([r["optimum"] - v["nodeopt"] for r, v in rows]))
+    target = min(gbv_gap / 2, 2 * nodeopt_gap)
+    out = {}
+    for name in rows[0][1]:
+        gaps = np.array([r["optimum"] - v[name] for r, v in rows])
+        out[name] = {"mean_gap": round(float(gaps.mean()), 6),
+                     "tasks_with_gap_above_target_mean": int((gaps > target).sum())}
+    above = [v["ceiling"] - v["bv_extended"] for _, v in rows]
+    below_nodeopt = sum(v["ceiling"] < v["nodeopt"] - 1e-12 for _, v in rows)
+    return {
+        "benchmark": "ceiling of the extended-BV family on the recorded sweep tasks with K >= 2 "
+                     "(gap = certified optimum - E[tau+1], exact float64)",
+        "tasks": len(rows),
+        "target_mean_gap": {"value": round(target, 6), "rule": "min(GBV's mean gap / 2, "
+                            "2 x nodeopt's mean gap) on these tasks"},
+        "mean_gap": out,
+        "ceiling_minus_bv_extended": {"min": round(min(above), 9), "max": round(max(above), 6),
+                                      "mean": round(float(np.mean(above)), 6)},
+        "tasks_with_ceiling_below_nodeopt": int(below_nodeopt),
+        "seconds": round(time.perf_counter() - start, 1),
+        "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=Path, default=ROWS)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--extended", action="store_true",
                         help="the extended-BV variants (issue 31) instead of nodeopt's rules")
+    parser.add_argument("--ceiling", action="store_true",
+                        help="the ceiling of the extended-BV family (issue 31) and bv_extended")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     records = [json.loads(line) for line in args.rows.read_text().splitlines() if line.strip()]
     records = [r for r in records if r["draft_sampling"] == "iid"]
-    if args.extended:
-        summary = extended_summary(records)
+    if args.extended or args.ceiling:
+        summary = ceiling_summary(records) if args.ceiling else extended_summary(records)
         print(json.dumps(summary, indent=1))
         if args.out:
             args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -22,6 +22,13 @@ read once / median step) against the device's peak if known (--peak-gbs).
         --verifiers bv,bv_extended,bv_extended_rrs --no-breakdown \
         --out benchmarks/results/beyond/verifier_step_extended.json
 
+Extended BV's floor at this size (issue 31, part 3): its exact law has a residual row at
+every (path, depth) where a block can end, K L rows where BV has L (docs/theory.md Lemma 19.4:
+each path's BV runs once, from its own fresh-start depth), and without a host synchronisation
+the shapes cannot depend on where the paths split, so all K L rows are built: about K times
+BV's law before any fallback step (the step itself runs at floor(K/2) L fallback slots).
+At K = 3 that alone is about the 2x budget; the record says how far above it the step is.
+
 Prints a table; with --out saves the JSON and the figure (experiments/plots/steps.py).
 """
 

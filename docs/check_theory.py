@@ -377,6 +377,53 @@ def extended_bv() -> None:
     check("19.5", "BV against a mixture of path laws >= the mixture of values (3 instances x 3 weights)",
           concave)
     check("19.5", "BE(BV_R) = 1 + sum_z min_j r(z_<=j) p(z_>j | z_<=j) (exact)", closed)
+    extended_bv_ceiling()
+
+
+def extended_bv_ceiling() -> None:
+    """Lemma 19.4 (i) and Proposition 19.5."""
+    from speclp.verifiers.bv_extended import extended_bv_structured, family_ceiling
+    from speclp.verifiers.exact import block_efficiency_from_emit
+    from speclp.verifiers.single_path import bv_path_law
+    from speclp.verifiers.tree import all_paths, depth_offset
+
+    # (i): wherever BV can end at v, its residual at its own drafted child is exactly 0
+    zero_at_own, ends = True, 0
+    models = [ties_instance(3, 2).model(exact=True), ties_instance(2, 3, seed=1).model(exact=True),
+              dirichlet_instance(3, 3, 0.3, seed=40).model(exact=True)]
+    for model in models:
+        vocab, depth = model.vocab_size, model.depth
+        paths = all_paths(vocab, depth)
+        codes = [np.zeros(len(paths), dtype=np.int64)]
+        for i in range(depth):
+            codes.append(codes[-1] * vocab + paths[:, i])
+        nodes = np.stack([depth_offset(vocab, i) + codes[i] for i in range(depth + 1)], -1)
+        reach = np.ones(len(paths), dtype=bool)
+        for i in range(depth):
+            reach &= model.draft[nodes[:, i], paths[:, i]] != 0
+        stop, rows = bv_path_law(paths[reach], model.target[nodes[reach]], model.draft[nodes[reach, :-1]])
+        for i in range(depth):
+            own = np.take_along_axis(rows[:, i], paths[reach][:, i : i + 1], -1)[:, 0]
+            hit = stop[:, i] != 0
+            ends += int(hit.sum())
+            zero_at_own &= bool((own[hit] == 0).all())
+    check("19.7", "Lemma 19.4 (i): where BV can end at v, res_v(own child) = 0 (3 instances, ties)",
+          zero_at_own, f"{ends} (path, depth) pairs with P(tau = i) > 0")
+    bounded = []
+    for seed, (vocab, depth, paths) in enumerate([(2, 2, 3), (3, 2, 3), (2, 3, 2)]):
+        model = dirichlet_instance(vocab, depth, 0.7, seed=50 + seed).model(exact=True)
+        ceiling = family_ceiling(model, paths)
+        for step in ("optimal", "specinfer"):
+            bounded.append(ceiling >= block_efficiency_from_emit(
+                model, extended_bv_structured(model, paths, step)))
+    check("19.8", "Proposition 19.5: ceiling >= extended BV, 3 instances x 2 steps (exact)", all(bounded))
+    model = dirichlet_instance(3, 1, 0.6, seed=53).model(exact=True)
+    attained = family_ceiling(model, 3) == block_efficiency_from_emit(
+        model, extended_bv_structured(model, 3, "optimal"))
+    model = dirichlet_instance(2, 3, 0.6, seed=54).model(exact=True)
+    at_one = family_ceiling(model, 1) == exact_result(model, "bv", 1).block_efficiency
+    check("19.8", "Proposition 19.5: attained at L = 1 (optimal step), = BV at K = 1 (exact)",
+          attained and at_one)
 
 
 def without_replacement_survey() -> None:

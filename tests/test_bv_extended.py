@@ -94,7 +94,7 @@ def exact_model(vocab, depth, alpha, seed):
 
 
 @pytest.mark.parametrize("vocab,depth,paths,seed", [(2, 2, 2, 0), (2, 2, 3, 1), (3, 2, 2, 2),
-                                                    (2, 3, 2, 3)])
+                                                    (2, 3, 2, 3), (2, 2, 4, 5)])
 def test_law_equals_independent_tree_walk(vocab, depth, paths, seed):
     instance = exact_model(vocab, depth, 0.7, seed)
     model = instance.model(exact=True)
@@ -286,3 +286,60 @@ def test_below_probe_reproduces_the_recursion_and_stays_lossless():
     bv = exact_result(model, "bv", 3)
     assert exact_total_variation(continued_law(model, probe), continued_law(model, bv.emit)) == 0
     assert block_efficiency_from_emit(model, probe) >= bv.block_efficiency
+
+
+@pytest.mark.parametrize("fallback", ["optimal", "specinfer", "rrsw"])
+@pytest.mark.parametrize("paths", [2, 3, 4])
+def test_torch_steps_match_the_exact_law_on_the_same_trees(fallback, paths):
+    """The torch law (its own step code: optimal_step_rule's cell-level pick, the in-place
+    recursive rejection) against the rational law of the same drafted trees (the generic node
+    rules on exact rows), every tree of K paths drawn from a fixed pool that makes shared
+    prefixes, repeated paths and splits at every depth frequent (fallback nodes at every depth,
+    and several per depth at K = 4)."""
+    pytest.importorskip("torch")
+    from speclp.verifiers.exact import draft_tree
+    from speclp.verifiers.tree import all_paths
+
+    instance = exact_model(3, 3, 0.4, 21)
+    pool = all_paths(3, 3)[[0, 1, 3, 4, 9, 13, 26]]  # shared prefixes of lengths 0..2
+    rng = np.random.default_rng(paths)
+    tokens = pool[rng.integers(0, len(pool), size=(24, paths))]  # [B, K, L]
+    exact = extended_bv_law(draft_tree(instance.model(exact=True), tokens), fallback=fallback)
+    floats = extended_bv_law(draft_tree(instance.model(exact=False), tokens), fallback=fallback)
+    stop = np.vectorize(float)(exact.stop)
+    assert np.abs(floats.stop.numpy() - stop).max() < 1e-12
+    joint = np.vectorize(float)(exact.stop[..., None] * exact.correction)
+    assert np.abs(floats.joint().numpy() - joint).max() < 1e-12
+    assert abs(stop.sum(axis=(1, 2)) - 1).max() < 1e-12
+
+
+# --- the ceiling of the family (docs/theory.md Proposition 19.5) --------------------------
+
+@pytest.mark.parametrize("vocab,depth,paths,seed", [(2, 2, 2, 30), (3, 2, 3, 31), (2, 3, 3, 32)])
+def test_family_ceiling_bounds_every_member_exactly(vocab, depth, paths, seed):
+    """In rationals: the ceiling is at least the value of extended BV with every step and with
+    nodeopt below the first fallback (members of the family), and at least BV's."""
+    from speclp.verifiers.bv_extended import family_ceiling
+
+    model = exact_model(vocab, depth, 0.7, seed).model(exact=True)
+    ceiling = family_ceiling(model, paths)
+    members = [extended_bv_structured(model, paths, step) for step in ("optimal", "specinfer", "rrsw")]
+    members.append(extended_bv_structured(
+        model, paths, "specinfer", below=lambda sub, m: exact_result(sub, "nodeopt", m).emit))
+    for emit in members:
+        assert ceiling >= block_efficiency_from_emit(model, emit)
+    assert ceiling > exact_result(model, "bv", paths).block_efficiency
+
+
+@pytest.mark.parametrize("vocab,paths,seed", [(2, 2, 33), (3, 3, 34), (4, 4, 35)])
+def test_family_ceiling_is_attained_at_depth_one_and_is_bv_at_one_path(vocab, paths, seed):
+    """Closed cases of the bound, exactly: at L = 1 the single-step-optimal step attains it
+    (a fresh start at depth L emits its bonus token: nothing is lost below), and with K = 1 no
+    other path exists, so the ceiling is BV's value."""
+    from speclp.verifiers.bv_extended import family_ceiling
+
+    model = exact_model(vocab, 1, 0.6, seed).model(exact=True)
+    optimal = block_efficiency_from_emit(model, extended_bv_structured(model, paths, "optimal"))
+    assert family_ceiling(model, paths) == optimal
+    deeper = exact_model(vocab, 2, 0.6, seed).model(exact=True)
+    assert family_ceiling(deeper, 1) == exact_result(deeper, "bv", 1).block_efficiency

@@ -82,6 +82,9 @@ def optimal_step_rule(target: Array, draft: Array, through: Array, children: Arr
     cells = ratio_cells(flat_target, flat_draft, support)
     rules = nested_partitions_for(flat_target, flat_draft, list(range(1, paths + 1)),
                                   cells=cells)
+    if ops.is_torch(flat_target):  # the same values in fewer [R, V] passes
+        return _optimal_step_torch(flat_target, flat_draft, present, drafted, count, cells,
+                                   rules, (batch, slots, paths, vocab))
     chosen = ops.zeros((rows, paths), like=flat_target)
     law = flat_draft * 0  # rows with no draw: law 0, so the residual row is the target
     for n, rule in enumerate(rules, 1):
@@ -95,24 +98,70 @@ def optimal_step_rule(target: Array, draft: Array, through: Array, children: Arr
     return accept.reshape(batch, slots, paths), residual.reshape(batch, slots, vocab)
 
 
+def _optimal_step_torch(target: Array, draft: Array, present: Array, drafted: Array,
+                        count: Array, cells: Any, rules: list, shape: tuple[int, ...]
+                        ) -> tuple[Array, Array]:
+    """optimal_step_rule on tensors: each row's rule (n = its number of draws) is picked at the
+    cell level ([R, C] rates), so the law r_n(x) = q(x) rate[cell(x)] is expanded to [R, V]
+    once, inside the residual (a - r_n)_+ = (a - q rate[cell])_+ (one addcmul)."""
+    batch, slots, paths, vocab = shape
+    torch = ops.torch
+    chosen = torch.zeros(present.shape, dtype=target.dtype, device=target.device)
+    rate = rules[0].rate * 0  # rows with no draw: r = 0, so the residual row is the target
+    for n, rule in enumerate(rules, 1):
+        used = count == n
+        chosen = torch.where(used[:, None], rule.select(drafted, present, None), chosen)
+        rate = torch.where(used[:, None], rule.rate, rate)
+    p_c = target.gather(-1, drafted)
+    r_c = draft.gather(-1, drafted) * ops.take_rows(rate, cells.cell_at(drafted))
+    accept = torch.where(present, chosen * torch.clamp_max(ops.safe_div(p_c, r_c), 1), 0)
+    raw = torch.addcmul(target, draft, cells.per_token(rate), value=-1).clamp_min_(0)
+    mass = raw.sum(-1, keepdim=True)
+    residual = raw.div_(torch.where(mass > 0, mass, 1))
+    return accept.reshape(batch, slots, paths), residual.reshape(batch, slots, vocab)
+
+
+def recursive_rejection_step(target: Array, draft: Array, through: Array, children: Array,
+                             first: Array) -> tuple[Array, Array]:
+    """SpecInfer's node rule (recursive rejection with replacement, the paths' children tried
+    in path order against the current residual; verifiers.multipath) with fewer [R, V]
+    passes on tensors: a path not tried subtracts 0 * q, so no where over rows is needed
+    (on a tried row (r - q)_+ / Z, on the others r / sum r = r: the residual rows are laws).
+    Exact (numpy) rows go to the registered rule itself."""
+    if not ops.is_torch(target):
+        return REGISTRY["specinfer"].node_rule(target, draft, through, children, first)
+    torch = ops.torch
+    residual = target
+    remaining = torch.ones(target.shape[:2], dtype=target.dtype, device=target.device)
+    accepts = []
+    for j in range(children.shape[1]):
+        tried = through[:, :, j]
+        index = children[:, None, j, None].expand(-1, target.shape[1], 1)
+        p_c = residual.gather(-1, index)[..., 0]
+        q_c = draft.gather(-1, index)[..., 0]
+        a = torch.where(tried, torch.clamp_max(ops.safe_div(p_c, q_c), 1), 0)
+        accepts.append(remaining * a)
+        remaining = remaining * (1 - a)
+        raw = torch.addcmul(residual, draft, tried[..., None].to(draft.dtype), value=-1)
+        raw.clamp_min_(0)
+        mass = raw.sum(-1, keepdim=True)
+        residual = raw.div_(torch.where(mass > 0, mass, 1))
+    return torch.stack(accepts, 2), residual
+
+
 def fallback_rule(name: str) -> Any:
     """The node rule of the fallback step: "optimal" (optimal_step_rule) or the node rule of
     the registered verifier `name` (verifiers.multipath.NodeRule)."""
     if name == "optimal":
         return optimal_step_rule
+    if name == "specinfer":
+        return recursive_rejection_step
     spec = REGISTRY.get(name)
     if spec is None or spec.node_rule is None:
         known = sorted(n for n, s in REGISTRY.items() if s.node_rule is not None)
         raise ValueError(f"fallback must name a verifier with a node rule ({', '.join(known)}), "
                          f"got {name!r}")
     return spec.node_rule
-
-
-def _last_to(a: Array, dim: int) -> Array:
-    """Move the last axis of a to position dim (a view on torch, numpy)."""
-    if ops.is_torch(a):
-        return a.movedim(-1, dim)
-    return np.moveaxis(a, -1, dim)
 
 
 # node rules that, with no drafted child, accept nothing and return the target row itself
@@ -140,73 +189,137 @@ def _step(rule: Any, residual: Array, draft: Array, through: Array, children: Ar
 # the law on a drafted tree (batched)
 # ---------------------------------------------------------------------------
 
+def _residuals_into(weight: Array, target: Array, draft: Array, out: Array) -> Array:
+    """residual_rows on tensors, written into out, in 4 [.., V] passes instead of 5: one
+    addcmul gives q - w p, clamp_max_ keeps its negative part -(w p - q)_+, whose sum is -Z,
+    and the division by -Z (by -1 where Z = 0: the row is all zeros) gives (w p - q)_+ / Z.
+    Returns Z."""
+    torch = ops.torch
+    raw = torch.addcmul(draft, target, weight[..., None].to(target.dtype), value=-1, out=out)
+    negative = raw.clamp_max_(0).sum(-1)
+    raw.div_(torch.where(negative < 0, negative, -1)[..., None])
+    return -negative
+
+
+def _fresh_starts(same: Array) -> Array:
+    """start [B, K]: the only depth at which path k can take a fresh start (docs/theory.md
+    section 19.7): 0 for path 0; for k >= 1, 1 + the deepest depth at which path k shares its
+    node with a lower path (L + 1: never, path k repeats a lower path). Shared prefixes are
+    nested, so it is the number of depths 0..L at which a lower path shares path k's node."""
+    paths = same.shape[1]
+    lower = ops.arange(paths, same)[:, None] > ops.arange(paths, same)[None, :]  # [k, j]: j < k
+    shared = ops.total(ops.where(same & lower[None, :, :, None], 1, 0), 2) > 0  # [B, K(k), L+1]
+    return ops.total(ops.where(shared, 1, 0), -1)
+
+
+def _owner_slots(same: Array, depth: int) -> tuple[Array, Array, Array]:
+    """The fallback nodes, compacted. A node at depth i < L is a fallback node when the lowest
+    path through it (its owner j) has a higher path through it too; a depth has at most
+    C = floor(K/2) of them (each holds 2 paths). Returns owner [B, C, L] (path K-1, which
+    never owns one, on empty slots), valid [B, C, L] and slot [B, C, K, L] (slot c holds
+    path j's node at depth i)."""
+    paths = same.shape[1]
+    index = ops.arange(paths, same)
+    earlier = index[:, None] < index[None, :]  # [j', j]: j' < j
+    levels = same[..., :depth]  # [B, K, K, L]
+    lowest = ops.total(ops.where(levels & earlier[None, :, :, None], 1, 0), 1) == 0  # [B, K, L]
+    higher = ops.total(ops.where(levels & earlier[None, :, :, None], 1, 0), 2) > 0  # [B, K, L]
+    owns = lowest & higher
+    rank = ops.cumsum(ops.where(owns, 1, 0), 1) - 1  # [B, K, L]
+    slots = max(1, paths // 2)
+    slot = owns[:, None] & (rank[:, None] == ops.arange(slots, same)[None, :, None, None])
+    valid = ops.total(ops.where(slot, 1, 0), 2) > 0  # [B, C, L]
+    owner = ops.where(valid, ops.argmax(slot, 2), paths - 1)
+    return owner, valid, slot
+
+
 @register("bv_extended", "BV on path 1; where it ends, its correction is drawn by the "
           "single-step-optimal rule over the other paths' children, continuing below a drafted "
           "child (never below BV, run by run)", multipath=True, draft_sampling=("iid",),
           fallback="optimal")
 def extended_bv_law(tree: DraftTree, fallback: str = DEFAULT_FALLBACK) -> BlockLaw:
-    """Exact law of extended BV on one drafted tree (module docstring)."""
+    """Exact law of extended BV on one drafted tree (module docstring), batched.
+
+    Every path has at most one fresh start (docs/theory.md section 19.7: a fresh start is at
+    a node no lower path passes through, and the fallback never takes BV's own rejected
+    child, whose residual is 0), so BV on the K paths runs once, each path with its weights
+    reset at its own start depth (K L residual rows, as BV on K paths), and the fallback step
+    runs once per fallback node, at most floor(K/2) per depth (compacted slots). The masses
+    then flow from lower to higher paths in a loop over K on [B, L] scalars. Loops over K and
+    L only; no host synchronisation."""
     rule = fallback_rule(fallback)
     target, draft = tree.target_rows, tree.draft_rows
     tokens = ops.index_like(target, tree.tokens)
     batch, paths, depth, vocab = tree.batch, tree.paths, tree.depth, tree.vocab_size
     same = shared_prefix(tokens)  # [B, K, K, L+1]
-    index = ops.arange(paths, tokens)  # [K]
-    fresh = ops.zeros((batch, paths, depth + 1), like=target)  # P(fresh start at slot (j, s))
-    fresh[:, 0, 0] = target[:, 0, 0, 0] * 0 + 1  # exact 1 on rational rows
-    stop = ops.zeros((batch, paths, depth + 1), like=target)
-    joint = ops.zeros((batch, paths, depth + 1, vocab), like=target)  # P(node (j, i), Y)
-    for s in range(depth):
-        starts = [0] if s == 0 else list(range(1, paths))  # path 0 starts only at the root
-        if not starts:
-            break
-        lo, hi = starts[0], starts[-1] + 1
-        count = hi - lo
-        path_stop, path_rows = bv_path_law(
-            tokens[:, lo:hi, s:].reshape(batch * count, depth - s),
-            target[:, lo:hi, s:].reshape(batch * count, depth - s + 1, vocab),
-            draft[:, lo:hi, s:].reshape(batch * count, depth - s, vocab))
-        mass = fresh[:, lo:hi, s, None] * path_stop.reshape(batch, count, depth - s + 1)
-        path_rows = path_rows.reshape(batch, count, depth - s + 1, vocab)
-        stop[:, lo:hi, depth] = stop[:, lo:hi, depth] + mass[:, :, -1]
-        joint[:, lo:hi, depth] = joint[:, lo:hi, depth] + mass[:, :, -1, None] * target[:, lo:hi, depth]
-        width = depth - s  # fallback depths i = s..L-1, handled together
-        for j in range(lo, hi):
-            f = mass[:, j - lo, :width]  # [B, I] P(fresh start (j, s), BV ends at depth i)
-            residual = path_rows[:, j - lo, :width]  # [B, I, V]
-            if j == paths - 1:  # no other path: Y ~ residual
-                stop[:, j, s:depth] = stop[:, j, s:depth] + f
-                joint[:, j, s:depth] = joint[:, j, s:depth] + f[..., None] * residual
-                continue
-            others = paths - 1 - j  # paths k = j+1..K-1
-            # through [B, I, J]: path k > j passes through path j's depth-i node
-            through = _last_to(same[:, j, j + 1:, s:depth], 1)
-            # below [B, I, J(k), J(k')]: k' through the node and through k's child there
-            below = _last_to(same[:, j + 1:, j + 1:, s + 1:depth + 1], 1) & through[:, :, None, :]
-            earlier = index[j + 1:, None] > index[None, j + 1:]  # [J(k), J(k')]: k' < k
-            first = through & (ops.total(ops.where(below & earlier, 1, 0), -1) == 0)
-            children = _last_to(tokens[:, j + 1:, s:depth], 1)  # [B, I, J]
-            flat = batch * width
-            accept, correction = _step(rule, residual.reshape(flat, vocab),
-                                       draft[:, j, s:depth].reshape(flat, vocab),
-                                       through.reshape(flat, others),
-                                       children.reshape(flat, others), first.reshape(flat, others),
-                                       fallback in EMPTY_SAFE)
-            accept = accept.reshape(batch, width, others)
-            kept = f * (1 - ops.total(accept, -1))
-            stop[:, j, s:depth] += kept
-            joint[:, j, s:depth] += kept[..., None] * correction.reshape(batch, width, vocab)
-            # through path k's child: the fresh start (j', i + 1), j' the lowest k' > j there
-            lowest = ops.argmax(below, -1) + (j + 1)  # [B, I, J(k)]
-            for k in range(others):
-                moved = f * accept[..., k]  # [B, I]
-                hit = lowest[..., k, None] == index  # [B, I, K]
-                fresh[:, :, s + 1:] = fresh[:, :, s + 1:] + _last_to(
-                    ops.where(hit, moved[..., None], 0), 1)
-    # fresh starts at depth L: the bonus token
-    stop[:, :, depth] = stop[:, :, depth] + fresh[:, :, depth]
-    joint[:, :, depth] = joint[:, :, depth] + fresh[:, :, depth, None] * target[:, :, depth]
-    return BlockLaw(stop, ops.safe_div(joint, stop[..., None]))
+    start = _fresh_starts(same)  # [B, K]
+    index = ops.arange(paths, tokens)
+    # BV on every path from its start: w reset to 1 at depths <= start
+    drafted = tokens[..., None]
+    ratio = ops.safe_div(ops.gather(target[:, :, :depth], -1, drafted)[..., 0],
+                         ops.gather(draft, -1, drafted)[..., 0])  # [B, K, L]
+    one = ops.ones((batch, paths), like=ratio)
+    weights = [one]
+    for i in range(depth):
+        weights.append(ops.where(start >= i + 1, one, ops.minimum(weights[-1] * ratio[:, :, i], 1)))
+    weight = ops.stack(weights, -1)  # [B, K, L+1]
+    if ops.is_torch(target):
+        dtype = ops.torch.promote_types(target.dtype, draft.dtype)
+        correction = ops.torch.empty((batch, paths, depth + 1, vocab), dtype=dtype,
+                                     device=target.device)
+        mass = _residuals_into(weight[..., :depth], target[:, :, :depth], draft,
+                               correction[:, :, :depth])
+        correction[:, :, depth] = target[:, :, depth]
+    else:
+        rows, mass = residual_rows(weight[..., :depth], target[:, :, :depth], draft)
+        correction = ops.concat([rows, target[:, :, depth:]], 2)
+    h = ops.safe_div(mass, mass + 1 - weight[..., :depth])  # [B, K, L]
+    h = ops.concat([h, weight[..., depth:]], -1)  # h_L = w_L
+    depths = ops.arange(depth + 1, tokens)
+    h = ops.where(depths[None, None, :] <= start[..., None], one[..., None], h)  # h_start = 1
+    survive = [one]  # prod_{t > i} (1 - h_t), i = L, L-1, ..., 0
+    for i in range(depth, 0, -1):
+        survive.append(survive[-1] * (1 - h[..., i]))
+    path_stop = h * ops.stack(survive[::-1], -1)  # [B, K, L+1] P(BV from the start ends at i)
+    if paths == 1:  # no fallback step: BV itself
+        return BlockLaw(path_stop, correction)
+    # the fallback step at the compacted fallback nodes
+    owner, valid, slot = _owner_slots(same, depth)  # [B, C, L], [B, C, L], [B, C, K, L]
+    slots = owner.shape[1]
+    b = ops.arange(batch, tokens)[:, None, None]
+    at = ops.arange(depth, tokens)[None, None, :]
+    others = paths - 1  # columns: paths 1..K-1 (path 0 is never through another's node)
+    higher = index[None, None, None, 1:] > owner[..., None]  # [B, C, L, J]
+    # through [B, C, L, J]: path k > owner through the owner's depth-i node
+    through = same[b[..., None], owner[..., None], index[None, None, None, 1:], at[..., None]]
+    through = through & higher & valid[..., None]
+    children = tokens[b[..., None], index[None, None, None, 1:] + 0 * owner[..., None],
+                      at[..., None]]  # [B, C, L, J]
+    own = children == tokens[b, owner, at][..., None]  # BV's drafted child: residual 0 there
+    equal = children[..., :, None] == children[..., None, :]  # [.., J(k), J(k')]
+    earlier = index[1:, None] > index[None, 1:]  # [J(k), J(k')]: k' < k
+    first = through & (ops.total(ops.where(equal & earlier & through[..., None, :], 1, 0), -1) == 0)
+    flat = batch * slots * depth
+    residual = correction[b, owner, at]  # [B, C, L, V] (a copy)
+    accept, stepped = _step(rule, residual.reshape(flat, vocab),
+                            draft[b, owner, at].reshape(flat, vocab),
+                            through.reshape(flat, others), children.reshape(flat, others),
+                            first.reshape(flat, others), fallback in EMPTY_SAFE)
+    accept = ops.where(own, 0, accept.reshape(batch, slots, depth, others))
+    correction[b, owner, at] = ops.where(valid[..., None], stepped.reshape(residual.shape), residual)
+    # destination of an accepted column: the lowest path through it with the same child
+    dest = ops.argmax(equal & through[..., None, :], -1) + 1  # [B, C, L, J] path index
+    taken = [ops.total(ops.where(slot[:, :, j, :, None], accept, 0), 1) for j in range(paths)]
+    moved_to = [ops.total(ops.where(slot[:, :, j, :, None], dest, 0), 1) for j in range(paths)]
+    fresh = [one[:, 0]] + [one[:, 0] * 0] * (paths - 1)  # P(fresh start of path k)
+    stops = []
+    for j in range(paths):
+        f = fresh[j][:, None] * path_stop[:, j]  # [B, L+1]
+        stops.append(ops.concat([f[:, :depth] * (1 - ops.total(taken[j], -1)), f[:, depth:]], -1))
+        moved = f[:, :depth, None] * taken[j]  # [B, L, J]
+        for k in range(j + 1, paths):
+            fresh[k] = fresh[k] + ops.total(ops.total(ops.where(moved_to[j] == k, moved, 0), -1), -1)
+    return BlockLaw(ops.stack(stops, 1), correction)
 
 
 register("bv_extended_rrs", "BV on path 1; where it ends, its correction is drawn by recursive "
@@ -389,3 +502,45 @@ def _structured_exact(fallback: str) -> Any:
 
 for _name in ("bv_extended", "bv_extended_rrs"):
     REGISTRY[_name].exact_law = _structured_exact(REGISTRY[_name].options["fallback"])
+
+
+# ---------------------------------------------------------------------------
+# the ceiling of the family (docs/theory.md section 19.8)
+# ---------------------------------------------------------------------------
+
+def family_ceiling(model: TreeModel, paths: int) -> Any:
+    """An upper bound on E[tau + 1] of EVERY member of the extended-BV family on K = paths
+    i.i.d. paths (docs/theory.md Proposition 19.5): BV on path 1 from the root; where it ends
+    at v (depth i < L) any lossless step against res_v over the n ~ Binomial(K - 1, q(v))
+    other paths through v, whose acceptance is at most the L = 1 optimum
+    alpha*_n(res_v, q(.|v)) = min_H [res_v(H) + 1 - q(H|v)^n] (section 8.2), and anything below
+    an accepted child, which emits at most L - i tokens more. So
+    ceiling = sum_v P(BV ends at v) [i + 1 + (L - i) sum_n P(n) alpha*_n] + P(BV accepts L) (L + 1).
+    Exact on rational rows, float64 otherwise."""
+    from .single_step import single_step_optimum
+
+    vocab, depth = model.vocab_size, model.depth
+    suffixes = all_paths(vocab, depth)  # [P, L]
+    codes = [np.zeros(len(suffixes), dtype=np.int64)]
+    for i in range(depth):
+        codes.append(codes[-1] * vocab + suffixes[:, i])
+    nodes = np.stack([depth_offset(vocab, i) + codes[i] for i in range(depth + 1)], -1)  # [P, L+1]
+    one = model.target[0, 0] * 0 + 1
+    reach = [np.full(len(nodes), one, dtype=object) if model.exact else np.ones(len(nodes))]
+    for i in range(depth):
+        reach.append(reach[-1] * model.draft[nodes[:, i], suffixes[:, i]])
+    index = suffixes if model.exact else ops.torch.as_tensor(suffixes)
+    stop, rows = bv_path_law(index, _as_rows(model, model.target[nodes]),
+                             _as_rows(model, model.draft[nodes[:, :-1]]))
+    stop, rows = _as_numpy(stop) * reach[-1][:, None], _as_numpy(rows)  # [P, L+1] with q(y)
+    value = (stop[:, depth] * (depth + 1)).sum()
+    others = paths - 1
+    for i in range(depth):
+        q_v = reach[i]  # q(v | root), v = y[:i]
+        gain = q_v * 0
+        for n in range(1, others + 1):
+            chance = comb(others, n) * one * q_v**n * (one - q_v) ** (others - n)
+            alpha, _ = single_step_optimum(rows[:, i], model.draft[nodes[:, i]], n)
+            gain = gain + chance * np.asarray(alpha)
+        value = value + (stop[:, i] * (i + 1 + (depth - i) * gain)).sum()
+    return value
