@@ -314,3 +314,80 @@ def kept_lower_values(coarse: Instance, width: int, paths: int, names: list[str]
             continue
         values[name] = kept_value(exact_result(model, name, paths=paths).emit, width, coarse.depth)
     return {"values": values, "skipped": skipped}
+
+
+# ---------------------------------------------------------------------------------------
+# mass-driven (non-uniform) kept trees: docs/theory.md section 13.6
+
+
+def kept_count(target_row: np.ndarray, draft_row: np.ndarray, order: np.ndarray, reach_p: float,
+               reach_q: float, levels: int, cap: int, epsilon: float, paths: int) -> int:
+    """How many of the tokens `order` (best first, at most cap) a kept node keeps: the fewest
+    k such that its lumped weight levels * min(p(u) p(rest_k|u), K q(u) q(rest_k|u)) (its
+    share of the tail of Lemma 13.2) is at most epsilon, else cap. reach_p, reach_q: p(u),
+    q(u); rows: the node's full rows (float64). Any choice keeps every bound valid (the kept
+    sets only have to be fixed before the bounds are computed); this one expands the tree
+    where the lumped mass is, and keeps nothing at a node of small path mass."""
+    top_p = np.concatenate([[0.0], np.cumsum(np.asarray(target_row, np.float64)[order[:cap]])])
+    top_q = np.concatenate([[0.0], np.cumsum(np.asarray(draft_row, np.float64)[order[:cap]])])
+    weight = levels * np.minimum(reach_p * np.maximum(1.0 - top_p, 0.0),
+                                 paths * reach_q * np.maximum(1.0 - top_q, 0.0))
+    small = np.nonzero(weight <= epsilon)[0]
+    return int(small[0]) if len(small) else min(cap, len(order))
+
+
+def padded_edges(nodes: list[dict[str, Any]], depth: int) -> tuple[np.ndarray, np.ndarray,
+                                                                     np.ndarray, int]:
+    """A non-uniform kept tree in the complete-tree layout of `coarsened_rows`.
+
+    nodes: the kept nodes of depth 0..L-1 (root first), each {"parent": index in nodes or
+    None, "slot": its slot under the parent, "tokens": [k] kept tokens, "p", "q": [k] their
+    full-vocabulary edge probabilities}. The slot width W is the largest k (at least 1); a
+    node keeping k < W tokens gets W - k dummy slots of probability 0 under both rows, and
+    slots below a dummy (or below a node of depth L - 1) are dummies too. Returns
+    (target_edge, draft_edge, tokens (-1 for dummies), W), each [sum_(d<L) W^d, W].
+    Dummy tokens change no optimum and no verifier's value (docs/theory.md section 13.6)."""
+    width = max([1] + [len(n["tokens"]) for n in nodes])
+    count = sum(width**d for d in range(depth))
+    exact = any(isinstance(x, Fraction) for n in nodes for x in list(n["p"]) + list(n["q"]))
+    zero = Fraction(0) if exact else 0.0
+    te = np.full((count, width), zero, dtype=object if exact else np.float64)
+    de = te.copy()
+    tokens = np.full((count, width), -1, dtype=np.int64)
+    index = np.zeros(len(nodes), dtype=np.int64)  # complete-tree index of every kept node
+    for i, node in enumerate(nodes):
+        if node["parent"] is not None:
+            index[i] = width * index[node["parent"]] + 1 + node["slot"]
+        k = len(node["tokens"])
+        te[index[i], :k], de[index[i], :k] = node["p"], node["q"]
+        tokens[index[i], :k] = node["tokens"]
+    return te, de, tokens, width
+
+
+def mass_kept_edges(instance: Instance, cap: int, epsilon: float, paths: int,
+                    exact: bool | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """The mass-driven kept tree of a (small) fine instance: at every kept node the top
+    tokens of p + q (ties by id), as many as `kept_count` asks; the children of kept tokens
+    are kept nodes. Returns `padded_edges` (exact Fractions on a rational instance unless
+    exact is False). The same rule as `experiments.realgap.mass_tree_rows` on a real pair."""
+    vocab, depth = instance.vocab_size, instance.depth
+    exact = instance.rational if exact is None else exact
+    target = instance.target_exact if exact else instance.target
+    draft = instance.draft_exact if exact else instance.draft
+    nodes: list[dict[str, Any]] = []
+    level = [(None, 0, 0, 1.0, 1.0)]  # (parent, slot, fine node, p(u), q(u))
+    for d in range(depth):
+        children = []
+        for parent, slot, u, reach_p, reach_q in level:
+            order = kept_tokens(instance.target[u : u + 1], instance.draft[u : u + 1], vocab)[0]
+            k = kept_count(instance.target[u], instance.draft[u], order, reach_p, reach_q,
+                           depth - d, cap, epsilon, paths)
+            chosen = [int(t) for t in order[:k]]
+            nodes.append({"parent": parent, "slot": slot, "tokens": chosen,
+                          "p": [target[u, t] for t in chosen], "q": [draft[u, t] for t in chosen]})
+            here = len(nodes) - 1
+            if d + 1 < depth:
+                children += [(here, j, u * vocab + 1 + t, reach_p * float(instance.target[u, t]),
+                              reach_q * float(instance.draft[u, t])) for j, t in enumerate(chosen)]
+        level = children
+    return padded_edges(nodes, depth)

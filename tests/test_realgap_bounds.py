@@ -232,3 +232,177 @@ def test_dual_bound_objective_defaults_to_depth_plus_one():
     assert default >= optimum(inst, 2, method="full").exact_value
     with pytest.raises(ValueError, match="objective"):
         dual_upper_bound(inst, result.matching_duals, 2, objective=depths[:-1])
+
+
+# ---------------------------------------------------------------------------------------
+# mass-driven kept trees (docs/theory.md section 13.6)
+
+from speclp.experiments.realgap import lumped_mass  # noqa: E402
+from speclp.lp.coarsen import (  # noqa: E402
+    coarsened_instance,
+    kept_count,
+    kept_lower_values,
+    mass_kept_edges,
+    padded_edges,
+)
+
+
+def test_kept_count_by_hand():
+    # rows of 4 tokens, order 0..3; p(u) = 1/2, q(u) = 1/4, 2 levels left, K = 1
+    p = np.array([0.5, 0.25, 0.125, 0.125])
+    q = np.array([0.25, 0.25, 0.25, 0.25])
+    order = np.arange(4)
+    # weights by k kept: 2 min(p(u) rest_p, q(u) rest_q) = 2 min(1/2, 1/4), 2 min(1/4, 3/16),
+    # 2 min(1/8, 1/8), 2 min(1/16, 1/16), 0  ->  1/2, 3/8, 1/4, 1/8, 0
+    assert kept_count(p, q, order, 0.5, 0.25, 2, 4, 0.3, 1) == 2
+    assert kept_count(p, q, order, 0.5, 0.25, 2, 4, 0.125, 1) == 3
+    assert kept_count(p, q, order, 0.5, 0.25, 2, 4, 0.0, 1) == 4
+    assert kept_count(p, q, order, 0.5, 0.25, 2, 2, 0.0, 1) == 2  # the cap
+    assert kept_count(p, q, order, 0.5, 0.25, 2, 4, 0.5, 1) == 0  # small enough already
+    # K = 3 paths: the draft cap 3 q(u) rest_q no longer binds first: 2 min(1/4, 9/16) = 1/2
+    assert kept_count(p, q, order, 0.5, 0.25, 2, 4, 0.4, 3) == 2
+
+
+def test_padding_with_dummy_tokens_changes_no_optimum_and_no_law():
+    """A kept tree with 2 tokens per node laid out at slot width 3 (one dummy slot of
+    probability 0 per node, and dummy nodes below it): the coarse optimum (certified
+    exactly by column generation) and every verifier's kept value are those of width 2."""
+    inst = dirichlet_instance(4, 2, alpha=0.7, seed=11, denominator=48)
+    target, draft, tokens = kept_edges(inst, 2)
+    nodes = [{"parent": None, "slot": 0, "tokens": list(tokens[0]), "p": list(target[0]),
+              "q": list(draft[0])}]
+    nodes += [{"parent": 0, "slot": j, "tokens": list(tokens[1 + j]), "p": list(target[1 + j]),
+               "q": list(draft[1 + j])} for j in range(2)]
+    nodes.append({"parent": 0, "slot": 2, "tokens": [], "p": [], "q": []})  # a node keeping 0
+    te, de, padded_tokens, width = padded_edges(nodes[:3], 2)
+    assert width == 2 and (te == target).all()
+    nodes[0] = {**nodes[0], "tokens": [*nodes[0]["tokens"], 3], "p": [*nodes[0]["p"], Fraction(0)],
+                "q": [*nodes[0]["q"], Fraction(0)]}  # a third slot of probability 0: a dummy
+    te3, de3, tok3, w3 = padded_edges(nodes, 2)
+    assert w3 == 3 and te3.shape == (4, 3) and list(tok3[3]) == [-1, -1, -1]
+    for paths in (1, 2):
+        narrow = coarsened_instance(target, draft, 2, 2)
+        wide = coarsened_instance(te3, de3, 3, 2)
+        a, b = optimum(narrow, paths, method="colgen"), optimum(wide, paths, method="colgen")
+        assert a.certified and b.certified and a.exact_value == b.exact_value
+        names = ["bv", "gbv", "nss", "nodeopt"]
+        assert kept_lower_values(narrow, 2, paths, names)["values"] == \
+            kept_lower_values(wide, 3, paths, names)["values"]
+        assert tail_bound(target, draft, 2, 2, paths) == tail_bound(te3, de3, 3, 2, paths)
+        assert prefix_upper_bound(target, draft, 2, 2, paths) == \
+            prefix_upper_bound(te3, de3, 3, 2, paths)
+
+
+@pytest.mark.parametrize("vocab, depth, paths, seed", [(4, 2, 1, 20), (4, 2, 2, 21), (3, 3, 2, 22),
+                                                       (5, 2, 3, 23)])
+def test_mass_driven_bracket_holds_exactly(vocab, depth, paths, seed):
+    """lower <= OPT_K <= upper in exact rationals on mass-driven (non-uniform) kept trees;
+    OPT_K from the full LP of the fine instance (independent). epsilon 0 with cap V keeps
+    every token that could be accepted outside (no tail): the bracket is then tight."""
+    inst = dirichlet_instance(vocab, depth, alpha=0.5, seed=seed, denominator=64)
+    fine = optimum(inst, paths, method="full")
+    assert fine.certified
+    opt = fine.exact_value
+    sizes = set()
+    for cap, epsilon in ((2, 0.2), (3, 0.05), (vocab, 0.02), (vocab, 0.0)):
+        target, draft, tokens, width = mass_kept_edges(inst, cap, epsilon, paths)
+        kept = int((tokens >= 0).sum())
+        sizes.add(kept)
+        found = bracket_bounds(target, draft, width, depth, [paths], LOWER_NAMES)
+        upper, lower = found["bounds"][str(paths)], found["lower"][str(paths)]
+        assert parse_fraction(lower["exact"]) <= opt <= parse_fraction(upper["exact"]), \
+            (cap, epsilon, lower, upper)
+        mass = lumped_mass(target, draft, width, depth)
+        if epsilon == 0.0:
+            assert 0 <= mass["lumped_target"] <= 1
+            assert parse_fraction(upper["exact"]) - opt < Fraction(1, 10**9)
+            assert tail_bound(target, draft, width, depth, paths) == 0  # nothing can leave
+    assert len(sizes) >= 3  # the thresholds gave different trees
+
+
+def test_mass_driven_tree_is_non_uniform_where_the_mass_is():
+    """One heavy root token: its subtree is kept, the light ones keep no children."""
+    inst = dirichlet_instance(4, 2, alpha=0.5, seed=3, denominator=64)
+    inst.target[0] = np.array([0.85, 0.05, 0.05, 0.05])
+    inst.draft[0] = np.array([0.7, 0.1, 0.1, 0.1])
+    target, draft, tokens, width = mass_kept_edges(inst, 4, 0.06, 1, exact=False)
+    kept_children = (tokens[1 : 1 + width] >= 0).sum(axis=1)  # per root slot
+    heavy = int(np.nonzero(tokens[0] == 0)[0][0])
+    assert kept_children[heavy] >= 1
+    assert all(kept_children[j] == 0 for j in range(width) if j != heavy)
+    mass = lumped_mass(target, draft, width, 2)
+    # the lumped mass is the sum over kept nodes of p(u) (1 - kept mass), by hand
+    reach = {0: 1.0}
+    total = 0.0
+    for n in range(len(target)):
+        if n in reach:
+            total += reach[n] * (1 - target[n].sum())
+            for j in range(width):
+                if width * n + 1 + j < len(target):
+                    reach[width * n + 1 + j] = reach[n] * target[n, j]
+    assert mass["lumped_target"] == pytest.approx(total, abs=1e-12)
+
+
+@pytest.fixture(scope="module")
+def tiny_models():
+    """Two tiny random Llama models (as tests/test_realgap.py: peaked rows)."""
+    torch = pytest.importorskip("torch")
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    cfg = LlamaConfig(vocab_size=40, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                      attn_implementation="sdpa")
+    models = []
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(cfg).eval()
+        with torch.no_grad():
+            model.lm_head.weight.normal_(0, 2.0 / 32**0.5)
+        models.append(model)
+    return models
+
+
+def test_mass_tree_rows_equal_plain_forwards(tiny_models):
+    """Every kept edge of the mass-driven tree (a non-uniform tree: the tree-masked forwards
+    see only each node's own ancestors) equals the row of a plain forward of its prefix; with
+    epsilon 0 the tree is the complete one of decode.tree_rows.tree_rows."""
+    import torch
+    from speclp.decode.engine import probability_rows
+    from speclp.decode.tree_rows import prefill, tree_rows
+    from speclp.experiments.realgap import mass_tree_rows
+
+    torch.set_num_threads(1)
+    target, draft = tiny_models
+    context = [4, 8, 15, 16]
+    ready = prefill(target, draft, context, 1.0, 1.3)
+    tree = mass_tree_rows(ready, 3, 4, 0.004, [1, 2])
+    te, de, tokens, width = tree["target_edge"], tree["draft_edge"], tree["tokens"], tree["width"]
+    counts = (tokens >= 0).sum(axis=1)
+    assert len(set(counts[counts > 0].tolist())) > 1  # non-uniform
+    checked, deepest = 0, 0
+    for n in range(len(tokens)):
+        if counts[n] == 0:
+            continue
+        prefix, m = [], n
+        while m:
+            parent, slot = divmod(m - 1, width)
+            prefix.append(int(tokens[parent, slot]))
+            m = parent
+        sequence = context + prefix[::-1]
+        with torch.no_grad():
+            p = probability_rows(target(torch.tensor([sequence])).logits[0, -1], 1.0,
+                                 dtype=torch.float64).numpy()
+            q = probability_rows(draft(torch.tensor([sequence])).logits[0, -1], 1.3,
+                                 dtype=torch.float64).numpy()
+        k = counts[n]
+        assert np.allclose(te[n, :k], p[tokens[n, :k]], atol=1e-9)
+        assert np.allclose(de[n, :k], q[tokens[n, :k]], atol=1e-9)
+        assert (te[n, k:] == 0).all() and (de[n, k:] == 0).all()
+        checked += 1
+        deepest = max(deepest, len(prefix))
+    assert deepest == 2 and checked == int((counts > 0).sum()) <= tree["nodes"]
+    full = mass_tree_rows(ready, 2, 3, 0.0, [1])
+    rows = tree_rows(target, draft, context, 3, 1, 1.0, 1.3, select="mix", prefilled=ready)
+    assert full["width"] == 3
+    assert np.allclose(full["target_edge"], rows.target_edge[:4], atol=1e-12)
+    assert np.allclose(full["draft_edge"], rows.draft_edge[:4], atol=1e-12)
