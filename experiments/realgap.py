@@ -68,6 +68,7 @@ from ..lp.closed_form import one_step_optimum
 from ..lp.coarsen import (
     coarsened_instance,
     describe_coarsening,
+    exit_overlap,
     kept_count,
     kept_lower_values,
     padded_edges,
@@ -127,8 +128,9 @@ def mass_tree_rows(prefilled: Any, depth: int, cap: int, epsilon: float, paths: 
     (L - d) min(p(u) p(rest|u), K q(u) q(rest|u)) is <= epsilon, K = max(paths), at most
     cap); the kept tokens' children are the kept nodes of depth d + 1, and only they get
     model rows (one tree-masked forward per level and model, the caches of `prefilled`).
-    Returns {"target_edge", "draft_edge", "tokens", "width"} in the padded complete-tree
-    layout of `lp.coarsen.padded_edges` (float64 full-vocabulary probabilities), "nodes"
+    Returns {"target_edge", "draft_edge", "tokens", "width", "overlap"} in the padded
+    complete-tree layout of `lp.coarsen.padded_edges` (float64 full-vocabulary
+    probabilities; overlap: `lp.coarsen.exit_overlap` of every kept node), "nodes"
     (kept nodes with rows), "kept_tokens" and "seconds" (forward passes per model).
     """
     prefilled.rewind()
@@ -149,7 +151,8 @@ def mass_tree_rows(prefilled: Any, depth: int, cap: int, epsilon: float, paths: 
                            epsilon, most)
             chosen = top[i, :k]
             nodes.append({"parent": parent, "slot": slot, "tokens": [int(t) for t in chosen],
-                          "p": p_np[i, chosen].tolist(), "q": q_np[i, chosen].tolist()})
+                          "p": p_np[i, chosen].tolist(), "q": q_np[i, chosen].tolist(),
+                          "overlap": exit_overlap(p_np[i], q_np[i], chosen)})
             if d + 1 < depth:
                 here = len(nodes) - 1
                 for j, t in enumerate(chosen):
@@ -173,8 +176,9 @@ def mass_tree_rows(prefilled: Any, depth: int, cap: int, epsilon: float, paths: 
         q_rows = drf.level(tokens_t, base, d + 1)
         seconds["draft"] += time.perf_counter() - start
         masks, level = base, children
-    te, de, tokens, width = padded_edges(nodes, depth)
+    te, de, tokens, width, overlap = padded_edges(nodes, depth)
     return {"target_edge": te, "draft_edge": de, "tokens": tokens, "width": width,
+            "overlap": overlap,
             "nodes": len(nodes), "kept_tokens": int(sum(len(n["tokens"]) for n in nodes)),
             "seconds": seconds}
 
@@ -213,7 +217,8 @@ def lower_verifiers(names: list[str] | None) -> list[str]:
 def bracket_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, depth: int,
                    paths: list[int], verifiers: list[str] | None = None,
                    max_evaluations: int = MAX_LAW_EVALUATIONS,
-                   time_limit: float | None = None) -> dict[str, Any]:
+                   time_limit: float | None = None, overlap: np.ndarray | None = None
+                   ) -> dict[str, Any]:
     """Certified lower and upper bounds on the fine K-path optimum from the kept rows only.
 
     target_edge, draft_edge [N, M]: the FULL-vocabulary probabilities of the M kept children
@@ -229,6 +234,9 @@ def bracket_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, 
     lower (the largest of): every lossless i.i.d. verifier's exact law on the coarse instance,
     credited up to the first R (Lemma 13.3; lp.coarsen.kept_lower_values), and token-kept /
     nss-kept (`kept_lower_bounds`). Exact numbers are stored as rationals.fraction_text.
+    overlap [n kept nodes] (optional; `lp.coarsen.exit_overlap` of every kept node, from
+    its full rows): the registered verifiers' kept values also credit an accepted remainder
+    token with it (section 13.6, Lemma 13.8; recorded as "exit_credit").
     time_limit: seconds for all the LP solves together (each gets an equal share of what is
     left); an LP stopped by it gives no candidate unless its master has duals (weak duality
     holds for any multipliers), and the prefix bound always remains.
@@ -277,7 +285,8 @@ def bracket_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, 
         start = time.perf_counter()
         coarse = instance if not exact else instance
         late = deadline is not None and time.perf_counter() > deadline
-        found = kept_lower_values(coarse, width, k, [] if late else names, max_evaluations)
+        found = kept_lower_values(coarse, width, k, [] if late else names, max_evaluations,
+                                  overlap)
         if late:  # out of time: the cheap token-kept / nss-kept values only
             found["skipped"] = list(names)
         values = {f"{n}-kept": v for n, v in found["values"].items()}
@@ -288,6 +297,7 @@ def bracket_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, 
             "exact": fraction_text(values[best_low]) if exact else None,
             "values": {n: float(v) for n, v in values.items()}, "skipped": found["skipped"],
             "certified": True, "seconds": round(time.perf_counter() - start, 3),
+            "exit_credit": overlap is not None,
             "method": "exact value of a lossless verifier that uses only the kept rows: a "
                       "registered verifier's law on the coarse instance credited up to the "
                       "first lumped token, or token-kept / nss-kept (docs/theory.md 13.4-13.5)"}
@@ -501,7 +511,7 @@ def adaptive_bracket(target: Any, draft: Any, context: list[int], depth: int, pa
             tree = mass_tree_rows(prefilled, depth, m, epsilons[i], paths)
             w = tree["width"]
             found = bracket_bounds(tree["target_edge"], tree["draft_edge"], w, depth, paths,
-                                   verifiers, time_limit=left)
+                                   verifiers, time_limit=left, overlap=tree["overlap"])
             coarsening = {"select": "mass-driven: top of p + q per node until the lumped "
                                     "weight is <= epsilon (docs/theory.md section 13.6)",
                           "cap": m, "epsilon": epsilons[i], "width": w, "nodes": tree["nodes"],

@@ -218,12 +218,77 @@ def kept_credit(width: int, depth: int) -> np.ndarray:
     return np.concatenate(parts)
 
 
-def kept_value(emit: np.ndarray, width: int, depth: int) -> Any:
+def kept_value(emit: np.ndarray, width: int, depth: int, overlap: np.ndarray | None = None) -> Any:
     """E[kept credit of the output node] from a coarse law aggregated by node (emit [N', M+1],
     verifiers.exact.ExactResult.emit): the block efficiency of the fine verifier that runs
-    the coarse one and ends its block at the first R (section 13.5, Lemma 13.3)."""
+    the coarse one and ends its block at the first R (section 13.5, Lemma 13.3).
+
+    overlap [n kept nodes] (optional, `exit_overlap` of every kept node): also credit an
+    accepted R at kept node u with overlap[u], the probability that the maximal coupling of
+    the lumped draft token with a fresh lumped target token keeps the drafted one (section
+    13.6, Lemma 13.8)."""
     credit = kept_credit(width, depth)
-    return (emit.sum(axis=1) * credit).sum()
+    mass = emit.sum(axis=1)
+    value = (mass * credit).sum()
+    if overlap is not None:
+        bonus = exit_bonus(overlap, width, depth)
+        if emit.dtype != object:
+            bonus = bonus.astype(np.float64)
+        value = value + (mass * bonus).sum()
+    return value
+
+
+def exit_bonus(overlap: np.ndarray, width: int, depth: int) -> np.ndarray:
+    """[num_nodes(M + 1, L)]: overlap[u] for every coarse node whose first R follows the kept
+    node u (u in the complete M-ary layout: children of n are M n + 1 + j), 0 for the
+    nodes without R."""
+    overlap = np.asarray(overlap)
+    vocab = width + 1
+    parts = [np.zeros(1, dtype=overlap.dtype)]
+    for d in range(1, depth + 1):
+        prefixes = all_paths(vocab, d)
+        index = np.zeros(len(prefixes), dtype=np.int64)  # kept node of the prefix so far
+        exit_at = np.full(len(prefixes), -1, dtype=np.int64)
+        for i in range(d):
+            token = prefixes[:, i]
+            fresh = (exit_at < 0) & (token == width)
+            exit_at[fresh] = index[fresh]
+            going = (exit_at < 0) & (token != width)
+            index[going] = width * index[going] + 1 + token[going]
+        part = np.zeros(len(prefixes), dtype=overlap.dtype)
+        if overlap.dtype == object:
+            part[:] = 0
+        has = exit_at >= 0
+        part[has] = overlap[exit_at[has]]
+        parts.append(part)
+    return np.concatenate(parts)
+
+
+EXIT_MARGIN = 1e-9  # relative: a float64 overlap is lowered by this (section 13.6)
+
+
+def exit_overlap(target_row: np.ndarray, draft_row: np.ndarray, kept: Any) -> Any:
+    """beta(u) = sum over tokens x outside the kept set of min(p(x|u) / P, q(x|u) / Q), with P,
+    Q the rows' masses outside it: the probability that a maximal coupling of a lumped draft
+    token (law q restricted outside, renormalised) with a fresh lumped target token (p, the
+    same) gives the same token (0 when P or Q is 0). Exact on rows of Fractions; on float64
+    rows it is lowered by the relative EXIT_MARGIN, which covers the rounding of the sums
+    (at most V 2^-53 relative) so it stays a certified lower bound (section 13.6)."""
+    outside = np.ones(len(target_row), dtype=bool)
+    outside[np.asarray(list(kept), dtype=np.int64)] = False
+    p_out, q_out = target_row[outside], draft_row[outside]
+    if np.asarray(target_row).dtype == object:
+        big_p, big_q = sum(p_out, Fraction(0)), sum(q_out, Fraction(0))
+        if big_p == 0 or big_q == 0:
+            return Fraction(0)
+        return sum((min(a * big_q, b * big_p) for a, b in zip(p_out, q_out, strict=True)),
+                   Fraction(0)) / (big_p * big_q)
+    p_out, q_out = np.asarray(p_out, np.float64), np.asarray(q_out, np.float64)
+    big_p, big_q = float(p_out.sum()), float(q_out.sum())
+    if big_p <= 0 or big_q <= 0:
+        return 0.0
+    beta = float(np.minimum(p_out / big_p, q_out / big_q).sum())
+    return max(0.0, min(1.0, beta) * (1.0 - EXIT_MARGIN))
 
 
 def _exact_rows(rows: np.ndarray) -> np.ndarray:
@@ -299,12 +364,14 @@ def prefix_upper_bound(target_kept: np.ndarray, draft_kept: np.ndarray, width: i
 
 
 def kept_lower_values(coarse: Instance, width: int, paths: int, names: list[str],
-                      max_size: int = 2_000_000) -> dict[str, Any]:
+                      max_size: int = 2_000_000, overlap: np.ndarray | None = None
+                      ) -> dict[str, Any]:
     """{verifier: kept value} for every named lossless i.i.d. verifier whose exact law on the
     coarse instance costs at most max_size evaluations (verifiers.exact.enumeration_size):
     the exact block efficiency of a lossless FINE verifier (section 13.5, Lemma 13.3), so a
     lower bound on the fine optimum. Exact on a rational coarse instance, float64 otherwise.
-    Verifiers too costly to evaluate are left out (listed under "skipped")."""
+    Verifiers too costly to evaluate are left out (listed under "skipped"). overlap: the
+    exit credit of `kept_value` (section 13.6, Lemma 13.8)."""
     model = coarse.model(exact=coarse.rational)
     values: dict[str, Any] = {}
     skipped = []
@@ -312,7 +379,8 @@ def kept_lower_values(coarse: Instance, width: int, paths: int, names: list[str]
         if enumeration_size(model, name, paths) > max_size:
             skipped.append(name)
             continue
-        values[name] = kept_value(exact_result(model, name, paths=paths).emit, width, coarse.depth)
+        values[name] = kept_value(exact_result(model, name, paths=paths).emit, width, coarse.depth,
+                                  overlap)
     return {"values": values, "skipped": skipped}
 
 
@@ -336,8 +404,8 @@ def kept_count(target_row: np.ndarray, draft_row: np.ndarray, order: np.ndarray,
     return int(small[0]) if len(small) else min(cap, len(order))
 
 
-def padded_edges(nodes: list[dict[str, Any]], depth: int) -> tuple[np.ndarray, np.ndarray,
-                                                                     np.ndarray, int]:
+def padded_edges(nodes: list[dict[str, Any]], depth: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
     """A non-uniform kept tree in the complete-tree layout of `coarsened_rows`.
 
     nodes: the kept nodes of depth 0..L-1 (root first), each {"parent": index in nodes or
@@ -345,7 +413,8 @@ def padded_edges(nodes: list[dict[str, Any]], depth: int) -> tuple[np.ndarray, n
     full-vocabulary edge probabilities}. The slot width W is the largest k (at least 1); a
     node keeping k < W tokens gets W - k dummy slots of probability 0 under both rows, and
     slots below a dummy (or below a node of depth L - 1) are dummies too. Returns
-    (target_edge, draft_edge, tokens (-1 for dummies), W), each [sum_(d<L) W^d, W].
+    (target_edge, draft_edge, tokens (-1 for dummies), W), each [sum_(d<L) W^d, W], and
+    overlap [sum_(d<L) W^d]: every node's "overlap" (`exit_overlap`; 0 where not given).
     Dummy tokens change no optimum and no verifier's value (docs/theory.md section 13.6)."""
     width = max([1] + [len(n["tokens"]) for n in nodes])
     count = sum(width**d for d in range(depth))
@@ -355,17 +424,20 @@ def padded_edges(nodes: list[dict[str, Any]], depth: int) -> tuple[np.ndarray, n
     de = te.copy()
     tokens = np.full((count, width), -1, dtype=np.int64)
     index = np.zeros(len(nodes), dtype=np.int64)  # complete-tree index of every kept node
+    overlap = np.full(count, zero, dtype=object if exact else np.float64)
     for i, node in enumerate(nodes):
         if node["parent"] is not None:
             index[i] = width * index[node["parent"]] + 1 + node["slot"]
         k = len(node["tokens"])
         te[index[i], :k], de[index[i], :k] = node["p"], node["q"]
         tokens[index[i], :k] = node["tokens"]
-    return te, de, tokens, width
+        overlap[index[i]] = node.get("overlap", zero)
+    return te, de, tokens, width, overlap
 
 
 def mass_kept_edges(instance: Instance, cap: int, epsilon: float, paths: int,
-                    exact: bool | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+                    exact: bool | None = None
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
     """The mass-driven kept tree of a (small) fine instance: at every kept node the top
     tokens of p + q (ties by id), as many as `kept_count` asks; the children of kept tokens
     are kept nodes. Returns `padded_edges` (exact Fractions on a rational instance unless
@@ -384,7 +456,8 @@ def mass_kept_edges(instance: Instance, cap: int, epsilon: float, paths: int,
                            depth - d, cap, epsilon, paths)
             chosen = [int(t) for t in order[:k]]
             nodes.append({"parent": parent, "slot": slot, "tokens": chosen,
-                          "p": [target[u, t] for t in chosen], "q": [draft[u, t] for t in chosen]})
+                          "p": [target[u, t] for t in chosen], "q": [draft[u, t] for t in chosen],
+                          "overlap": exit_overlap(target[u], draft[u], chosen)})
             here = len(nodes) - 1
             if d + 1 < depth:
                 children += [(here, j, u * vocab + 1 + t, reach_p * float(instance.target[u, t]),

@@ -274,11 +274,11 @@ def test_padding_with_dummy_tokens_changes_no_optimum_and_no_law():
     nodes += [{"parent": 0, "slot": j, "tokens": list(tokens[1 + j]), "p": list(target[1 + j]),
                "q": list(draft[1 + j])} for j in range(2)]
     nodes.append({"parent": 0, "slot": 2, "tokens": [], "p": [], "q": []})  # a node keeping 0
-    te, de, padded_tokens, width = padded_edges(nodes[:3], 2)
+    te, de, padded_tokens, width, _ = padded_edges(nodes[:3], 2)
     assert width == 2 and (te == target).all()
     nodes[0] = {**nodes[0], "tokens": [*nodes[0]["tokens"], 3], "p": [*nodes[0]["p"], Fraction(0)],
                 "q": [*nodes[0]["q"], Fraction(0)]}  # a third slot of probability 0: a dummy
-    te3, de3, tok3, w3 = padded_edges(nodes, 2)
+    te3, de3, tok3, w3, _ = padded_edges(nodes, 2)
     assert w3 == 3 and te3.shape == (4, 3) and list(tok3[3]) == [-1, -1, -1]
     for paths in (1, 2):
         narrow = coarsened_instance(target, draft, 2, 2)
@@ -305,13 +305,16 @@ def test_mass_driven_bracket_holds_exactly(vocab, depth, paths, seed):
     opt = fine.exact_value
     sizes = set()
     for cap, epsilon in ((2, 0.2), (3, 0.05), (vocab, 0.02), (vocab, 0.0)):
-        target, draft, tokens, width = mass_kept_edges(inst, cap, epsilon, paths)
+        target, draft, tokens, width, overlap = mass_kept_edges(inst, cap, epsilon, paths)
         kept = int((tokens >= 0).sum())
         sizes.add(kept)
-        found = bracket_bounds(target, draft, width, depth, [paths], LOWER_NAMES)
+        found = bracket_bounds(target, draft, width, depth, [paths], LOWER_NAMES,
+                               overlap=overlap)
         upper, lower = found["bounds"][str(paths)], found["lower"][str(paths)]
         assert parse_fraction(lower["exact"]) <= opt <= parse_fraction(upper["exact"]), \
             (cap, epsilon, lower, upper)
+        plain = bracket_bounds(target, draft, width, depth, [paths], LOWER_NAMES)["lower"]
+        assert lower["exit_credit"] and plain[str(paths)]["value"] <= lower["value"]
         mass = lumped_mass(target, draft, width, depth)
         if epsilon == 0.0:
             assert 0 <= mass["lumped_target"] <= 1
@@ -325,7 +328,7 @@ def test_mass_driven_tree_is_non_uniform_where_the_mass_is():
     inst = dirichlet_instance(4, 2, alpha=0.5, seed=3, denominator=64)
     inst.target[0] = np.array([0.85, 0.05, 0.05, 0.05])
     inst.draft[0] = np.array([0.7, 0.1, 0.1, 0.1])
-    target, draft, tokens, width = mass_kept_edges(inst, 4, 0.06, 1, exact=False)
+    target, draft, tokens, width, overlap = mass_kept_edges(inst, 4, 0.06, 1, exact=False)
     kept_children = (tokens[1 : 1 + width] >= 0).sum(axis=1)  # per root slot
     heavy = int(np.nonzero(tokens[0] == 0)[0][0])
     assert kept_children[heavy] >= 1
@@ -406,3 +409,95 @@ def test_mass_tree_rows_equal_plain_forwards(tiny_models):
     assert full["width"] == 3
     assert np.allclose(full["target_edge"], rows.target_edge[:4], atol=1e-12)
     assert np.allclose(full["draft_edge"], rows.draft_edge[:4], atol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------
+# the exit credit (docs/theory.md section 13.6, Lemma 13.8)
+
+from speclp.lp.coarsen import exit_bonus, exit_overlap  # noqa: E402
+
+
+def test_exit_overlap_by_hand():
+    # outside the kept token 0: p = (1/4, 1/4) of mass 1/2, q = (1/2, 1/4) of mass 3/4
+    p = np.array([Fraction(1, 2), Fraction(1, 4), Fraction(1, 4)], dtype=object)
+    q = np.array([Fraction(1, 4), Fraction(1, 2), Fraction(1, 4)], dtype=object)
+    # normalised: p_out = (1/2, 1/2), q_out = (2/3, 1/3): overlap 1/2 + 1/3
+    assert exit_overlap(p, q, [0]) == Fraction(5, 6)
+    assert exit_overlap(p, q, [0, 1, 2]) == 0  # nothing outside
+    low = exit_overlap(p.astype(np.float64), q.astype(np.float64), [0])
+    assert 5 / 6 * (1 - 2e-9) < low < 5 / 6  # lowered by the margin, never above
+    bonus = exit_bonus(np.array([Fraction(1, 2), Fraction(1, 3)], dtype=object), 1, 2)
+    # M = 1, L = 2, coarse tokens {0, R=1}: nodes (), 0, R, 00, 0R, R0, RR
+    assert list(bonus) == [0, 0, Fraction(1, 2), 0, Fraction(1, 3), Fraction(1, 2), Fraction(1, 2)]
+
+
+def fine_law_with_exit_credit(inst, width, verifier, paths):
+    """Lemma 13.8 made explicit: as `fine_law_of_truncated_coarse`, but an ACCEPTED first R at
+    u couples the lumped draft token x (law q outside S(u), renormalised) maximally with a
+    fresh lumped target token t (p, the same): t = x is accepted and the block ends with a
+    target token at ux; otherwise t is the correction. Returns (emit over the fine tree,
+    coarse emit, overlap per kept node)."""
+    vocab, depth = inst.vocab_size, inst.depth
+    coarse, tokens = coarsen_instance(inst, width)
+    emit_c = exact_result(coarse.model(exact=True), verifier, paths=paths).emit
+    fine = inst.model(exact=True)
+    target, draft = fine.target, fine.draft
+    fine_node = {0: 0}  # kept node -> fine node
+    overlap = np.full(len(tokens), Fraction(0), dtype=object)
+    for n in range(len(tokens)):
+        u = fine_node[n]
+        overlap[n] = exit_overlap(target[u], draft[u], list(tokens[n]))
+        for j, t in enumerate(tokens[n]):
+            fine_node[width * n + 1 + j] = u * vocab + 1 + int(t)
+    emit = np.full((num_nodes(vocab, depth), vocab), Fraction(0), dtype=object)
+    for n in range(emit_c.shape[0]):
+        prefix = node_prefix(n, width + 1)
+        for y in range(width + 1):
+            mass = emit_c[n, y]
+            if mass == 0:
+                continue
+            kept, fine_prefix, ended = 0, [], False
+            for i, t in enumerate((*prefix, y)):
+                u = node_index(fine_prefix, vocab)
+                keep = list(tokens[kept]) if len(fine_prefix) < depth else []
+                if t == width or not keep:
+                    rest = [x for x in range(vocab) if x not in keep]
+                    big_p = sum(target[u, x] for x in rest)
+                    big_q = sum(draft[u, x] for x in rest)
+                    accepted = i < len(prefix)
+                    for x in rest:
+                        p_out = target[u, x] / big_p
+                        both = min(p_out, draft[u, x] / big_q) if accepted and big_q else 0
+                        if both:
+                            child = u * vocab + 1 + x
+                            for z in range(vocab):
+                                emit[child, z] += mass * both * target[child, z]
+                        emit[u, x] += mass * (p_out - both)
+                    ended = True
+                    break
+                fine_prefix.append(int(tokens[kept, t]))
+                kept = width * kept + 1 + t
+            if not ended:
+                u = node_index(fine_prefix[:-1], vocab)
+                emit[u, fine_prefix[-1]] += mass
+    return emit, emit_c, overlap
+
+
+@pytest.mark.parametrize("verifier, vocab, depth, paths", [("bv", 3, 2, 1), ("gbv", 3, 2, 2),
+                                                            ("nodeopt", 3, 2, 2),
+                                                            ("specinfer", 4, 2, 2), ("bv", 3, 3, 1)])
+def test_the_exit_credit_verifier_is_lossless_with_the_credited_value(verifier, vocab, depth, paths):
+    inst = dirichlet_instance(vocab, depth, alpha=0.7, seed=5 + vocab, denominator=32)
+    fine = inst.model(exact=True)
+    opt = optimum(inst, paths, method="full").exact_value
+    credited = []
+    for width in range(1, vocab):
+        emit, emit_c, overlap = fine_law_with_exit_credit(inst, width, verifier, paths)
+        law = continued_law(fine, emit)
+        assert list(law) == list(fine.target_path_probabilities(depth + 1))  # lossless, exactly
+        depths = np.array([len(node_prefix(n, vocab)) for n in range(emit.shape[0])])
+        value = (emit.sum(axis=1) * (depths + 1)).sum()
+        assert value == kept_value(emit_c, width, depth, overlap)
+        assert kept_value(emit_c, width, depth) <= value <= opt
+        credited.append(value - kept_value(emit_c, width, depth))
+    assert max(credited) > 0  # the credit is not always zero here

@@ -75,7 +75,7 @@ for t in [float(x) for x in temps.split(",")]:
                                    for k in found["bounds"]},
                       "coarsening": {k: v for k, v in found["coarsening"].items()
                                      if k != "rows_seconds"},
-                      "expansion": found["expansion"]}
+                      "steps": found["expansion"]}
             with OUT.open("a") as f:
                 f.write(json.dumps(record) + "\n")
             print(f"{record['prompt']} {expansion} L={depth} T={t}: " + ", ".join(
