@@ -87,7 +87,7 @@ from .store import KeyedRecords, load_jsonl, open_records, record_key, slug  # n
 
 MODE_FULL = "full-vocabulary"
 MODE_RENORMALISED = "renormalised"
-BOUNDS_VERSION = 3  # 3: mass-driven kept trees (docs/theory.md 13.6); 2: uniform M (13.5); older not reused
+BOUNDS_VERSION = 4  # 4: + exit credit (13.6, Lemma 13.8); 3: mass trees (13.6); 2: uniform M (13.5)
 MAX_COARSE_PATHS = 40_000  # (M + 1)^L paths in the coarse LP at most
 CERTIFIED_TOLERANCE = tolerances.CERTIFIED  # a verifier beats a certified bound by more: failure
 UNCERTIFIED_TOLERANCE = tolerances.UNCERTIFIED
