@@ -67,6 +67,7 @@ from ..lp import optimum, tolerances
 from ..lp.closed_form import one_step_optimum
 from ..lp.coarsen import (
     coarsened_instance,
+    depth_caps,
     describe_coarsening,
     exit_overlap,
     kept_count,
@@ -126,8 +127,9 @@ def mass_tree_rows(prefilled: Any, depth: int, cap: int, epsilon: float, paths: 
     Level by level from the root: every kept node u of depth d < L keeps the top tokens of
     p + q, as many as `lp.coarsen.kept_count` asks (the fewest whose lumped weight
     (L - d) min(p(u) p(rest|u), K q(u) q(rest|u)) is <= epsilon, K = max(paths), at most
-    cap); the kept tokens' children are the kept nodes of depth d + 1, and only they get
-    model rows (one tree-masked forward per level and model, the caches of `prefilled`).
+    `lp.coarsen.depth_caps(cap, L)[d]`: cap 2^(L-1-d)); the kept tokens' children are
+    the kept nodes of depth d + 1, and only they get model rows (one tree-masked forward
+    per level and model, the caches of `prefilled`).
     Returns {"target_edge", "draft_edge", "tokens", "width", "overlap"} in the padded
     complete-tree layout of `lp.coarsen.padded_edges` (float64 full-vocabulary
     probabilities; overlap: `lp.coarsen.exit_overlap` of every kept node), "nodes"
@@ -141,8 +143,9 @@ def mass_tree_rows(prefilled: Any, depth: int, cap: int, epsilon: float, paths: 
     p_rows, q_rows = tgt.root_row[None], drf.root_row[None]
     level = [(None, 0, 1.0, 1.0)]  # (parent, slot, p(u), q(u)) of this level's nodes
     masks = torch.zeros(1, 0, dtype=torch.bool)  # [n_level, tree slots] each node sees
+    caps = depth_caps(cap, depth, MAX_COARSE_PATHS)
     for d in range(depth):
-        cap_here = min(cap, p_rows.shape[-1])
+        cap_here = min(caps[d], p_rows.shape[-1])
         top = torch.topk(p_rows + q_rows, cap_here, dim=-1).indices.cpu().numpy()  # [n, cap]
         p_np, q_np = p_rows.cpu().numpy(), q_rows.cpu().numpy()
         children, child_tokens, parent_local = [], [], []

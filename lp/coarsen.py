@@ -404,6 +404,18 @@ def kept_count(target_row: np.ndarray, draft_row: np.ndarray, order: np.ndarray,
     return int(small[0]) if len(small) else min(cap, len(order))
 
 
+def depth_caps(cap: int, depth: int, max_paths: int = 40_000) -> list[int]:
+    """Per-depth caps of a mass-driven tree: cap 2^(L-1-d) at depth d (the root widest: its
+    lumped mass has the most levels below it), each at most the largest W with
+    (W + 1)^L <= max_paths (the padded coarse LP's paths)."""
+    if cap < 1 or depth < 1:
+        raise ValueError(f"need cap >= 1 and depth >= 1, got {cap}, {depth}")
+    top = 1
+    while (top + 2) ** depth <= max_paths:
+        top += 1
+    return [max(1, min(cap * 2 ** (depth - 1 - d), top)) for d in range(depth)]
+
+
 def padded_edges(nodes: list[dict[str, Any]], depth: int
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
     """A non-uniform kept tree in the complete-tree layout of `coarsened_rows`.
@@ -441,19 +453,21 @@ def mass_kept_edges(instance: Instance, cap: int, epsilon: float, paths: int,
     """The mass-driven kept tree of a (small) fine instance: at every kept node the top
     tokens of p + q (ties by id), as many as `kept_count` asks; the children of kept tokens
     are kept nodes. Returns `padded_edges` (exact Fractions on a rational instance unless
-    exact is False). The same rule as `experiments.realgap.mass_tree_rows` on a real pair."""
+    exact is False). The same rule as `experiments.realgap.mass_tree_rows` on a real pair:
+    at depth d at most `depth_caps(cap, L)[d]` tokens."""
     vocab, depth = instance.vocab_size, instance.depth
     exact = instance.rational if exact is None else exact
     target = instance.target_exact if exact else instance.target
     draft = instance.draft_exact if exact else instance.draft
     nodes: list[dict[str, Any]] = []
+    caps = depth_caps(cap, depth)
     level = [(None, 0, 0, 1.0, 1.0)]  # (parent, slot, fine node, p(u), q(u))
     for d in range(depth):
         children = []
         for parent, slot, u, reach_p, reach_q in level:
             order = kept_tokens(instance.target[u : u + 1], instance.draft[u : u + 1], vocab)[0]
             k = kept_count(instance.target[u], instance.draft[u], order, reach_p, reach_q,
-                           depth - d, cap, epsilon, paths)
+                           depth - d, caps[d], epsilon, paths)
             chosen = [int(t) for t in order[:k]]
             nodes.append({"parent": parent, "slot": slot, "tokens": chosen,
                           "p": [target[u, t] for t in chosen], "q": [draft[u, t] for t in chosen],

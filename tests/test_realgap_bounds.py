@@ -247,6 +247,15 @@ from speclp.lp.coarsen import (  # noqa: E402
 )
 
 
+def test_depth_caps():
+    from speclp.lp.coarsen import depth_caps
+
+    assert depth_caps(8, 2) == [16, 8]
+    assert depth_caps(4, 3) == [16, 8, 4]
+    assert depth_caps(8, 4) == [13, 13, 13, 8]  # (13 + 1)^4 <= 40,000 < 15^4
+    assert depth_caps(1, 3, max_paths=27) == [2, 2, 1]  # 3^3 = 27 paths
+
+
 def test_kept_count_by_hand():
     # rows of 4 tokens, order 0..3; p(u) = 1/2, q(u) = 1/4, 2 levels left, K = 1
     p = np.array([0.5, 0.25, 0.125, 0.125])
@@ -404,11 +413,13 @@ def test_mass_tree_rows_equal_plain_forwards(tiny_models):
         checked += 1
         deepest = max(deepest, len(prefix))
     assert deepest == 2 and checked == int((counts > 0).sum()) <= tree["nodes"]
-    full = mass_tree_rows(ready, 2, 3, 0.0, [1])
-    rows = tree_rows(target, draft, context, 3, 1, 1.0, 1.3, select="mix", prefilled=ready)
-    assert full["width"] == 3
-    assert np.allclose(full["target_edge"], rows.target_edge[:4], atol=1e-12)
-    assert np.allclose(full["draft_edge"], rows.draft_edge[:4], atol=1e-12)
+    full = mass_tree_rows(ready, 2, 3, 0.0, [1])  # depth caps 6, 3: every cap reached
+    rows = tree_rows(target, draft, context, 6, 1, 1.0, 1.3, select="mix", prefilled=ready)
+    assert full["width"] == 6
+    for mine, theirs in ((full["target_edge"], rows.target_edge), (full["draft_edge"], rows.draft_edge)):
+        assert np.allclose(mine[0], theirs[0], atol=1e-12)
+        assert np.allclose(mine[1:7, :3], theirs[1:7, :3], atol=1e-12)
+        assert (mine[1:7, 3:] == 0).all()
 
 
 # ---------------------------------------------------------------------------------------

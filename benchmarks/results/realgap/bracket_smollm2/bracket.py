@@ -32,7 +32,7 @@ PROMPTS = ["def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"
            "def is_palindrome(text: str) -> bool:\n",
            "import numpy as np\n\ndef moving_average(x, window):\n",
            "class Stack:\n    def __init__(self):\n"]
-CAPS = {"mass": {2: [8, 12, 16], 3: [6, 8, 10], 4: [4, 6, 8]},
+CAPS = {"mass": {2: [8, 12, 16], 3: [3, 4, 6], 4: [1, 2]},  # depth_caps: root widest
         "uniform": {2: [4, 6, 8], 3: [4, 6, 8], 4: [3, 4, 5]}}
 PATHS = [1, 2, 4]
 VERIFIERS = ["bv", "gbv", "nss", "nodeopt", "specinfer"]
