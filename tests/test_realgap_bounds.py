@@ -512,3 +512,29 @@ def test_the_exit_credit_verifier_is_lossless_with_the_credited_value(verifier, 
         assert kept_value(emit_c, width, depth) <= value <= opt
         credited.append(value - kept_value(emit_c, width, depth))
     assert max(credited) > 0  # the credit is not always zero here
+
+
+def test_adaptive_bracket_on_mass_trees(tiny_models):
+    import torch
+    from speclp.decode.tree_rows import prefill
+    from speclp.experiments.realgap import adaptive_bracket, mass_tree_rows
+
+    torch.set_num_threads(1)
+    target, draft = tiny_models
+    context = [4, 8, 15, 16]
+    ready = prefill(target, draft, context, 1.0, 1.3)
+    args = (target, draft, context, 2, [1, 2], 1.0, 1.3, ready, ["bv", "gbv", "nss"])
+    found = adaptive_bracket(*args, [2, 3], None, None, "mass")
+    assert [e["cap"] for e in found["expansion"]] == [2, 3]
+    for k in ("1", "2"):
+        low, up = found["lower"][k], found["bounds"][k]
+        assert low["exit_credit"] and low["value"] <= up["value"]
+        assert up["certified"] and up["value"] == min(up["candidates"].values())
+        # the record keeps the best of the trees: no tree's own bracket is narrower
+        assert up["value"] - low["value"] <= min(e["bracket_width"][k] for e in found["expansion"]) + 1e-15
+    # the second tree is at least as wide as the first at every kept node (same rule, smaller epsilon)
+    first = mass_tree_rows(ready, 2, 2, found["expansion"][0]["epsilon"], [1, 2])
+    assert found["expansion"][1]["nodes"] >= first["nodes"]
+    assert len(adaptive_bracket(*args, [2, 3], 10.0, None, "mass")["expansion"]) == 1
+    with pytest.raises(ValueError, match="expansion"):
+        adaptive_bracket(*args, [2], None, None, "wide")
