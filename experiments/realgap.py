@@ -220,8 +220,8 @@ def lower_verifiers(names: list[str] | None) -> list[str]:
 def bracket_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, depth: int,
                    paths: list[int], verifiers: list[str] | None = None,
                    max_evaluations: int = MAX_LAW_EVALUATIONS,
-                   time_limit: float | None = None, overlap: np.ndarray | None = None
-                   ) -> dict[str, Any]:
+                   time_limit: float | None = None, overlap: np.ndarray | None = None,
+                   skip_late_laws: bool = True) -> dict[str, Any]:
     """Certified lower and upper bounds on the fine K-path optimum from the kept rows only.
 
     target_edge, draft_edge [N, M]: the FULL-vocabulary probabilities of the M kept children
@@ -242,7 +242,8 @@ def bracket_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, 
     token with it (section 13.6, Lemma 13.8; recorded as "exit_credit").
     time_limit: seconds for all the LP solves together (each gets an equal share of what is
     left); an LP stopped by it gives no candidate unless its master has duals (weak duality
-    holds for any multipliers), and the prefix bound always remains.
+    holds for any multipliers), and the prefix bound always remains; past it (skip_late_laws)
+    the registered verifiers' laws are skipped too (token-kept / nss-kept remain).
     """
     deadline = None if time_limit is None else time.perf_counter() + time_limit
     solves_left = 2 * len(paths)
@@ -287,7 +288,7 @@ def bracket_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, 
             "status": "certified", "seconds": round(time.perf_counter() - start, 3)}
         start = time.perf_counter()
         coarse = instance if not exact else instance
-        late = deadline is not None and time.perf_counter() > deadline
+        late = skip_late_laws and deadline is not None and time.perf_counter() > deadline
         found = kept_lower_values(coarse, width, k, [] if late else names, max_evaluations,
                                   overlap)
         if late:  # out of time: the cheap token-kept / nss-kept values only
@@ -514,7 +515,8 @@ def adaptive_bracket(target: Any, draft: Any, context: list[int], depth: int, pa
             tree = mass_tree_rows(prefilled, depth, m, epsilons[i], paths)
             w = tree["width"]
             found = bracket_bounds(tree["target_edge"], tree["draft_edge"], w, depth, paths,
-                                   verifiers, time_limit=left, overlap=tree["overlap"])
+                                   verifiers, time_limit=left, overlap=tree["overlap"],
+                                   skip_late_laws=i > 0)  # the first tree: every law
             coarsening = {"select": "mass-driven: top of p + q per node until the lumped "
                                     "weight is <= epsilon (docs/theory.md section 13.6)",
                           "cap": m, "epsilon": epsilons[i], "width": w, "nodes": tree["nodes"],

@@ -71,7 +71,10 @@ for t in [float(x) for x in temps.split(",")]:
                                        "upper_by": found["bounds"][k]["method"],
                                        "upper_exact": found["bounds"][k]["exact"],
                                        "width": found["bounds"][k]["value"]
-                                       - found["lower"][k]["value"]}
+                                       - found["lower"][k]["value"],
+                                       "upper_seconds": found["bounds"][k]["seconds"],
+                                       "lower_seconds": found["lower"][k]["seconds"],
+                                       "skipped": found["lower"][k]["skipped"]}
                                    for k in found["bounds"]},
                       "coarsening": {k: v for k, v in found["coarsening"].items()
                                      if k != "rows_seconds"},
