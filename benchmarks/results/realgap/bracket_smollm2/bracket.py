@@ -6,7 +6,8 @@
         EXPANSION L T BUDGET [PROMPTS]
 
 EXPANSION: mass or uniform; L, T: comma lists; BUDGET: seconds per context (checked between
-trees, and the LP solves get what is left); PROMPTS: how many of PROMPTS (default all).
+trees, and the LP solves get what is left); PROMPTS: N, the first N of PROMPTS (default all),
+or @i,j: those.
 Appends to brackets.jsonl here, one line per (prompt, expansion, L, T, budget); lines
 already there are skipped (resumable).
 """
@@ -38,7 +39,9 @@ PATHS = [1, 2, 4]
 VERIFIERS = ["bv", "gbv", "nss", "nodeopt", "specinfer"]
 
 expansion, depths, temps, budget = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
-count = int(sys.argv[5]) if len(sys.argv) > 5 else len(PROMPTS)
+arg = sys.argv[5] if len(sys.argv) > 5 else str(len(PROMPTS))
+# PROMPTS: N (the first N prompts) or @i,j (those indices)
+chosen = [int(i) for i in arg[1:].split(",")] if arg.startswith("@") else list(range(int(arg)))
 done = set()
 if OUT.exists():
     for line in OUT.read_text().splitlines():
@@ -50,7 +53,8 @@ torch.set_num_threads(1)
 pair = load_pair("smollm2-135m", device="cpu")
 for t in [float(x) for x in temps.split(",")]:
     for depth in [int(x) for x in depths.split(",")]:
-        for i, text in enumerate(PROMPTS[:count]):
+        for i in chosen:
+            text = PROMPTS[i]
             key = json.dumps([f"fixed:{i}", expansion, depth, t, budget, BOUNDS_VERSION])
             if key in done:
                 continue
