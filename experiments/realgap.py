@@ -100,8 +100,8 @@ UNCERTIFIED_TOLERANCE = tolerances.UNCERTIFIED
 
 def coarse_upper_bounds(target: Any, draft: Any, context: list[int], depth: int, width: int,
                         paths: list[int], temperature: float, draft_temperature: float | None,
-                        prefilled: Any = None, verifiers: list[str] | None = None
-                        ) -> dict[str, Any]:
+                        prefilled: Any = None, verifiers: list[str] | None = None,
+                        time_limit: float | None = None) -> dict[str, Any]:
     """The bracket at one kept width M for L >= 2 (docs/theory.md sections 13.3-13.5).
 
     The kept tree is the complete M-ary tree of the top-M tokens of p + q at every kept node
@@ -115,7 +115,8 @@ def coarse_upper_bounds(target: Any, draft: Any, context: list[int], depth: int,
     coarsening = {"width": width, "select": "top-M of p + q per node",
                   "rows_seconds": rows.seconds,
                   **describe_coarsening(rows.target_edge, rows.draft_edge)}
-    found = bracket_bounds(rows.target_edge, rows.draft_edge, width, depth, paths, verifiers)
+    found = bracket_bounds(rows.target_edge, rows.draft_edge, width, depth, paths, verifiers,
+                           time_limit=time_limit, skip_late_laws=False)  # LPs only are limited
     return {"coarsening": coarsening, **found}
 
 
@@ -508,7 +509,7 @@ def adaptive_bracket(target: Any, draft: Any, context: list[int], depth: int, pa
         left = None if time_budget is None else max(1.0, time_budget - (time.perf_counter() - start))
         if expansion == "uniform":
             found = coarse_upper_bounds(target, draft, context, depth, m, paths, temperature,
-                                        draft_temperature, prefilled, verifiers)
+                                        draft_temperature, prefilled, verifiers, left)
             coarsening = found["coarsening"]
             step = {"width": m}
         else:
