@@ -67,8 +67,12 @@ from ..lp import optimum, tolerances
 from ..lp.closed_form import one_step_optimum
 from ..lp.coarsen import (
     coarsened_instance,
+    depth_caps,
     describe_coarsening,
+    exit_overlap,
+    kept_count,
     kept_lower_values,
+    padded_edges,
     prefix_upper_bound,
     tail_bound,
 )
@@ -84,7 +88,7 @@ from .store import KeyedRecords, load_jsonl, open_records, record_key, slug  # n
 
 MODE_FULL = "full-vocabulary"
 MODE_RENORMALISED = "renormalised"
-BOUNDS_VERSION = 2  # 2: the bracket of docs/theory.md section 13.5 (records of 1 are not reused)
+BOUNDS_VERSION = 4  # 4: + exit credit (13.6, Lemma 13.8); 3: mass trees (13.6); 2: uniform M (13.5)
 MAX_COARSE_PATHS = 40_000  # (M + 1)^L paths in the coarse LP at most
 CERTIFIED_TOLERANCE = tolerances.CERTIFIED  # a verifier beats a certified bound by more: failure
 UNCERTIFIED_TOLERANCE = tolerances.UNCERTIFIED
@@ -96,8 +100,8 @@ UNCERTIFIED_TOLERANCE = tolerances.UNCERTIFIED
 
 def coarse_upper_bounds(target: Any, draft: Any, context: list[int], depth: int, width: int,
                         paths: list[int], temperature: float, draft_temperature: float | None,
-                        prefilled: Any = None, verifiers: list[str] | None = None
-                        ) -> dict[str, Any]:
+                        prefilled: Any = None, verifiers: list[str] | None = None,
+                        time_limit: float | None = None) -> dict[str, Any]:
     """The bracket at one kept width M for L >= 2 (docs/theory.md sections 13.3-13.5).
 
     The kept tree is the complete M-ary tree of the top-M tokens of p + q at every kept node
@@ -111,8 +115,96 @@ def coarse_upper_bounds(target: Any, draft: Any, context: list[int], depth: int,
     coarsening = {"width": width, "select": "top-M of p + q per node",
                   "rows_seconds": rows.seconds,
                   **describe_coarsening(rows.target_edge, rows.draft_edge)}
-    found = bracket_bounds(rows.target_edge, rows.draft_edge, width, depth, paths, verifiers)
+    found = bracket_bounds(rows.target_edge, rows.draft_edge, width, depth, paths, verifiers,
+                           time_limit=time_limit, skip_late_laws=False)  # LPs only are limited
     return {"coarsening": coarsening, **found}
+
+
+@torch.no_grad()
+def mass_tree_rows(prefilled: Any, depth: int, cap: int, epsilon: float, paths: list[int]
+                   ) -> dict[str, Any]:
+    """The mass-driven kept tree below a prefilled context (docs/theory.md section 13.6).
+
+    Level by level from the root: every kept node u of depth d < L keeps the top tokens of
+    p + q, as many as `lp.coarsen.kept_count` asks (the fewest whose lumped weight
+    (L - d) min(p(u) p(rest|u), K q(u) q(rest|u)) is <= epsilon, K = max(paths), at most
+    `lp.coarsen.depth_caps(cap, L)[d]`: cap 2^(L-1-d)); the kept tokens' children are
+    the kept nodes of depth d + 1, and only they get model rows (one tree-masked forward
+    per level and model, the caches of `prefilled`).
+    Returns {"target_edge", "draft_edge", "tokens", "width", "overlap"} in the padded
+    complete-tree layout of `lp.coarsen.padded_edges` (float64 full-vocabulary
+    probabilities; overlap: `lp.coarsen.exit_overlap` of every kept node), "nodes"
+    (kept nodes with rows), "kept_tokens" and "seconds" (forward passes per model).
+    """
+    prefilled.rewind()
+    tgt, drf = prefilled.target, prefilled.draft
+    most = max(paths)
+    seconds = {"target": 0.0, "draft": 0.0}
+    nodes: list[dict[str, Any]] = []
+    p_rows, q_rows = tgt.root_row[None], drf.root_row[None]
+    level = [(None, 0, 1.0, 1.0)]  # (parent, slot, p(u), q(u)) of this level's nodes
+    masks = torch.zeros(1, 0, dtype=torch.bool)  # [n_level, tree slots] each node sees
+    caps = depth_caps(cap, depth, MAX_COARSE_PATHS)
+    for d in range(depth):
+        cap_here = min(caps[d], p_rows.shape[-1])
+        top = torch.topk(p_rows + q_rows, cap_here, dim=-1).indices.cpu().numpy()  # [n, cap]
+        p_np, q_np = p_rows.cpu().numpy(), q_rows.cpu().numpy()
+        children, child_tokens, parent_local = [], [], []
+        for i, (parent, slot, reach_p, reach_q) in enumerate(level):
+            k = kept_count(p_np[i], q_np[i], top[i], reach_p, reach_q, depth - d, cap_here,
+                           epsilon, most)
+            chosen = top[i, :k]
+            nodes.append({"parent": parent, "slot": slot, "tokens": [int(t) for t in chosen],
+                          "p": p_np[i, chosen].tolist(), "q": q_np[i, chosen].tolist(),
+                          "overlap": exit_overlap(p_np[i], q_np[i], chosen)})
+            if d + 1 < depth:
+                here = len(nodes) - 1
+                for j, t in enumerate(chosen):
+                    children.append((here, j, reach_p * float(p_np[i, t]),
+                                     reach_q * float(q_np[i, t])))
+                    child_tokens.append(int(t))
+                    parent_local.append(i)
+        if not children:
+            break
+        count, seen = len(children), tgt.slots
+        base = torch.zeros(count, seen + 0, dtype=torch.bool)
+        local = torch.tensor(parent_local)
+        if d > 0:  # the parent's ancestors, then the parent itself (the slots of this level)
+            base[:, : masks.shape[1]] = masks[local]
+            base[torch.arange(count), seen - len(level) + local] = True
+        tokens_t = torch.tensor(child_tokens)
+        start = time.perf_counter()
+        p_rows = tgt.level(tokens_t, base, d + 1)
+        seconds["target"] += time.perf_counter() - start
+        start = time.perf_counter()
+        q_rows = drf.level(tokens_t, base, d + 1)
+        seconds["draft"] += time.perf_counter() - start
+        masks, level = base, children
+    te, de, tokens, width, overlap = padded_edges(nodes, depth)
+    return {"target_edge": te, "draft_edge": de, "tokens": tokens, "width": width,
+            "overlap": overlap,
+            "nodes": len(nodes), "kept_tokens": int(sum(len(n["tokens"]) for n in nodes)),
+            "seconds": seconds}
+
+
+def lumped_mass(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, depth: int
+                ) -> dict[str, float]:
+    """The probability that a target (draft) sequence of length L leaves the kept tree:
+    sum over kept nodes u of p(u) (1 - p(S(u)|u)) (and q), float64; with
+    `lp.coarsen.describe_coarsening` over the kept nodes that have rows."""
+    te, de = np.asarray(target_edge, np.float64), np.asarray(draft_edge, np.float64)
+    reach_p, reach_q = np.zeros(len(te)), np.zeros(len(te))
+    reach_p[0] = reach_q[0] = 1.0
+    for n in range(len(te)):
+        below = width * n + 1
+        if below < len(te):
+            reach_p[below : below + width] = reach_p[n] * te[n]
+            reach_q[below : below + width] = reach_q[n] * de[n]
+    rest_p = np.maximum(1.0 - te.sum(axis=1), 0.0) * reach_p
+    rest_q = np.maximum(1.0 - de.sum(axis=1), 0.0) * reach_q
+    real = (reach_p > 0) | (reach_q > 0)  # kept nodes with rows (not below a dummy slot)
+    return {"lumped_target": float(rest_p.sum()), "lumped_draft": float(rest_q.sum()),
+            **describe_coarsening(te[real], de[real])}
 
 
 MAX_LAW_EVALUATIONS = 2_000_000  # a verifier's exact law on the coarse instance: at most this
@@ -128,7 +220,9 @@ def lower_verifiers(names: list[str] | None) -> list[str]:
 
 def bracket_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, depth: int,
                    paths: list[int], verifiers: list[str] | None = None,
-                   max_evaluations: int = MAX_LAW_EVALUATIONS) -> dict[str, Any]:
+                   max_evaluations: int = MAX_LAW_EVALUATIONS,
+                   time_limit: float | None = None, overlap: np.ndarray | None = None,
+                   skip_late_laws: bool = True) -> dict[str, Any]:
     """Certified lower and upper bounds on the fine K-path optimum from the kept rows only.
 
     target_edge, draft_edge [N, M]: the FULL-vocabulary probabilities of the M kept children
@@ -144,7 +238,16 @@ def bracket_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, 
     lower (the largest of): every lossless i.i.d. verifier's exact law on the coarse instance,
     credited up to the first R (Lemma 13.3; lp.coarsen.kept_lower_values), and token-kept /
     nss-kept (`kept_lower_bounds`). Exact numbers are stored as rationals.fraction_text.
+    overlap [n kept nodes] (optional; `lp.coarsen.exit_overlap` of every kept node, from
+    its full rows): the registered verifiers' kept values also credit an accepted remainder
+    token with it (section 13.6, Lemma 13.8; recorded as "exit_credit").
+    time_limit: seconds for all the LP solves together (each gets an equal share of what is
+    left); an LP stopped by it gives no candidate unless its master has duals (weak duality
+    holds for any multipliers), and the prefix bound always remains; past it (skip_late_laws)
+    the registered verifiers' laws are skipped too (token-kept / nss-kept remain).
     """
+    deadline = None if time_limit is None else time.perf_counter() + time_limit
+    solves_left = 2 * len(paths)
     te, de = np.asarray(target_edge), np.asarray(draft_edge)
     exact = te.dtype == object
     instance = coarsened_instance(te, de, width, depth, name=f"coarse-M{width}-L{depth}")
@@ -159,8 +262,11 @@ def bracket_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, 
         start = time.perf_counter()
         candidates: dict[str, Any] = {}
         lp_values: dict[str, Any] = {}
-        for label, inst in (("coarse LP", instance), ("terminal LP + tail", terminal)):
-            result = optimum(inst, k, method="colgen", certify=False)
+        for label, inst in (("terminal LP + tail", terminal), ("coarse LP", instance)):
+            share = (None if deadline is None
+                     else max(1.0, (deadline - time.perf_counter()) / solves_left))
+            solves_left -= 1
+            result = optimum(inst, k, method="colgen", certify=False, time_limit=share)
             lp_values[label] = result.value
             if result.matching_duals is None:
                 continue
@@ -183,7 +289,11 @@ def bracket_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, 
             "status": "certified", "seconds": round(time.perf_counter() - start, 3)}
         start = time.perf_counter()
         coarse = instance if not exact else instance
-        found = kept_lower_values(coarse, width, k, names, max_evaluations)
+        late = skip_late_laws and deadline is not None and time.perf_counter() > deadline
+        found = kept_lower_values(coarse, width, k, [] if late else names, max_evaluations,
+                                  overlap)
+        if late:  # out of time: the cheap token-kept / nss-kept values only
+            found["skipped"] = list(names)
         values = {f"{n}-kept": v for n, v in found["values"].items()}
         values.update(classic[str(k)]["values"])
         best_low = max(values, key=lambda n: values[n])
@@ -192,6 +302,7 @@ def bracket_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, 
             "exact": fraction_text(values[best_low]) if exact else None,
             "values": {n: float(v) for n, v in values.items()}, "skipped": found["skipped"],
             "certified": True, "seconds": round(time.perf_counter() - start, 3),
+            "exit_credit": overlap is not None,
             "method": "exact value of a lossless verifier that uses only the kept rows: a "
                       "registered verifier's law on the coarse instance credited up to the "
                       "first lumped token, or token-kept / nss-kept (docs/theory.md 13.4-13.5)"}
@@ -363,50 +474,86 @@ def width_schedule(width: int, depth: int, widths: list[int] | None = None) -> l
     return fits or chosen[:1]
 
 
+EXPANSIONS = ("mass", "uniform")  # the kept tree of adaptive_bracket (docs/theory.md 13.5-13.6)
+
+
+def mass_epsilons(count: int, width_target: float | None) -> list[float]:
+    """The lumped-weight thresholds of the mass-driven trees tried in turn: epsilon_i =
+    max(target, 0.01) / 4^(i + 1), i = 0..count-1 (each tree refines the last)."""
+    base = max(width_target or 0.0, 0.01)
+    return [base / 4 ** (i + 1) for i in range(count)]
+
+
 def adaptive_bracket(target: Any, draft: Any, context: list[int], depth: int, paths: list[int],
                      temperature: float, draft_temperature: float | None, prefilled: Any,
                      verifiers: list[str] | None, widths: list[int],
-                     width_target: float | None, time_budget: float | None) -> dict[str, Any]:
-    """Expand the kept tree (wider M, in `widths` order) until every K's bracket is at most
-    width_target wide or time_budget seconds are spent (checked between widths). The bracket
-    per K is [largest lower, smallest upper] over the widths tried (each is certified).
-    Returns {"bounds", "lower", "coarsening" (of the last width), "expansion": [...]}."""
+                     width_target: float | None, time_budget: float | None,
+                     expansion: str = "uniform") -> dict[str, Any]:
+    """Expand the kept tree until every K's bracket is at most width_target wide or
+    time_budget seconds are spent (checked between trees; the LPs of one tree get the
+    budget left as their time limit). expansion "uniform": the complete M-ary tree of the
+    top-M of p + q, M in `widths` order (section 13.5); "mass": the mass-driven tree of
+    `mass_tree_rows` with cap M in `widths` order and threshold `mass_epsilons` (section
+    13.6). The bracket per K is [largest lower, smallest upper] over the trees tried (each
+    is certified for the same fine instance).
+    Returns {"bounds", "lower", "coarsening" (of the last tree), "expansion": [...]}."""
+    if expansion not in EXPANSIONS:
+        raise ValueError(f"expansion must be one of {EXPANSIONS}, got {expansion!r}")
     start = time.perf_counter()
     bounds: dict[str, Any] = {}
     lowers: dict[str, Any] = {}
-    expansion = []
+    steps = []
     coarsening: dict[str, Any] = {}
-    for m in widths:
-        found = coarse_upper_bounds(target, draft, context, depth, m, paths, temperature,
-                                    draft_temperature, prefilled, verifiers)
-        coarsening = found["coarsening"]
+    epsilons = mass_epsilons(len(widths), width_target)
+    for i, m in enumerate(widths):
+        left = None if time_budget is None else max(1.0, time_budget - (time.perf_counter() - start))
+        if expansion == "uniform":
+            found = coarse_upper_bounds(target, draft, context, depth, m, paths, temperature,
+                                        draft_temperature, prefilled, verifiers, left)
+            coarsening = found["coarsening"]
+            step = {"width": m}
+        else:
+            tree = mass_tree_rows(prefilled, depth, m, epsilons[i], paths)
+            w = tree["width"]
+            found = bracket_bounds(tree["target_edge"], tree["draft_edge"], w, depth, paths,
+                                   verifiers, time_limit=left, overlap=tree["overlap"],
+                                   skip_late_laws=i > 0)  # the first tree: every law
+            coarsening = {"select": "mass-driven: top of p + q per node until the lumped "
+                                    "weight is <= epsilon (docs/theory.md section 13.6)",
+                          "cap": m, "epsilon": epsilons[i], "width": w, "nodes": tree["nodes"],
+                          "kept_tokens": tree["kept_tokens"], "rows_seconds": tree["seconds"],
+                          **lumped_mass(tree["target_edge"], tree["draft_edge"], w, depth)}
+            step = {"width": w, "cap": m, "epsilon": epsilons[i], "nodes": tree["nodes"],
+                    "lumped_target": coarsening["lumped_target"]}
         for k in paths:
             key = str(k)
             up, low = found["bounds"][key], found["lower"][key]
             if key not in bounds or up["value"] < bounds[key]["value"]:
-                bounds[key] = {**up, "width": m}
+                bounds[key] = {**up, "width": step["width"], "cap": m}
             if key not in lowers or low["value"] > lowers[key]["value"]:
-                lowers[key] = {**low, "width": m}
+                lowers[key] = {**low, "width": step["width"], "cap": m}
         gaps = {str(k): bounds[str(k)]["value"] - lowers[str(k)]["value"] for k in paths}
-        expansion.append({"width": m, "seconds": round(time.perf_counter() - start, 3),
-                          "bracket_width": gaps,
-                          "remainder_target_mean": coarsening["remainder_target_mean"]})
+        if expansion == "uniform":
+            step["remainder_target_mean"] = coarsening["remainder_target_mean"]
+        steps.append({**step, "seconds": round(time.perf_counter() - start, 3),
+                      "bracket_width": gaps})
         if width_target is not None and max(gaps.values()) <= width_target:
             break
         if time_budget is not None and time.perf_counter() - start > time_budget:
             break
-    return {"bounds": bounds, "lower": lowers, "coarsening": coarsening, "expansion": expansion}
+    return {"bounds": bounds, "lower": lowers, "coarsening": coarsening, "expansion": steps}
 
 
 def context_record(target: Any, draft: Any, context: list[int], depth: int, paths: list[int],
                    samples: int, batch: int, width: int, verifiers: list[str], temperature: float,
                    draft_temperature: float | None, generator: Any, score_dtype: Any = None,
                    widths: list[int] | None = None, width_target: float | None = None,
-                   time_budget: float | None = None) -> dict[str, Any]:
+                   time_budget: float | None = None, expansion: str = "mass") -> dict[str, Any]:
     """Bounds and verifier intervals at one context (module docstring); no I/O.
 
-    widths / width_target / time_budget: the adaptive expansion of `adaptive_bracket`
-    (default: the one width `width`; width_target defaults to WIDTH_TARGETS[depth])."""
+    widths / width_target / time_budget / expansion: the adaptive expansion of
+    `adaptive_bracket` (default: the one width `width` (the cap of the mass-driven tree);
+    width_target defaults to WIDTH_TARGETS[depth])."""
     start = time.perf_counter()
     record: dict[str, Any] = {}
     ready = prefill(target, draft, context, temperature, draft_temperature)  # once per context
@@ -427,7 +574,8 @@ def context_record(target: Any, draft: Any, context: list[int], depth: int, path
         target_width = WIDTH_TARGETS.get(depth) if width_target is None else width_target
         coarse = adaptive_bracket(target, draft, context, depth, paths, temperature,
                                   draft_temperature, ready, verifiers,
-                                  width_schedule(width, depth, widths), target_width, time_budget)
+                                  width_schedule(width, depth, widths), target_width, time_budget,
+                                  expansion)
         bounds, lowers = coarse["bounds"], coarse["lower"]
         record["coarsening"] = coarse["coarsening"]
         record["expansion"] = coarse["expansion"]

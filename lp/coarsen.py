@@ -218,12 +218,77 @@ def kept_credit(width: int, depth: int) -> np.ndarray:
     return np.concatenate(parts)
 
 
-def kept_value(emit: np.ndarray, width: int, depth: int) -> Any:
+def kept_value(emit: np.ndarray, width: int, depth: int, overlap: np.ndarray | None = None) -> Any:
     """E[kept credit of the output node] from a coarse law aggregated by node (emit [N', M+1],
     verifiers.exact.ExactResult.emit): the block efficiency of the fine verifier that runs
-    the coarse one and ends its block at the first R (section 13.5, Lemma 13.3)."""
+    the coarse one and ends its block at the first R (section 13.5, Lemma 13.3).
+
+    overlap [n kept nodes] (optional, `exit_overlap` of every kept node): also credit an
+    accepted R at kept node u with overlap[u], the probability that the maximal coupling of
+    the lumped draft token with a fresh lumped target token keeps the drafted one (section
+    13.6, Lemma 13.8)."""
     credit = kept_credit(width, depth)
-    return (emit.sum(axis=1) * credit).sum()
+    mass = emit.sum(axis=1)
+    value = (mass * credit).sum()
+    if overlap is not None:
+        bonus = exit_bonus(overlap, width, depth)
+        if emit.dtype != object:
+            bonus = bonus.astype(np.float64)
+        value = value + (mass * bonus).sum()
+    return value
+
+
+def exit_bonus(overlap: np.ndarray, width: int, depth: int) -> np.ndarray:
+    """[num_nodes(M + 1, L)]: overlap[u] for every coarse node whose first R follows the kept
+    node u (u in the complete M-ary layout: children of n are M n + 1 + j), 0 for the
+    nodes without R."""
+    overlap = np.asarray(overlap)
+    vocab = width + 1
+    parts = [np.zeros(1, dtype=overlap.dtype)]
+    for d in range(1, depth + 1):
+        prefixes = all_paths(vocab, d)
+        index = np.zeros(len(prefixes), dtype=np.int64)  # kept node of the prefix so far
+        exit_at = np.full(len(prefixes), -1, dtype=np.int64)
+        for i in range(d):
+            token = prefixes[:, i]
+            fresh = (exit_at < 0) & (token == width)
+            exit_at[fresh] = index[fresh]
+            going = (exit_at < 0) & (token != width)
+            index[going] = width * index[going] + 1 + token[going]
+        part = np.zeros(len(prefixes), dtype=overlap.dtype)
+        if overlap.dtype == object:
+            part[:] = 0
+        has = exit_at >= 0
+        part[has] = overlap[exit_at[has]]
+        parts.append(part)
+    return np.concatenate(parts)
+
+
+EXIT_MARGIN = 1e-9  # relative: a float64 overlap is lowered by this (section 13.6)
+
+
+def exit_overlap(target_row: np.ndarray, draft_row: np.ndarray, kept: Any) -> Any:
+    """beta(u) = sum over tokens x outside the kept set of min(p(x|u) / P, q(x|u) / Q), with P,
+    Q the rows' masses outside it: the probability that a maximal coupling of a lumped draft
+    token (law q restricted outside, renormalised) with a fresh lumped target token (p, the
+    same) gives the same token (0 when P or Q is 0). Exact on rows of Fractions; on float64
+    rows it is lowered by the relative EXIT_MARGIN, which covers the rounding of the sums
+    (at most V 2^-53 relative) so it stays a certified lower bound (section 13.6)."""
+    outside = np.ones(len(target_row), dtype=bool)
+    outside[np.asarray(list(kept), dtype=np.int64)] = False
+    p_out, q_out = target_row[outside], draft_row[outside]
+    if np.asarray(target_row).dtype == object:
+        big_p, big_q = sum(p_out, Fraction(0)), sum(q_out, Fraction(0))
+        if big_p == 0 or big_q == 0:
+            return Fraction(0)
+        return sum((min(a * big_q, b * big_p) for a, b in zip(p_out, q_out, strict=True)),
+                   Fraction(0)) / (big_p * big_q)
+    p_out, q_out = np.asarray(p_out, np.float64), np.asarray(q_out, np.float64)
+    big_p, big_q = float(p_out.sum()), float(q_out.sum())
+    if big_p <= 0 or big_q <= 0:
+        return 0.0
+    beta = float(np.minimum(p_out / big_p, q_out / big_q).sum())
+    return max(0.0, min(1.0, beta) * (1.0 - EXIT_MARGIN))
 
 
 def _exact_rows(rows: np.ndarray) -> np.ndarray:
@@ -299,12 +364,14 @@ def prefix_upper_bound(target_kept: np.ndarray, draft_kept: np.ndarray, width: i
 
 
 def kept_lower_values(coarse: Instance, width: int, paths: int, names: list[str],
-                      max_size: int = 2_000_000) -> dict[str, Any]:
+                      max_size: int = 2_000_000, overlap: np.ndarray | None = None
+                      ) -> dict[str, Any]:
     """{verifier: kept value} for every named lossless i.i.d. verifier whose exact law on the
     coarse instance costs at most max_size evaluations (verifiers.exact.enumeration_size):
     the exact block efficiency of a lossless FINE verifier (section 13.5, Lemma 13.3), so a
     lower bound on the fine optimum. Exact on a rational coarse instance, float64 otherwise.
-    Verifiers too costly to evaluate are left out (listed under "skipped")."""
+    Verifiers too costly to evaluate are left out (listed under "skipped"). overlap: the
+    exit credit of `kept_value` (section 13.6, Lemma 13.8)."""
     model = coarse.model(exact=coarse.rational)
     values: dict[str, Any] = {}
     skipped = []
@@ -312,5 +379,102 @@ def kept_lower_values(coarse: Instance, width: int, paths: int, names: list[str]
         if enumeration_size(model, name, paths) > max_size:
             skipped.append(name)
             continue
-        values[name] = kept_value(exact_result(model, name, paths=paths).emit, width, coarse.depth)
+        values[name] = kept_value(exact_result(model, name, paths=paths).emit, width, coarse.depth,
+                                  overlap)
     return {"values": values, "skipped": skipped}
+
+
+# ---------------------------------------------------------------------------------------
+# mass-driven (non-uniform) kept trees: docs/theory.md section 13.6
+
+
+def kept_count(target_row: np.ndarray, draft_row: np.ndarray, order: np.ndarray, reach_p: float,
+               reach_q: float, levels: int, cap: int, epsilon: float, paths: int) -> int:
+    """How many of the tokens `order` (best first, at most cap) a kept node keeps: the fewest
+    k such that its lumped weight levels * min(p(u) p(rest_k|u), K q(u) q(rest_k|u)) (its
+    share of the tail of Lemma 13.2) is at most epsilon, else cap. reach_p, reach_q: p(u),
+    q(u); rows: the node's full rows (float64). Any choice keeps every bound valid (the kept
+    sets only have to be fixed before the bounds are computed); this one expands the tree
+    where the lumped mass is, and keeps nothing at a node of small path mass."""
+    top_p = np.concatenate([[0.0], np.cumsum(np.asarray(target_row, np.float64)[order[:cap]])])
+    top_q = np.concatenate([[0.0], np.cumsum(np.asarray(draft_row, np.float64)[order[:cap]])])
+    weight = levels * np.minimum(reach_p * np.maximum(1.0 - top_p, 0.0),
+                                 paths * reach_q * np.maximum(1.0 - top_q, 0.0))
+    small = np.nonzero(weight <= epsilon)[0]
+    return int(small[0]) if len(small) else min(cap, len(order))
+
+
+def depth_caps(cap: int, depth: int, max_paths: int = 40_000) -> list[int]:
+    """Per-depth caps of a mass-driven tree: cap 2^(L-1-d) at depth d (the root widest: its
+    lumped mass has the most levels below it), each at most the largest W with
+    (W + 1)^L <= max_paths (the padded coarse LP's paths)."""
+    if cap < 1 or depth < 1:
+        raise ValueError(f"need cap >= 1 and depth >= 1, got {cap}, {depth}")
+    top = 1
+    while (top + 2) ** depth <= max_paths:
+        top += 1
+    return [max(1, min(cap * 2 ** (depth - 1 - d), top)) for d in range(depth)]
+
+
+def padded_edges(nodes: list[dict[str, Any]], depth: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
+    """A non-uniform kept tree in the complete-tree layout of `coarsened_rows`.
+
+    nodes: the kept nodes of depth 0..L-1 (root first), each {"parent": index in nodes or
+    None, "slot": its slot under the parent, "tokens": [k] kept tokens, "p", "q": [k] their
+    full-vocabulary edge probabilities}. The slot width W is the largest k (at least 1); a
+    node keeping k < W tokens gets W - k dummy slots of probability 0 under both rows, and
+    slots below a dummy (or below a node of depth L - 1) are dummies too. Returns
+    (target_edge, draft_edge, tokens (-1 for dummies), W), each [sum_(d<L) W^d, W], and
+    overlap [sum_(d<L) W^d]: every node's "overlap" (`exit_overlap`; 0 where not given).
+    Dummy tokens change no optimum and no verifier's value (docs/theory.md section 13.6)."""
+    width = max([1] + [len(n["tokens"]) for n in nodes])
+    count = sum(width**d for d in range(depth))
+    exact = any(isinstance(x, Fraction) for n in nodes for x in list(n["p"]) + list(n["q"]))
+    zero = Fraction(0) if exact else 0.0
+    te = np.full((count, width), zero, dtype=object if exact else np.float64)
+    de = te.copy()
+    tokens = np.full((count, width), -1, dtype=np.int64)
+    index = np.zeros(len(nodes), dtype=np.int64)  # complete-tree index of every kept node
+    overlap = np.full(count, zero, dtype=object if exact else np.float64)
+    for i, node in enumerate(nodes):
+        if node["parent"] is not None:
+            index[i] = width * index[node["parent"]] + 1 + node["slot"]
+        k = len(node["tokens"])
+        te[index[i], :k], de[index[i], :k] = node["p"], node["q"]
+        tokens[index[i], :k] = node["tokens"]
+        overlap[index[i]] = node.get("overlap", zero)
+    return te, de, tokens, width, overlap
+
+
+def mass_kept_edges(instance: Instance, cap: int, epsilon: float, paths: int,
+                    exact: bool | None = None
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
+    """The mass-driven kept tree of a (small) fine instance: at every kept node the top
+    tokens of p + q (ties by id), as many as `kept_count` asks; the children of kept tokens
+    are kept nodes. Returns `padded_edges` (exact Fractions on a rational instance unless
+    exact is False). The same rule as `experiments.realgap.mass_tree_rows` on a real pair:
+    at depth d at most `depth_caps(cap, L)[d]` tokens."""
+    vocab, depth = instance.vocab_size, instance.depth
+    exact = instance.rational if exact is None else exact
+    target = instance.target_exact if exact else instance.target
+    draft = instance.draft_exact if exact else instance.draft
+    nodes: list[dict[str, Any]] = []
+    caps = depth_caps(cap, depth)
+    level = [(None, 0, 0, 1.0, 1.0)]  # (parent, slot, fine node, p(u), q(u))
+    for d in range(depth):
+        children = []
+        for parent, slot, u, reach_p, reach_q in level:
+            order = kept_tokens(instance.target[u : u + 1], instance.draft[u : u + 1], vocab)[0]
+            k = kept_count(instance.target[u], instance.draft[u], order, reach_p, reach_q,
+                           depth - d, caps[d], epsilon, paths)
+            chosen = [int(t) for t in order[:k]]
+            nodes.append({"parent": parent, "slot": slot, "tokens": chosen,
+                          "p": [target[u, t] for t in chosen], "q": [draft[u, t] for t in chosen],
+                          "overlap": exit_overlap(target[u], draft[u], chosen)})
+            here = len(nodes) - 1
+            if d + 1 < depth:
+                children += [(here, j, u * vocab + 1 + t, reach_p * float(instance.target[u, t]),
+                              reach_q * float(instance.draft[u, t])) for j, t in enumerate(chosen)]
+        level = children
+    return padded_edges(nodes, depth)

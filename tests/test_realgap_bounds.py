@@ -232,3 +232,309 @@ def test_dual_bound_objective_defaults_to_depth_plus_one():
     assert default >= optimum(inst, 2, method="full").exact_value
     with pytest.raises(ValueError, match="objective"):
         dual_upper_bound(inst, result.matching_duals, 2, objective=depths[:-1])
+
+
+# ---------------------------------------------------------------------------------------
+# mass-driven kept trees (docs/theory.md section 13.6)
+
+from speclp.experiments.realgap import lumped_mass  # noqa: E402
+from speclp.lp.coarsen import (  # noqa: E402
+    coarsened_instance,
+    kept_count,
+    kept_lower_values,
+    mass_kept_edges,
+    padded_edges,
+)
+
+
+def test_depth_caps():
+    from speclp.lp.coarsen import depth_caps
+
+    assert depth_caps(8, 2) == [16, 8]
+    assert depth_caps(4, 3) == [16, 8, 4]
+    assert depth_caps(8, 4) == [13, 13, 13, 8]  # (13 + 1)^4 <= 40,000 < 15^4
+    assert depth_caps(1, 3, max_paths=27) == [2, 2, 1]  # 3^3 = 27 paths
+
+
+def test_kept_count_by_hand():
+    # rows of 4 tokens, order 0..3; p(u) = 1/2, q(u) = 1/4, 2 levels left, K = 1
+    p = np.array([0.5, 0.25, 0.125, 0.125])
+    q = np.array([0.25, 0.25, 0.25, 0.25])
+    order = np.arange(4)
+    # weights by k kept: 2 min(p(u) rest_p, q(u) rest_q) = 2 min(1/2, 1/4), 2 min(1/4, 3/16),
+    # 2 min(1/8, 1/8), 2 min(1/16, 1/16), 0  ->  1/2, 3/8, 1/4, 1/8, 0
+    assert kept_count(p, q, order, 0.5, 0.25, 2, 4, 0.3, 1) == 2
+    assert kept_count(p, q, order, 0.5, 0.25, 2, 4, 0.125, 1) == 3
+    assert kept_count(p, q, order, 0.5, 0.25, 2, 4, 0.0, 1) == 4
+    assert kept_count(p, q, order, 0.5, 0.25, 2, 2, 0.0, 1) == 2  # the cap
+    assert kept_count(p, q, order, 0.5, 0.25, 2, 4, 0.5, 1) == 0  # small enough already
+    # K = 3 paths: the draft cap 3 q(u) rest_q no longer binds first: 2 min(1/4, 9/16) = 1/2
+    assert kept_count(p, q, order, 0.5, 0.25, 2, 4, 0.4, 3) == 2
+
+
+def test_padding_with_dummy_tokens_changes_no_optimum_and_no_law():
+    """A kept tree with 2 tokens per node laid out at slot width 3 (one dummy slot of
+    probability 0 per node, and dummy nodes below it): the coarse optimum (certified
+    exactly by column generation) and every verifier's kept value are those of width 2."""
+    inst = dirichlet_instance(4, 2, alpha=0.7, seed=11, denominator=48)
+    target, draft, tokens = kept_edges(inst, 2)
+    nodes = [{"parent": None, "slot": 0, "tokens": list(tokens[0]), "p": list(target[0]),
+              "q": list(draft[0])}]
+    nodes += [{"parent": 0, "slot": j, "tokens": list(tokens[1 + j]), "p": list(target[1 + j]),
+               "q": list(draft[1 + j])} for j in range(2)]
+    nodes.append({"parent": 0, "slot": 2, "tokens": [], "p": [], "q": []})  # a node keeping 0
+    te, de, padded_tokens, width, _ = padded_edges(nodes[:3], 2)
+    assert width == 2 and (te == target).all()
+    nodes[0] = {**nodes[0], "tokens": [*nodes[0]["tokens"], 3], "p": [*nodes[0]["p"], Fraction(0)],
+                "q": [*nodes[0]["q"], Fraction(0)]}  # a third slot of probability 0: a dummy
+    te3, de3, tok3, w3, _ = padded_edges(nodes, 2)
+    assert w3 == 3 and te3.shape == (4, 3) and list(tok3[3]) == [-1, -1, -1]
+    for paths in (1, 2):
+        narrow = coarsened_instance(target, draft, 2, 2)
+        wide = coarsened_instance(te3, de3, 3, 2)
+        a, b = optimum(narrow, paths, method="colgen"), optimum(wide, paths, method="colgen")
+        assert a.certified and b.certified and a.exact_value == b.exact_value
+        names = ["bv", "gbv", "nss", "nodeopt"]
+        assert kept_lower_values(narrow, 2, paths, names)["values"] == \
+            kept_lower_values(wide, 3, paths, names)["values"]
+        assert tail_bound(target, draft, 2, 2, paths) == tail_bound(te3, de3, 3, 2, paths)
+        assert prefix_upper_bound(target, draft, 2, 2, paths) == \
+            prefix_upper_bound(te3, de3, 3, 2, paths)
+
+
+@pytest.mark.parametrize("vocab, depth, paths, seed", [(4, 2, 1, 20), (4, 2, 2, 21), (3, 3, 2, 22),
+                                                       (5, 2, 3, 23)])
+def test_mass_driven_bracket_holds_exactly(vocab, depth, paths, seed):
+    """lower <= OPT_K <= upper in exact rationals on mass-driven (non-uniform) kept trees;
+    OPT_K from the full LP of the fine instance (independent). epsilon 0 with cap V keeps
+    every token that could be accepted outside (no tail): the bracket is then tight."""
+    inst = dirichlet_instance(vocab, depth, alpha=0.5, seed=seed, denominator=64)
+    fine = optimum(inst, paths, method="full")
+    assert fine.certified
+    opt = fine.exact_value
+    sizes = set()
+    for cap, epsilon in ((2, 0.2), (3, 0.05), (vocab, 0.02), (vocab, 0.0)):
+        target, draft, tokens, width, overlap = mass_kept_edges(inst, cap, epsilon, paths)
+        kept = int((tokens >= 0).sum())
+        sizes.add(kept)
+        found = bracket_bounds(target, draft, width, depth, [paths], LOWER_NAMES,
+                               overlap=overlap)
+        upper, lower = found["bounds"][str(paths)], found["lower"][str(paths)]
+        assert parse_fraction(lower["exact"]) <= opt <= parse_fraction(upper["exact"]), \
+            (cap, epsilon, lower, upper)
+        plain = bracket_bounds(target, draft, width, depth, [paths], LOWER_NAMES)["lower"]
+        assert lower["exit_credit"] and plain[str(paths)]["value"] <= lower["value"]
+        mass = lumped_mass(target, draft, width, depth)
+        if epsilon == 0.0:
+            assert 0 <= mass["lumped_target"] <= 1
+            assert parse_fraction(upper["exact"]) - opt < Fraction(1, 10**9)
+            assert tail_bound(target, draft, width, depth, paths) == 0  # nothing can leave
+    assert len(sizes) >= 3  # the thresholds gave different trees
+
+
+def test_mass_driven_tree_is_non_uniform_where_the_mass_is():
+    """One heavy root token: its subtree is kept, the light ones keep no children."""
+    inst = dirichlet_instance(4, 2, alpha=0.5, seed=3, denominator=64)
+    inst.target[0] = np.array([0.85, 0.05, 0.05, 0.05])
+    inst.draft[0] = np.array([0.7, 0.1, 0.1, 0.1])
+    target, draft, tokens, width, overlap = mass_kept_edges(inst, 4, 0.06, 1, exact=False)
+    kept_children = (tokens[1 : 1 + width] >= 0).sum(axis=1)  # per root slot
+    heavy = int(np.nonzero(tokens[0] == 0)[0][0])
+    assert kept_children[heavy] >= 1
+    assert all(kept_children[j] == 0 for j in range(width) if j != heavy)
+    mass = lumped_mass(target, draft, width, 2)
+    # the lumped mass is the sum over kept nodes of p(u) (1 - kept mass), by hand
+    reach = {0: 1.0}
+    total = 0.0
+    for n in range(len(target)):
+        if n in reach:
+            total += reach[n] * (1 - target[n].sum())
+            for j in range(width):
+                if width * n + 1 + j < len(target):
+                    reach[width * n + 1 + j] = reach[n] * target[n, j]
+    assert mass["lumped_target"] == pytest.approx(total, abs=1e-12)
+
+
+@pytest.fixture(scope="module")
+def tiny_models():
+    """Two tiny random Llama models (as tests/test_realgap.py: peaked rows)."""
+    torch = pytest.importorskip("torch")
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    cfg = LlamaConfig(vocab_size=40, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                      attn_implementation="sdpa")
+    models = []
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(cfg).eval()
+        with torch.no_grad():
+            model.lm_head.weight.normal_(0, 2.0 / 32**0.5)
+        models.append(model)
+    return models
+
+
+def test_mass_tree_rows_equal_plain_forwards(tiny_models):
+    """Every kept edge of the mass-driven tree (a non-uniform tree: the tree-masked forwards
+    see only each node's own ancestors) equals the row of a plain forward of its prefix; with
+    epsilon 0 the tree is the complete one of decode.tree_rows.tree_rows."""
+    import torch
+    from speclp.decode.engine import probability_rows
+    from speclp.decode.tree_rows import prefill, tree_rows
+    from speclp.experiments.realgap import mass_tree_rows
+
+    torch.set_num_threads(1)
+    target, draft = tiny_models
+    context = [4, 8, 15, 16]
+    ready = prefill(target, draft, context, 1.0, 1.3)
+    tree = mass_tree_rows(ready, 3, 4, 0.004, [1, 2])
+    te, de, tokens, width = tree["target_edge"], tree["draft_edge"], tree["tokens"], tree["width"]
+    counts = (tokens >= 0).sum(axis=1)
+    assert len(set(counts[counts > 0].tolist())) > 1  # non-uniform
+    checked, deepest = 0, 0
+    for n in range(len(tokens)):
+        if counts[n] == 0:
+            continue
+        prefix, m = [], n
+        while m:
+            parent, slot = divmod(m - 1, width)
+            prefix.append(int(tokens[parent, slot]))
+            m = parent
+        sequence = context + prefix[::-1]
+        with torch.no_grad():
+            p = probability_rows(target(torch.tensor([sequence])).logits[0, -1], 1.0,
+                                 dtype=torch.float64).numpy()
+            q = probability_rows(draft(torch.tensor([sequence])).logits[0, -1], 1.3,
+                                 dtype=torch.float64).numpy()
+        k = counts[n]
+        assert np.allclose(te[n, :k], p[tokens[n, :k]], atol=1e-9)
+        assert np.allclose(de[n, :k], q[tokens[n, :k]], atol=1e-9)
+        assert (te[n, k:] == 0).all() and (de[n, k:] == 0).all()
+        checked += 1
+        deepest = max(deepest, len(prefix))
+    assert deepest == 2 and checked == int((counts > 0).sum()) <= tree["nodes"]
+    full = mass_tree_rows(ready, 2, 3, 0.0, [1])  # depth caps 6, 3: every cap reached
+    rows = tree_rows(target, draft, context, 6, 1, 1.0, 1.3, select="mix", prefilled=ready)
+    assert full["width"] == 6
+    for mine, theirs in ((full["target_edge"], rows.target_edge), (full["draft_edge"], rows.draft_edge)):
+        assert np.allclose(mine[0], theirs[0], atol=1e-12)
+        assert np.allclose(mine[1:7, :3], theirs[1:7, :3], atol=1e-12)
+        assert (mine[1:7, 3:] == 0).all()
+
+
+# ---------------------------------------------------------------------------------------
+# the exit credit (docs/theory.md section 13.6, Lemma 13.8)
+
+from speclp.lp.coarsen import exit_bonus, exit_overlap  # noqa: E402
+
+
+def test_exit_overlap_by_hand():
+    # outside the kept token 0: p = (1/4, 1/4) of mass 1/2, q = (1/2, 1/4) of mass 3/4
+    p = np.array([Fraction(1, 2), Fraction(1, 4), Fraction(1, 4)], dtype=object)
+    q = np.array([Fraction(1, 4), Fraction(1, 2), Fraction(1, 4)], dtype=object)
+    # normalised: p_out = (1/2, 1/2), q_out = (2/3, 1/3): overlap 1/2 + 1/3
+    assert exit_overlap(p, q, [0]) == Fraction(5, 6)
+    assert exit_overlap(p, q, [0, 1, 2]) == 0  # nothing outside
+    low = exit_overlap(p.astype(np.float64), q.astype(np.float64), [0])
+    assert 5 / 6 * (1 - 2e-9) < low < 5 / 6  # lowered by the margin, never above
+    bonus = exit_bonus(np.array([Fraction(1, 2), Fraction(1, 3)], dtype=object), 1, 2)
+    # M = 1, L = 2, coarse tokens {0, R=1}: nodes (), 0, R, 00, 0R, R0, RR
+    assert list(bonus) == [0, 0, Fraction(1, 2), 0, Fraction(1, 3), Fraction(1, 2), Fraction(1, 2)]
+
+
+def fine_law_with_exit_credit(inst, width, verifier, paths):
+    """Lemma 13.8 made explicit: as `fine_law_of_truncated_coarse`, but an ACCEPTED first R at
+    u couples the lumped draft token x (law q outside S(u), renormalised) maximally with a
+    fresh lumped target token t (p, the same): t = x is accepted and the block ends with a
+    target token at ux; otherwise t is the correction. Returns (emit over the fine tree,
+    coarse emit, overlap per kept node)."""
+    vocab, depth = inst.vocab_size, inst.depth
+    coarse, tokens = coarsen_instance(inst, width)
+    emit_c = exact_result(coarse.model(exact=True), verifier, paths=paths).emit
+    fine = inst.model(exact=True)
+    target, draft = fine.target, fine.draft
+    fine_node = {0: 0}  # kept node -> fine node
+    overlap = np.full(len(tokens), Fraction(0), dtype=object)
+    for n in range(len(tokens)):
+        u = fine_node[n]
+        overlap[n] = exit_overlap(target[u], draft[u], list(tokens[n]))
+        for j, t in enumerate(tokens[n]):
+            fine_node[width * n + 1 + j] = u * vocab + 1 + int(t)
+    emit = np.full((num_nodes(vocab, depth), vocab), Fraction(0), dtype=object)
+    for n in range(emit_c.shape[0]):
+        prefix = node_prefix(n, width + 1)
+        for y in range(width + 1):
+            mass = emit_c[n, y]
+            if mass == 0:
+                continue
+            kept, fine_prefix, ended = 0, [], False
+            for i, t in enumerate((*prefix, y)):
+                u = node_index(fine_prefix, vocab)
+                keep = list(tokens[kept]) if len(fine_prefix) < depth else []
+                if t == width or not keep:
+                    rest = [x for x in range(vocab) if x not in keep]
+                    big_p = sum(target[u, x] for x in rest)
+                    big_q = sum(draft[u, x] for x in rest)
+                    accepted = i < len(prefix)
+                    for x in rest:
+                        p_out = target[u, x] / big_p
+                        both = min(p_out, draft[u, x] / big_q) if accepted and big_q else 0
+                        if both:
+                            child = u * vocab + 1 + x
+                            for z in range(vocab):
+                                emit[child, z] += mass * both * target[child, z]
+                        emit[u, x] += mass * (p_out - both)
+                    ended = True
+                    break
+                fine_prefix.append(int(tokens[kept, t]))
+                kept = width * kept + 1 + t
+            if not ended:
+                u = node_index(fine_prefix[:-1], vocab)
+                emit[u, fine_prefix[-1]] += mass
+    return emit, emit_c, overlap
+
+
+@pytest.mark.parametrize("verifier, vocab, depth, paths", [("bv", 3, 2, 1), ("gbv", 3, 2, 2),
+                                                            ("nodeopt", 3, 2, 2),
+                                                            ("specinfer", 4, 2, 2), ("bv", 3, 3, 1)])
+def test_the_exit_credit_verifier_is_lossless_with_the_credited_value(verifier, vocab, depth, paths):
+    inst = dirichlet_instance(vocab, depth, alpha=0.7, seed=5 + vocab, denominator=32)
+    fine = inst.model(exact=True)
+    opt = optimum(inst, paths, method="full").exact_value
+    credited = []
+    for width in range(1, vocab):
+        emit, emit_c, overlap = fine_law_with_exit_credit(inst, width, verifier, paths)
+        law = continued_law(fine, emit)
+        assert list(law) == list(fine.target_path_probabilities(depth + 1))  # lossless, exactly
+        depths = np.array([len(node_prefix(n, vocab)) for n in range(emit.shape[0])])
+        value = (emit.sum(axis=1) * (depths + 1)).sum()
+        assert value == kept_value(emit_c, width, depth, overlap)
+        assert kept_value(emit_c, width, depth) <= value <= opt
+        credited.append(value - kept_value(emit_c, width, depth))
+    assert max(credited) > 0  # the credit is not always zero here
+
+
+def test_adaptive_bracket_on_mass_trees(tiny_models):
+    import torch
+    from speclp.decode.tree_rows import prefill
+    from speclp.experiments.realgap import adaptive_bracket, mass_tree_rows
+
+    torch.set_num_threads(1)
+    target, draft = tiny_models
+    context = [4, 8, 15, 16]
+    ready = prefill(target, draft, context, 1.0, 1.3)
+    args = (target, draft, context, 2, [1, 2], 1.0, 1.3, ready, ["bv", "gbv", "nss"])
+    found = adaptive_bracket(*args, [2, 3], None, None, "mass")
+    assert [e["cap"] for e in found["expansion"]] == [2, 3]
+    for k in ("1", "2"):
+        low, up = found["lower"][k], found["bounds"][k]
+        assert low["exit_credit"] and low["value"] <= up["value"]
+        assert up["certified"] and up["value"] == min(up["candidates"].values())
+        # the record keeps the best of the trees: no tree's own bracket is narrower
+        assert up["value"] - low["value"] <= min(e["bracket_width"][k] for e in found["expansion"]) + 1e-15
+    # the second tree is at least as wide as the first at every kept node (same rule, smaller epsilon)
+    first = mass_tree_rows(ready, 2, 2, found["expansion"][0]["epsilon"], [1, 2])
+    assert found["expansion"][1]["nodes"] >= first["nodes"]
+    assert len(adaptive_bracket(*args, [2, 3], 10.0, None, "mass")["expansion"]) == 1
+    with pytest.raises(ValueError, match="expansion"):
+        adaptive_bracket(*args, [2], None, None, "wide")
