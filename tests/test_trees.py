@@ -436,10 +436,11 @@ def tiny_cli_pair(monkeypatch):
     pair = make_pair(wrap_model(target, "tiny-t"), wrap_model(draft, "tiny-d"))
     loads = []
 
-    def load_run_pair(name, prompt_spec, draft_temperature, threads):
+    def load_run_pair(name, prompts, threads):
         loads.append(name)
-        prompts = [{"id": f"p{i}", "tokens": [1 + i, 2, 3, 4]} for i in range(2)]
-        return pair, prompts, 1.5 if draft_temperature is None else draft_temperature, "tiny pair"
+        for i, prompt in enumerate(prompts):
+            prompt["tokens"] = [1 + i, 2, 3, 4]
+        return pair
 
     monkeypatch.setattr(cli_trees, "load_run_pair", load_run_pair)
     return loads
