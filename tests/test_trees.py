@@ -510,3 +510,36 @@ def test_trees_cli_defaults_are_the_spec_defaults():
     assert (params["contexts_per_prompt"], params["every"], params["temperature"], params["seed"]) == \
         (spec.contexts_per_prompt, spec.every, spec.temperature, spec.seed)
     assert params["engine_tokens"] == spec.engine_tokens
+
+
+def test_a_fully_resumed_trees_run_loads_no_model(tmp_path, tiny_cli_pair, monkeypatch):
+    """Every record asked for (contexts and engine runs) already in --out: the keys come from
+    the flags and the prompt texts, so nothing is loaded and the report is the same."""
+    import json
+
+    from speclp.cli import trees as cli_trees
+
+    args = ("--engine-budgets", "8", "--engine-tokens", "3", "--json")
+    first = trees_cli(tmp_path / "t", *args)
+    assert first.exit_code == 0, first.output
+    done = json.loads(first.stdout)  # stdout is ONE JSON object; progress went to stderr
+    assert (done["computed"], done["engine"]["computed"], tiny_cli_pair) == (2, 4, ["smollm2-135m"])
+    assert "trees: 2/2 contexts" in first.stderr and "trees: engine runs: 4/4 runs" in first.stderr
+
+    def loader(*args, **kwargs):
+        raise AssertionError("a model was loaded by a fully resumed run")
+
+    monkeypatch.setattr(cli_trees, "load_run_pair", loader)
+    monkeypatch.setattr(cli_trees, "load_pair", loader)
+    again = trees_cli(tmp_path / "t", *args)
+    assert again.exit_code == 0, again.output
+    resumed = json.loads(again.stdout)
+    assert (resumed["computed"], resumed["reused"], resumed["engine"]["computed"]) == (0, 2, 0)
+    same = lambda r: {k: v for k, v in r.items() if k not in ("computed", "reused", "engine")}  # noqa: E731
+    assert same(resumed) == same(done)
+    assert resumed["engine"]["summary"] == done["engine"]["summary"]
+    # one record missing: the pair is needed (the loader is called)
+    records = tmp_path / "t" / "smollm2-135m.jsonl"
+    records.write_text("".join(records.read_text().splitlines(keepends=True)[:-1]))
+    missing = trees_cli(tmp_path / "t", *args)
+    assert missing.exit_code == 3 and "a model was loaded" in missing.output
