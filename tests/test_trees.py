@@ -543,3 +543,30 @@ def test_a_fully_resumed_trees_run_loads_no_model(tmp_path, tiny_cli_pair, monke
     records.write_text("".join(records.read_text().splitlines(keepends=True)[:-1]))
     missing = trees_cli(tmp_path / "t", *args)
     assert missing.exit_code == 3 and "a model was loaded" in missing.output
+
+
+def test_trees_command_reports_the_librarys_values(tmp_path, tiny_cli_pair):
+    """The command's --json summary is summarize_trees of run_trees called directly on the
+    same models, tokens and settings (a second path through the library)."""
+    import json
+
+    from speclp.cli.common import jsonable
+    from speclp.experiments.prompts import read_prompts
+    from speclp.experiments.store import load_jsonl
+    from speclp.experiments.trees import summarize_trees
+
+    result = trees_cli(tmp_path / "t", "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["pair"] == "smollm2-135m (draft: same model at another temperature), draft temperature 1.5"
+    target, draft = tiny_pair()
+    prompts = read_prompts("humaneval:2")
+    for i, prompt in enumerate(prompts):
+        prompt["tokens"] = [1 + i, 2, 3, 4]  # as the fixture's loader tokenizes them
+    spec = TreesSpec(pair="smollm2-135m", prompts="humaneval:2", budgets=[1, 2, 3], top=2, depth=3,
+                     contexts_per_prompt=1, every=2, draft_temperature=1.5, no_timing=True)
+    direct = tmp_path / "direct.jsonl"
+    status = run_trees(spec, target, draft, prompts, direct, out["pair"])
+    assert (status["computed"], out["computed"]) == (2, 2)
+    expected = json.loads(json.dumps(jsonable(summarize_trees(load_jsonl(direct)))))
+    assert out["summary"] == expected
