@@ -175,7 +175,7 @@ def bench_command(flags: dict[str, Any]) -> dict[str, Any]:
 
     stderr.print(f"bench: {spec.runs} runs x {len(prompt_list)} prompts -> {out}", highlight=False)
     status = spec.run(load, prompt_list, out / f"{slug(spec.pair)}.jsonl",
-                      progress=lambda it, total: reporting(it, total, "bench", "batches"))
+                      progress=lambda it, total: reporting(it, total, "bench", "batch runs"))
     records = [r for r in load_records(out) if r.get("pair") == spec.pair]
     rows = spec.rows(records)
     figures = []

@@ -190,7 +190,7 @@ def test_a_fully_resumed_bench_run_loads_no_model(tmp_path, monkeypatch) -> None
     monkeypatch.setattr(cli_bench, "load_pair", tiny)
     first, log = bench_cli(tmp_path)
     assert (first["computed"], first["reused"], len(loads)) == (4, 0, 1)  # 2 prompts x (grid, baseline)
-    assert "bench: 2/2 batches" in log  # stderr is not a terminal here: plain lines
+    assert "bench: 2/2 batch runs" in log  # stderr is not a terminal here: plain lines
     # the rows are the library's summary of the records the command wrote (one run here)
     expected = json.loads(json.dumps(jsonable(summarize_bench(load_records(tmp_path)))))
     assert first["runs"] == expected and len(expected) == 5  # 4 cells (K', L') + baseline
