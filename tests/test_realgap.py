@@ -500,3 +500,26 @@ def test_plain_progress_lines_at_most_every_ten_seconds_and_at_the_end(capsys):
     ]
     assert [duration(s) for s in (41, 89.6, 120, 5399, 5400, 3 * 3600 + 5 * 60)] == \
         ["41 s", "90 s", "2 min", "90 min", "1 h 30 min", "3 h 5 min"]
+
+
+def test_realgap_keys_are_the_keys_a_run_asks_for(tiny_pair, tmp_path):
+    """realgap_keys / renormalised_keys (no model) give the keys run_realgap /
+    run_realgap_renormalised ask for, defaults included; a prompt's text, not its tokens,
+    names it when it has one."""
+    from speclp.experiments.realgap import prompt_digest, realgap_keys, renormalised_keys
+
+    target, draft = tiny_pair
+    prompts = [{"id": "a", "text": "x = 1", "tokens": [5, 6, 7]}, {"id": "b", "tokens": [1, 2]}]
+    kwargs = dict(samples=4, batch=4, contexts_per_prompt=1, every=2, verifiers=["bv"])
+    status = run_realgap(target, draft, prompts, [1], [1, 2], tmp_path / "f.jsonl", **kwargs)
+    assert status["keys"] == realgap_keys(prompts, [1], [1, 2], model_dtype="torch.float32", **kwargs)
+    assert len(status["keys"]) == 2
+    renorm = run_realgap_renormalised(target, draft, prompts, [2], [1], [1], tmp_path / "r.jsonl",
+                                      contexts_per_prompt=1, every=2)
+    assert renorm["keys"] == renormalised_keys(prompts, [2], [1], [1], 1, pair="", every=2,
+                                               temperature=1.0, draft_temperature=None, seed=0,
+                                               dtype="torch.float32")
+    retokenized = {**prompts[0], "tokens": [9]}
+    assert prompt_digest(retokenized) == prompt_digest(prompts[0])
+    assert prompt_digest({**prompts[0], "text": "x = 2"}) != prompt_digest(prompts[0])
+    assert prompt_digest(prompts[1]) != prompt_digest({"id": "b", "tokens": [1, 3]})
