@@ -7,7 +7,10 @@ figures, in --out (default ./speclp-results/trees, ./speclp-results/realgap). `t
 folders record their spec and take one writer at a time (experiments.store). Every flag is
 checked (cli/validate.py) before a model is loaded. The run is a
 experiments.trees.TreesSpec, whose defaults are the flags' defaults; --time-limit stops
-starting new work once it has passed (finished records are kept).
+starting new work once it has passed (finished records are kept). The record keys of both
+commands follow from the flags and the prompt texts (run_identity, planned_dtype), so a
+run whose every record is already in --out loads no model. Off a terminal, progress is
+printed as plain lines on stderr (common.reporting).
 """
 
 from __future__ import annotations
