@@ -523,3 +523,21 @@ def test_realgap_keys_are_the_keys_a_run_asks_for(tiny_pair, tmp_path):
     assert prompt_digest(retokenized) == prompt_digest(prompts[0])
     assert prompt_digest({**prompts[0], "text": "x = 2"}) != prompt_digest(prompts[0])
     assert prompt_digest(prompts[1]) != prompt_digest({"id": "b", "tokens": [1, 3]})
+
+
+def test_the_commands_realgap_bench_and_trees_have_no_function_over_60_lines():
+    """Issue 29: flags -> spec -> run -> render, each short (signature and docstring counted)."""
+    import ast
+    from pathlib import Path
+
+    import speclp
+
+    root = Path(speclp.__file__).parent / "cli"
+    long = []
+    for name in ("realgap.py", "bench.py", "trees.py", "common.py"):
+        for node in ast.walk(ast.parse((root / name).read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > 60:
+                    long.append(f"{name}:{node.name} ({lines} lines)")
+    assert not long, long
