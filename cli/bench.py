@@ -22,13 +22,7 @@ from ..decode.models import (
     load_pair,
     parse_dtype,
 )
-from ..experiments.bench import (
-    HUMANEVAL_SIZE,
-    load_records,
-    random_prompts,
-    run_bench,
-    summarize_bench,
-)
+from ..experiments.bench import HUMANEVAL_SIZE, BenchSpec, load_records, random_prompts
 from ..experiments.intervals import format_interval
 from ..experiments.plots import plot_bench
 from ..experiments.prompts import humaneval_prompts, read_prompts
@@ -36,9 +30,23 @@ from ..experiments.store import slug
 from ..verifiers.registry import verifier_names
 from . import options as option
 from . import validate as check
-from .common import BadInput, new_commands, progress, run, stderr, table
+from .common import BadInput, new_commands, reporting, run, stderr, table
 
 DEFAULT_OUT = Path("speclp-results") / "bench"  # relative to the working directory
+DEFAULTS = BenchSpec()
+HELP = {
+    "pair": "Built-in pair (qwen2.5-coder), 'TARGET,DRAFT', or one model (then its own draft at "
+            "--draft-temperature, default 1.5 T).",
+    "paths": "K_max (or a comma list: its largest is K_max); every K' <= K_max is scored on the same trees.",
+    "depth": "L_max (or a comma list: its largest is L_max); every L' <= L_max is scored on the same trees.",
+    "prompt_seed": "With humaneval:N: draw the N prompts at random from the 164 with this seed "
+                   "(recorded; a larger N with the same seed adds prompts to the runs).",
+    "grid": "One run per T at (K_max, L_max) scoring every (K', L') (default), or one run per (K, L, T).",
+}
+
+
+def _csv(values: tuple[Any, ...]) -> str:
+    return ",".join(map(str, values))
 
 
 commands = new_commands()
@@ -46,41 +54,32 @@ commands = new_commands()
 
 @commands.command()
 def bench(
-    pair: str = typer.Option(
-        "qwen2.5-coder",
-        "--pair",
-        help="Built-in pair (qwen2.5-coder), 'TARGET,DRAFT', or one model "
-        "(then its own draft at --draft-temperature, default 1.5 T).",
-    ),
-    prompts: str = option.prompts("humaneval:10"),
-    verifiers: str = typer.Option(
-        "token,bv,gbv,specinfer,spectr,traversal",
-        "--verifiers",
-        help="Verifiers scored on every step's drafted tree (paired).",
-    ),
-    drive: str = typer.Option("gbv", "--drive", help="The verifier that decodes (its blocks are committed)."),
-    paths: str = typer.Option("4", "--paths", help="K_max (or a comma list: its largest is K_max); "
-                              "every K' <= K_max is scored on the same trees."),
-    depth: str = typer.Option("8", "--depth", help="L_max (or a comma list: its largest is L_max); "
-                              "every L' <= L_max is scored on the same trees."),
-    temperature: str = typer.Option("1.0", "--temperature", help="T, or a comma list."),
-    top_p: float = typer.Option(1.0, "--top-p", help="Top-p applied to both models."),
-    draft_temperature: float = typer.Option(
-        None, "--draft-temperature", help="Draft T (default: T; single model: 1.5 T)."
-    ),
-    max_new_tokens: int = typer.Option(32, "--max-new-tokens", help="New tokens per prompt."),
-    prompt_seed: int = typer.Option(
-        None, "--prompt-seed", help="With humaneval:N: draw the N prompts at random from the 164 "
-        "with this seed (recorded; a larger N with the same seed adds prompts to the runs)."),
-    grid: bool = typer.Option(True, "--grid/--no-grid", help="One run per T at (K_max, L_max) "
-                              "scoring every (K', L') (default), or one run per (K, L, T)."),
-    batch: int = typer.Option(8, "--batch", help="Prompts decoded together (one engine call)."),
-    baseline: bool = typer.Option(False, "--baseline", help="Also decode autoregressively (tokens/s)."),
+    ctx: typer.Context,
+    pair: str = typer.Option(DEFAULTS.pair, "--pair", help=HELP["pair"]),
+    prompts: str = option.prompts(DEFAULTS.prompts),
+    verifiers: str = typer.Option(_csv(DEFAULTS.verifiers), "--verifiers",
+                                  help="Verifiers scored on every step's drafted tree (paired)."),
+    drive: str = typer.Option(DEFAULTS.drive, "--drive",
+                              help="The verifier that decodes (its blocks are committed)."),
+    paths: str = typer.Option(_csv(DEFAULTS.paths), "--paths", help=HELP["paths"]),
+    depth: str = typer.Option(_csv(DEFAULTS.depths), "--depth", help=HELP["depth"]),
+    temperature: str = typer.Option(_csv(DEFAULTS.temperatures), "--temperature", help="T, or a comma list."),
+    top_p: float = typer.Option(DEFAULTS.top_p, "--top-p", help="Top-p applied to both models."),
+    draft_temperature: float = typer.Option(DEFAULTS.draft_temperature, "--draft-temperature",
+                                            help="Draft T (default: T; single model: 1.5 T)."),
+    max_new_tokens: int = typer.Option(DEFAULTS.max_new_tokens, "--max-new-tokens",
+                                       help="New tokens per prompt."),
+    prompt_seed: int = typer.Option(DEFAULTS.prompt_seed, "--prompt-seed", help=HELP["prompt_seed"]),
+    grid: bool = typer.Option(DEFAULTS.grid, "--grid/--no-grid", help=HELP["grid"]),
+    batch: int = typer.Option(DEFAULTS.batch, "--batch", help="Prompts decoded together (one engine call)."),
+    baseline: bool = typer.Option(DEFAULTS.baseline, "--baseline",
+                                  help="Also decode autoregressively (tokens/s)."),
     out: Path = typer.Option(DEFAULT_OUT, "--out", help="Folder of the JSONL results and figure."),
-    seed: int = option.seed(0),
-    device: str = typer.Option(None, "--device", help="cuda or cpu (default: cuda if present)."),
-    dtype: str = typer.Option("auto", "--dtype", help="auto, bf16 or fp32 (model weights)."),
-    score_dtype: str = typer.Option("fp32", "--score-dtype", help="fp32 or fp64: rows of the scored laws."),
+    seed: int = option.seed(DEFAULTS.seed),
+    device: str = typer.Option(DEFAULTS.device, "--device", help="cuda or cpu (default: cuda if present)."),
+    dtype: str = typer.Option(DEFAULTS.dtype, "--dtype", help="auto, bf16 or fp32 (model weights)."),
+    score_dtype: str = typer.Option(DEFAULTS.score_dtype, "--score-dtype",
+                                    help="fp32 or fp64: rows of the scored laws."),
     threads: int = typer.Option(None, "--threads", help="torch CPU threads (default: torch's)."),
     as_json: bool = option.json(),
 ) -> None:
@@ -95,110 +94,126 @@ def bench(
     speed and the per-step cost split. Resumable: records already in --out are not
     recomputed.
     """
+    run(lambda: bench_command(ctx.params), as_json, lambda r: render(r, pair))
 
-    def body() -> dict[str, Any]:
-        # everything is checked before a model is loaded (cli/validate.py)
-        temps = check.float_list("--temperature", temperature, 0)
-        depths = check.int_list("--depth", depth, 1, 64)
-        ks = check.int_list("--paths", paths, 1, 64)
-        check.number("--top-p", top_p, 0, 1, low_open=True)
-        check.integer("--max-new-tokens", max_new_tokens, 1, 1_000_000)
-        check.integer("--batch", batch, 1, 4096)
-        check.choice("--score-dtype", score_dtype, ("fp32", "fp64"))
-        if draft_temperature is not None:
-            check.number("--draft-temperature", draft_temperature, 0)
-        check.seed("--seed", seed)
-        check_dtype(dtype)
-        check.output_dir("--out", out)
-        if threads is not None:
-            check.integer("--threads", threads, 1, 1024)
-        prompt_list = read_prompts(prompts)
-        if prompt_seed is not None:
-            check.seed("--prompt-seed", prompt_seed)
-            if not prompts.startswith("humaneval:"):
-                raise BadInput("--prompt-seed: only with --prompts humaneval:N")
-            every = humaneval_prompts(HUMANEVAL_SIZE)
-            prompt_list = random_prompts(every, len(prompt_list), prompt_seed)
-        check_device(device)
 
-        lossless = verifier_names(draft_sampling="iid")
-        names = [v.strip() for v in verifiers.split(",") if v.strip()]
-        if not names:
-            raise BadInput("--verifiers: expected at least one verifier")
-        for name in names + [drive]:
-            if name not in lossless:
-                flag = "--drive" if name == drive and name not in names else "--verifiers"
-                raise BadInput(f"{flag}: unknown verifier {name!r} (or not lossless under i.i.d. "
-                               f"drafts); known: {', '.join(lossless)}")
-        check_model_pair(pair)
-        torch_dtype = parse_dtype(None if dtype == "auto" else dtype)
-        if threads is not None:
-            torch.set_num_threads(threads)
+def bench_spec(flags: dict[str, Any]) -> tuple[BenchSpec, list[dict[str, Any]]]:
+    """(BenchSpec, prompts) of the command line (flags: its parameters by name); every flag
+    is checked here (BadInput naming it), before a model is loaded (cli/validate.py)."""
+    f = flags
+    temps = check.float_list("--temperature", f["temperature"], 0)
+    depths = check.int_list("--depth", f["depth"], 1, 64)
+    ks = check.int_list("--paths", f["paths"], 1, 64)
+    check.number("--top-p", f["top_p"], 0, 1, low_open=True)
+    check.integer("--max-new-tokens", f["max_new_tokens"], 1, 1_000_000)
+    check.integer("--batch", f["batch"], 1, 4096)
+    check.choice("--score-dtype", f["score_dtype"], ("fp32", "fp64"))
+    if f["draft_temperature"] is not None:
+        check.number("--draft-temperature", f["draft_temperature"], 0)
+    check.seed("--seed", f["seed"])
+    check_dtype(f["dtype"])
+    check.output_dir("--out", f["out"])
+    if f["threads"] is not None:
+        check.integer("--threads", f["threads"], 1, 1024)
+    prompt_list = _prompt_list(f["prompts"], f["prompt_seed"])
+    check_device(f["device"])
+    names = _scored(f["verifiers"], f["drive"])
+    check_model_pair(f["pair"])
+    spec = BenchSpec(pair=f["pair"], prompts=f["prompts"], verifiers=tuple(names), drive=f["drive"],
+                     paths=tuple(ks), depths=tuple(depths), temperatures=tuple(temps),
+                     top_p=f["top_p"], draft_temperature=f["draft_temperature"],
+                     max_new_tokens=f["max_new_tokens"], prompt_seed=f["prompt_seed"], grid=f["grid"],
+                     batch=f["batch"], baseline=f["baseline"], seed=f["seed"], device=f["device"],
+                     dtype=f["dtype"], score_dtype=f["score_dtype"])
+    return spec, prompt_list
 
-        def load() -> Any:
 
-            try:
-                loaded = load_pair(pair, device=device, dtype=torch_dtype)
-            except (ModelUnavailable, VocabularyMismatch) as err:
-                raise BadInput(f"--pair: {err}") from None
-            except OSError as err:
-                raise BadInput(f"--pair: cannot load {pair!r}: {err}") from None
-            check.vocabulary_limits("--verifiers", names + [drive], ks, loaded.target.vocab_size)
-            return loaded
+def _prompt_list(prompts: str, prompt_seed: int | None) -> list[dict[str, Any]]:
+    """--prompts, drawn at random from HumanEval with --prompt-seed."""
+    prompt_list = read_prompts(prompts)
+    if prompt_seed is not None:
+        check.seed("--prompt-seed", prompt_seed)
+        if not prompts.startswith("humaneval:"):
+            raise BadInput("--prompt-seed: only with --prompts humaneval:N")
+        prompt_list = random_prompts(humaneval_prompts(HUMANEVAL_SIZE), len(prompt_list), prompt_seed)
+    return prompt_list
 
-        runs = len(temps) if grid else len(ks) * len(depths) * len(temps)
-        stderr.print(f"bench: {runs} runs x {len(prompt_list)} prompts "
-                     f"-> {out}", highlight=False)
-        out_file = out / f"{slug(pair)}.jsonl"
-        status = run_bench(
-            load, pair, prompt_list, ks, depths, temps, names, out_file, drive=drive, top_p=top_p,
-            draft_temperature=draft_temperature, max_new_tokens=max_new_tokens, batch=batch,
-            seed=seed, dtype=None if dtype == "auto" else dtype, device=device,
-            score_dtype=score_dtype, baseline=baseline, grid=grid,
-            progress=lambda it, total: progress(it, total, "bench"))
-        records = [r for r in load_records(out) if r.get("pair") == pair]
-        wanted_k = {max(ks)} if grid else set(ks)
-        wanted_l = {max(depths)} if grid else set(depths)
-        rows = [r for r in summarize_bench(records)
-                if r["temperature"] in temps and r["tree_depth"] in wanted_l | {0}
-                and r["tree_paths"] in wanted_k | {0} and r["max_new_tokens"] == max_new_tokens
-                and bool(r["score_grid"]) == (grid and r["drive"] != "autoregressive")]
-        figures = []
-        if any(r["drive"] != "autoregressive" for r in rows):
-            figures = [str(f) for f in plot_bench(records, out / f"bench_{slug(pair)}")]
-        return {**status, "runs": rows, "figures": figures}
 
-    def render(r: dict[str, Any]) -> None:
-        runs = [c for c in r["runs"] if c["drive"] != "autoregressive"]
-        names = sorted({n for c in runs for n in c["differences"]})
-        rows = []
-        for c in r["runs"]:
-            if c["drive"] == "autoregressive":
-                rows.append([c["temperature"], "-", "-", c["prompts"], "autoregressive",
-                             *[""] * len(names), f"{c['decode_tokens_per_s']:.2f}"])
-                continue
-            ref = c["verifiers"].get("bv")
-            rows.append([c["temperature"], c["depth"], c["paths"], c["prompts"],
-                         format_interval(ref) if ref else "",
-                         *[format_interval(c["differences"][n]) if n in c["differences"] else ""
-                           for n in names],
-                         f"{c['decode_tokens_per_s']:.2f} ({c['drive']})"])
-        table(f"bench {pair} ({r['computed']} computed, {r['reused']} reused) -> {r['file']}",
-              ["T", "L", "K", "prompts", "bv E[tau+1]", *[f"{n} - bv" for n in names], "tok/s"],
-              rows)
-        print("estimates: mean over prompts of the per-step exact conditional E[tau+1]; "
-              "[nominal 95% t interval on per-prompt means; simulated coverage, median over "
-              "recorded populations, 0.87 / 0.91 / 0.93 / 0.94 at 3 / 8 / 16 / 32 prompts: "
-              "benchmarks/results/bench/interval_coverage.md]; every verifier and (K, L) "
-              "scored on the same trees")
-        for c in runs:
-            if c["realised"] is not None and c["cost_per_step"]:
-                cost = c["cost_per_step"]
-                laws = ", ".join(f"{n} {s:.2f}" for n, s in cost["laws_s"].items())
-                print(f"T={c['temperature']} K={c['paths']} L={c['depth']}: seconds per step: draft "
-                      f"{cost['draft_s']:.2f}, target tree pass {cost['target_s']:.2f}, driver law "
-                      f"{cost['verifier_s']:.2f}; scored laws (every cell) {laws}; "
-                      f"prompts per hour {c['prompts_per_hour'] or 0:.1f}")
-        print("figures:", ", ".join(r["figures"]))
+def _scored(verifiers: str, drive: str) -> list[str]:
+    """--verifiers (and --drive): lossless under i.i.d. drafts."""
+    lossless = verifier_names(draft_sampling="iid")
+    names = [v.strip() for v in verifiers.split(",") if v.strip()]
+    if not names:
+        raise BadInput("--verifiers: expected at least one verifier")
+    for name in names + [drive]:
+        if name not in lossless:
+            flag = "--drive" if name == drive and name not in names else "--verifiers"
+            raise BadInput(f"{flag}: unknown verifier {name!r} (or not lossless under i.i.d. "
+                           f"drafts); known: {', '.join(lossless)}")
+    return names
 
-    run(body, as_json, render)
+
+def bench_command(flags: dict[str, Any]) -> dict[str, Any]:
+    """`speclp bench`: the spec (checked), the runs (the pair is loaded only when a record is
+    missing from --out), the rows of the runs asked for and the figure."""
+    spec, prompt_list = bench_spec(flags)
+    out, threads = flags["out"], flags["threads"]
+    if threads is not None:
+        torch.set_num_threads(threads)
+
+    def load() -> Any:
+        try:
+            loaded = load_pair(spec.pair, device=spec.device,
+                               dtype=parse_dtype(None if spec.dtype == "auto" else spec.dtype))
+        except (ModelUnavailable, VocabularyMismatch) as err:
+            raise BadInput(f"--pair: {err}") from None
+        except OSError as err:
+            raise BadInput(f"--pair: cannot load {spec.pair!r}: {err}") from None
+        check.vocabulary_limits("--verifiers", [*spec.verifiers, spec.drive], list(spec.paths),
+                                loaded.target.vocab_size)
+        return loaded
+
+    stderr.print(f"bench: {spec.runs} runs x {len(prompt_list)} prompts -> {out}", highlight=False)
+    status = spec.run(load, prompt_list, out / f"{slug(spec.pair)}.jsonl",
+                      progress=lambda it, total: reporting(it, total, "bench", "batch runs"))
+    records = [r for r in load_records(out) if r.get("pair") == spec.pair]
+    rows = spec.rows(records)
+    figures = []
+    if any(r["drive"] != "autoregressive" for r in rows):
+        figures = [str(f) for f in plot_bench(records, out / f"bench_{slug(spec.pair)}")]
+    return {**status, "runs": rows, "figures": figures}
+
+
+def render(r: dict[str, Any], pair: str) -> None:
+    """The table of a bench result, the note on its intervals and the per-step costs."""
+    runs = [c for c in r["runs"] if c["drive"] != "autoregressive"]
+    names = sorted({n for c in runs for n in c["differences"]})
+    rows = []
+    for c in r["runs"]:
+        if c["drive"] == "autoregressive":
+            rows.append([c["temperature"], "-", "-", c["prompts"], "autoregressive",
+                         *[""] * len(names), f"{c['decode_tokens_per_s']:.2f}"])
+            continue
+        ref = c["verifiers"].get("bv")
+        rows.append([c["temperature"], c["depth"], c["paths"], c["prompts"],
+                     format_interval(ref) if ref else "",
+                     *[format_interval(c["differences"][n]) if n in c["differences"] else ""
+                       for n in names],
+                     f"{c['decode_tokens_per_s']:.2f} ({c['drive']})"])
+    table(f"bench {pair} ({r['computed']} computed, {r['reused']} reused) -> {r['file']}",
+          ["T", "L", "K", "prompts", "bv E[tau+1]", *[f"{n} - bv" for n in names], "tok/s"],
+          rows)
+    print("estimates: mean over prompts of the per-step exact conditional E[tau+1]; "
+          "[nominal 95% t interval on per-prompt means; simulated coverage, median over "
+          "recorded populations, 0.87 / 0.91 / 0.93 / 0.94 at 3 / 8 / 16 / 32 prompts: "
+          "benchmarks/results/bench/interval_coverage.md]; every verifier and (K, L) "
+          "scored on the same trees")
+    for c in runs:
+        if c["realised"] is not None and c["cost_per_step"]:
+            cost = c["cost_per_step"]
+            laws = ", ".join(f"{n} {s:.2f}" for n, s in cost["laws_s"].items())
+            print(f"T={c['temperature']} K={c['paths']} L={c['depth']}: seconds per step: draft "
+                  f"{cost['draft_s']:.2f}, target tree pass {cost['target_s']:.2f}, driver law "
+                  f"{cost['verifier_s']:.2f}; scored laws (every cell) {laws}; "
+                  f"prompts per hour {c['prompts_per_hour'] or 0:.1f}")
+    print("figures:", ", ".join(r["figures"]))

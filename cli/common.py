@@ -33,9 +33,9 @@ from ..rationals import fraction_text
 from . import error_json, internal_error, one_line, stderr, stdout
 from .validate import BadInput
 
-__all__ = ["BadArgument", "BadInput", "ClaimFailed", "STOPPED_EXIT", "Stopped", "counting", "flag_of",
-           "given", "jsonable", "new_commands", "progress", "refusal", "refuse_given", "run", "stderr",
-           "stdout", "table", "working"]
+__all__ = ["BadArgument", "BadInput", "ClaimFailed", "PlainProgress", "STOPPED_EXIT", "Stopped", "counting",
+           "counting_lines", "flag_of", "given", "jsonable", "new_commands", "progress", "refusal",
+           "refuse_given", "reporting", "run", "stderr", "stdout", "table", "working"]
 
 
 def new_commands(help: str | None = None) -> typer.Typer:
@@ -238,3 +238,85 @@ def counting(total: int | None, description: str) -> Iterator[Callable[[], None]
     with _bar(total) as bar:
         task = bar.add_task(description, total=total)
         yield lambda: bar.advance(task)
+
+
+PLAIN_EVERY_S = 10.0  # seconds between two plain progress lines
+
+
+def duration(seconds: float) -> str:
+    """A rounded duration for a progress line: "41 s", "2 min", "1 h 5 min"."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    hours, minutes = divmod(round(seconds / 60), 60)
+    return f"{hours} h {minutes} min"
+
+
+class PlainProgress:
+    """Progress as plain lines on stderr, for runs whose stderr is not a terminal (piped or
+    logged: the rich bar is hidden there), e.g. "realgap: 3/12 prompts, 41 s, ~2 min left":
+    at most one line every `every` seconds while items are counted, and one at the end
+    (finish). clock: seconds (time.monotonic; a test passes its own)."""
+
+    def __init__(self, description: str, total: int | None, unit: str,
+                 every: float = PLAIN_EVERY_S, clock: Callable[[], float] = time.monotonic):
+        self.description, self.total, self.unit, self.every, self.clock = (
+            description, total, unit, every, clock)
+        self.start = self.last = clock()
+        self.done = 0
+
+    def line(self, now: float) -> str:
+        """The progress line at time `now`."""
+        elapsed = now - self.start
+        count = f"{self.done}/{self.total}" if self.total is not None else f"{self.done}"
+        text = f"{self.description}: {count} {self.unit}, {duration(elapsed)}"
+        if self.total is not None and 0 < self.done < self.total:
+            text += f", ~{duration(elapsed / self.done * (self.total - self.done))} left"
+        return text
+
+    def _write(self, now: float) -> None:
+        sys.stderr.write(self.line(now) + "\n")
+        sys.stderr.flush()
+        self.last = now
+
+    def advance(self, count: int = 1) -> None:
+        """Count `count` items; a line when `every` seconds have passed since the last one."""
+        self.done += count
+        now = self.clock()
+        if now - self.last >= self.every:
+            self._write(now)
+
+    def finish(self) -> None:
+        """The last line (always written)."""
+        self._write(self.clock())
+
+
+def reporting(items: Iterable[T], total: int | None, description: str, unit: str) -> Iterator[T]:
+    """progress() on a terminal; elsewhere (stderr piped or logged) plain progress lines
+    (PlainProgress): a long run shows how far it is wherever its stderr goes. stdout is
+    never written (a --json run prints one JSON object)."""
+    if sys.stderr.isatty():
+        yield from progress(items, total, description)
+        return
+    lines = PlainProgress(description, total, unit)
+    try:
+        for item in items:
+            yield item
+            lines.advance()
+    finally:
+        lines.finish()
+
+
+@contextlib.contextmanager
+def counting_lines(total: int | None, description: str, unit: str) -> Iterator[Callable[[], None]]:
+    """counting() on a terminal; elsewhere plain progress lines (PlainProgress)."""
+    if sys.stderr.isatty():
+        with counting(total, description) as advance:
+            yield advance
+        return
+    lines = PlainProgress(description, total, unit)
+    try:
+        yield lines.advance
+    finally:
+        lines.finish()

@@ -8,6 +8,7 @@ before a model is loaded.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,8 @@ from ..experiments.plots import plot_realgap, plot_renormalised
 from ..experiments.realgap import (
     MAX_COARSE_PATHS,
     full_records,
+    realgap_keys,
+    renormalised_keys,
     run_realgap,
     run_realgap_renormalised,
     summarize_realgap,
@@ -29,45 +32,78 @@ from ..experiments.store import load_jsonl, select_records, slug
 from ..verifiers.registry import verifier_names
 from . import options as option
 from . import validate as check
-from .common import BadInput, ClaimFailed, new_commands, progress, run, table
-from .trees import check_run_flags, load_run_pair
+from .common import BadInput, ClaimFailed, new_commands, reporting, run, table
+from .trees import check_run_flags, load_run_pair, planned_dtype, recorded, run_identity
 
 MODE_FULL, MODE_RENORMALISED = "full-vocabulary", "renormalised"  # = experiments.realgap's modes
 
 REALGAP_OUT = Path("speclp-results/realgap")
 
 
+@dataclasses.dataclass(frozen=True)
+class RealgapSpec:
+    """One `speclp realgap` run as data; its defaults are the flags' defaults. Built from the
+    flags by realgap_spec (the one place they are checked). instances: MODE_FULL or
+    MODE_RENORMALISED; depths L, paths K, widths M (full-vocabulary: one M); verifiers
+    (full-vocabulary; () in the defaults: the default list of _verifier_list); samples,
+    batch, score_dtype: the sampled trees of the full-vocabulary mode; contexts_per_prompt
+    contexts `every` target-sampled tokens apart; draft_temperature None: the run's (1.5 for
+    a single model, trees.run_identity)."""
+
+    pair: str = "qwen2.5-coder"
+    prompts: str = "humaneval:10"
+    instances: str = MODE_FULL
+    depths: tuple[int, ...] = (1, 2)
+    paths: tuple[int, ...] = (1, 2, 3, 4)
+    widths: tuple[int, ...] = (8,)
+    samples: int = 128
+    batch: int = 128
+    verifiers: tuple[str, ...] = ()
+    score_dtype: str = "fp64"
+    contexts_per_prompt: int = 2
+    every: int = 8
+    temperature: float = 1.0
+    draft_temperature: float | None = None
+    seed: int = 0
+
+
+DEFAULTS = RealgapSpec()
+HELP = {
+    "instances": "full-vocabulary (default): bounds and verifier intervals on the real rows; "
+                 "renormalised: LABELLED truncated instances (top-M of the target per node, "
+                 "renormalised over them; neither bound).",
+    "top": "M. full-vocabulary: tokens kept per node in the coarsened upper-bound instance (top-M of "
+           "p+q; L >= 2). renormalised: comma list, M <= 5.",
+    "verifiers": "Comma list (default: every verifier lossless under i.i.d. drafts but khisti, which "
+                 "needs a small vocabulary).",
+    "out": "Folder of the JSONL results and figures (default ./speclp-results/realgap).",
+}
+
 commands = new_commands()
 
 
 @commands.command()
 def realgap(
-    pair: str = typer.Option("qwen2.5-coder", "--pair", help="Pair name, TARGET,DRAFT, or one model."),
-    prompts: str = option.prompts("humaneval:10"),
-    instances: str = typer.Option(MODE_FULL, "--instances",
-                                  help="full-vocabulary (default): bounds and verifier intervals on the "
-                                       "real rows; renormalised: LABELLED truncated instances (top-M of "
-                                       "the target per node, renormalised; neither bound)."),
-    depth: str = typer.Option("1,2", "--depth", help="L (comma list)."),
-    paths: str = option.paths("1,2,3,4", "K (comma list)."),
-    top: str = typer.Option("8", "--top",
-                            help="M. full-vocabulary: tokens kept per node in the coarsened upper-bound "
-                                 "instance (top-M of p+q; L >= 2). renormalised: comma list, M <= 5."),
-    samples: int = typer.Option(128, "--samples", help="Sampled draft trees per context (full-vocabulary)."),
-    batch: int = typer.Option(128, "--batch",
+    ctx: typer.Context,
+    pair: str = typer.Option(DEFAULTS.pair, "--pair", help="Pair name, TARGET,DRAFT, or one model."),
+    prompts: str = option.prompts(DEFAULTS.prompts),
+    instances: str = typer.Option(DEFAULTS.instances, "--instances", help=HELP["instances"]),
+    depth: str = typer.Option(",".join(map(str, DEFAULTS.depths)), "--depth", help="L (comma list)."),
+    paths: str = option.paths(",".join(map(str, DEFAULTS.paths)), "K (comma list)."),
+    top: str = typer.Option(",".join(map(str, DEFAULTS.widths)), "--top", help=HELP["top"]),
+    samples: int = typer.Option(DEFAULTS.samples, "--samples",
+                                help="Sampled draft trees per context (full-vocabulary)."),
+    batch: int = typer.Option(DEFAULTS.batch, "--batch",
                               help="Trees drawn per model pass (memory: distinct nodes x V rows)."),
-    verifiers: str = typer.Option("", "--verifiers",
-                                  help="Comma list (default: every verifier lossless under i.i.d. "
-                                       "drafts but khisti, which needs a small vocabulary)."),
-    score_dtype: str = typer.Option("fp64", "--score-dtype", help="fp64 or fp32: rows of the scored laws."),
-    contexts_per_prompt: int = typer.Option(2, "--contexts-per-prompt"),
-    every: int = option.every(8),
-    temperature: float = typer.Option(1.0, "--temperature"),
-    draft_temperature: float = typer.Option(None, "--draft-temperature"),
-    out: Path = typer.Option(REALGAP_OUT, "--out",
-                             help="Folder of the JSONL results and figures (default "
-                                  "./speclp-results/realgap)."),
-    seed: int = option.seed(0),
+    verifiers: str = typer.Option("", "--verifiers", help=HELP["verifiers"]),
+    score_dtype: str = typer.Option(DEFAULTS.score_dtype, "--score-dtype",
+                                    help="fp64 or fp32: rows of the scored laws."),
+    contexts_per_prompt: int = typer.Option(DEFAULTS.contexts_per_prompt, "--contexts-per-prompt"),
+    every: int = option.every(DEFAULTS.every),
+    temperature: float = typer.Option(DEFAULTS.temperature, "--temperature"),
+    draft_temperature: float = typer.Option(DEFAULTS.draft_temperature, "--draft-temperature"),
+    out: Path = typer.Option(REALGAP_OUT, "--out", help=HELP["out"]),
+    seed: int = option.seed(DEFAULTS.seed),
     threads: int = typer.Option(None, "--threads"),
     as_json: bool = option.json(),
 ) -> None:
@@ -82,106 +118,158 @@ def realgap(
     only the kept rows (L = 1: the optimum itself). Exit 1 if a verifier's interval lies
     above the upper bound or the lower bound above the upper bound.
     """
+    run(lambda: realgap_command(ctx.params), as_json, render)
 
-    def body() -> dict[str, Any]:
-        check.choice("--instances", instances, (MODE_FULL, MODE_RENORMALISED))
-        depths = check.int_list("--depth", depth, 1, 16)
-        ks = check.int_list("--paths", paths, 1, 64)
-        check_run_flags(out, prompts, every, contexts_per_prompt, temperature, draft_temperature, seed,
-                threads)
-        if instances == MODE_RENORMALISED:
-            return _realgap_renormalised(depths, ks)
-        widths = check.int_list("--top", top, 2, 1024)
-        if len(widths) != 1:
-            raise BadInput(f"--top: full-vocabulary mode takes one M, got {top!r}")
-        width = widths[0]
-        check.integer("--samples", samples, 2, 10_000_000)
-        check.integer("--batch", batch, 1, 100_000)
-        check.choice("--score-dtype", score_dtype, ("fp64", "fp32"))
-        for d in depths:
-            if d > 1 and (width + 1) ** d > MAX_COARSE_PATHS:
-                raise BadInput(f"--top: the coarsened LP at M = {width}, L = {d} has {(width + 1) ** d:,} "
-                               f"paths (limit {MAX_COARSE_PATHS:,}); lower --top or --depth")
-        names = _verifier_list(verifiers)
-        check_model_pair(pair)
-        loaded, prompt_list, draft_t, label = load_run_pair(pair, prompts, draft_temperature, threads)
-        check.vocabulary_limits("--verifiers", names, ks, loaded.target.vocab_size)
-        out_file = out / f"{slug(pair)}.jsonl"
-        status = run_realgap(
-            loaded.target.model, loaded.draft.model, prompt_list, depths, ks, out_file,
-            samples=samples, batch=batch, width=width, verifiers=names,
-            contexts_per_prompt=contexts_per_prompt, every=every, temperature=temperature,
-            draft_temperature=draft_t, seed=seed, label=label,
-            eos=set(loaded.target.eos_token_ids),
-            score_dtype=torch.float64 if score_dtype == "fp64" else torch.float32,
-            progress=lambda it: progress(it, len(prompt_list), "realgap"))
-        # only this invocation's records (keys) are summarised and plotted
-        records = full_records(select_records(load_jsonl(out_file), status.pop("keys")))
-        figures = plot_realgap(records, out)
-        result = {"pair": label, "instances": MODE_FULL, **status, "records": len(records),
-                  "figures": [str(f) for f in figures],
-                  "contexts": [_context_view(r) for r in records],
-                  "summary": summarize_realgap(records)}
-        if status["failures"]:
-            raise ClaimFailed(f"{len(status['failures'])} bracket failure(s) (a verifier "
-                              "interval or the lower bound above the upper bound) "
-                              f"(records in {out_file})", result)
-        return result
 
-    def _realgap_renormalised(depths: list[int], ks: list[int]) -> dict[str, Any]:
-        widths = check.int_list("--top", top, 2, 5)
+def realgap_spec(flags: dict[str, Any]) -> tuple[RealgapSpec, list[dict[str, Any]]]:
+    """(RealgapSpec, prompts) of the command line (flags: its parameters by name); every flag
+    is checked here (BadInput naming it), before anything is loaded."""
+    f = flags
+    check.choice("--instances", f["instances"], (MODE_FULL, MODE_RENORMALISED))
+    depths = check.int_list("--depth", f["depth"], 1, 16)
+    ks = check.int_list("--paths", f["paths"], 1, 64)
+    prompt_list = check_run_flags(f["out"], f["prompts"], f["every"], f["contexts_per_prompt"],
+                                  f["temperature"], f["draft_temperature"], f["seed"], f["threads"])
+    spec = RealgapSpec(pair=f["pair"], prompts=f["prompts"], instances=f["instances"],
+                       depths=tuple(depths), paths=tuple(ks), contexts_per_prompt=f["contexts_per_prompt"],
+                       every=f["every"], temperature=f["temperature"],
+                       draft_temperature=f["draft_temperature"], seed=f["seed"])
+    if f["instances"] == MODE_RENORMALISED:
+        widths = check.int_list("--top", f["top"], 2, 5)
         if max(depths) > 3 or max(ks) > 3:
             raise BadInput("--depth/--paths: supported sizes are M <= 5, L <= 3, K <= 3 (LP size)")
-        check_model_pair(pair)
-        loaded, prompt_list, draft_t, label = load_run_pair(pair, prompts, draft_temperature, threads)
-        out_file = out / f"{slug(pair)}_renormalised.jsonl"
-        status = run_realgap_renormalised(
-            loaded.target.model, loaded.draft.model, prompt_list, widths, depths, ks, out_file,
-            contexts_per_prompt, every, temperature, draft_t, seed, label,
-            set(loaded.target.eos_token_ids),
-            progress=lambda it: progress(it, len(prompt_list), "realgap"))
-        records = select_records(load_jsonl(out_file), status.pop("keys"))
-        figures = plot_renormalised(records, out)
-        return {"pair": label, "instances": MODE_RENORMALISED, **status, "records": len(records),
-                "figures": [str(f) for f in figures],
-                "label": "TRUNCATED: top-M of the TARGET row per node, rows RENORMALISED over the M "
-                         "tokens (neither an upper nor a lower bound on the real pair)",
-                "summary": summarize_renormalised(records)}
+        spec = dataclasses.replace(spec, widths=tuple(widths))
+    else:
+        spec = dataclasses.replace(spec, **_full_fields(f, depths))
+    check_model_pair(spec.pair)
+    return spec, prompt_list
 
-    def render(r: dict[str, Any]) -> None:
-        if r["instances"] == MODE_RENORMALISED:
-            rows = []
-            for s in r["summary"]:
-                for name, gap in sorted(s["mean_gap"].items(), key=lambda kv: kv[1]):
-                    rows.append([s["width"], s["depth"], s["paths"], s["contexts"],
-                                 f"{s['certified']}/{s['contexts']}", f"{s['mean_optimum']:.4f}", name,
-                                 f"{gap:.4f}", f"{s['max_gap'][name]:.4f}"])
-            table(f"realgap: {r['pair']} ({r['label']})",
-                  ["M", "L", "K", "ctx", "LP certified", "mean LP optimum", "verifier", "mean gap",
-                   "max gap"], rows)
-        else:
-            rows = []
-            for c in r["contexts"]:
-                for k, block in c["by_paths"].items():
-                    rows.append([c["prompt"], c["context"], c["depth"], k, block["lower"],
-                                 block["upper"], block["best"], block["estimate"]])
-            table(f"realgap: {r['pair']} (full-vocabulary rows; per context)",
-                  ["prompt", "ctx", "L", "K", "certified lower", "certified upper",
-                   "best verifier", "its estimate [95% betting CI]"], rows)
-            rows = []
-            for s in r["summary"]:
-                for name, iv in sorted(s["verifiers"].items(), key=lambda kv: -kv[1]["estimate"]):
-                    rows.append([s["temperature"], s["depth"], s["paths"], s["contexts"],
-                                 format_interval(s["upper"]), name, *_summary_cells(iv, s["gaps"][name])])
-            table("realgap summary: means over contexts [nominal 95% t interval on per-prompt means]; "
-                  "'exact': the exact value in every context, 'ESTIMATE': sampled trees",
-                  ["T", "L", "K", "ctx", "upper bound", "verifier", "E[tau+1]", "gap to upper"], rows)
-            if r.get("failures"):
-                for f in r["failures"]:
-                    print("FAILURE:", f)
-        print("figures:", ", ".join(r["figures"]))
 
-    run(body, as_json, render)
+def _full_fields(f: dict[str, Any], depths: list[int]) -> dict[str, Any]:
+    """The RealgapSpec fields of the full-vocabulary mode, checked."""
+    widths = check.int_list("--top", f["top"], 2, 1024)
+    if len(widths) != 1:
+        raise BadInput(f"--top: full-vocabulary mode takes one M, got {f['top']!r}")
+    width = widths[0]
+    check.integer("--samples", f["samples"], 2, 10_000_000)
+    check.integer("--batch", f["batch"], 1, 100_000)
+    check.choice("--score-dtype", f["score_dtype"], ("fp64", "fp32"))
+    for d in depths:
+        if d > 1 and (width + 1) ** d > MAX_COARSE_PATHS:
+            raise BadInput(f"--top: the coarsened LP at M = {width}, L = {d} has {(width + 1) ** d:,} "
+                           f"paths (limit {MAX_COARSE_PATHS:,}); lower --top or --depth")
+    return {"widths": (width,), "samples": f["samples"], "batch": f["batch"],
+            "verifiers": tuple(_verifier_list(f["verifiers"])), "score_dtype": f["score_dtype"]}
+
+
+def realgap_command(flags: dict[str, Any]) -> dict[str, Any]:
+    """`speclp realgap`: the spec (checked), then the run of its mode into --out."""
+    spec, prompt_list = realgap_spec(flags)
+    if spec.instances == MODE_RENORMALISED:
+        return run_renormalised(spec, prompt_list, flags["out"], flags["threads"])
+    return run_full(spec, prompt_list, flags["out"], flags["threads"])
+
+
+def run_full(spec: RealgapSpec, prompt_list: list[dict[str, Any]], out: Path,
+             threads: int | None) -> dict[str, Any]:
+    """The full-vocabulary run (experiments.realgap.run_realgap) and its report; the pair is
+    loaded only when a record asked for is missing from --out (realgap_keys)."""
+    label, draft_t = run_identity(spec.pair, spec.draft_temperature)
+    out_file = out / f"{slug(spec.pair)}.jsonl"
+    depths, ks = list(spec.depths), list(spec.paths)
+    args = dict(samples=spec.samples, batch=spec.batch, width=spec.widths[0],
+                verifiers=list(spec.verifiers), contexts_per_prompt=spec.contexts_per_prompt,
+                every=spec.every, temperature=spec.temperature, draft_temperature=draft_t,
+                seed=spec.seed, label=label, model_dtype=planned_dtype(),
+                score_dtype=torch.float64 if spec.score_dtype == "fp64" else torch.float32)
+    pair = None
+    if not recorded(out_file, realgap_keys(prompt_list, depths, ks, **args)):
+        pair = load_run_pair(spec.pair, prompt_list, threads)
+        check.vocabulary_limits("--verifiers", list(spec.verifiers), ks, pair.target.vocab_size)
+    status = run_realgap(
+        pair and pair.target.model, pair and pair.draft.model, prompt_list, depths, ks, out_file,
+        eos=pair and set(pair.target.eos_token_ids),
+        progress=lambda it: reporting(it, len(prompt_list), "realgap", "prompts"), **args)
+    # only this invocation's records (keys) are summarised and plotted
+    records = full_records(select_records(load_jsonl(out_file), status.pop("keys")))
+    figures = plot_realgap(records, out)
+    result = {"pair": label, "instances": MODE_FULL, **status, "records": len(records),
+              "figures": [str(f) for f in figures],
+              "contexts": [_context_view(r) for r in records],
+              "summary": summarize_realgap(records)}
+    if status["failures"]:
+        raise ClaimFailed(f"{len(status['failures'])} bracket failure(s) (a verifier "
+                          "interval or the lower bound above the upper bound) "
+                          f"(records in {out_file})", result)
+    return result
+
+
+def run_renormalised(spec: RealgapSpec, prompt_list: list[dict[str, Any]], out: Path,
+                     threads: int | None) -> dict[str, Any]:
+    """The labelled renormalised run (experiments.realgap.run_realgap_renormalised) and its
+    report; the pair is loaded only when a record asked for is missing (renormalised_keys)."""
+    label, draft_t = run_identity(spec.pair, spec.draft_temperature)
+    out_file = out / f"{slug(spec.pair)}_renormalised.jsonl"
+    widths, depths, ks = list(spec.widths), list(spec.depths), list(spec.paths)
+    fixed = {"pair": label, "every": spec.every, "temperature": spec.temperature,
+             "draft_temperature": draft_t, "seed": spec.seed, "dtype": planned_dtype()}
+    keys = renormalised_keys(prompt_list, widths, depths, ks, spec.contexts_per_prompt, **fixed)
+    pair = None if recorded(out_file, keys) else load_run_pair(spec.pair, prompt_list, threads)
+    status = run_realgap_renormalised(
+        pair and pair.target.model, pair and pair.draft.model, prompt_list, widths, depths, ks,
+        out_file, spec.contexts_per_prompt, spec.every, spec.temperature, draft_t, spec.seed, label,
+        pair and set(pair.target.eos_token_ids),
+        progress=lambda it: reporting(it, len(prompt_list), "realgap", "prompts"),
+        model_dtype=fixed["dtype"])
+    records = select_records(load_jsonl(out_file), status.pop("keys"))
+    figures = plot_renormalised(records, out)
+    return {"pair": label, "instances": MODE_RENORMALISED, **status, "records": len(records),
+            "figures": [str(f) for f in figures],
+            "label": "TRUNCATED: top-M of the TARGET row per node, rows RENORMALISED over the M "
+                     "tokens (neither an upper nor a lower bound on the real pair)",
+            "summary": summarize_renormalised(records)}
+
+
+def render(r: dict[str, Any]) -> None:
+    """The tables of a realgap result (either mode), then its figures."""
+    if r["instances"] == MODE_RENORMALISED:
+        render_renormalised(r)
+    else:
+        render_full(r)
+    print("figures:", ", ".join(r["figures"]))
+
+
+def render_renormalised(r: dict[str, Any]) -> None:
+    rows = []
+    for s in r["summary"]:
+        for name, gap in sorted(s["mean_gap"].items(), key=lambda kv: kv[1]):
+            rows.append([s["width"], s["depth"], s["paths"], s["contexts"],
+                         f"{s['certified']}/{s['contexts']}", f"{s['mean_optimum']:.4f}", name,
+                         f"{gap:.4f}", f"{s['max_gap'][name]:.4f}"])
+    table(f"realgap: {r['pair']} ({r['label']})",
+          ["M", "L", "K", "ctx", "LP certified", "mean LP optimum", "verifier", "mean gap",
+           "max gap"], rows)
+
+
+def render_full(r: dict[str, Any]) -> None:
+    rows = []
+    for c in r["contexts"]:
+        for k, block in c["by_paths"].items():
+            rows.append([c["prompt"], c["context"], c["depth"], k, block["lower"],
+                         block["upper"], block["best"], block["estimate"]])
+    table(f"realgap: {r['pair']} (full-vocabulary rows; per context)",
+          ["prompt", "ctx", "L", "K", "certified lower", "certified upper",
+           "best verifier", "its estimate [95% betting CI]"], rows)
+    rows = []
+    for s in r["summary"]:
+        for name, iv in sorted(s["verifiers"].items(), key=lambda kv: -kv[1]["estimate"]):
+            rows.append([s["temperature"], s["depth"], s["paths"], s["contexts"],
+                         format_interval(s["upper"]), name, *_summary_cells(iv, s["gaps"][name])])
+    table("realgap summary: means over contexts [nominal 95% t interval on per-prompt means]; "
+          "'exact': the exact value in every context, 'ESTIMATE': sampled trees",
+          ["T", "L", "K", "ctx", "upper bound", "verifier", "E[tau+1]", "gap to upper"], rows)
+    for f in r.get("failures") or []:
+        print("FAILURE:", f)
 
 
 def _summary_cells(value: dict[str, Any], gap: dict[str, Any]) -> list[str]:

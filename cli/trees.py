@@ -7,7 +7,10 @@ figures, in --out (default ./speclp-results/trees, ./speclp-results/realgap). `t
 folders record their spec and take one writer at a time (experiments.store). Every flag is
 checked (cli/validate.py) before a model is loaded. The run is a
 experiments.trees.TreesSpec, whose defaults are the flags' defaults; --time-limit stops
-starting new work once it has passed (finished records are kept).
+starting new work once it has passed (finished records are kept). The record keys of both
+commands follow from the flags and the prompt texts (run_identity, planned_dtype), so a
+run whose every record is already in --out loads no model. Off a terminal, progress is
+printed as plain lines on stderr (common.reporting).
 """
 
 from __future__ import annotations
@@ -19,38 +22,56 @@ from typing import Any
 import torch
 import typer
 
-from ..decode.models import ModelUnavailable, VocabularyMismatch, check_model_pair, load_pair
+from ..decode.models import (
+    ModelUnavailable,
+    VocabularyMismatch,
+    check_model_pair,
+    default_device,
+    default_dtype,
+    load_pair,
+    pair_label,
+    pair_names,
+)
 from ..experiments.plots import plot_trees, trees_title
 from ..experiments.prompts import read_prompts
-from ..experiments.store import ResultsFolderError, load_jsonl, open_folder, select_records, slug
+from ..experiments.store import (
+    KeyedRecords,
+    ResultsFolderError,
+    load_jsonl,
+    open_folder,
+    select_records,
+    slug,
+)
 from ..experiments.trees import (
     ENGINE_SHAPES,
     Deadline,
     TreesSpec,
+    engine_keys,
     run_engine_reuse,
     run_trees,
     summarize_engine_reuse,
     summarize_trees,
+    trees_keys,
 )
 from ..proofs.tree_selection import REFERENCES, RULES, node_count
 from ..verifiers.registry import verifier_names
 from . import options as option
 from . import validate as check
-from .common import BadInput, counting, new_commands, progress, run, table
+from .common import BadInput, counting_lines, new_commands, reporting, run, table
 
 TREES_OUT = Path("speclp-results/trees")
 MAX_TREE_NODES = 2000  # candidate tree nodes (rows of V probabilities per model, per context)
 MAX_TREE_LEVEL = 1024  # nodes of the widest level (one batched forward)
+SELF_DRAFT_TEMPERATURE = 1.5  # a single model drafts for itself at this temperature by default
 
 
 commands = new_commands()
 
 
-
 def check_run_flags(out: Path, prompts: str, every: int, contexts_per_prompt: int, temperature: float,
-            draft_temperature: float | None, seed: int, threads: int | None) -> None:
+            draft_temperature: float | None, seed: int, threads: int | None) -> list[dict[str, Any]]:
     """The flags trees and realgap share (cheap checks; the pair is checked last, by the
-    caller, since naming the built-in models imports torch)."""
+    caller, since naming the built-in models imports torch); returns the prompts."""
     check.integer("--contexts-per-prompt", contexts_per_prompt, 1, 10_000)
     check.integer("--every", every, 1, 100_000)
     check.number("--temperature", temperature, 0)
@@ -60,26 +81,44 @@ def check_run_flags(out: Path, prompts: str, every: int, contexts_per_prompt: in
     if threads is not None:
         check.integer("--threads", threads, 1, 1024)
     check.output_dir("--out", out)
-    read_prompts(prompts)
+    return read_prompts(prompts)
 
 
+def run_identity(pair_name: str, draft_temperature: float | None) -> tuple[str, float | None]:
+    """(label, draft temperature) of a run on the pair `pair_name`, from the name alone: a
+    single model drafts for itself at SELF_DRAFT_TEMPERATURE unless --draft-temperature."""
+    if pair_names(pair_name) is not None:
+        return pair_label(pair_name), draft_temperature
+    if draft_temperature is None:
+        draft_temperature = SELF_DRAFT_TEMPERATURE
+    return f"{pair_label(pair_name)}, draft temperature {draft_temperature}", draft_temperature
 
-def load_run_pair(pair_name: str, prompt_spec: str, draft_temperature: float | None,
-          threads: int | None) -> tuple[Any, list[dict[str, Any]], float | None, str]:
-    """Prompts (checked first: cheap), then the pair on the CPU/GPU default device."""
-    prompts = read_prompts(prompt_spec)
+
+def planned_dtype() -> str:
+    """The dtype of the weights load_run_pair loads (the default device's), as the record
+    keys name it: known before anything is loaded."""
+    return str(default_dtype(default_device()))
+
+
+def recorded(out_file: Path, keys: list[str]) -> bool:
+    """Every one of `keys` is already in out_file: the run has nothing to compute (and loads
+    no model)."""
+    done = KeyedRecords(out_file).done
+    return all(k in done for k in keys)
+
+
+def load_run_pair(pair_name: str, prompts: list[dict[str, Any]], threads: int | None) -> Any:
+    """The pair on the CPU/GPU default device (decode.models.ModelPair); each prompt gets
+    its "tokens" (the target's tokenizer)."""
     if threads:
         torch.set_num_threads(threads)
     try:
         pair = load_pair(pair_name)
     except (ModelUnavailable, VocabularyMismatch, OSError, ValueError) as err:
         raise BadInput(f"--pair: {err}") from None
-    if pair.same_model and draft_temperature is None:
-        draft_temperature = 1.5
-    label = pair.label + (f", draft temperature {draft_temperature}" if pair.same_model else "")
     for p in prompts:
         p["tokens"] = pair.target.tokenizer.encode(p["text"])
-    return pair, prompts, draft_temperature, label
+    return pair
 
 
 DEFAULTS = TreesSpec()
@@ -98,53 +137,53 @@ REFERENCE_HELP = {
     "target-first-oracle": "first token from the target, then the best N-node tree below it: a "
                            "bound for target-first",
 }
+HELP = {
+    "pair": "Pair name, TARGET,DRAFT, or one model (draft = same model at --draft-temperature, "
+            "default 1.5).",
+    "budgets": "Comma list of budgets N (drafted nodes per round).",
+    "rules": "Comma list of selection rules: " + "; ".join(f"{k}: {v}" for k, v in RULE_HELP.items())
+             + ". Always shown next to them, as references (not rules): "
+             + "; ".join(f"{k}: {v}" for k, v in REFERENCE_HELP.items()) + ".",
+    "top": "M: candidate children per node (top-M of (p+q)/2).",
+    "temperature": "Temperature of the target's rows (and of the draft's unless --draft-temperature).",
+    "draft_temperature": "Temperature of the draft's rows (default --temperature; 1.5 when the draft "
+                         "is the target model).",
+    "engine_budgets": "Also decode with the engine at these budgets (mapped to K x L paths: 8=2x4, "
+                      "16=2x8, 32=4x8, 64=8x8) and measure reuse.",
+    "skip_trees": "Only the engine runs (with --engine-budgets).",
+    "out": "Folder of the JSONL results and figures (default ./speclp-results/trees).",
+    "time_limit": "Seconds: no new context (or engine run) starts after it; finished ones are kept, "
+                  "rerun to continue (default 4 h).",
+}
 
 
 @commands.command()
 def trees(
-    pair: str = typer.Option(DEFAULTS.pair, "--pair",
-                             help="Pair name, TARGET,DRAFT, or one model (draft = same model at "
-                                  "--draft-temperature, default 1.5)."),
+    ctx: typer.Context,
+    pair: str = typer.Option(DEFAULTS.pair, "--pair", help=HELP["pair"]),
     prompts: str = option.prompts(DEFAULTS.prompts),
-    budgets: str = typer.Option(",".join(map(str, DEFAULTS.budgets)), "--budgets",
-                                help="Comma list of budgets N (drafted nodes per round)."),
-    rules: str = typer.Option(",".join(DEFAULTS.rules), "--rules",
-                              help="Comma list of selection rules: "
-                                   + "; ".join(f"{k}: {v}" for k, v in RULE_HELP.items())
-                                   + ". Always shown next to them, as references (not rules): "
-                                   + "; ".join(f"{k}: {v}" for k, v in REFERENCE_HELP.items()) + "."),
-    width: int = typer.Option(DEFAULTS.top, "--top", help="M: candidate children per node (top-M of "
-                                                          "(p+q)/2)."),
+    budgets: str = typer.Option(",".join(map(str, DEFAULTS.budgets)), "--budgets", help=HELP["budgets"]),
+    rules: str = typer.Option(",".join(DEFAULTS.rules), "--rules", help=HELP["rules"]),
+    width: int = typer.Option(DEFAULTS.top, "--top", help=HELP["top"]),
     depth: int = typer.Option(DEFAULTS.depth, "--depth", help="L: depth of the candidate tree."),
     contexts_per_prompt: int = typer.Option(DEFAULTS.contexts_per_prompt, "--contexts-per-prompt",
                                             help="Contexts per prompt."),
     every: int = option.every(DEFAULTS.every),
-    temperature: float = typer.Option(DEFAULTS.temperature, "--temperature",
-                                      help="Temperature of the target's rows (and of the draft's "
-                                           "unless --draft-temperature)."),
+    temperature: float = typer.Option(DEFAULTS.temperature, "--temperature", help=HELP["temperature"]),
     draft_temperature: float = typer.Option(DEFAULTS.draft_temperature, "--draft-temperature",
-                                            help="Temperature of the draft's rows (default "
-                                                 "--temperature; 1.5 when the draft is the target "
-                                                 "model)."),
-    no_timing: bool = typer.Option(DEFAULTS.no_timing, "--no-timing",
-                                   help="Skip the measured round times."),
+                                            help=HELP["draft_temperature"]),
+    no_timing: bool = typer.Option(DEFAULTS.no_timing, "--no-timing", help="Skip the measured round times."),
     engine_budgets: str = typer.Option(",".join(map(str, DEFAULTS.engine_budgets)), "--engine-budgets",
-                                       help="Also decode with the engine at these budgets (mapped to "
-                                            "K x L paths: 8=2x4, 16=2x8, 32=4x8, 64=8x8) and measure reuse."),
+                                       help=HELP["engine_budgets"]),
     engine_verifiers: str = typer.Option(",".join(DEFAULTS.engine_verifiers), "--engine-verifiers",
                                          help="Verifiers of the engine runs."),
     engine_tokens: int = typer.Option(DEFAULTS.engine_tokens, "--engine-tokens",
                                       help="Tokens generated per engine run."),
-    skip_trees: bool = typer.Option(DEFAULTS.skip_trees, "--skip-trees",
-                                    help="Only the engine runs (with --engine-budgets)."),
-    out: Path = typer.Option(TREES_OUT, "--out",
-                             help="Folder of the JSONL results and figures (default "
-                                  "./speclp-results/trees)."),
+    skip_trees: bool = typer.Option(DEFAULTS.skip_trees, "--skip-trees", help=HELP["skip_trees"]),
+    out: Path = typer.Option(TREES_OUT, "--out", help=HELP["out"]),
     new_out: bool = option.new_out("spec"),
     seed: int = option.seed(DEFAULTS.seed, "Seed of the context sampling and the engine."),
-    time_limit: float = option.time_limit(
-        DEFAULT_TIME_LIMIT_S, "Seconds: no new context (or engine run) starts after it; finished "
-                              "ones are kept, rerun to continue (default 4 h)."),
+    time_limit: float = option.time_limit(DEFAULT_TIME_LIMIT_S, HELP["time_limit"]),
     threads: int = typer.Option(None, "--threads", help="torch CPU threads."),
     as_json: bool = option.json(),
 ) -> None:
@@ -156,27 +195,38 @@ def trees(
     are shown next to the rules (see --rules). Walltime per token is MODELLED from measured
     draft / tree-pass / extra-pass times.
     """
+    run(lambda: trees_command(ctx.params), as_json, render)
 
-    def body() -> dict[str, Any]:
-        check_run_flags(out, prompts, every, contexts_per_prompt, temperature, draft_temperature, seed,
-                        threads)
-        check.integer("--engine-tokens", engine_tokens, 1, 100_000)
-        check.number("--time-limit", time_limit, 0, low_open=True)
-        spec = TreesSpec(pair=pair, prompts=prompts, budgets=checked_budgets(budgets, width, depth),
-                         rules=checked_rules(rules), top=width, depth=depth,
-                         contexts_per_prompt=contexts_per_prompt, every=every, temperature=temperature,
-                         draft_temperature=draft_temperature, no_timing=no_timing,
-                         engine_tokens=engine_tokens, skip_trees=skip_trees, seed=seed,
-                         **checked_engine(engine_budgets, engine_verifiers, skip_trees))
-        check_model_pair(pair)
-        try:
-            folder = open_folder(out, "trees", spec.as_dict(), new_folder=new_out)
-        except ResultsFolderError as err:
-            raise BadInput(f"--out: {err}") from None
-        with folder:
-            return compute(folder.path, spec, threads, Deadline(time_limit))
 
-    run(body, as_json, render)
+def trees_spec(flags: dict[str, Any]) -> TreesSpec:
+    """The TreesSpec of the command line (flags: its parameters by name), every flag checked
+    (BadInput naming the flag) before anything is loaded."""
+    f = flags
+    check_run_flags(f["out"], f["prompts"], f["every"], f["contexts_per_prompt"], f["temperature"],
+                    f["draft_temperature"], f["seed"], f["threads"])
+    check.integer("--engine-tokens", f["engine_tokens"], 1, 100_000)
+    check.number("--time-limit", f["time_limit"], 0, low_open=True)
+    return TreesSpec(pair=f["pair"], prompts=f["prompts"],
+                     budgets=checked_budgets(f["budgets"], f["width"], f["depth"]),
+                     rules=checked_rules(f["rules"]), top=f["width"], depth=f["depth"],
+                     contexts_per_prompt=f["contexts_per_prompt"], every=f["every"],
+                     temperature=f["temperature"], draft_temperature=f["draft_temperature"],
+                     no_timing=f["no_timing"], engine_tokens=f["engine_tokens"],
+                     skip_trees=f["skip_trees"], seed=f["seed"],
+                     **checked_engine(f["engine_budgets"], f["engine_verifiers"], f["skip_trees"]))
+
+
+def trees_command(flags: dict[str, Any]) -> dict[str, Any]:
+    """`speclp trees`: the spec (checked), the pair's name (checked), the folder (opened
+    through the store), then the run."""
+    spec = trees_spec(flags)
+    check_model_pair(spec.pair)
+    try:
+        folder = open_folder(flags["out"], "trees", spec.as_dict(), new_folder=flags["new_out"])
+    except ResultsFolderError as err:
+        raise BadInput(f"--out: {err}") from None
+    with folder:
+        return compute(folder.path, spec, flags["threads"], Deadline(flags["time_limit"]))
 
 
 def checked_rules(rules: str) -> list[str]:
@@ -223,25 +273,60 @@ def checked_engine(engine_budgets: str, engine_verifiers: str, skip_trees: bool)
     return {"engine_budgets": engine_list, "engine_verifiers": engine_names}
 
 
-def compute(out: Path, spec: TreesSpec, threads: int | None, deadline: Deadline) -> dict[str, Any]:
-    """Load the pair, run the engine part (if asked) and the trees part into `out`."""
-    loaded, prompt_list, draft_t, label = load_run_pair(spec.pair, spec.prompts,
-                                                        spec.draft_temperature, threads)
+@dataclasses.dataclass
+class TreesRun:
+    """What a `trees` run works on: the spec with the draft temperature resolved, the label
+    and weights' dtype of its keys, its prompts and record files, and the pair (None when
+    every record asked for is already recorded: nothing is loaded)."""
+
+    spec: TreesSpec
+    label: str
+    dtype: str
+    prompts: list[dict[str, Any]]
+    out_file: Path
+    engine_file: Path
+    pair: Any = None
+
+    @property
+    def eos(self) -> set[int] | None:
+        return None if self.pair is None else set(self.pair.target.eos_token_ids)
+
+
+def plan(out: Path, spec: TreesSpec, threads: int | None) -> TreesRun:
+    """The run's keys from the flags and the prompts alone; the pair is loaded only when a
+    record is missing."""
+    label, draft_t = run_identity(spec.pair, spec.draft_temperature)
     spec = dataclasses.replace(spec, draft_temperature=draft_t)  # the rows' temperature
-    engine = engine_part(out, spec, loaded, prompt_list, label, deadline) if spec.engine_budgets else {}
+    work = TreesRun(spec, label, planned_dtype(), read_prompts(spec.prompts),
+                    out / f"{slug(spec.pair)}.jsonl", out / f"{slug(spec.pair)}_engine.jsonl")
+    missing = ((not spec.skip_trees
+                and not recorded(work.out_file, trees_keys(spec, label, work.dtype, work.prompts)))
+               or not recorded(work.engine_file, engine_keys(spec, label, work.dtype, work.prompts)))
+    if missing:
+        work.pair = load_run_pair(spec.pair, work.prompts, threads)
+    return work
+
+
+def compute(out: Path, spec: TreesSpec, threads: int | None, deadline: Deadline) -> dict[str, Any]:
+    """Plan (load the pair only if needed), run the engine part (if asked) and the trees
+    part into `out`."""
+    work = plan(out, spec, threads)
+    spec, label = work.spec, work.label
+    engine = engine_part(work, deadline) if spec.engine_budgets else {}
     stopped = [f"engine runs: {engine['stopped']}"] if engine.get("stopped") else []
     if spec.skip_trees:
         return {"pair": label, "engine": engine, "summary": [], "contexts": 0, "figures": [],
                 "file": None, "computed": 0, "reused": 0, "notes": [], "stopped": stopped or None}
-    out_file = out / f"{slug(spec.pair)}.jsonl"
-    status = run_trees(spec, loaded.target.model, loaded.draft.model, prompt_list, out_file, label,
-                       set(loaded.target.eos_token_ids),
-                       lambda it, total: progress(it, total, "trees: contexts"), deadline)
+    pair = work.pair
+    status = run_trees(spec, pair and pair.target.model, pair and pair.draft.model, work.prompts,
+                       work.out_file, label, work.eos,
+                       lambda it, total: reporting(it, total, "trees", "contexts"), deadline,
+                       dtype=work.dtype)
     if status["stopped"]:
         stopped.append(f"contexts: {status['stopped']} ({status['computed'] + status['reused']} "
                        f"of {status['contexts']} done; rerun the same command to continue)")
     # only this invocation's records (keys) are counted and plotted
-    records = select_records(load_jsonl(out_file), status.pop("keys"))
+    records = select_records(load_jsonl(work.out_file), status.pop("keys"))
     figures = plot_trees(records, out, title=trees_title(records))
     summary = summarize_trees(records)
     return {"pair": label, **status, "out": str(out), "contexts": len(records),
@@ -250,16 +335,16 @@ def compute(out: Path, spec: TreesSpec, threads: int | None, deadline: Deadline)
             "engine": engine, "summary": summary, "stopped": stopped or None}
 
 
-def engine_part(out: Path, spec: TreesSpec, loaded: Any, prompt_list: list[dict[str, Any]], label: str,
-                deadline: Deadline) -> dict[str, Any]:
+def engine_part(work: TreesRun, deadline: Deadline) -> dict[str, Any]:
     """The engine's reuse runs (experiments.trees.run_engine_reuse) and their summary."""
-    engine_file = out / f"{slug(spec.pair)}_engine.jsonl"
-    if loaded.same_model:
-        loaded.draft_temperature = spec.draft_temperature
-    runs = len(spec.engine_budgets) * len(spec.engine_verifiers) * len(prompt_list)
-    with counting(runs, "trees: engine runs") as advance:
-        engine = run_engine_reuse(spec, loaded, prompt_list, engine_file, label, advance, deadline)
-    engine["summary"] = summarize_engine_reuse(select_records(load_jsonl(engine_file),
+    spec = work.spec
+    if work.pair is not None and work.pair.same_model:
+        work.pair.draft_temperature = spec.draft_temperature
+    runs = len(spec.engine_budgets) * len(spec.engine_verifiers) * len(work.prompts)
+    with counting_lines(runs, "trees: engine runs", "runs") as advance:
+        engine = run_engine_reuse(spec, work.pair, work.prompts, work.engine_file, work.label,
+                                  advance, deadline, dtype=work.dtype)
+    engine["summary"] = summarize_engine_reuse(select_records(load_jsonl(work.engine_file),
                                                               engine.pop("keys")))
     return engine
 

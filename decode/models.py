@@ -396,18 +396,33 @@ def load_pair(
     the same model at `draft_temperature` (default 1.5x the run's temperature, resolved by
     the engine caller) is the draft; the label says so.
     """
-    if name in BUILTIN_PAIRS:
-        target_name, draft_name = BUILTIN_PAIRS[name]
-    elif "," in name:
-        target_name, draft_name = (s.strip() for s in name.split(",", 1))
-    else:
+    names = pair_names(name)
+    if names is None:
         model = load_model(name, device, dtype)
-        return ModelPair(
-            model, model, f"{name} (draft: same model at another temperature)", draft_temperature
-        )
-    target = load_model(target_name, device, dtype)
-    draft = load_model(draft_name, device, dtype)
-    return make_pair(target, draft, f"{name} ({target_name} <- {draft_name})", draft_temperature)
+        return ModelPair(model, model, pair_label(name), draft_temperature)
+    target = load_model(names[0], device, dtype)
+    draft = load_model(names[1], device, dtype)
+    return make_pair(target, draft, pair_label(name), draft_temperature)
+
+
+def pair_names(name: str) -> tuple[str, str] | None:
+    """(target, draft) of a pair spec ("PAIR" or "TARGET,DRAFT"); None for one model (its
+    own draft). Known from the name alone: nothing is loaded."""
+    if name in BUILTIN_PAIRS:
+        return BUILTIN_PAIRS[name]
+    if "," in name:
+        target_name, draft_name = (s.strip() for s in name.split(",", 1))
+        return target_name, draft_name
+    return None
+
+
+def pair_label(name: str) -> str:
+    """The label load_pair gives the pair `name`, from the name alone (a results key can be
+    computed before anything is loaded)."""
+    names = pair_names(name)
+    if names is None:
+        return f"{name} (draft: same model at another temperature)"
+    return f"{name} ({names[0]} <- {names[1]})"
 
 
 # ---------------------------------------------------------------------------

@@ -32,6 +32,7 @@ bookkeeping).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import time
@@ -113,6 +114,60 @@ def paired_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The records of paired runs (older single-verifier records are left out)."""
     return [r for r in records if "scores" in r and "drive" in r]
 
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchSpec:
+    """One `speclp bench` invocation as data (its defaults are the CLI's): the pair, the
+    prompts spec (humaneval:N or file:PATH; prompt_seed: N drawn at random from HumanEval),
+    the scored verifiers and the driving one, K_max / L_max lists (paths, depths), the
+    temperatures, and the decoding settings of run_bench. dtype "auto": the device's default
+    (resolved by run_bench before keying)."""
+
+    pair: str = "qwen2.5-coder"
+    prompts: str = "humaneval:10"
+    verifiers: tuple[str, ...] = ("token", "bv", "gbv", "specinfer", "spectr", "traversal")
+    drive: str = "gbv"
+    paths: tuple[int, ...] = (4,)
+    depths: tuple[int, ...] = (8,)
+    temperatures: tuple[float, ...] = (1.0,)
+    top_p: float = 1.0
+    draft_temperature: float | None = None
+    max_new_tokens: int = 32
+    prompt_seed: int | None = None
+    grid: bool = True
+    batch: int = 8
+    baseline: bool = False
+    seed: int = 0
+    device: str | None = None
+    dtype: str = "auto"
+    score_dtype: str = "fp32"
+
+    @property
+    def runs(self) -> int:
+        """Runs per prompt batch: one per T (grid), else one per (K, L, T) (baseline apart)."""
+        return len(self.temperatures) * (1 if self.grid else len(self.paths) * len(self.depths))
+
+    def run(self, load: Callable[[], Any], prompts: list[dict[str, Any]], out_file: Path,
+            progress: Callable[[Iterable[Any], int], Iterable[Any]] = lambda it, total: it,
+            ) -> dict[str, Any]:
+        """run_bench with this spec's settings (load() is called only if a record is missing)."""
+        return run_bench(load, self.pair, prompts, list(self.paths), list(self.depths),
+                         list(self.temperatures), list(self.verifiers), out_file, drive=self.drive,
+                         top_p=self.top_p, draft_temperature=self.draft_temperature,
+                         max_new_tokens=self.max_new_tokens, batch=self.batch, seed=self.seed,
+                         dtype=None if self.dtype == "auto" else self.dtype, device=self.device,
+                         score_dtype=self.score_dtype, baseline=self.baseline, grid=self.grid,
+                         progress=progress)
+
+    def rows(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The summary rows (summarize_bench) of the runs this spec asks for."""
+        wanted_k = {max(self.paths)} if self.grid else set(self.paths)
+        wanted_l = {max(self.depths)} if self.grid else set(self.depths)
+        return [r for r in summarize_bench(records)
+                if r["temperature"] in self.temperatures and r["tree_depth"] in wanted_l | {0}
+                and r["tree_paths"] in wanted_k | {0} and r["max_new_tokens"] == self.max_new_tokens
+                and bool(r["score_grid"]) == (self.grid and r["drive"] != "autoregressive")]
 
 
 def run_bench(

@@ -635,30 +635,24 @@ def run_realgap(target: Any, draft: Any, prompts: list[dict[str, Any]], depths: 
                 score_dtype: Any = None,
                 progress: Callable[[Iterable[Any]], Iterable[Any]] = lambda it: it,
                 widths: list[int] | None = None, width_target: float | None = None,
-                time_budget: float | None = None,
+                time_budget: float | None = None, model_dtype: str | None = None,
                 ) -> dict[str, Any]:
     """Compute (or resume) full-vocabulary realgap records; returns {file, computed, reused,
     failures, keys} (keys: this call's records, so that summaries count only what was asked).
-    prompts: [{"id", "tokens"}]. Contexts: prompt + k*every target-sampled tokens.
+    prompts: [{"id", "tokens"[, "text"]}]. Contexts: prompt + k*every target-sampled tokens.
     widths, width_target, time_budget: the adaptive expansion at L >= 2 (`adaptive_bracket`;
-    default: the one width `width`, stopping early at WIDTH_TARGETS[L]).
+    default: the one width `width`, stopping early at WIDTH_TARGETS[L]). model_dtype (None:
+    str(target.dtype)): the weights' dtype in the keys. The models are used only for records
+    not yet in out_file: a fully resumed run may pass target = draft = None (realgap_keys
+    says which keys a run asks for, without a model).
     """
 
     names = verifiers or verifier_names(draft_sampling="iid")
     dtype = score_dtype or torch.float64
     failures: list[str] = []
-    common = {"mode": MODE_FULL, "pair": label, "every": every, "temperature": temperature,
-              "draft_temperature": draft_temperature, "seed": seed, "paths": sorted(paths),
-              "samples": samples, "batch": batch, "verifiers": sorted(names),
-              "score_dtype": str(dtype), "model_dtype": str(getattr(target, "dtype", "")),
-              "bounds_version": BOUNDS_VERSION}
-    if widths or width_target is not None or time_budget is not None:
-        common.update(widths=sorted(set(widths or [width])), width_target=width_target,
-                      time_budget=time_budget)
-
-    def settings(prompt: dict[str, Any], c: int, d: int) -> dict[str, Any]:
-        return {**common, "prompt": prompt["id"], "prompt_digest": prompt_digest(prompt),
-                "context": c, "depth": d, "width": width if d > 1 else None}
+    settings = _full_settings(label, every, temperature, draft_temperature, seed, paths, samples,
+                              batch, names, dtype, model_dtype or str(getattr(target, "dtype", "")),
+                              width, widths, width_target, time_budget)
 
     def keys_of(prompt: dict[str, Any]) -> list[str]:
         return [realgap_key(settings(prompt, c, d))
@@ -688,6 +682,46 @@ def run_realgap(target: Any, draft: Any, prompts: list[dict[str, Any]], depths: 
             "failures": failures, "keys": run.wanted}
 
 
+def _full_settings(label: str, every: int, temperature: float, draft_temperature: float | None,
+                   seed: int, paths: list[int], samples: int, batch: int, names: list[str],
+                   score_dtype: Any, model_dtype: str, width: int, widths: list[int] | None,
+                   width_target: float | None, time_budget: float | None,
+                   ) -> Callable[[dict[str, Any], int, int], dict[str, Any]]:
+    """settings(prompt, context, depth): every setting of a full-vocabulary record (its key)."""
+    common = {"mode": MODE_FULL, "pair": label, "every": every, "temperature": temperature,
+              "draft_temperature": draft_temperature, "seed": seed, "paths": sorted(paths),
+              "samples": samples, "batch": batch, "verifiers": sorted(names),
+              "score_dtype": str(score_dtype), "model_dtype": model_dtype,
+              "bounds_version": BOUNDS_VERSION}
+    if widths or width_target is not None or time_budget is not None:
+        common.update(widths=sorted(set(widths or [width])), width_target=width_target,
+                      time_budget=time_budget)
+
+    def settings(prompt: dict[str, Any], c: int, d: int) -> dict[str, Any]:
+        return {**common, "prompt": prompt["id"], "prompt_digest": prompt_digest(prompt),
+                "context": c, "depth": d, "width": width if d > 1 else None}
+
+    return settings
+
+
+def realgap_keys(prompts: list[dict[str, Any]], depths: list[int], paths: list[int], *,
+                 model_dtype: str, samples: int = 64, batch: int = 16, width: int = 8,
+                 verifiers: list[str] | None = None, contexts_per_prompt: int = 2, every: int = 8,
+                 temperature: float = 1.0, draft_temperature: float | None = None, seed: int = 0,
+                 label: str = "", score_dtype: Any = None, widths: list[int] | None = None,
+                 width_target: float | None = None, time_budget: float | None = None,
+                 **_: Any) -> list[str]:
+    """The record keys run_realgap asks for with the same arguments (other run_realgap
+    arguments, eos and progress, are ignored), computed without a model: prompts need
+    "id" and "text" (or "tokens")."""
+    names = verifiers or verifier_names(draft_sampling="iid")
+    settings = _full_settings(label, every, temperature, draft_temperature, seed, paths, samples,
+                              batch, names, score_dtype or torch.float64, model_dtype, width,
+                              widths, width_target, time_budget)
+    return [realgap_key(settings(p, c, d)) for p in prompts for c in range(contexts_per_prompt)
+            for d in depths]
+
+
 def prompt_contexts(run: KeyedRecords, target: Any, prompts: Iterable[dict[str, Any]],
                     keys_of: Callable[[dict[str, Any]], list[str]], contexts_per_prompt: int,
                     every: int, temperature: float, eos: set[int] | None, seed: int,
@@ -705,8 +739,11 @@ def prompt_contexts(run: KeyedRecords, target: Any, prompts: Iterable[dict[str, 
 
 
 def prompt_digest(prompt: dict[str, Any]) -> str:
-    """Short sha256 of a prompt's token ids (an edited prompt changes the key)."""
-
+    """Short sha256 of a prompt (an edited prompt changes the key): of its text when it has
+    one, so that a key is known before the tokenizer is loaded (the pair, also in the key,
+    fixes the tokenization), else of its token ids."""
+    if "text" in prompt:
+        return hashlib.sha256(("text:" + prompt["text"]).encode()).hexdigest()[:16]
     return hashlib.sha256(json.dumps([int(t) for t in prompt["tokens"]]).encode()).hexdigest()[:16]
 
 
@@ -802,6 +839,14 @@ def renormalised_key(prompt: dict[str, Any], context: int, width: int, depth: in
                        "width": width, "depth": depth, "paths": paths, **settings})
 
 
+def renormalised_keys(prompts: list[dict[str, Any]], widths: list[int], depths: list[int],
+                      paths: list[int], contexts_per_prompt: int, **fixed: Any) -> list[str]:
+    """The keys run_realgap_renormalised asks for (fixed: pair, every, temperature,
+    draft_temperature, seed, dtype), computed without a model."""
+    return [renormalised_key(prompt, c, m, d, k, **fixed) for prompt in prompts
+            for c in range(contexts_per_prompt) for m in widths for d in depths for k in paths]
+
+
 def renormalised_gap_record(instance: Any, paths: int, verifiers: list[str]) -> dict[str, Any]:
     """LP optimum (certified) and every verifier's exact E[tau + 1] on one instance."""
     start = time.perf_counter()
@@ -825,22 +870,24 @@ def run_realgap_renormalised(target: Any, draft: Any, prompts: list[dict[str, An
                              draft_temperature: float | None = None, seed: int = 0, label: str = "",
                              eos: set[int] | None = None,
                              progress: Callable[[Iterable[Any]], Iterable[Any]] = lambda it: it,
+                             model_dtype: str | None = None,
                              ) -> dict[str, Any]:
     """LABELLED OPTION, not the default: gaps on TRUNCATED instances (top-M of the target
     per node, both rows renormalised over them; neither an upper nor a lower bound on the
     real pair). Compute (or resume) the records; returns {"file", "computed", "reused", "keys"}.
 
-    prompts: [{"id", "tokens"}] (token ids). Contexts: prompt + k*every target-sampled tokens.
+    prompts: [{"id", "tokens"[, "text"]}]. Contexts: prompt + k*every target-sampled tokens.
+    model_dtype (None: str(target.dtype)): the weights' dtype in the keys; the models are
+    used only for records not yet in out_file (renormalised_keys: the keys, without a model).
     """
 
     verifiers = verifier_names(draft_sampling="iid")  # contexts are drafted i.i.d.
     fixed = {"pair": label, "every": every, "temperature": temperature,
              "draft_temperature": draft_temperature, "seed": seed,
-             "dtype": str(getattr(target, "dtype", ""))}
+             "dtype": model_dtype or str(getattr(target, "dtype", ""))}
 
     def keys_of(prompt: dict[str, Any]) -> list[str]:
-        return [renormalised_key(prompt, c, m, d, k, **fixed) for c in range(contexts_per_prompt)
-                for m in widths for d in depths for k in paths]
+        return renormalised_keys([prompt], widths, depths, paths, contexts_per_prompt, **fixed)
 
     with open_records(out_file, "realgap") as run:
         for prompt, contexts in prompt_contexts(run, target, progress(prompts), keys_of,

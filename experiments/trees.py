@@ -201,11 +201,32 @@ def summarize_trees(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def trees_key(spec: TreesSpec, label: str, dtype: str, prompt: dict[str, Any], context: int) -> str:
     """The key of one `trees` record: every setting that changes it (store.record_key)."""
     return record_key({"kind": "trees", "pair": label, "prompt": prompt["id"],
-                       "prompt_tokens": prompt_digest(prompt), "context": context,
+                       "prompt_digest": prompt_digest(prompt), "context": context,
                        "width": spec.top, "depth": spec.depth, "budgets": list(spec.budgets),
                        "rules": list(spec.rules), "every": spec.every,
                        "temperature": spec.temperature, "draft_temperature": spec.draft_temperature,
                        "seed": spec.seed, "timing": not spec.no_timing, "dtype": dtype})
+
+
+def trees_keys(spec: TreesSpec, label: str, dtype: str, prompts: list[dict[str, Any]]) -> list[str]:
+    """The record keys run_trees asks for (prompt-major), without a model: prompts need "id"
+    and "text" (or "tokens"); dtype: the weights' dtype (str(torch dtype))."""
+    return [trees_key(spec, label, dtype, p, c) for p in prompts for c in range(spec.contexts_per_prompt)]
+
+
+def engine_key(spec: TreesSpec, label: str, dtype: str, prompt: dict[str, Any], verifier: str,
+               budget: int) -> str:
+    """The key of one engine-reuse record (run_engine_reuse)."""
+    return record_key({"kind": "trees-engine", "pair": label, "prompt": prompt["id"],
+                       "prompt_digest": prompt_digest(prompt), "verifier": verifier,
+                       "budget": budget, "temperature": spec.temperature,
+                       "max_new_tokens": spec.engine_tokens, "seed": spec.seed, "dtype": dtype})
+
+
+def engine_keys(spec: TreesSpec, label: str, dtype: str, prompts: list[dict[str, Any]]) -> list[str]:
+    """The record keys run_engine_reuse asks for, in its order, without a model."""
+    return [engine_key(spec, label, dtype, p, name, n) for n in spec.engine_budgets
+            for name in spec.engine_verifiers for p in prompts]
 
 
 def context_record(spec: TreesSpec, target: Any, draft: Any, context: list[int]) -> dict[str, Any]:
@@ -238,7 +259,7 @@ def context_record(spec: TreesSpec, target: Any, draft: Any, context: list[int])
 def run_trees(spec: TreesSpec, target: Any, draft: Any, prompts: list[dict[str, Any]], out_file: Any,
               label: str = "", eos: set[int] | None = None,
               progress: Callable[[Any, int], Iterator[Any]] = no_progress,
-              deadline: Deadline | None = None) -> dict[str, Any]:
+              deadline: Deadline | None = None, dtype: str | None = None) -> dict[str, Any]:
     """Compute (or resume) the `trees` records of `spec`: one JSONL record per (prompt,
     context), keyed on every setting that changes it (trees_key).
 
@@ -249,13 +270,15 @@ def run_trees(spec: TreesSpec, target: Any, draft: Any, prompts: list[dict[str, 
     with target-sampling verification of a deterministic tree the correction token is never
     a drafted child, see reuse_probability). progress(items, total) wraps the loop over the
     len(prompts) * contexts_per_prompt contexts. deadline (None: none): no new context is
-    started once it has passed; finished records are kept (rerun to continue).
+    started once it has passed; finished records are kept (rerun to continue). dtype (None:
+    str(target.dtype)): the weights' dtype in the keys. The models are used only for
+    contexts not yet recorded: a fully resumed run may pass target = draft = None.
     Returns {"file", "computed", "reused", "keys" (this call's records, for summaries that
     count only what was asked), "contexts" (asked), "stopped" (None, or why it stopped)}.
     """
     out_file = Path(out_file)
     done = {r.get("key") for r in load_jsonl(out_file)}
-    dtype = str(getattr(target, "dtype", ""))
+    dtype = dtype or str(getattr(target, "dtype", ""))
     deadline = deadline or Deadline(None)
     status: dict[str, Any] = {"file": str(out_file), "computed": 0, "reused": 0, "keys": [],
                               "contexts": len(prompts) * spec.contexts_per_prompt, "stopped": None}
@@ -318,19 +341,21 @@ def step_reuse(steps: list[Any]) -> tuple[int, int]:
 
 def run_engine_reuse(spec: TreesSpec, pair: Any, prompts: list[dict[str, Any]], out_file: Any,
                      label: str = "", advance: Callable[[], None] = lambda: None,
-                     deadline: Deadline | None = None) -> dict[str, Any]:
+                     deadline: Deadline | None = None, dtype: str | None = None) -> dict[str, Any]:
     """Decode every prompt with the engine at each of spec.engine_budgets (mapped to K x L by
     ENGINE_SHAPES) and spec.engine_verifiers (spec.engine_tokens new tokens, spec.temperature,
     spec.seed); record the measured reuse rate and the engine's metrics (resumable JSONL).
     advance() is called after each of the len(budgets) * len(verifiers) * len(prompts) runs;
-    deadline (None: none): no new run is started once it has passed.
+    deadline (None: none): no new run is started once it has passed. dtype (None: the
+    target's): the weights' dtype in the keys; the pair is used only for runs not yet
+    recorded (a fully resumed run may pass pair = None).
     Returns {"file", "computed", "keys", "runs" (asked), "stopped" (None, or why)}."""
     budgets, verifiers = spec.engine_budgets, spec.engine_verifiers
     max_new_tokens, temperature, seed = spec.engine_tokens, spec.temperature, spec.seed
     deadline = deadline or Deadline(None)
     out_file = Path(out_file)
     done = {r.get("key") for r in load_jsonl(out_file)}
-    dtype = str(getattr(pair.target.model, "dtype", ""))
+    dtype = dtype or str(getattr(pair.target.model, "dtype", ""))
     computed = 0
     wanted: list[str] = []
     stopped = None
@@ -340,10 +365,7 @@ def run_engine_reuse(spec: TreesSpec, pair: Any, prompts: list[dict[str, Any]], 
         paths, depth = ENGINE_SHAPES[n]
         for name in verifiers:
             for prompt in prompts:
-                key = record_key({"kind": "trees-engine", "pair": label, "prompt": prompt["id"],
-                                  "prompt_tokens": prompt_digest(prompt), "verifier": name,
-                                  "budget": n, "temperature": temperature,
-                                  "max_new_tokens": max_new_tokens, "seed": seed, "dtype": dtype})
+                key = engine_key(spec, label, dtype, prompt, name, n)
                 wanted.append(key)
                 if key in done:
                     advance()

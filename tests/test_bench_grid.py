@@ -144,3 +144,65 @@ def test_shared_key_orders_give_the_same_bits_with_fewer_sorts(monkeypatch) -> N
         for name, values in by_name.items():
             assert torch.equal(values, results[1][cell][name]), (cell, name)
     assert sorts[1] < sorts[0] / 2, sorts
+
+
+# ---------------------------------------------------------------------------
+# the command on tiny models: the library's summary of its records; a fully resumed run
+# loads no model
+# ---------------------------------------------------------------------------
+
+def bench_cli(out, *extra, prompts="humaneval:2"):
+    """(--json object, stderr) of a bench run on the tiny pair; a failed run: the result."""
+    import json
+
+    from speclp.cli import app
+    from typer.testing import CliRunner
+
+    before = torch.get_num_threads()
+    try:
+        result = CliRunner().invoke(app, [
+            "bench", "--pair", "smollm2-135m,smollm2-135m", "--prompts", prompts,
+            "--verifiers", "bv,gbv", "--paths", "1,2", "--depth", "2", "--max-new-tokens", "4",
+            "--batch", "2", "--baseline", "--device", "cpu", "--dtype", "fp32", "--threads", "1",
+            "--out", str(out), "--json", *extra])
+    finally:
+        torch.set_num_threads(before)
+    if result.exit_code != 0:
+        return result
+    return json.loads(result.stdout), result.stderr  # json.loads: stdout is ONE object
+
+
+def test_a_fully_resumed_bench_run_loads_no_model(tmp_path, monkeypatch) -> None:
+    import json
+
+    from speclp.cli import bench as cli_bench
+    from speclp.cli.common import jsonable
+    from speclp.decode import models
+    from speclp.experiments.bench import load_records, summarize_bench
+    from tiny_models import tiny_loaded_pair
+
+    loads = []
+
+    def tiny(name, *args, **kwargs):
+        loads.append(name)
+        return tiny_loaded_pair(name)
+
+    monkeypatch.setattr(cli_bench, "load_pair", tiny)
+    first, log = bench_cli(tmp_path)
+    assert (first["computed"], first["reused"], len(loads)) == (4, 0, 1)  # 2 prompts x (grid, baseline)
+    assert "bench: 2/2 batch runs" in log  # stderr is not a terminal here: plain lines
+    # the rows are the library's summary of the records the command wrote (one run here)
+    expected = json.loads(json.dumps(jsonable(summarize_bench(load_records(tmp_path)))))
+    assert first["runs"] == expected and len(expected) == 5  # 4 cells (K', L') + baseline
+
+    def loader(*args, **kwargs):
+        raise AssertionError("a model was loaded by a fully resumed run")
+
+    for module in (cli_bench, models):
+        monkeypatch.setattr(module, "load_pair", loader)
+    monkeypatch.setattr(models, "load_model", loader)
+    again, _ = bench_cli(tmp_path)
+    assert (again["computed"], again["reused"]) == (0, 4)
+    assert again["runs"] == first["runs"] and again["figures"] == first["figures"]
+    more = bench_cli(tmp_path, prompts="humaneval:3")  # a third prompt missing: the loader is called
+    assert more.exit_code == 3 and "a model was loaded" in more.output

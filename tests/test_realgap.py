@@ -380,3 +380,164 @@ def test_summary_never_prints_a_bare_estimate_next_to_the_certified_bound():
     sampled = {"estimate": 2.5, "low": 2.4, "high": 2.6, "exact": False}
     assert _summary_cells(sampled, {"estimate": 0.1, "low": 0.0, "high": 0.2})[0].startswith(
         "ESTIMATE 2.5")
+
+
+# ---------------------------------------------------------------------------------------
+# the command on tiny models: the library's numbers, a resumed run loads no model,
+# plain progress lines off a terminal
+
+
+def realgap_cli(out, *extra):
+    import json
+
+    result = CliRunner().invoke(app, [
+        "realgap", "--pair", "smollm2-135m", "--prompts", "humaneval:2", "--depth", "1,2",
+        "--paths", "1,2", "--top", "3", "--samples", "8", "--batch", "8",
+        "--contexts-per-prompt", "1", "--every", "2", "--verifiers", "bv,gbv,nss,specinfer",
+        "--out", str(out), "--json", *extra])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout), result.stderr  # json.loads: stdout is ONE object
+
+
+@pytest.fixture
+def tiny_loads(monkeypatch):
+    """cli/trees.load_pair (the loader of realgap and trees) gives tiny models; the names it
+    was asked for are listed."""
+    from speclp.cli import trees as cli_trees
+    from tiny_models import tiny_loaded_pair
+
+    loads = []
+
+    def load_pair(name, *args, **kwargs):
+        loads.append(name)
+        return tiny_loaded_pair(name)
+
+    monkeypatch.setattr(cli_trees, "load_pair", load_pair)
+    return loads
+
+
+def refuse_loading(monkeypatch):
+    """Every model loader raises (a fully resumed run must not call one)."""
+    from speclp.cli import trees as cli_trees
+    from speclp.decode import models
+
+    def loader(*args, **kwargs):
+        raise AssertionError("a model was loaded by a fully resumed run")
+
+    for module in (cli_trees, models):
+        monkeypatch.setattr(module, "load_pair", loader)
+    monkeypatch.setattr(models, "load_model", loader)
+
+
+def without_counts(result):
+    return {k: v for k, v in result.items() if k not in ("computed", "reused")}
+
+
+def test_realgap_command_reports_the_librarys_values(tmp_path, tiny_loads):
+    """The command's --json summary is summarize_realgap of run_realgap called directly on
+    the same models, tokens and settings (a second path through the library)."""
+    import json
+
+    from speclp.cli.common import jsonable
+    from speclp.experiments.prompts import read_prompts
+    from tiny_models import TinyTokenizer, tiny_loaded_pair
+
+    out, log = realgap_cli(tmp_path / "cli")
+    assert (out["computed"], out["reused"], out["records"], out["failures"]) == (4, 0, 4, [])
+    label = "smollm2-135m (draft: same model at another temperature), draft temperature 1.5"
+    assert out["pair"] == label and tiny_loads == ["smollm2-135m"]
+    assert "realgap: 2/2 prompts" in log  # stderr is not a terminal here: plain lines
+    prompts = read_prompts("humaneval:2")
+    for p in prompts:
+        p["tokens"] = TinyTokenizer().encode(p["text"])
+    model = tiny_loaded_pair("smollm2-135m").target.model
+    direct = tmp_path / "direct.jsonl"
+    run_realgap(model, model, prompts, [1, 2], [1, 2], direct, samples=8, batch=8, width=3,
+                verifiers=["bv", "gbv", "nss", "specinfer"], contexts_per_prompt=1, every=2,
+                draft_temperature=1.5, label=label)
+    expected = summarize_realgap(load_jsonl(direct))
+    assert json.loads(json.dumps(jsonable(expected))) == out["summary"]
+    assert [(c["prompt"], c["depth"]) for c in out["contexts"]] == \
+        [(r["prompt"], r["depth"]) for r in load_jsonl(direct)]
+
+
+def test_a_fully_resumed_realgap_run_loads_no_model(tmp_path, tiny_loads, monkeypatch):
+    first, _ = realgap_cli(tmp_path)
+    subset, _ = realgap_cli(tmp_path, "--prompts", "humaneval:1")  # recorded: not loaded
+    assert (subset["computed"], subset["reused"]) == (0, 2) and tiny_loads == ["smollm2-135m"]
+    more, _ = realgap_cli(tmp_path, "--prompts", "humaneval:3")  # one prompt missing: loaded
+    assert (more["computed"], more["reused"]) == (2, 4) and len(tiny_loads) == 2
+    refuse_loading(monkeypatch)
+    again, log = realgap_cli(tmp_path)
+    assert (again["computed"], again["reused"]) == (0, 4)
+    assert without_counts(again) == without_counts(first)
+    assert "realgap: 2/2 prompts" in log
+
+
+def test_a_fully_resumed_renormalised_run_loads_no_model(tmp_path, tiny_loads, monkeypatch):
+    args = ("--instances", "renormalised", "--top", "2", "--depth", "1,2", "--paths", "1,2")
+    first, _ = realgap_cli(tmp_path, *args)
+    assert (first["computed"], first["reused"]) == (8, 0) and len(tiny_loads) == 1  # 2 x 2 x 2
+    refuse_loading(monkeypatch)
+    again, _ = realgap_cli(tmp_path, *args)
+    assert (again["computed"], again["reused"]) == (0, 8)
+    assert without_counts(again) == without_counts(first)
+
+
+def test_plain_progress_lines_at_most_every_ten_seconds_and_at_the_end(capsys):
+    from speclp.cli.common import PlainProgress, duration
+
+    now = [100.0]
+    lines = PlainProgress("realgap", 12, "prompts", clock=lambda: now[0])
+    for step in (4.0, 5.0, 2.0, 30.0, 1.0):  # t = 4, 9, 11, 41, 42 s after the start
+        now[0] += step
+        lines.advance()
+    lines.finish()
+    assert capsys.readouterr().err.splitlines() == [
+        "realgap: 3/12 prompts, 11 s, ~33 s left",  # 11 s / 3 * 9 left
+        "realgap: 4/12 prompts, 41 s, ~82 s left",
+        "realgap: 5/12 prompts, 42 s, ~59 s left",  # the end: always
+    ]
+    assert [duration(s) for s in (41, 89.6, 120, 5399, 5400, 3 * 3600 + 5 * 60)] == \
+        ["41 s", "90 s", "2 min", "90 min", "1 h 30 min", "3 h 5 min"]
+
+
+def test_realgap_keys_are_the_keys_a_run_asks_for(tiny_pair, tmp_path):
+    """realgap_keys / renormalised_keys (no model) give the keys run_realgap /
+    run_realgap_renormalised ask for, defaults included; a prompt's text, not its tokens,
+    names it when it has one."""
+    from speclp.experiments.realgap import prompt_digest, realgap_keys, renormalised_keys
+
+    target, draft = tiny_pair
+    prompts = [{"id": "a", "text": "x = 1", "tokens": [5, 6, 7]}, {"id": "b", "tokens": [1, 2]}]
+    kwargs = dict(samples=4, batch=4, contexts_per_prompt=1, every=2, verifiers=["bv"])
+    status = run_realgap(target, draft, prompts, [1], [1, 2], tmp_path / "f.jsonl", **kwargs)
+    assert status["keys"] == realgap_keys(prompts, [1], [1, 2], model_dtype="torch.float32", **kwargs)
+    assert len(status["keys"]) == 2
+    renorm = run_realgap_renormalised(target, draft, prompts, [2], [1], [1], tmp_path / "r.jsonl",
+                                      contexts_per_prompt=1, every=2)
+    assert renorm["keys"] == renormalised_keys(prompts, [2], [1], [1], 1, pair="", every=2,
+                                               temperature=1.0, draft_temperature=None, seed=0,
+                                               dtype="torch.float32")
+    retokenized = {**prompts[0], "tokens": [9]}
+    assert prompt_digest(retokenized) == prompt_digest(prompts[0])
+    assert prompt_digest({**prompts[0], "text": "x = 2"}) != prompt_digest(prompts[0])
+    assert prompt_digest(prompts[1]) != prompt_digest({"id": "b", "tokens": [1, 3]})
+
+
+def test_the_commands_realgap_bench_and_trees_have_no_function_over_60_lines():
+    """Issue 29: flags -> spec -> run -> render, each short (signature and docstring counted)."""
+    import ast
+    from pathlib import Path
+
+    import speclp
+
+    root = Path(speclp.__file__).parent / "cli"
+    long = []
+    for name in ("realgap.py", "bench.py", "trees.py", "common.py"):
+        for node in ast.walk(ast.parse((root / name).read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > 60:
+                    long.append(f"{name}:{node.name} ({lines} lines)")
+    assert not long, long

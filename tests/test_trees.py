@@ -436,10 +436,11 @@ def tiny_cli_pair(monkeypatch):
     pair = make_pair(wrap_model(target, "tiny-t"), wrap_model(draft, "tiny-d"))
     loads = []
 
-    def load_run_pair(name, prompt_spec, draft_temperature, threads):
+    def load_run_pair(name, prompts, threads):
         loads.append(name)
-        prompts = [{"id": f"p{i}", "tokens": [1 + i, 2, 3, 4]} for i in range(2)]
-        return pair, prompts, 1.5 if draft_temperature is None else draft_temperature, "tiny pair"
+        for i, prompt in enumerate(prompts):
+            prompt["tokens"] = [1 + i, 2, 3, 4]
+        return pair
 
     monkeypatch.setattr(cli_trees, "load_run_pair", load_run_pair)
     return loads
@@ -509,3 +510,63 @@ def test_trees_cli_defaults_are_the_spec_defaults():
     assert (params["contexts_per_prompt"], params["every"], params["temperature"], params["seed"]) == \
         (spec.contexts_per_prompt, spec.every, spec.temperature, spec.seed)
     assert params["engine_tokens"] == spec.engine_tokens
+
+
+def test_a_fully_resumed_trees_run_loads_no_model(tmp_path, tiny_cli_pair, monkeypatch):
+    """Every record asked for (contexts and engine runs) already in --out: the keys come from
+    the flags and the prompt texts, so nothing is loaded and the report is the same."""
+    import json
+
+    from speclp.cli import trees as cli_trees
+
+    args = ("--engine-budgets", "8", "--engine-tokens", "3", "--json")
+    first = trees_cli(tmp_path / "t", *args)
+    assert first.exit_code == 0, first.output
+    done = json.loads(first.stdout)  # stdout is ONE JSON object; progress went to stderr
+    assert (done["computed"], done["engine"]["computed"], tiny_cli_pair) == (2, 4, ["smollm2-135m"])
+    assert "trees: 2/2 contexts" in first.stderr and "trees: engine runs: 4/4 runs" in first.stderr
+
+    def loader(*args, **kwargs):
+        raise AssertionError("a model was loaded by a fully resumed run")
+
+    monkeypatch.setattr(cli_trees, "load_run_pair", loader)
+    monkeypatch.setattr(cli_trees, "load_pair", loader)
+    again = trees_cli(tmp_path / "t", *args)
+    assert again.exit_code == 0, again.output
+    resumed = json.loads(again.stdout)
+    assert (resumed["computed"], resumed["reused"], resumed["engine"]["computed"]) == (0, 2, 0)
+    same = lambda r: {k: v for k, v in r.items() if k not in ("computed", "reused", "engine")}  # noqa: E731
+    assert same(resumed) == same(done)
+    assert resumed["engine"]["summary"] == done["engine"]["summary"]
+    # one record missing: the pair is needed (the loader is called)
+    records = tmp_path / "t" / "smollm2-135m.jsonl"
+    records.write_text("".join(records.read_text().splitlines(keepends=True)[:-1]))
+    missing = trees_cli(tmp_path / "t", *args)
+    assert missing.exit_code == 3 and "a model was loaded" in missing.output
+
+
+def test_trees_command_reports_the_librarys_values(tmp_path, tiny_cli_pair):
+    """The command's --json summary is summarize_trees of run_trees called directly on the
+    same models, tokens and settings (a second path through the library)."""
+    import json
+
+    from speclp.cli.common import jsonable
+    from speclp.experiments.prompts import read_prompts
+    from speclp.experiments.store import load_jsonl
+    from speclp.experiments.trees import summarize_trees
+
+    result = trees_cli(tmp_path / "t", "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["pair"] == "smollm2-135m (draft: same model at another temperature), draft temperature 1.5"
+    target, draft = tiny_pair()
+    prompts = read_prompts("humaneval:2")
+    for i, prompt in enumerate(prompts):
+        prompt["tokens"] = [1 + i, 2, 3, 4]  # as the fixture's loader tokenizes them
+    spec = TreesSpec(pair="smollm2-135m", prompts="humaneval:2", budgets=[1, 2, 3], top=2, depth=3,
+                     contexts_per_prompt=1, every=2, draft_temperature=1.5, no_timing=True)
+    direct = tmp_path / "direct.jsonl"
+    status = run_trees(spec, target, draft, prompts, direct, out["pair"])
+    assert (status["computed"], out["computed"]) == (2, 2)
+    expected = json.loads(json.dumps(jsonable(summarize_trees(load_jsonl(direct)))))
+    assert out["summary"] == expected

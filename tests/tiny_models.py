@@ -24,3 +24,33 @@ def tiny_llama_pair(vocab: int = 40, seed: int = 0) -> tuple[Any, Any]:
     cfg = tiny_llama_config(vocab)
     torch.manual_seed(seed)
     return AutoModelForCausalLM.from_config(cfg).eval(), AutoModelForCausalLM.from_config(cfg).eval()
+
+
+class TinyTokenizer:
+    """A stand-in tokenizer for the tiny models: the last `keep` characters of a text, each
+    mapped to a token id in 1..vocab-1 (no EOS)."""
+
+    eos_token_id = None
+
+    def __init__(self, vocab: int = 40, keep: int = 5):
+        self.vocab, self.keep = vocab, keep
+
+    def encode(self, text: str) -> list[int]:
+        return [1 + ord(c) % (self.vocab - 1) for c in text[-self.keep:]]
+
+    def decode(self, ids: list[int]) -> str:
+        return " ".join(map(str, ids))
+
+
+def tiny_loaded_pair(name: str, vocab: int = 40, seed: int = 0) -> Any:
+    """A decode.models.ModelPair of tiny models (with TinyTokenizer) standing in for
+    load_pair(name): one model (its own draft) when `name` names one model, else two, with
+    the label load_pair gives."""
+    from speclp.decode.models import ModelPair, make_pair, pair_label, pair_names, wrap_model
+
+    target, draft = tiny_llama_pair(vocab, seed)
+    if pair_names(name) is None:
+        model = wrap_model(target, name, TinyTokenizer(vocab))
+        return ModelPair(model, model, pair_label(name))
+    return make_pair(wrap_model(target, "target", TinyTokenizer(vocab)),
+                     wrap_model(draft, "draft", TinyTokenizer(vocab)), pair_label(name))
