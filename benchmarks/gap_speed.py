@@ -9,8 +9,9 @@ fresh process (process start included) on a Dirichlet(1) instance (seed 1), and 
     recursion, selection law, single path, enumeration, or estimate) and its seconds;
 twice: quiet (nothing of ours beside it) and loaded (two CPU-bound processes beside it).
 The machine is shared: the 1-minute load average before each run is recorded with it.
-Threads: OMP_NUM_THREADS = MKL_NUM_THREADS = 1 (torch uses one thread; HiGHS runs its
-simplex on one), so that the loaded run does not oversubscribe the cores.
+Threads: OMP_NUM_THREADS = MKL_NUM_THREADS = 1 (HiGHS runs its simplex on one; `gap` runs its
+float64 exact laws on numpy and does not import torch), so that the loaded run does not
+oversubscribe the cores.
 
 Side by side: the K-path optimum alone (speclp.lp.engine.optimum) in a fresh process, timed
 the same way (the ratio gap / LP is the target's "<= 2x that LP solve"). In this process: the
@@ -201,8 +202,8 @@ def _lp_cell(record: dict, quiet: dict) -> str:
 def markdown(records: list[dict]) -> str:
     lines = ["| (V, L, K) | target s | quiet wall s (CPU s) | LP alone wall s (ratio) | "
              "loaded wall s (CPU s) | peak RSS MiB | "
-             "optimum | estimated | structure vs enumerated (sum of s) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "optimum | estimated | structure vs enumerated (sum of s) | target met |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
         quiet, loaded = r.get("quiet", {}), r.get("loaded", {})
         opt = quiet.get("optimum") or {}
@@ -221,8 +222,34 @@ def markdown(records: list[dict]) -> str:
                      f"{loaded.get('wall_seconds', '')} "
                      f"({loaded.get('cpu_seconds', '')}; load {loaded.get('load_before', '')}) | "
                      f"{max(quiet.get('peak_rss_mib', 0), loaded.get('peak_rss_mib', 0))} | "
-                     f"{cert} | {', '.join(quiet.get('estimates', [])) or 'none'} | {pair} |")
+                     f"{cert} | {', '.join(quiet.get('estimates', [])) or 'none'} | {pair} | "
+                     f"{_met(r)} |")
     return "\n".join(lines) + "\n"
+
+
+def _met(record: dict) -> str:
+    """Issue 30 part 4: every verifier exact, the optimum certified (exactly or within w <=
+    1e-9), quiet wall <= target (process start included), the 5 s shapes also <= 2x the LP
+    alone, loaded <= 2x quiet. "yes", or what missed."""
+    quiet, loaded, lp = record.get("quiet", {}), record.get("loaded", {}), record.get("lp", {})
+    target = TARGETS.get(tuple(record["shape"]))
+    wall = quiet.get("wall_seconds")
+    if target is None or wall is None:
+        return ""
+    missed = []
+    if quiet.get("estimates"):
+        missed.append("estimated: " + ", ".join(quiet["estimates"]))
+    opt = quiet.get("optimum") or {}
+    within = opt.get("certified_within")
+    if not opt.get("certified") and (within is None or within > 1e-9):
+        missed.append("optimum not certified")
+    if wall > target:
+        missed.append(f"wall {wall / target:.2f}x target")
+    if target == 5.0 and lp.get("wall_seconds") and wall > 2 * lp["wall_seconds"]:
+        missed.append(f"{wall / lp['wall_seconds']:.2f}x LP")
+    if loaded.get("wall_seconds") and loaded["wall_seconds"] > 2 * wall:
+        missed.append(f"loaded {loaded['wall_seconds'] / wall:.2f}x quiet")
+    return "yes" if not missed else "no: " + ", ".join(missed)
 
 
 def main() -> None:
@@ -272,6 +299,7 @@ def main() -> None:
             if not args.no_side_by_side:
                 record["side_by_side"] = side_by_side(vocab, depth, paths)
             records.append(record)
+            record["command"] = " ".join(["python", "benchmarks/gap_speed.py", *sys.argv[1:]])
             target.write_text(json.dumps({"cpu_count": os.cpu_count(), "threads": THREADS,
                                           "records": records}, indent=1))
     (OUT / "gap_speed.md").write_text(markdown(records))
