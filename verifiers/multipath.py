@@ -369,8 +369,8 @@ def _power_count(base: Array, count: Array, most: int) -> Array:
     """base ** count elementwise for integer counts 0..most (no float pow of exact values)."""
     if ops.is_torch(base):
         return torch.pow(base, count.to(base.dtype))
-    if not ops.is_exact(base):  # numpy floats: the same pow as torch's
-        return np.power(base, np.asarray(count, dtype=base.dtype))
+    if isinstance(base, np.ndarray | np.floating) and not ops.is_exact(base):
+        return np.power(base, np.asarray(count, dtype=base.dtype))  # numpy floats: torch's pow
     out = base * 0 + 1
     for m in range(1, most + 1):
         out = ops.where(count >= m, out * base, out)
