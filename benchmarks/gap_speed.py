@@ -52,13 +52,28 @@ TIME_LIMIT = 600  # seconds per gap process
 THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
+# Peak RSS of the gap process itself, read by /usr/bin/time (its %M line on stderr): Linux
+# reports a child's ru_maxrss as at least the RSS of the process it was forked (vforked) from,
+# and this process grows past 250 MiB once side_by_side has imported torch, which made the
+# earlier records' peak RSS that of the benchmark, not of gap.
+PEAK_RSS = ["/usr/bin/time", "-f", "PEAK_RSS_KB %M"] if Path("/usr/bin/time").exists() else []
+
+
+def peak_rss_mib(stderr_text: str, usage: os.struct_rusage) -> float | None:
+    """MiB from /usr/bin/time's line; without /usr/bin/time, None (ru_maxrss is inflated)."""
+    for line in reversed(stderr_text.splitlines()):
+        if line.startswith("PEAK_RSS_KB "):
+            return round(int(line.split()[1]) / 1024, 1)
+    return None
+
+
 def run_gap(instance: Path, paths: int) -> dict:
     """One `speclp gap --json` process: wall seconds, peak RSS (MiB), its JSON."""
     env = {**os.environ, **THREADS, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     load = os.getloadavg()[0]
     start = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([sys.executable, "-m", "speclp", "gap", str(instance),
+        proc = subprocess.Popen([*PEAK_RSS, sys.executable, "-m", "speclp", "gap", str(instance),
                                  "--paths", str(paths), "--json",
                                  "--time-limit", str(TIME_LIMIT)], stdout=out, stderr=err,
                                 env=env)
@@ -67,10 +82,11 @@ def run_gap(instance: Path, paths: int) -> dict:
         out.seek(0)
         text = out.read().decode()
         err.seek(0)
-        error = err.read().decode()[-500:]
+        error_text = err.read().decode()
+        error = error_text[-500:]
     record = {"wall_seconds": round(wall, 3),
               "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3),
-              "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+              "peak_rss_mib": peak_rss_mib(error_text, usage),
               "exit": os.waitstatus_to_exitcode(status), "load_before": round(load, 2)}
     try:
         result = json.loads(text)
@@ -100,13 +116,17 @@ def run_lp(instance: Path, paths: int) -> dict:
     fresh process: the LP solve gap is compared with, timed the same way."""
     env = {**os.environ, **THREADS, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", LP_SCRIPT, str(instance), str(paths)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    text = proc.stdout.read().decode().split()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen([*PEAK_RSS, sys.executable, "-c", LP_SCRIPT, str(instance),
+                                 str(paths)], stdout=out, stderr=err, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        out.seek(0)
+        text = out.read().decode().split()
+        err.seek(0)
+        error_text = err.read().decode()
     return {"wall_seconds": round(wall, 3), "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3),
-            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+            "peak_rss_mib": peak_rss_mib(error_text, usage),
             "exit": os.waitstatus_to_exitcode(status),
             "value": float(text[0]) if text else None}
 
@@ -221,7 +241,7 @@ def markdown(records: list[dict]) -> str:
                      f"{quiet.get('load_before', '')}) | {_lp_cell(r, quiet)} | "
                      f"{loaded.get('wall_seconds', '')} "
                      f"({loaded.get('cpu_seconds', '')}; load {loaded.get('load_before', '')}) | "
-                     f"{max(quiet.get('peak_rss_mib', 0), loaded.get('peak_rss_mib', 0))} | "
+                     f"{max(quiet.get('peak_rss_mib') or 0, loaded.get('peak_rss_mib') or 0)} | "
                      f"{cert} | {', '.join(quiet.get('estimates', [])) or 'none'} | {pair} | "
                      f"{_met(r)} |")
     return "\n".join(lines) + "\n"
