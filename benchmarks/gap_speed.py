@@ -9,8 +9,9 @@ fresh process (process start included) on a Dirichlet(1) instance (seed 1), and 
     recursion, selection law, single path, enumeration, or estimate) and its seconds;
 twice: quiet (nothing of ours beside it) and loaded (two CPU-bound processes beside it).
 The machine is shared: the 1-minute load average before each run is recorded with it.
-Threads: OMP_NUM_THREADS = MKL_NUM_THREADS = 1 (torch uses one thread; HiGHS runs its
-simplex on one), so that the loaded run does not oversubscribe the cores.
+Threads: OMP_NUM_THREADS = MKL_NUM_THREADS = 1 (HiGHS runs its simplex on one; `gap` runs its
+float64 exact laws on numpy and does not import torch), so that the loaded run does not
+oversubscribe the cores.
 
 Side by side: the K-path optimum alone (speclp.lp.engine.optimum) in a fresh process, timed
 the same way (the ratio gap / LP is the target's "<= 2x that LP solve"). In this process: the
@@ -51,13 +52,28 @@ TIME_LIMIT = 600  # seconds per gap process
 THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
+# Peak RSS of the gap process itself, read by /usr/bin/time (its %M line on stderr): Linux
+# reports a child's ru_maxrss as at least the RSS of the process it was forked (vforked) from,
+# and this process grows past 250 MiB once side_by_side has imported torch, which made the
+# earlier records' peak RSS that of the benchmark, not of gap.
+PEAK_RSS = ["/usr/bin/time", "-f", "PEAK_RSS_KB %M"] if Path("/usr/bin/time").exists() else []
+
+
+def peak_rss_mib(stderr_text: str, usage: os.struct_rusage) -> float | None:
+    """MiB from /usr/bin/time's line; without /usr/bin/time, None (ru_maxrss is inflated)."""
+    for line in reversed(stderr_text.splitlines()):
+        if line.startswith("PEAK_RSS_KB "):
+            return round(int(line.split()[1]) / 1024, 1)
+    return None
+
+
 def run_gap(instance: Path, paths: int) -> dict:
     """One `speclp gap --json` process: wall seconds, peak RSS (MiB), its JSON."""
     env = {**os.environ, **THREADS, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     load = os.getloadavg()[0]
     start = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([sys.executable, "-m", "speclp", "gap", str(instance),
+        proc = subprocess.Popen([*PEAK_RSS, sys.executable, "-m", "speclp", "gap", str(instance),
                                  "--paths", str(paths), "--json",
                                  "--time-limit", str(TIME_LIMIT)], stdout=out, stderr=err,
                                 env=env)
@@ -66,10 +82,11 @@ def run_gap(instance: Path, paths: int) -> dict:
         out.seek(0)
         text = out.read().decode()
         err.seek(0)
-        error = err.read().decode()[-500:]
+        error_text = err.read().decode()
+        error = error_text[-500:]
     record = {"wall_seconds": round(wall, 3),
               "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3),
-              "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+              "peak_rss_mib": peak_rss_mib(error_text, usage),
               "exit": os.waitstatus_to_exitcode(status), "load_before": round(load, 2)}
     try:
         result = json.loads(text)
@@ -99,13 +116,17 @@ def run_lp(instance: Path, paths: int) -> dict:
     fresh process: the LP solve gap is compared with, timed the same way."""
     env = {**os.environ, **THREADS, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", LP_SCRIPT, str(instance), str(paths)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    text = proc.stdout.read().decode().split()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen([*PEAK_RSS, sys.executable, "-c", LP_SCRIPT, str(instance),
+                                 str(paths)], stdout=out, stderr=err, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        out.seek(0)
+        text = out.read().decode().split()
+        err.seek(0)
+        error_text = err.read().decode()
     return {"wall_seconds": round(wall, 3), "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3),
-            "peak_rss_mib": round(usage.ru_maxrss / 1024, 1),
+            "peak_rss_mib": peak_rss_mib(error_text, usage),
             "exit": os.waitstatus_to_exitcode(status),
             "value": float(text[0]) if text else None}
 
@@ -201,8 +222,8 @@ def _lp_cell(record: dict, quiet: dict) -> str:
 def markdown(records: list[dict]) -> str:
     lines = ["| (V, L, K) | target s | quiet wall s (CPU s) | LP alone wall s (ratio) | "
              "loaded wall s (CPU s) | peak RSS MiB | "
-             "optimum | estimated | structure vs enumerated (sum of s) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "optimum | estimated | structure vs enumerated (sum of s) | target met |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in records:
         quiet, loaded = r.get("quiet", {}), r.get("loaded", {})
         opt = quiet.get("optimum") or {}
@@ -220,9 +241,35 @@ def markdown(records: list[dict]) -> str:
                      f"{quiet.get('load_before', '')}) | {_lp_cell(r, quiet)} | "
                      f"{loaded.get('wall_seconds', '')} "
                      f"({loaded.get('cpu_seconds', '')}; load {loaded.get('load_before', '')}) | "
-                     f"{max(quiet.get('peak_rss_mib', 0), loaded.get('peak_rss_mib', 0))} | "
-                     f"{cert} | {', '.join(quiet.get('estimates', [])) or 'none'} | {pair} |")
+                     f"{max(quiet.get('peak_rss_mib') or 0, loaded.get('peak_rss_mib') or 0)} | "
+                     f"{cert} | {', '.join(quiet.get('estimates', [])) or 'none'} | {pair} | "
+                     f"{_met(r)} |")
     return "\n".join(lines) + "\n"
+
+
+def _met(record: dict) -> str:
+    """Issue 30 part 4: every verifier exact, the optimum certified (exactly or within w <=
+    1e-9), quiet wall <= target (process start included), the 5 s shapes also <= 2x the LP
+    alone, loaded <= 2x quiet. "yes", or what missed."""
+    quiet, loaded, lp = record.get("quiet", {}), record.get("loaded", {}), record.get("lp", {})
+    target = TARGETS.get(tuple(record["shape"]))
+    wall = quiet.get("wall_seconds")
+    if target is None or wall is None:
+        return ""
+    missed = []
+    if quiet.get("estimates"):
+        missed.append("estimated: " + ", ".join(quiet["estimates"]))
+    opt = quiet.get("optimum") or {}
+    within = opt.get("certified_within")
+    if not opt.get("certified") and (within is None or within > 1e-9):
+        missed.append("optimum not certified")
+    if wall > target:
+        missed.append(f"wall {wall:.3f} s > {target} s")
+    if target == 5.0 and lp.get("wall_seconds") and wall > 2 * lp["wall_seconds"]:
+        missed.append(f"{wall / lp['wall_seconds']:.2f}x LP")
+    if loaded.get("wall_seconds") and loaded["wall_seconds"] > 2 * wall:
+        missed.append(f"loaded {loaded['wall_seconds'] / wall:.2f}x quiet")
+    return "yes" if not missed else "no: " + ", ".join(missed)
 
 
 def main() -> None:
@@ -272,6 +319,7 @@ def main() -> None:
             if not args.no_side_by_side:
                 record["side_by_side"] = side_by_side(vocab, depth, paths)
             records.append(record)
+            record["command"] = " ".join(["python", "benchmarks/gap_speed.py", *sys.argv[1:]])
             target.write_text(json.dumps({"cpu_count": os.cpu_count(), "threads": THREADS,
                                           "records": records}, indent=1))
     (OUT / "gap_speed.md").write_text(markdown(records))

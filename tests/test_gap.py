@@ -429,3 +429,24 @@ def test_traversal_stays_rational_no_false_failure():
     result = gap(inst, 3, verifiers=["traversal"])
     assert result["failures"] == []
     assert result["verifiers"]["traversal"]["tv_exact"] == "0"
+
+
+@pytest.mark.parametrize("vocab,depth,paths", [(3, 2, 3), (2, 3, 3)])
+def test_cli_gap_on_a_small_float_instance_imports_no_torch(tmp_path, vocab, depth, paths):
+    """`speclp gap` on a small float instance runs every structure-aware law in numpy float64:
+    torch is never imported (it cost 3.4 s of a 3.8 s run). Checked in a fresh process at exit."""
+    import subprocess
+    import sys
+
+    path = dirichlet_instance(vocab, depth, seed=1).save(tmp_path / "d.json")
+    code = ("import sys\nfrom speclp.cli import app\ntry:\n"
+            f"    app(['gap', {str(path)!r}, '--paths', '{paths}', '--json'])\n"
+            "except SystemExit as stop:\n    code = stop.code\n"
+            "print('EXIT', code, 'TORCH', 'torch' in sys.modules, file=sys.stderr)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "EXIT 0 TORCH False" in out.stderr, out.stderr[-2000:]
+    result = json.loads(out.stdout)
+    assert result["failures"] == []
+    assert result["optimum"]["certified"] is True
+    evaluations = {v["evaluation"] for v in result["verifiers"].values()}
+    assert "estimate" not in evaluations and len(result["verifiers"]) >= 13

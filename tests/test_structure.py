@@ -232,3 +232,96 @@ def test_a_wrong_traversal_step_is_caught():
 
     wrong, _ = sibling_recursion(model, 2, blind, traversal_delete)
     assert not (wrong == reference.emit).all()
+
+
+# ---------------------------------------------------------------------------
+# float64 laws on numpy (no torch) equal the same laws on torch float64 tensors
+# ---------------------------------------------------------------------------
+
+def _numpy_and_torch(model, name, paths):
+    """(numpy run, torch run of the structure, torch run of the ordered enumeration)."""
+    from speclp.verifiers import ops
+
+    fast = exact_result(model, name, paths)
+    with ops.torch_float64():
+        torch_structure = exact_result(model, name, paths)
+    torch_ordered = exact_result(model, name, paths, enumeration="ordered")  # torch float64 rows
+    return fast, torch_structure, torch_ordered
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instance=rational_instances(), paths=st.integers(1, 3))
+def test_numpy_float_laws_equal_torch_float_laws(instance, paths):
+    """Every structure-aware verifier in float64 on numpy arrays (what `speclp gap` runs) equals
+    the same code on CPU torch float64 tensors (ops.torch_float64) and the torch ordered
+    enumeration, to 1e-13, on rows with zeros and ties (traversal and spectr_gbv run on numpy
+    in both: the enumeration is their torch reference)."""
+    model = instance.model(exact=False)
+    for name in STRUCTURED:
+        fast, torch_structure, torch_ordered = _numpy_and_torch(model, name, paths)
+        assert fast.emit.dtype == np.float64
+        for other in (torch_structure, torch_ordered):
+            difference = np.abs(fast.emit - other.emit).max()
+            assert difference <= 1e-13, (name, paths, difference)
+            assert abs(fast.block_efficiency - other.block_efficiency) <= 1e-13, name
+
+
+@pytest.mark.parametrize("inst,paths", [(dirichlet_instance(3, 2, alpha=0.3, seed=11), 3),
+                                        (ties_instance(3, 2, seed=5), 3),
+                                        (dirichlet_instance(2, 3, alpha=1.0, seed=12), 2),
+                                        (dirichlet_instance(4, 2, alpha=0.5, seed=13), 2)])
+def test_numpy_float_laws_equal_torch_on_dirichlet_and_ties(inst, paths):
+    model = inst.model(exact=False)
+    for name in STRUCTURED:
+        fast, torch_structure, torch_ordered = _numpy_and_torch(model, name, paths)
+        for other in (torch_structure, torch_ordered):
+            assert np.abs(fast.emit - other.emit).max() <= 1e-13, name
+
+
+def test_float_rules_get_numpy_rows_and_torch_only_when_asked():
+    """The comparison above compares two number systems: the node rule and the selection law
+    see numpy float64 arrays by default and torch float64 tensors within ops.torch_float64()
+    (a rule that sees tensors in the default run would import torch in `speclp gap`)."""
+    import torch
+    from speclp.verifiers import ops
+
+    model = dirichlet_instance(3, 2, seed=1).model(exact=False)
+    seen = []
+
+    def spy(rule):
+        def wrapped(target, draft, *rest):
+            seen.append(type(target))
+            return rule(target, draft, *rest)
+        return wrapped
+
+    spec = get_verifier("specinfer")
+    spied = dataclasses.replace(spec, node_rule=spy(spec.node_rule))
+    plain = structured_law(model, spied, 2)
+    assert set(seen) == {np.ndarray}
+    seen.clear()
+    with ops.torch_float64():
+        tensors = structured_law(model, spied, 2)
+    assert set(seen) == {torch.Tensor}
+    assert np.abs(plain.emit - tensors.emit).max() <= 1e-15
+    exact = structured_law(dirichlet_instance(2, 2, seed=1, denominator=8).model(exact=True),
+                           get_verifier("specinfer"), 2)
+    assert exact.emit.dtype == object  # rationals untouched by the float switch
+
+
+def test_kseq_rho_numpy_bisection_equals_torch():
+    """SpecTr's rho* search on numpy rows (no torch) equals the torch bisection, on random rows
+    with zeros and ties, n = 0..4; and the bracket end it returns has h(rho) >= 0."""
+    import torch
+    from speclp.verifiers.multipath import _kseq_gap, _kseq_rho_bisection, kseq_rho
+
+    rng = np.random.default_rng(0)
+    raw = rng.integers(0, 4, size=(2, 400, 5)).astype(np.float64)
+    raw[..., 0] += 1  # no all-zero row
+    target, draft = raw / raw.sum(-1, keepdims=True)
+    count = rng.integers(0, 5, size=400)
+    numpy_rho = kseq_rho(target, draft, count, 4)
+    torch_rho = _kseq_rho_bisection(torch.as_tensor(target), torch.as_tensor(draft),
+                                    torch.as_tensor(count), 4, None).numpy()
+    assert isinstance(numpy_rho, np.ndarray)
+    assert np.abs(numpy_rho - torch_rho).max() <= 1e-13
+    assert (_kseq_gap(target, draft, numpy_rho, count, 4) >= -1e-15).all()

@@ -333,7 +333,7 @@ register("bv_extended_rrs", "BV on path 1; where it ends, its correction is draw
 # ---------------------------------------------------------------------------
 
 def _as_rows(model: TreeModel, rows: np.ndarray) -> Any:
-    return rows if model.exact else ops.torch.as_tensor(rows, dtype=ops.torch.float64)
+    return rows if model.exact else ops.host_rows(rows)  # numpy float64: no torch
 
 
 def _as_numpy(values: Any) -> np.ndarray:
@@ -417,7 +417,7 @@ def extended_bv_structured(model: TreeModel, paths: int, fallback: str = DEFAULT
             nodes, tokens = nodes[keep], tokens[keep]
             reach = [r[keep] for r in reach]
             mass = np.repeat(fresh[start + active, m], len(suffixes))[keep]  # [P']
-            index = tokens if model.exact else ops.torch.as_tensor(tokens)
+            index = tokens if model.exact else ops.host_index(tokens)
             path_stop, path_rows = bv_path_law(index, _as_rows(model, model.target[nodes]),
                                                _as_rows(model, model.draft[nodes[:, :-1]]))
             weight = mass[:, None] * _as_numpy(path_stop) * reach[-1][:, None]  # [P', L-d+1]
@@ -461,12 +461,10 @@ def _fallback(model: TreeModel, rule: Any, fallback: str, v: np.ndarray, depth_v
         firsts = first[which]
         res = _as_rows(model, residual[slot])
         drafts = _as_rows(model, model.draft[v[slot]])
+        children_t = children
         if not model.exact:
-            torch = ops.torch
-            through, children_t, firsts = (torch.as_tensor(through), torch.as_tensor(children),
-                                           torch.as_tensor(firsts))
-        else:
-            children_t = children
+            through, children_t, firsts = (ops.host_index(through), ops.host_index(children),
+                                           ops.host_index(firsts))
         accept, correction = _step(rule, res, drafts, through, children_t, firsts,
                                    fallback in EMPTY_SAFE)
         accept, correction = _as_numpy(accept), _as_numpy(correction)

@@ -369,6 +369,8 @@ def _power_count(base: Array, count: Array, most: int) -> Array:
     """base ** count elementwise for integer counts 0..most (no float pow of exact values)."""
     if ops.is_torch(base):
         return torch.pow(base, count.to(base.dtype))
+    if isinstance(base, np.ndarray | np.floating) and not ops.is_exact(base):
+        return np.power(base, np.asarray(count, dtype=base.dtype))  # numpy floats: torch's pow
     out = base * 0 + 1
     for m in range(1, most + 1):
         out = ops.where(count >= m, out * base, out)
@@ -397,6 +399,8 @@ def kseq_rho(target: Array, draft: Array, count: Array, most: int,
     """
     if ops.is_exact(target):
         return _exact_kseq_rho(target, draft, count, most)
+    if not ops.is_torch(target):
+        return _kseq_rho_bisection_numpy(target, draft, count, most, iterations)
     return _kseq_rho_bisection(target, draft, count, most, iterations)
 
 
@@ -470,6 +474,38 @@ def _kseq_rho_bisection(target: torch.Tensor, draft: torch.Tensor, count: torch.
         ok = gap(middle) >= 0
         high = torch.where(ok, middle, high)
         low = torch.where(ok, low, middle)
+    return high
+
+
+def _kseq_rho_bisection_numpy(target: np.ndarray, draft: np.ndarray, count: np.ndarray,
+                              most: int, iterations: int | None) -> np.ndarray:
+    """_kseq_rho_bisection on numpy float rows (the float64 exact laws run without torch):
+    the same steps, searchsorted (left) as the count of sorted ratios < rho."""
+    positive = draft > 0
+    ratio = np.where(positive, target / np.where(positive, draft, 1.0), np.inf)
+    order = np.argsort(ratio, axis=-1, kind="stable")
+    ratio_sorted = np.take_along_axis(ratio, order, -1)
+    p_sorted, q_sorted = np.take_along_axis(target, order, -1), np.take_along_axis(draft, order, -1)
+    zero = np.zeros_like(p_sorted[..., :1])
+    p_below = np.concatenate([zero, np.cumsum(p_sorted, -1)], -1)  # [..., V+1]
+    q_above = np.concatenate([np.flip(np.cumsum(np.flip(q_sorted, -1), -1), -1), zero], -1)
+    count_f = np.asarray(count, dtype=target.dtype)
+    mass = target.sum(-1)
+
+    def gap(rho: np.ndarray) -> np.ndarray:
+        below = (ratio_sorted < rho[..., None]).sum(-1, keepdims=True)  # #{ratio < rho}
+        beta = (np.take_along_axis(p_below, below, -1) / rho[..., None]
+                + np.take_along_axis(q_above, below, -1))[..., 0]
+        return rho * beta - mass + np.power(mass - beta, count_f)
+
+    one = np.ones(count_f.shape, dtype=target.dtype)
+    low, high = one, np.maximum(count_f, 1)
+    high = np.where(gap(one) >= 0, one, high)
+    for _ in range(iterations or (48 if target.dtype == np.float64 else 26)):
+        middle = (low + high) / 2
+        ok = gap(middle) >= 0
+        high = np.where(ok, middle, high)
+        low = np.where(ok, low, middle)
     return high
 
 

@@ -3,6 +3,8 @@
 Every verifier law is written once against these functions. They run on
   * torch tensors (float64 on CPU for exact-float enumeration, float32/bf16 on CUDA
     in the engine),
+  * numpy float64 arrays (the structure-aware exact laws of float instances,
+    verifiers.structure through host_rows: `speclp gap` never imports torch),
   * numpy object arrays of exact rationals (``fractions.Fraction`` or ``flint.fmpq``),
     which gives the *exact* law of a rational instance from the same code, and
   * numpy object arrays of symbolic rational functions of the rows
@@ -16,8 +18,10 @@ Only what the laws need is here; nothing loops over the batch or the vocabulary.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from fractions import Fraction
 from typing import Any
 
@@ -53,6 +57,39 @@ def is_torch(a: Array) -> bool:
             return False  # no tensor can exist before torch is imported
         _tensor_type = module.Tensor
     return isinstance(a, _tensor_type)
+
+
+# --- the arrays of the float64 exact laws (verifiers.structure) ---
+
+_FLOAT_TENSORS = contextvars.ContextVar("speclp_float_tensors", default=False)
+
+
+@contextlib.contextmanager
+def torch_float64() -> Iterator[None]:
+    """Within this block host_rows / host_index give CPU torch tensors (float64 rows, the
+    engine's batched arrays) instead of numpy arrays: the tests compare the two. Outside it
+    the float64 exact laws run on numpy and never import torch."""
+    token = _FLOAT_TENSORS.set(True)
+    try:
+        yield
+    finally:
+        _FLOAT_TENSORS.reset(token)
+
+
+def host_rows(rows: Any) -> Array:
+    """Float rows for a float64 exact law on the CPU: a numpy float64 array (torch is not
+    imported), or a CPU torch float64 tensor within torch_float64()."""
+    if _FLOAT_TENSORS.get():
+        return torch.as_tensor(as_float64(rows), dtype=torch.float64)
+    return as_float64(rows)
+
+
+def host_index(values: Any) -> Array:
+    """Integer or bool arrays (tokens, masks) beside host_rows: numpy as they are, or CPU
+    torch tensors of the same values within torch_float64()."""
+    if _FLOAT_TENSORS.get():
+        return torch.as_tensor(np.asarray(values))
+    return np.asarray(values)
 
 
 def is_exact(a: Array) -> bool:

@@ -43,9 +43,12 @@ docstring says why it is exact; both call the rule's own steps.
 Everything else (single-path verifiers at K = 1, the deliberately broken variants, drafts
 without replacement) keeps the enumeration of verifiers.exact.
 
-Every evaluation here runs in float64 (torch, CPU) on float models and in exact rationals
-(numpy object arrays through verifiers.ops) on exact models; tests/test_structure.py checks
-it against the enumeration exactly, in rationals, for every registered verifier.
+Every evaluation here runs in float64 on float models, on numpy arrays (ops.host_rows: the
+laws' ops have a numpy branch, so `speclp gap` never imports torch; within
+ops.torch_float64() on CPU torch tensors, the engine's arrays, which the tests compare with),
+and in exact rationals (numpy object arrays through verifiers.ops) on exact models;
+tests/test_structure.py checks it against the enumeration exactly, in rationals, for every
+registered verifier, and the numpy floats against the torch ones.
 """
 
 from __future__ import annotations
@@ -139,10 +142,16 @@ def _zeros(model: TreeModel, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def _rows(model: TreeModel, rows: np.ndarray) -> Any:
-    """Rows as the law functions take them: torch float64 for float models, else as is."""
+    """Rows as the law functions take them: exact rows as they are; float rows as numpy
+    float64 (ops.host_rows: no torch; CPU torch float64 within ops.torch_float64())."""
     if model.exact:
         return rows
-    return ops.torch.as_tensor(rows, dtype=ops.torch.float64)
+    return ops.host_rows(rows)
+
+
+def _index(model: TreeModel, values: np.ndarray) -> Any:
+    """Token ids and masks beside _rows (ops.host_index)."""
+    return values if model.exact else ops.host_index(values)
 
 
 def _numpy(values: Any) -> np.ndarray:
@@ -207,13 +216,8 @@ def _rule_step(model: TreeModel, rule: Callable[..., Any], nodes: np.ndarray,
     vocab = model.vocab_size
     target = _rows(model, model.target[nodes])[:, None]  # [B, 1, V]: one slot per node
     draft = _rows(model, model.draft[nodes])[:, None]
-    like = target if ops.is_torch(target) else None
-    through = np.ones((batch, 1, m), dtype=bool)
-    tokens, first_mask = children, first
-    if like is not None:
-        torch = ops.torch
-        through, tokens = torch.as_tensor(through), torch.as_tensor(children)
-        first_mask = torch.as_tensor(first)
+    through = _index(model, np.ones((batch, 1, m), dtype=bool))
+    tokens, first_mask = _index(model, children), _index(model, first)
     accept, correction = rule(target, draft, through, tokens, first_mask)
     accept = _numpy(accept)[:, 0]  # [B, m]
     correction = _numpy(correction)[:, 0]  # [B, V]
@@ -243,8 +247,7 @@ def bv_against(model: TreeModel, rows: np.ndarray) -> tuple[np.ndarray, int]:
     tokens, nodes, path_prob = tokens[keep], nodes[keep], path_prob[keep]
     target = _rows(model, model.target[nodes])  # [P', L+1, V]
     skewed = _rows(model, rows[nodes[:, :-1]])  # [P', L, V]
-    index = tokens if model.exact else ops.torch.as_tensor(tokens)
-    stop, correction = bv_path_law(index, target, skewed)
+    stop, correction = bv_path_law(_index(model, tokens), target, skewed)
     joint = _numpy(stop)[..., None] * _numpy(correction)  # [P', L+1, V]
     emit = _zeros(model, (num_nodes(vocab, depth), vocab))
     np.add.at(emit, nodes.reshape(-1), (path_prob[:, None, None] * joint).reshape(-1, vocab))
@@ -273,8 +276,8 @@ def path_selection_rows(selection: Callable[[DraftTree], Any]
         all_nodes = np.repeat(nodes[:, None, :], paths, axis=1)
         target = _rows(model, model.target[all_nodes])
         draft = _rows(model, model.draft[all_nodes[..., :-1]])
-        index = drafted if model.exact else ops.torch.as_tensor(drafted)
-        skewed = _numpy(selection(DraftTree(index, target, draft), **options))  # [P, L, V]
+        skewed = _numpy(selection(DraftTree(_index(model, drafted), target, draft),
+                                  **options))  # [P, L, V]
         out = _zeros(model, (num_nodes(vocab, depth), vocab))
         if not model.exact:
             out = out.astype(np.float64)
