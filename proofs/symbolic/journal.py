@@ -20,7 +20,9 @@ source, so a journal is never continued by other code). Then one record per step
              in order, each fact key as [text number, relation],
     fail     the node is a leaf where the claim fails, stop: why the exploration stopped
              after the step ("" when it did not), seconds: the step's wall time.
-Text only: numbers are integers or "p/q" strings (speclp.rationals); nothing is evaluated or
+docs and programs are stored together as z: the base64 of the zlib-compressed JSON
+{"docs": ..., "programs": ...} (the documents are most of a journal; 5x smaller). Text
+only: numbers are integers or "p/q" strings (speclp.rationals); nothing is evaluated or
 unpickled when it is read. A last line cut short (the process killed while writing it) is
 ignored and cut off; any other bad line is an error naming the line.
 
@@ -35,9 +37,11 @@ The re-run costs about one cell per level of the tree.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
+import zlib
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -77,9 +81,10 @@ def code_digest() -> str:
 class Journal:
     """The journal file of one proof (see the module docstring)."""
 
-    def __init__(self, path: Path, settings: dict[str, Any]) -> None:
+    def __init__(self, path: Path, settings: dict[str, Any], same_code: bool = True) -> None:
         self.path = Path(path)
         self.settings = settings
+        self.same_code = same_code
         self.records: list[dict] = []
         self.texts: list[str] = []  # number -> text, over the whole journal
         self.numbers: dict[str, int] = {}
@@ -88,9 +93,10 @@ class Journal:
 
     # ---- reading ----------------------------------------------------------------------
     @classmethod
-    def open(cls, path: Path, settings: dict[str, Any]) -> Journal:
-        """The journal at path: read (the header must match settings) or created."""
-        journal = cls(path, settings)
+    def open(cls, path: Path, settings: dict[str, Any], same_code: bool = True) -> Journal:
+        """The journal at path: read (the header must match settings; settings.code only
+        when same_code) or created."""
+        journal = cls(path, settings, same_code)
         if journal.path.exists() and journal.path.stat().st_size > 0:
             journal._read()
         else:
@@ -119,6 +125,8 @@ class Journal:
             raise JournalError(f"{self.path}: line 1: not a {FORMAT} header")
         theirs = header.get("settings", {})
         for key in SETTINGS:
+            if key == "code" and not self.same_code:
+                continue  # the re-run steps are still compared with their records
             if theirs.get(key) != self.settings.get(key):
                 raise JournalError(
                     f"{self.path}: settings.{key} is {theirs.get(key)!r} in the journal, "
@@ -129,6 +137,11 @@ class Journal:
         for number, record in enumerate(records, 2):
             if not isinstance(record, dict):
                 raise JournalError(f"{self.path}: line {number}: not a record")
+            if "z" in record:
+                try:
+                    record.update(json.loads(zlib.decompress(base64.b64decode(record.pop("z")))))
+                except (ValueError, zlib.error):
+                    raise JournalError(f"{self.path}: line {number}: bad z field") from None
             for text in record.get("texts", []):
                 self.numbers[text] = len(self.texts)
                 self.texts.append(text)
@@ -145,6 +158,9 @@ class Journal:
 
     def append(self, record: dict) -> None:
         record["texts"], self._new_texts = self._new_texts, []
+        payload = json.dumps({"docs": record.pop("docs"), "programs": record.pop("programs")},
+                             separators=(",", ":")).encode()
+        record["z"] = base64.b64encode(zlib.compress(payload, 6)).decode("ascii")
         self._write(record)
 
     def _write(self, obj: dict, fresh: bool = False) -> None:

@@ -103,6 +103,7 @@ class ProofRun:
     counterexample: dict | None
     document: dict
     stopped: str = ""  # why the exploration stopped early, "" when it ran to the end
+    resumed: int = 0  # steps read from the journal (0: a fresh run)
 
     def summary(self) -> dict[str, Any]:
         return {"claim": self.claim, "vocab": self.vocab, "depth": self.depth,
@@ -133,13 +134,16 @@ def command_line(claim: str, vocab: int, depth: int, paths: int, draft_sampling:
 def prove(claim: str, vocab: int, depth: int, paths: int = 1, draft_sampling: str = "iid",
           seed: int = 0, progress: Callable[[float], None] | None = None,
           stop_at_first_failure: bool = False, time_limit: float | None = None,
-          journal: str | Path | None = None) -> ProofRun:
+          journal: str | Path | None = None, journal_same_code: bool = True) -> ProofRun:
     """Run the claim on every cell. stop_at_first_failure: stop exploring at the first
     cell where the claim fails (a refutation; the tree is then partial). time_limit
     (seconds): stop exploring then (the run is incomplete, run.stopped says why).
     progress(share): see explore. journal: a file (speclp.proofs.symbolic.journal) every
     step is appended to; when it exists, the proof goes on from it (its settings must be
-    these), and the document is the one an uninterrupted run gives (seconds aside)."""
+    these), and the document is the one an uninterrupted run gives (seconds aside).
+    journal_same_code=False goes on from a journal written by other code (its steps are
+    taken as they are, the re-run ones still compared; the proof is then not necessarily
+    what either code alone gives, but the checker re-checks it like any other)."""
     validate(claim, vocab, depth, paths, draft_sampling)
     start = time.perf_counter()
     shape = make_shape(vocab, depth)
@@ -153,7 +157,8 @@ def prove(claim: str, vocab: int, depth: int, paths: int = 1, draft_sampling: st
         book = Journal.open(Path(journal), {
             "claim": claim, "vocab": vocab, "depth": depth, "paths": paths,
             "draft_sampling": draft_sampling, "seed": seed,
-            "stop_at_first_failure": stop_at_first_failure, "code": code_digest()})
+            "stop_at_first_failure": stop_at_first_failure, "code": code_digest()},
+            journal_same_code)
     recorder = Recorder(claim, shape, book)
     exploration = Exploration(shape, claim_function(claim, paths, draft_sampling), progress,
                               MAX_NODES, stop, recorder.on_step)
@@ -182,7 +187,8 @@ def prove(claim: str, vocab: int, depth: int, paths: int = 1, draft_sampling: st
                          seconds, counterexample)
     return ProofRun(claim, vocab, depth, paths, draft_sampling, tree, not failing,
                     counts["unresolved"] == 0 and counts["unexplored"] == 0, counts, seconds,
-                    counterexample, document, tree.stopped)
+                    counterexample, document, tree.stopped,
+                    len(book.records) if book is not None else 0)
 
 
 class Recorder:
