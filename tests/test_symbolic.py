@@ -466,8 +466,9 @@ def _interrupting_progress(after: int):
 def test_interrupted_ship_run_resumes_to_the_same_certificate(tmp_path, monkeypatch):
     """ship stopped twice in the middle of the proof (SIGINT: KeyboardInterrupt at the 9th,
     then the 20th call of the progress hook, which counts the journal's cells too) keeps its
-    journal, writes nothing, and the third run finishes from the journal with a certificate byte for byte the one of an
-    uninterrupted run (gzip mtime 0); the journal is removed once the proof is written."""
+    journal, writes nothing, and the third run finishes from the journal with a certificate
+    byte for byte the one of an uninterrupted run (gzip mtime 0); the journal is removed
+    once the proof is written."""
     from speclp.proofs.symbolic import ship
 
     clean, resumed = tmp_path / "clean", tmp_path / "resumed"
