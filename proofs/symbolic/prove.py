@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -162,10 +163,11 @@ def prove(claim: str, vocab: int, depth: int, paths: int = 1, draft_sampling: st
     recorder = Recorder(claim, shape, book)
     exploration = Exploration(shape, claim_function(claim, paths, draft_sampling), progress,
                               MAX_NODES, stop, recorder.on_step)
-    before = 0.0
+    before, resumed = 0.0, 0
     try:
         if book is not None and book.records:
             before = resume(book, exploration, seed, recorder)
+            resumed, book.records = len(book.records), []  # kept by the recorder, compressed
         else:
             exploration.start(seed)
         recorder.last = time.perf_counter()
@@ -188,7 +190,7 @@ def prove(claim: str, vocab: int, depth: int, paths: int = 1, draft_sampling: st
     return ProofRun(claim, vocab, depth, paths, draft_sampling, tree, not failing,
                     counts["unresolved"] == 0 and counts["unexplored"] == 0, counts, seconds,
                     counterexample, document, tree.stopped,
-                    len(book.records) if book is not None else 0)
+                    resumed)
 
 
 class Recorder:
@@ -202,7 +204,7 @@ class Recorder:
         self.journal = journal
         self.ex = Exporter(shape.ring)
         self.programs: dict[str, dict] = {}  # digest -> LP program, every one seen
-        self.docs: dict[int, dict] = {}
+        self.docs: dict[int, bytes] = {}  # node -> its document, compact JSON, zlib-compressed
         self.failing: list[int] = []
         self.last = time.perf_counter()
 
@@ -232,7 +234,7 @@ class Recorder:
 
     def on_step(self, exploration: Exploration, index: int, created: list[int]) -> None:
         docs, new, failing, pushed = self._finish(exploration, index, created)
-        self.docs.update(docs)
+        self._keep(docs)
         if failing:
             self.failing.append(index)
         log = exploration.shape.cache.log
@@ -249,9 +251,21 @@ class Recorder:
 
     def replayed(self, record: dict) -> None:
         """A journaled step not re-run: its documents and programs."""
-        for k, doc in record["docs"]:
-            self.docs[k] = doc
+        self._keep(record["docs"])
         self.programs.update(record["programs"])
+
+    def _keep(self, docs: list) -> None:
+        """The documents, compressed (a long proof holds ~10^4 of them until the end; read
+        back by `document`; JSON in both ways, so a journal's document and a fresh one are the
+        same)."""
+        for k, doc in docs:
+            self.docs[k] = zlib.compress(json.dumps(doc, separators=(",", ":")).encode(), 1)
+
+    def document(self, tree: Tree, k: int) -> dict:
+        packed = self.docs.get(k)
+        if packed is None:
+            return json.loads(json.dumps(self.export(tree, k)))
+        return json.loads(zlib.decompress(packed))
 
     def check(self, exploration: Exploration, index: int, created: list[int], record: dict,
               line: int) -> None:
@@ -266,7 +280,7 @@ class Recorder:
             if value != record[key]:
                 raise JournalError(f"{self.journal.path}: line {line}: re-running node {index} "
                                    f"gives other {key} than the journal's")
-        self.docs.update(docs)
+        self._keep(docs)
         if failing:
             self.failing.append(index)
 
@@ -276,8 +290,7 @@ def _document(claim: str, vocab: int, depth: int, paths: int, draft_sampling: st
               counterexample: dict | None) -> dict:
     shape = tree.shape
     ex = recorder.ex
-    nodes = [recorder.docs[k] if k in recorder.docs else recorder.export(tree, k)
-             for k in range(len(tree.nodes))]
+    nodes = [recorder.document(tree, k) for k in range(len(tree.nodes))]
     programs: dict[str, dict] = {}  # in the order of the nodes using them
     for node in nodes:
         digest = (node.get("result") or {}).get("program")
