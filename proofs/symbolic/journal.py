@@ -224,18 +224,24 @@ def plan(records: list[dict]) -> tuple[list[int], set[int], list[int], dict[int,
     for number, record in enumerate(records):
         k = record.get("k")
         if not stack or stack.pop() != k:
-            raise JournalError(f"journal record {number + 1}: node {k} was not next on the stack")
-        first, n = record["kids"]
+            raise JournalError(f"journal line {number + 2}: node {k} was not next on the stack")
+        try:
+            first, n = (int(x) for x in record["kids"])
+            pushed = [int(x) for x in record["push"]]
+            record["docs"], record["programs"], record["cache"]  # noqa: B018 (present)
+        except (KeyError, TypeError, ValueError):
+            raise JournalError(f"journal line {number + 2}: kids, push, docs, programs or "
+                               "cache missing or malformed") from None
         if n and first != count:
-            raise JournalError(f"journal record {number + 1}: children numbered from {first}, "
+            raise JournalError(f"journal line {number + 2}: children numbered from {first}, "
                                f"expected {count}")
         for child in range(first, first + n):
             parent[child] = k
             made_by[child] = number
         count += n
-        if not set(record["push"]) <= set(range(first, first + n)):
-            raise JournalError(f"journal record {number + 1}: pushes a node it did not create")
-        stack.extend(record["push"])
+        if not set(pushed) <= set(range(first, first + n)):
+            raise JournalError(f"journal line {number + 2}: pushes a node it did not create")
+        stack.extend(pushed)
     live = set(stack) | {r["k"] for r in records if r.get("fail")}
     rerun = {r["k"] for r in records if r.get("fail")}
     for node in list(live):

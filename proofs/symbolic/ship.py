@@ -16,6 +16,13 @@ index proofs/certificates/README.md (and index.json) lists every shipped proof w
 it took (measured here, one process, on the machine that ran this). A proof that fails or
 is incomplete is written with its document (its summary says so) and listed as such; the
 test suite re-checks only the proofs whose summary says proved.
+
+Long proofs are resumable: every proof is journaled to OUT/STEM.journal.jsonl (one fsynced
+line per cell, speclp.proofs.symbolic.journal). A run stopped by --time-limit, SIGINT or
+SIGTERM (or killed) writes no proof and keeps the journal; the same command goes on from
+it, and the proof it writes is byte for byte an uninterrupted run's (the .json.gz is
+written with gzip mtime 0). A journal of other settings or other code is refused (--fresh
+starts over, --other-code goes on anyway); the journal is removed once the proof is written.
 """
 
 from __future__ import annotations
