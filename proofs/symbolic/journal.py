@@ -279,17 +279,17 @@ def resume(journal: Journal, exploration: Exploration, seed: int, recorder: Any)
             if k in rerun:
                 node = nodes[k]
                 if node.cell is None:
-                    raise JournalError(f"{journal.path}: record {number + 2}: node {k} has no "
+                    raise JournalError(f"{journal.path}: line {number + 2}: node {k} has no "
                                        "cell to re-run")
                 if len(nodes) != first and n:
-                    raise JournalError(f"{journal.path}: record {number + 2}: {len(nodes)} "
+                    raise JournalError(f"{journal.path}: line {number + 2}: {len(nodes)} "
                                        f"nodes before the step, the journal says {first}")
                 exploration.stack, exploration.stopped = [], ""
                 created = exploration.step(k)
                 pushed = exploration.stack
                 if created != list(range(first, first + n)) or pushed != record["push"]:
                     raise JournalError(
-                        f"{journal.path}: record {number + 2}: re-running node {k} made "
+                        f"{journal.path}: line {number + 2}: re-running node {k} made "
                         f"children {created} (pushed {pushed}); the journal says "
                         f"{list(range(first, first + n))} (pushed {record['push']}): the "
                         "computation is not the one journaled")
