@@ -137,15 +137,20 @@ class Journal:
         for number, record in enumerate(records, 2):
             if not isinstance(record, dict):
                 raise JournalError(f"{self.path}: line {number}: not a record")
-            if "z" in record:
-                try:
-                    record.update(json.loads(zlib.decompress(base64.b64decode(record.pop("z")))))
-                except (ValueError, zlib.error):
-                    raise JournalError(f"{self.path}: line {number}: bad z field") from None
+            record["line"] = number
             for text in record.get("texts", []):
                 self.numbers[text] = len(self.texts)
                 self.texts.append(text)
             self.records.append(record)
+
+    def payload(self, record: dict) -> dict:
+        """The record's {"docs", "programs"} (its z field, decompressed)."""
+        try:
+            payload = json.loads(zlib.decompress(base64.b64decode(record["z"])))
+            payload["docs"], payload["programs"]  # noqa: B018 (present)
+            return payload
+        except (KeyError, TypeError, ValueError, zlib.error):
+            raise JournalError(f"{self.path}: line {record.get('line')}: bad z field") from None
 
     # ---- writing ----------------------------------------------------------------------
     def number(self, text: str) -> int:
@@ -228,10 +233,10 @@ def plan(records: list[dict]) -> tuple[list[int], set[int], list[int], dict[int,
         try:
             first, n = (int(x) for x in record["kids"])
             pushed = [int(x) for x in record["push"]]
-            record["docs"], record["programs"], record["cache"]  # noqa: B018 (present)
+            record["z"], record["cache"]  # noqa: B018 (present)
         except (KeyError, TypeError, ValueError):
-            raise JournalError(f"journal line {number + 2}: kids, push, docs, programs or "
-                               "cache missing or malformed") from None
+            raise JournalError(f"journal line {number + 2}: kids, push, z or cache missing or "
+                               "malformed") from None
         if n and first != count:
             raise JournalError(f"journal line {number + 2}: children numbered from {first}, "
                                f"expected {count}")
@@ -268,8 +273,8 @@ def resume(journal: Journal, exploration: Exploration, seed: int, recorder: Any)
     on_step, exploration.on_step = exploration.on_step, None
     seconds = 0.0
     status: dict[int, str] = {}
-    for record in records:
-        for k, doc in record["docs"]:
+    for record in records:  # (payloads decompressed one record at a time: a journal of 10^4
+        for k, doc in journal.payload(record)["docs"]:  # steps holds ~10^8 bytes of documents)
             status[k] = doc["status"]
     try:
         for number, record in enumerate(records):
@@ -293,13 +298,14 @@ def resume(journal: Journal, exploration: Exploration, seed: int, recorder: Any)
                         f"children {created} (pushed {pushed}); the journal says "
                         f"{list(range(first, first + n))} (pushed {record['push']}): the "
                         "computation is not the one journaled")
-                recorder.check(exploration, k, created, record, number + 2)
+                recorder.check(exploration, k, created, {**record, **journal.payload(record)},
+                               number + 2)
             else:
                 for child in range(first, first + n):
                     nodes.append(Node(None, k, status=status.get(child, "open"),
                                       share=nodes[k].share / n))
                 journal.decode_cache(record["cache"], cache)
-                recorder.replayed(record)
+                recorder.replayed(journal.payload(record))
             if status.get(k):
                 nodes[k].status = status[k]
         for k, node in enumerate(nodes):  # finished nodes keep no cell
