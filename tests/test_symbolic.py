@@ -424,7 +424,7 @@ def test_proof_document_unchanged_by_leak_free_text(monkeypatch, claim, vocab, p
     split and empty cells releasing their samples and caches) change no proof: the whole
     document (seconds aside) equals the one produced with flint's str as the text of every
     polynomial and nothing released, as before the fixes."""
-    from speclp.proofs.symbolic import algebra, cells, explore, positivity
+    from speclp.proofs.symbolic import algebra, cells, explore, export, positivity
     from speclp.proofs.symbolic import prove as prove_module
 
     def without_seconds(document):
@@ -433,9 +433,175 @@ def test_proof_document_unchanged_by_leak_free_text(monkeypatch, claim, vocab, p
         return out
 
     after = without_seconds(prove(claim, vocab, 1, paths, sampling).document)
-    for module in (algebra, cells, explore, positivity, prove_module):
+    for module in (algebra, cells, explore, export, positivity, prove_module):
         monkeypatch.setattr(module, "poly_text", str)
     monkeypatch.setattr(explore, "_release", lambda node: None)
     before = without_seconds(prove(claim, vocab, 1, paths, sampling).document)
     assert after["summary"]["complete"] and after["summary"]["holds"]
     assert json.dumps(after) == json.dumps(before)
+
+
+# ---------------------------------------------------------------------------
+# resumable proofs (issue 27 follow-up): the journal of ship / prove
+# ---------------------------------------------------------------------------
+
+RESUMED_STEM = "l1-optimum-V2-L1-K2-without-replacement"  # 57 nodes, 2 outside the domain
+
+
+def _interrupting_progress(after: int):
+    """A ship._Progress stand-in that raises KeyboardInterrupt (as SIGINT does) at its
+    after-th call, i.e. in the middle of a step of the exploration."""
+    class Interrupting:
+        def __init__(self, stem, every):
+            self.calls = 0
+
+        def __call__(self, share):
+            self.calls += 1
+            if self.calls >= after:
+                raise KeyboardInterrupt
+
+    return Interrupting
+
+
+def test_interrupted_ship_run_resumes_to_the_same_certificate(tmp_path, monkeypatch):
+    """ship stopped twice in the middle of the proof (SIGINT: KeyboardInterrupt at the 9th,
+    then the 20th call of the progress hook, which counts the journal's cells too) keeps its
+    journal, writes nothing, and the third run finishes from the journal with a certificate
+    byte for byte the one of an uninterrupted run (gzip mtime 0); the journal is removed
+    once the proof is written."""
+    from speclp.proofs.symbolic import ship
+
+    clean, resumed = tmp_path / "clean", tmp_path / "resumed"
+    assert ship.main(["--only", RESUMED_STEM, "--out", str(clean)]) == 0
+    journal = ship.journal_path(resumed, RESUMED_STEM)
+    lines = []
+    for after in (9, 20):
+        with monkeypatch.context() as patch:
+            patch.setattr(ship, "_Progress", _interrupting_progress(after))
+            assert ship.main(["--only", RESUMED_STEM, "--out", str(resumed)]) == 130
+        assert not (resumed / f"{RESUMED_STEM}.json.gz").exists()
+        lines.append(len(journal.read_text().splitlines()))
+    assert 2 <= lines[0] < lines[1] < 57  # header + steps; the second run went further
+    assert ship.main(["--only", RESUMED_STEM, "--out", str(resumed)]) == 0
+    assert not journal.exists()
+    name = f"{RESUMED_STEM}.json.gz"
+    assert (resumed / name).read_bytes() == (clean / name).read_bytes()
+    assert ship.main(["--only", RESUMED_STEM, "--out", str(tmp_path / "again")]) == 0
+    assert (tmp_path / "again" / name).read_bytes() == (clean / name).read_bytes()
+
+
+def _clean_document(run):
+    doc = copy.deepcopy(run.document)
+    del doc["summary"]["seconds"]
+    return json.dumps(doc)
+
+
+@pytest.fixture(scope="module")
+def gbv_v2k2():
+    return _clean_document(prove("gbv-l1-closed-form", 2, 1, 2))
+
+
+def _interrupt(journal, after, **options):
+    calls = []
+
+    def progress(share):
+        calls.append(share)
+        if len(calls) >= after:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        prove("gbv-l1-closed-form", 2, 1, 2, progress=progress, journal=journal, **options)
+
+
+def test_journal_ignores_a_cut_last_line_and_refuses_other_settings(tmp_path, gbv_v2k2):
+    from speclp.proofs.symbolic.journal import JournalError
+
+    journal = tmp_path / "j.jsonl"
+    _interrupt(journal, 6)
+    whole = journal.read_bytes()
+    journal.write_bytes(whole + b'{"k":7,"kids":[1')  # killed while writing a line
+    with pytest.raises(JournalError, match="settings.seed"):
+        prove("gbv-l1-closed-form", 2, 1, 2, seed=1, journal=journal)
+    with pytest.raises(JournalError, match="settings.stop_at_first_failure"):
+        prove("gbv-l1-closed-form", 2, 1, 2, stop_at_first_failure=True, journal=journal)
+    run = prove("gbv-l1-closed-form", 2, 1, 2, journal=journal)
+    assert run.resumed == len(whole.splitlines()) - 1 >= 1
+    assert _clean_document(run) == gbv_v2k2
+    text = journal.read_text()
+    assert text.startswith(whole.decode()) and '{"k":7,"kids":[1' + "\n" not in text
+    # a bad line that is not the last one is an error naming it
+    lines = whole.splitlines(keepends=True)
+    journal.write_bytes(lines[0] + b"not json\n" + b"".join(lines[1:]))
+    with pytest.raises(JournalError, match="line 2 is not JSON"):
+        prove("gbv-l1-closed-form", 2, 1, 2, journal=journal)
+
+
+def test_journal_refuses_steps_the_code_does_not_reproduce(tmp_path, gbv_v2k2):
+    """A re-run step is compared with its record: a record whose failure flag, cache additions
+    or documents differ from what the code computes is refused; a record out of the stack's
+    order too; settings.code guards the rest (refused unless journal_same_code=False)."""
+    import base64
+    import zlib
+
+    from speclp.proofs.symbolic.journal import JournalError
+
+    journal = tmp_path / "j.jsonl"
+    _interrupt(journal, 8)
+    header, *records = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert records[0]["k"] == 0 and records[0]["push"]
+
+    def write(head, recs):
+        journal.write_text("".join(json.dumps(r) + "\n" for r in [head, *recs]))
+
+    def payload(record):
+        return json.loads(zlib.decompress(base64.b64decode(record["z"])))
+
+    def with_payload(record, data):
+        return {**record, "z": base64.b64encode(zlib.compress(json.dumps(data).encode())).decode()}
+
+    # the root's record (re-run: the root is an ancestor of every open node)
+    root = payload(records[0])
+    doc = copy.deepcopy(root)
+    doc["docs"][0][1]["split"]["poly"] = "Integer(7)"
+    for bad, what in ((dict(records[0], fail=True), "fail"),
+                      (dict(records[0], cache=[]), "cache"),
+                      (with_payload(records[0], doc), "docs")):
+        write(header, [bad, *records[1:]])
+        with pytest.raises(JournalError, match=what):
+            prove("gbv-l1-closed-form", 2, 1, 2, journal=journal)
+    write(header, [records[0], dict(records[1], k=records[1]["k"] + 1), *records[2:]])
+    with pytest.raises(JournalError, match="not next on the stack"):
+        prove("gbv-l1-closed-form", 2, 1, 2, journal=journal)
+    other = {**header, "settings": {**header["settings"], "code": "0" * 32}}
+    write(other, records)
+    with pytest.raises(JournalError, match="settings.code"):
+        prove("gbv-l1-closed-form", 2, 1, 2, journal=journal)
+    run = prove("gbv-l1-closed-form", 2, 1, 2, journal=journal, journal_same_code=False)
+    assert _clean_document(run) == gbv_v2k2
+
+
+def test_time_limit_keeps_the_journal_and_a_rerun_goes_on(tmp_path, gbv_v2k2):
+    journal = tmp_path / "j.jsonl"
+    _interrupt(journal, 4)
+    before = journal.read_text()
+    stopped = prove("gbv-l1-closed-form", 2, 1, 2, journal=journal, time_limit=0.0)
+    assert stopped.stopped.startswith("time limit") and stopped.counts["unexplored"] >= 1
+    assert journal.read_text() == before
+    shares = []
+    run = prove("gbv-l1-closed-form", 2, 1, 2, journal=journal, progress=shares.append)
+    assert _clean_document(run) == gbv_v2k2 and run.complete
+    assert abs(sum(shares) - 1) < 1e-9  # the journal's finished cells count as done
+
+
+def test_sigterm_is_an_interrupt_inside_ship():
+    import os
+    import signal
+
+    from speclp.proofs.symbolic import ship
+
+    previous = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(KeyboardInterrupt), ship.terminate_as_interrupt():
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(10**7):  # the handler runs at the next bytecode boundary
+            pass
+    assert signal.getsignal(signal.SIGTERM) is previous

@@ -406,8 +406,8 @@ class Cell:
         keys = {fid: (poly_text(self.facts[fid].poly), self.facts[fid].rel) for fid in facts}
         available = {key: fid for fid, key in keys.items()}
         offered_set = frozenset(keys.values())
-        entry = self.shape.cache.setdefault((poly_text(target), want_strict),
-                                            {"pos": [], "neg": []})
+        cache_key = (poly_text(target), want_strict)
+        entry = self.shape.cache.get(cache_key, _NO_ENTRY)
         for used_keys, combo, offered_then in entry["pos"]:
             if all(k in available for k in used_keys) and (
                     combo.strict or not want_strict or offered_set <= offered_then):
@@ -430,7 +430,7 @@ class Cell:
             if combo.strict or not want_strict:
                 break
         if best is None:
-            entry["neg"].append(offered_set)
+            remember(self.shape.cache, cache_key, "neg", offered_set)
             return None
         used = sorted({i for prod in best.products for i in prod})
         position = {i: k for k, i in enumerate(used)}
@@ -438,7 +438,8 @@ class Cell:
                                [tuple(position[i] for i in prod) for prod in best.products],
                                best.strict)
         used_ids = [ordered[i] for i in used]
-        entry["pos"].append((tuple(keys[f] for f in used_ids), remapped, offered_set))
+        remember(self.shape.cache, cache_key, "pos",
+                 (tuple(keys[f] for f in used_ids), remapped, offered_set))
         return remapped, used_ids
 
     def _oriented(self, fid: int) -> Poly:
@@ -852,6 +853,29 @@ class Cell:
         return None
 
 
+_NO_ENTRY: dict[str, tuple] = {"pos": (), "neg": ()}
+
+
+class CertificateCache(dict):
+    """The shape's cache of certificate searches (Cell._search; key (target text,
+    want_strict) -> {"pos": [(used fact keys, combination, offered keys)], "neg": [offered
+    keys]}) with a log of every addition in order (`log`, emptied by its reader): the cache is
+    the one state shared by all cells, so a journal that records the log can rebuild it
+    (speclp.proofs.symbolic.journal)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log: list[tuple[tuple[str, bool], str, Any]] = []
+
+
+def remember(cache: dict, key: tuple[str, bool], kind: str, item: Any) -> None:
+    """Add item to cache[key][kind] ("pos" or "neg"), logged when the cache keeps a log."""
+    cache.setdefault(key, {"pos": [], "neg": []})[kind].append(item)
+    log = getattr(cache, "log", None)
+    if log is not None:
+        log.append((key, kind, item))
+
+
 def _op_of(rel: str) -> str:
     return {">": ">", ">=": ">=", "<": "<", "<=": "<=", "=": "=="}[rel]
 
@@ -860,5 +884,5 @@ def combination_terms(combo: Combination) -> list[tuple[Fraction, tuple[int, ...
     return list(zip(combo.coefficients, combo.products, strict=True))
 
 
-__all__ = ["Branch", "Cell", "CellExpr", "Fact", "Unsupported", "active_cell", "cell_expr",
-           "combination_terms"]
+__all__ = ["Branch", "Cell", "CellExpr", "CertificateCache", "Fact", "Unsupported", "active_cell",
+           "cell_expr", "combination_terms", "remember"]

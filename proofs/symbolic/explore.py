@@ -31,9 +31,11 @@ MAX_NODES = 200_000
 
 @dataclass
 class Node:
-    """status: "leaf" (result set), "split", "empty" (certificate), "unresolved" (reason)."""
+    """status: "leaf" (result set), "split", "empty" (certificate), "unresolved" (reason),
+    "open" (not yet explored). cell is None for a finished node whose cell was dropped (by the
+    caller of explore, after recording what it needs)."""
 
-    cell: Cell
+    cell: Cell | None
     parent: int | None
     status: str = "open"
     split: Branch | None = None
@@ -99,6 +101,7 @@ def _release(node: Node) -> None:
     if node.status == "split":
         cell.sign_cache = {}
         cell.products = []
+        node.split.__traceback__ = None  # the frames of the computation that raised it
 
 
 def _settle(node: Node) -> bool:
@@ -145,23 +148,79 @@ def _implied_split(node: Node, nodes: list[Node], index: int) -> list[int] | Non
 def explore(shape: Shape, compute: Callable[[Cell], Any], seed: int = 0,
             progress: Callable[[float], None] | None = None,
             max_nodes: int = MAX_NODES, stop: Callable[[Any], bool] | None = None,
-            time_limit: float | None = None) -> Tree:
+            time_limit: float | None = None,
+            on_step: Callable[[Exploration, int, list[int]], None] | None = None) -> Tree:
     """The decision tree of compute over the shape (see the module docstring). stop(result)
     True ends the exploration early (the remaining nodes stay "open"); so does time_limit
     (seconds, checked before each cell). progress(share) is called for every finished cell
     with its share of the tree (the shares of all finished cells sum to 1 at the end: an
-    estimate of the fraction done, not of the time left)."""
+    estimate of the fraction done, not of the time left). on_step(exploration, index,
+    created): see Exploration."""
     start = time.perf_counter()
-    root = Cell.root(shape, seed)
-    nodes = [Node(root, None)]
-    stack = [0]
-    ticker = _Ticker(progress)
-    stopped = ""
-    while stack:
-        if time_limit is not None and time.perf_counter() - start > time_limit:
-            stopped = f"time limit of {time_limit:g} s"
-            break
-        index = stack.pop()
+    exploration = Exploration(shape, compute, progress, max_nodes, stop, on_step)
+    exploration.start(seed)
+    exploration.run(time_limit)
+    return exploration.tree(time.perf_counter() - start)
+
+
+class Exploration:
+    """The state of one exploration: the nodes, the stack of open ones (depth first, the
+    last pushed is explored next) and why it stopped.
+
+    A *step* pops one open node and processes it (`step`): it becomes a leaf, a split (its
+    children are created and settled: empty ones are finished, the others pushed) or
+    unresolved. on_step(self, index, created) is called after every step with the node and
+    the children it created: a node is never changed by a later step (its children are
+    copies), so what on_step records of the finished nodes is final (the journal of
+    speclp.proofs.symbolic.journal records the steps and resumes from them)."""
+
+    def __init__(self, shape: Shape, compute: Callable[[Cell], Any],
+                 progress: Callable[[float], None] | None = None, max_nodes: int = MAX_NODES,
+                 stop: Callable[[Any], bool] | None = None,
+                 on_step: Callable[[Exploration, int, list[int]], None] | None = None) -> None:
+        self.shape = shape
+        self.compute = compute
+        self.ticker = _Ticker(progress)
+        self.max_nodes = max_nodes
+        self.stop = stop
+        self.on_step = on_step
+        self.nodes: list[Node] = []
+        self.stack: list[int] = []
+        self.stopped = ""
+
+    def start(self, seed: int = 0) -> None:
+        self.nodes = [Node(Cell.root(self.shape, seed), None)]
+        self.stack = [0]
+
+    def tree(self, seconds: float) -> Tree:
+        return Tree(self.shape, self.nodes, seconds, self.stopped)
+
+    def run(self, time_limit: float | None = None) -> None:
+        """Steps until the stack is empty, stop() asks to stop or time_limit (seconds from
+        now) has passed (checked before each step)."""
+        start = time.perf_counter()
+        while self.stack and not self.stopped:
+            if time_limit is not None and time.perf_counter() - start > time_limit:
+                self.stopped = f"time limit of {time_limit:g} s"
+                break
+            index = self.stack.pop()
+            created = self.step(index)
+            if self.on_step is not None:
+                self.on_step(self, index, created)
+            if len(self.nodes) > self.max_nodes:
+                raise RuntimeError(f"decision tree over {self.max_nodes} nodes")
+
+    def _settle_children(self, kids: list[int]) -> None:
+        for k in reversed(kids):
+            if _settle(self.nodes[k]):
+                self.stack.append(k)
+            else:
+                self.ticker.tick(self.nodes[k].share)
+
+    def step(self, index: int) -> list[int]:
+        """Process the open node `index` (see the class docstring); returns the indices of
+        the children it created."""
+        nodes = self.nodes
         node = nodes[index]
         cell = node.cell
         cell.used = set()
@@ -172,23 +231,20 @@ def explore(shape: Shape, compute: Callable[[Cell], Any], seed: int = 0,
             except (Branch, Unsupported):
                 kids = None
             if kids is not None:
-                for k in reversed(kids):
-                    if _settle(nodes[k]):
-                        stack.append(k)
-                    else:
-                        ticker.tick(nodes[k].share)
+                self._settle_children(kids)
                 _release(node)
-                continue
+                node.seconds = time.perf_counter() - t0
+                return kids
+        kids = []
         try:
             with cell.active():
-                node.result = compute(cell)
+                node.result = self.compute(cell)
             node.status = "leaf"
             if not cell.samples:
                 node.status, node.reason = "unresolved", "no witness point found"
-            ticker.tick(node.share)
-            if stop is not None and stop(node.result):
-                stopped = "the first failing cell"
-                break
+            self.ticker.tick(node.share)
+            if self.stop is not None and self.stop(node.result):
+                self.stopped = "the first failing cell"
         except Branch as branch:
             node.status = "split"
             try:
@@ -196,20 +252,14 @@ def explore(shape: Shape, compute: Callable[[Cell], Any], seed: int = 0,
             except Unsupported as err:
                 node.status, node.reason = "unresolved", str(err)
                 kids = []
-            for k in reversed(kids):
-                if _settle(nodes[k]):
-                    stack.append(k)
-                else:
-                    ticker.tick(nodes[k].share)
+            self._settle_children(kids)
             if node.status == "split":
                 _release(node)
         except Unsupported as err:
             node.status, node.reason = "unresolved", str(err)
-            ticker.tick(node.share)
+            self.ticker.tick(node.share)
         node.seconds = time.perf_counter() - t0
-        if len(nodes) > max_nodes:
-            raise RuntimeError(f"decision tree over {max_nodes} nodes")
-    return Tree(shape, nodes, time.perf_counter() - start, stopped)
+        return kids
 
 
 class _Ticker:

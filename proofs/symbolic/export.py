@@ -36,12 +36,14 @@ from typing import Any
 
 import sympy
 
+from ...rationals import fraction_text
 from ..certificates import check as ck  # the checker's field tables (what a strict file holds)
-from .algebra import RationalFunction, Ring, to_fraction
+from .algebra import RationalFunction, Ring, poly_text, to_fraction
 from .cells import Cell
 from .explore import Node, Tree
 from .lp_side import reduced_costs
 
+EXPORT_CACHE = 50_000  # texts of polynomials remembered by an Exporter
 FORMAT = "speclp-symbolic-proof/2"  # strict_document writes it; /1 had the full document
 
 
@@ -53,10 +55,12 @@ class Exporter:
         self._cache: dict[str, str] = {}
 
     def poly(self, p: Any) -> str:
-        key = str(p)
+        key = poly_text(p)
         out = self._cache.get(key)
         if out is None:
             out = sympy.srepr(self.ring.to_sympy(p))
+            if len(self._cache) >= EXPORT_CACHE:  # a pure cache: bounded for long proofs
+                self._cache.clear()
             self._cache[key] = out
         return out
 
@@ -67,12 +71,12 @@ class Exporter:
             return sympy.srepr(v.to_sympy())
         if isinstance(v, int | Fraction):
             return sympy.srepr(sympy.Rational(Fraction(v).numerator, Fraction(v).denominator))
-        return sympy.srepr(sympy.Rational(str(to_fraction(v))))
+        f = to_fraction(v)  # an fmpq (never its str: flint's text of an object leaks)
+        return sympy.srepr(sympy.Rational(f.numerator, f.denominator))
 
 
 def _fraction_text(x: Any) -> str:
-    x = to_fraction(x)
-    return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
+    return fraction_text(to_fraction(x))
 
 
 def _needed_facts(cell: Cell, roots: set[int]) -> list[int]:
@@ -108,7 +112,7 @@ def factor_facts(cell: Cell, values: list[Any]) -> set[int]:
         for part in (v.num, v.den):
             _, factors = ring.factor(part)
             for g, _ in factors:
-                key = str(g)
+                key = poly_text(g)
                 if key not in cell.sign_cache:
                     with cell.active():
                         cell.signs(g)
@@ -175,7 +179,7 @@ def node_document(ex: Exporter, tree: Tree, k: int, result_export: Any) -> dict:
         elif cert["by"] == "opposite facts":
             extra |= set(cert["facts"])
             for fid in cert["facts"]:
-                extra |= set(cell.sign_cache.get(str(cell.facts[fid].poly), ((), ()))[1])
+                extra |= set(cell.sign_cache.get(poly_text(cell.facts[fid].poly), ((), ()))[1])
     if node.status == "leaf" and node.result is not None:
         result_doc, sign_values = result_export(ex, cell, node.result)
         extra |= factor_facts(cell, sign_values)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import sympy
 
@@ -161,7 +160,3 @@ def _eliminations(nodes: list[dict], n: dict) -> list[tuple[str, str]]:
             out.append((k["elimination"]["symbol"], k["elimination"]["value"]))
         k = nodes[k["parent"]]
     return list(reversed(out))
-
-
-def render_value(value: Any) -> str:
-    return str(value)

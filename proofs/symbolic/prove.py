@@ -11,20 +11,24 @@ with the numeric engine (certified LP optimum and exact law on that instance).
 
 from __future__ import annotations
 
+import json
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 from ...lp.engine import optimum
 from ...lp.instance import instance_from_json
 from ...verifiers.exact import exact_result
 from .algebra import RationalFunction, poly_text, to_fraction
-from .cells import Cell
+from .cells import Cell, CertificateCache
 from .claims import CLAIMS, claim_function
-from .explore import Tree, explore
+from .explore import MAX_NODES, Exploration, Tree
 from .export import FORMAT, Exporter, node_document, result_document
+from .journal import Journal, JournalError, code_digest, resume
 from .shapes import make_shape
 
 STATEMENTS = {
@@ -100,6 +104,7 @@ class ProofRun:
     counterexample: dict | None
     document: dict
     stopped: str = ""  # why the exploration stopped early, "" when it ran to the end
+    resumed: int = 0  # steps read from the journal (0: a fresh run)
 
     def summary(self) -> dict[str, Any]:
         return {"claim": self.claim, "vocab": self.vocab, "depth": self.depth,
@@ -129,48 +134,168 @@ def command_line(claim: str, vocab: int, depth: int, paths: int, draft_sampling:
 
 def prove(claim: str, vocab: int, depth: int, paths: int = 1, draft_sampling: str = "iid",
           seed: int = 0, progress: Callable[[float], None] | None = None,
-          stop_at_first_failure: bool = False, time_limit: float | None = None) -> ProofRun:
+          stop_at_first_failure: bool = False, time_limit: float | None = None,
+          journal: str | Path | None = None, journal_same_code: bool = True) -> ProofRun:
     """Run the claim on every cell. stop_at_first_failure: stop exploring at the first
     cell where the claim fails (a refutation; the tree is then partial). time_limit
     (seconds): stop exploring then (the run is incomplete, run.stopped says why).
-    progress(share): see explore."""
+    progress(share): see explore. journal: a file (speclp.proofs.symbolic.journal) every
+    step is appended to; when it exists, the proof goes on from it (its settings must be
+    these), and the document is the one an uninterrupted run gives (seconds aside).
+    journal_same_code=False goes on from a journal written by other code (its steps are
+    taken as they are, the re-run ones still compared; the proof is then not necessarily
+    what either code alone gives, but the checker re-checks it like any other)."""
     validate(claim, vocab, depth, paths, draft_sampling)
     start = time.perf_counter()
     shape = make_shape(vocab, depth)
+    shape.cache = CertificateCache()
 
     def stop(result: Any) -> bool:
         return stop_at_first_failure and bool(getattr(result, "failures", None))
 
-    tree = explore(shape, claim_function(claim, paths, draft_sampling), seed=seed,
-                   progress=progress, stop=stop, time_limit=time_limit)
-    for node in tree.nodes:
-        if node.status == "leaf" and node.result is not None and node.result.excluded:
-            node.status = "excluded"
-    failing = [n for n in tree.nodes if n.status == "leaf" and n.result.failures]
+    book = None
+    if journal is not None:
+        book = Journal.open(Path(journal), {
+            "claim": claim, "vocab": vocab, "depth": depth, "paths": paths,
+            "draft_sampling": draft_sampling, "seed": seed,
+            "stop_at_first_failure": stop_at_first_failure, "code": code_digest()},
+            journal_same_code)
+    recorder = Recorder(claim, shape, book)
+    exploration = Exploration(shape, claim_function(claim, paths, draft_sampling), progress,
+                              MAX_NODES, stop, recorder.on_step)
+    before, resumed = 0.0, 0
+    try:
+        if book is not None and book.records:
+            before = resume(book, exploration, seed, recorder)
+            resumed, book.records = len(book.records), []  # kept by the recorder, compressed
+        else:
+            exploration.start(seed)
+        recorder.last = time.perf_counter()
+        exploration.run(time_limit)
+    finally:
+        if book is not None:
+            book.close()
+    tree = exploration.tree(time.perf_counter() - start)
+    nodes = tree.nodes
+    failing = [nodes[k] for k in recorder.failing]
     counts = {"kept": tree.count("leaf") - len(failing), "failing": len(failing),
               "empty": tree.count("empty"), "excluded": tree.count("excluded"),
               "unresolved": tree.count("unresolved"), "splits": tree.count("split"),
               "unexplored": tree.count("open")}
     failing.sort(key=lambda n: (len(n.cell.eliminations), len(n.cell.conditions())))
     counterexample = _counterexample(claim, paths, draft_sampling, failing[0]) if failing else None
-    seconds = time.perf_counter() - start
-    document = _document(claim, vocab, depth, paths, draft_sampling, tree, counts, seconds,
-                         counterexample)
+    seconds = before + time.perf_counter() - start
+    document = _document(claim, vocab, depth, paths, draft_sampling, tree, recorder, counts,
+                         seconds, counterexample)
     return ProofRun(claim, vocab, depth, paths, draft_sampling, tree, not failing,
                     counts["unresolved"] == 0 and counts["unexplored"] == 0, counts, seconds,
-                    counterexample, document, tree.stopped)
+                    counterexample, document, tree.stopped,
+                    resumed)
+
+
+class Recorder:
+    """Exports every node the exploration finishes, right after the step that finished it
+    (export.node_document: the same document the whole tree gives at the end, since a
+    finished node is never changed), then drops its cell (a failing leaf keeps it, for the
+    counterexample); with a journal, appends the step (journal.Journal)."""
+
+    def __init__(self, claim: str, shape: Any, journal: Journal | None) -> None:
+        self.claim = claim
+        self.journal = journal
+        self.ex = Exporter(shape.ring)
+        self.programs: dict[str, dict] = {}  # digest -> LP program, every one seen
+        self.docs: dict[int, bytes] = {}  # node -> its document, compact JSON, zlib-compressed
+        self.failing: list[int] = []
+        self.last = time.perf_counter()
+
+    def result_export(self, exporter: Exporter, cell: Cell, result: Any) -> tuple[dict, list]:
+        return result_document(exporter, self.programs, cell, result, self.claim)
+
+    def export(self, tree: Tree, k: int) -> dict:
+        return node_document(self.ex, tree, k, self.result_export)
+
+    def _finish(self, exploration: Exploration, index: int, created: list[int]
+                ) -> tuple[list[tuple[int, dict]], dict, bool, list[int]]:
+        nodes = exploration.nodes
+        node = nodes[index]
+        if node.status == "leaf" and node.result is not None and node.result.excluded:
+            node.status = "excluded"
+        failing = node.status == "leaf" and bool(node.result.failures)
+        finished = [index] + [k for k in created if nodes[k].status == "empty"]
+        seen = set(self.programs)
+        tree = exploration.tree(0.0)
+        docs = [(k, self.export(tree, k)) for k in finished]
+        new = {d: program for d, program in self.programs.items() if d not in seen}
+        for k in finished:
+            if not (k == index and failing):
+                nodes[k].cell, nodes[k].result = None, None
+        pushed = [k for k in reversed(created) if nodes[k].status == "open"]
+        return docs, new, failing, pushed
+
+    def on_step(self, exploration: Exploration, index: int, created: list[int]) -> None:
+        docs, new, failing, pushed = self._finish(exploration, index, created)
+        self._keep(docs)
+        if failing:
+            self.failing.append(index)
+        log = exploration.shape.cache.log
+        now = time.perf_counter()
+        if self.journal is not None:
+            self.journal.append({
+                "k": index, "kids": [created[0] if created else len(exploration.nodes),
+                                     len(created)],
+                "push": pushed, "docs": [[k, doc] for k, doc in docs], "programs": new,
+                "cache": self.journal.encode_cache(log), "fail": failing,
+                "stop": exploration.stopped, "seconds": round(now - self.last, 3)})
+        self.last = now
+        log.clear()
+
+    def replayed(self, record: dict) -> None:
+        """A journaled step not re-run: its documents and programs."""
+        self._keep(record["docs"])
+        self.programs.update(record["programs"])
+
+    def _keep(self, docs: list) -> None:
+        """The documents, compressed (a long proof holds ~10^4 of them until the end; read
+        back by `document`; JSON in both ways, so a journal's document and a fresh one are the
+        same)."""
+        for k, doc in docs:
+            self.docs[k] = zlib.compress(json.dumps(doc, separators=(",", ":")).encode(), 1)
+
+    def document(self, tree: Tree, k: int) -> dict:
+        packed = self.docs.get(k)
+        if packed is None:
+            return json.loads(json.dumps(self.export(tree, k)))
+        return json.loads(zlib.decompress(packed))
+
+    def check(self, exploration: Exploration, index: int, created: list[int], record: dict,
+              line: int) -> None:
+        """A journaled step re-run: what it exports must be what the journal holds."""
+        docs, new, failing, _ = self._finish(exploration, index, created)
+        log = exploration.shape.cache.log
+        cache = self.journal.encode_cache(log)
+        log.clear()
+        mine = json.loads(json.dumps({"docs": [[k, d] for k, d in docs], "programs": new,
+                                      "cache": cache, "fail": failing}))
+        for key, value in mine.items():
+            if value != record[key]:
+                raise JournalError(f"{self.journal.path}: line {line}: re-running node {index} "
+                                   f"gives other {key} than the journal's")
+        self._keep(docs)
+        if failing:
+            self.failing.append(index)
 
 
 def _document(claim: str, vocab: int, depth: int, paths: int, draft_sampling: str, tree: Tree,
-              counts: dict[str, int], seconds: float, counterexample: dict | None) -> dict:
+              recorder: Recorder, counts: dict[str, int], seconds: float,
+              counterexample: dict | None) -> dict:
     shape = tree.shape
-    ex = Exporter(shape.ring)
-    programs: dict[str, dict] = {}
-
-    def result_export(exporter: Exporter, cell: Cell, result: Any) -> tuple[dict, list]:
-        return result_document(exporter, programs, cell, result, claim)
-
-    nodes = [node_document(ex, tree, k, result_export) for k in range(len(tree.nodes))]
+    ex = recorder.ex
+    nodes = [recorder.document(tree, k) for k in range(len(tree.nodes))]
+    programs: dict[str, dict] = {}  # in the order of the nodes using them
+    for node in nodes:
+        digest = (node.get("result") or {}).get("program")
+        if digest is not None and digest not in programs:
+            programs[digest] = recorder.programs[digest]
     return {
         "format": FORMAT, "claim": claim, "statement": STATEMENTS[claim],
         "shape": {"vocab": vocab, "depth": depth, "paths": paths,

@@ -16,18 +16,29 @@ index proofs/certificates/README.md (and index.json) lists every shipped proof w
 it took (measured here, one process, on the machine that ran this). A proof that fails or
 is incomplete is written with its document (its summary says so) and listed as such; the
 test suite re-checks only the proofs whose summary says proved.
+
+Long proofs are resumable: every proof is journaled to OUT/STEM.journal.jsonl (one fsynced
+line per cell, speclp.proofs.symbolic.journal). A run stopped by --time-limit, SIGINT or
+SIGTERM (or killed) writes no proof and keeps the journal; the same command goes on from
+it, and the proof it writes is byte for byte an uninterrupted run's (the .json.gz is
+written with gzip mtime 0). A journal of other settings or other code is refused (--fresh
+starts over, --other-code goes on anyway); the journal is removed once the proof is written.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
+import signal
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from .export import strict_document
+from .journal import JournalError
 from .markdown import render
 from .prove import command_line, proof_stem, prove
 
@@ -53,10 +64,41 @@ def write(run: object, claim: str, vocab: int, depth: int, paths: int, draft_sam
     document, readable) into out (the same files as `speclp prove`)."""
     stem = proof_stem(claim, vocab, depth, paths, draft_sampling)
     json_path, md_path = out / f"{stem}.json.gz", out / f"{stem}.md"
-    with gzip.open(json_path, "wt") as handle:
-        json.dump(strict_document(run.document), handle, indent=0, separators=(",", ":"))
+    write_gzip_json(json_path, strict_document(run.document))
     md_path.write_text(render(run.document))
     return json_path, md_path
+
+
+def write_gzip_json(path: Path, document: dict) -> None:
+    """The JSON (indent 0, compact separators) gzipped with mtime 0 and the file's own name
+    in the header: the same document gives the same bytes (a resumed proof's certificate is
+    byte for byte an uninterrupted run's). Written to a temporary file, then renamed."""
+    text = json.dumps(document, indent=0, separators=(",", ":")).encode()
+    partial = path.with_name(path.name + ".partial")
+    with partial.open("wb") as raw, gzip.GzipFile(path.name.removesuffix(".gz"), "wb", 9, raw,
+                                                  mtime=0) as handle:
+        handle.write(text)
+    partial.replace(path)
+
+
+def journal_path(out: Path, stem: str) -> Path:
+    """Where ship journals the proof of stem (speclp.proofs.symbolic.journal)."""
+    return out / f"{stem}.journal.jsonl"
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt (as SIGINT does) inside the block, so that a
+    terminated run reports where its journal is; the journal is safe either way (every line
+    is fsynced, a cut last line is ignored)."""
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def write_refutation(refutation: dict, stem: str, out: Path) -> None:
@@ -255,8 +297,7 @@ def make_strict(path: Path) -> None:
             refutation_markdown(document))
     strict = strict_document(document)
     if gz:
-        with gzip.open(path, "wt") as handle:
-            json.dump(strict, handle, indent=0, separators=(",", ":"))
+        write_gzip_json(path, strict)
     else:
         path.write_text(json.dumps(strict, indent=1) + "\n")
     print(f"{path}: strict", flush=True)
@@ -287,7 +328,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", default=[], help="proof stem(s) to regenerate")
     parser.add_argument("--out", default=str(CERTIFICATES))
     parser.add_argument("--time-limit", type=float, default=None,
-                        help="seconds per proof; a proof stopped by it is reported, not written")
+                        help="seconds per proof (this run); a proof stopped by it is reported, "
+                             "not written, and its journal is kept: the same command goes on")
+    parser.add_argument("--fresh", action="store_true",
+                        help="delete the proof's journal (OUT/STEM.journal.jsonl) and start over")
+    parser.add_argument("--other-code", action="store_true",
+                        help="go on from a journal written by other code (by default refused: "
+                             "the result would not be byte for byte one code's proof)")
     parser.add_argument("--progress-every", type=float, default=60.0,
                         help="seconds between progress lines on stderr (share of the cell tree)")
     parser.add_argument("--readme-only", action="store_true",
@@ -315,13 +362,27 @@ def main(argv: list[str] | None = None) -> int:
         stem = proof_stem(claim, vocab, depth, paths, sampling)
         if args.only and stem not in args.only:
             continue
-        start = time.perf_counter()
-        run = prove(claim, vocab, depth, paths, sampling, stop_at_first_failure=True,
-                    progress=_Progress(stem, args.progress_every), time_limit=args.time_limit)
-        seconds = time.perf_counter() - start
+        journal = journal_path(out, stem)
+        if args.fresh:
+            journal.unlink(missing_ok=True)
+        try:
+            with terminate_as_interrupt():
+                run = prove(claim, vocab, depth, paths, sampling, stop_at_first_failure=True,
+                            progress=_Progress(stem, args.progress_every),
+                            time_limit=args.time_limit, journal=journal,
+                            journal_same_code=not args.other_code)
+        except KeyboardInterrupt:
+            print(f"{stem}: INTERRUPTED; nothing written; journal kept at {journal} (the same "
+                  "command goes on from it)", flush=True)
+            return 130
+        except JournalError as err:
+            print(f"{stem}: {err}", file=sys.stderr, flush=True)
+            return 2
+        seconds = run.seconds
         if run.stopped.startswith("time limit"):
-            print(f"{stem}: STOPPED at the {run.stopped} ({run.counts}); nothing written",
-                  flush=True)
+            print(f"{stem}: STOPPED at the {run.stopped} ({run.counts}, {run.resumed} steps "
+                  f"from the journal); nothing written; journal kept at {journal} (the same "
+                  "command goes on from it)", flush=True)
             status |= 1
             continue
         proved = run.holds and run.complete
@@ -340,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
             write(run, claim, vocab, depth, paths, sampling, out)
             status |= 0 if proved else 1
         index[stem] = entry
+        journal.unlink(missing_ok=True)  # the proof is written
         index_path.write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
         (out / "README.md").write_text(readme(index))
         print(f"{stem}: {'REFUTED' if entry.get('refuted') else 'PROVED' if proved else 'NOT PROVED'} "
