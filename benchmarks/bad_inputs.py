@@ -226,7 +226,8 @@ SAMPLERS: dict[str, tuple[str, str, str]] = {  # name -> (module text, expected 
                             "    out[:, 0] = -5\n    return out\n", SAMPLER_FAIL, ""),
     "returns-nan": (OK_SAMPLER + "\n\ndef g(t, d, p, rng):\n    import numpy as np\n"
                     "    return np.full((p.shape[0], p.shape[2] + 1), np.nan)\n", SAMPLER_FAIL, ""),
-    "returns-empty-blocks": (OK_SAMPLER + "\n\ndef g(t, d, p, rng):\n    return [[] for _ in range(len(p))]\n",
+    "returns-empty-blocks": (OK_SAMPLER + "\n\ndef g(t, d, p, rng):\n"
+                             "    return [[] for _ in range(len(p))]\n",
                              SAMPLER_FAIL, ""),
     "returns-3d": (OK_SAMPLER + "\n\ndef g(t, d, p, rng):\n    return f(t, d, p, rng)[:, None, :]\n",
                    SAMPLER_FAIL, ""),
@@ -477,7 +478,8 @@ def range_cases(b: _Builder) -> None:  # noqa: PLR0915 (a list of data)
         base = f"check {sub}"
         pairs = [("--trials", "0"), ("--trials", "-1"), ("--vocab", "1"), ("--depth", "0"),
                  ("--alpha", "0"), ("--alpha", "-1"), ("--denominator", "-1"), ("--backend", "nope"),
-                 ("--save-dir", "/proc/nonexistent/x"), ("--seed", "-1")][:: 1 if sub == "class-equals-full" else 3]
+                 ("--save-dir", "/proc/nonexistent/x"),
+                 ("--seed", "-1")][:: 1 if sub == "class-equals-full" else 3]
         if sub != "bv-optimal":
             pairs += [("--paths", "0"), ("--draft-sampling", "nope")]
         else:
@@ -501,9 +503,11 @@ def range_cases(b: _Builder) -> None:  # noqa: PLR0915 (a list of data)
     b.flag("audit", "--paths", "5", tag=":distinct-paths", extra=("--draft-sampling", "without-replacement"))
     b.flag("audit", "--family", "dirichlet", tag=":ties-conflict", extra=("--ties",), field=("--ties",
                                                                                                  "--family"))
-    b.add("audit/neither-verifier-nor-sampler", ["audit", "--trials", "1"], REFUSE, ("--verifier", "--sampler"))
+    b.add("audit/neither-verifier-nor-sampler", ["audit", "--trials", "1"], REFUSE,
+          ("--verifier", "--sampler"))
     argv, files = _base("audit-sampler")
-    b.add("audit/verifier-and-sampler", argv + ["--verifier", "bv"], REFUSE, ("--verifier", "--sampler"), files)
+    b.add("audit/verifier-and-sampler", argv + ["--verifier", "bv"], REFUSE, ("--verifier", "--sampler"),
+          files)
     for flag, value in [("--search", "3"), ("--layout", "ragged"), ("--max-runs", "10"),
                         ("--call-timeout", "5"), ("--load-timeout", "5"), ("--time-limit", "5"),
                         ("--alpha", "0.01"), ("--unbatched", None), ("--instance", "@inst.json")]:
@@ -539,7 +543,8 @@ def range_cases(b: _Builder) -> None:  # noqa: PLR0915 (a list of data)
         b.flag("lossless", flag, value)
     for flag, value, method in [("--threshold-single", "-1", "threshold"),
                                 ("--threshold-acc", "-1", "threshold"),
-                                ("--typical-epsilon", "-1", "typical"), ("--typical-delta", "-0.5", "typical"),
+                                ("--typical-epsilon", "-1", "typical"),
+                                ("--typical-delta", "-0.5", "typical"),
                                 ("--weight", "2", "ensemble"), ("--weight", "-0.5", "ensemble")]:
         b.flag("lossless", flag, value, extra=("--method", method))
     for flag, value in [("--threshold-single", "0.5"), ("--threshold-acc", "0.5"),
@@ -595,7 +600,8 @@ def range_cases(b: _Builder) -> None:  # noqa: PLR0915 (a list of data)
     for n, (flag, value) in enumerate(shared):
         b.flag(MODEL_COMMANDS[n % 3], flag, value, files=model_files)
     for flag, value in [("--verifiers", "nope"), ("--drive", "nope"), ("--paths", "0"), ("--paths", "1,,2"),
-                        ("--depth", "100000"), ("--top-p", "0"), ("--top-p", "1.5"), ("--max-new-tokens", "0"),
+                        ("--depth", "100000"), ("--top-p", "0"), ("--top-p", "1.5"),
+                        ("--max-new-tokens", "0"),
                         ("--batch", "0"), ("--device", "tpu"), ("--dtype", "nope"), ("--score-dtype", "fp16"),
                         ("--temperature", "nan,1")]:
         b.flag("bench", flag, value)
@@ -608,7 +614,8 @@ def range_cases(b: _Builder) -> None:  # noqa: PLR0915 (a list of data)
     b.add("trees/skip-trees-without-engine-budgets", BASES["trees"] + ["--skip-trees"], REFUSE,
           ("--skip-trees", "--engine-budgets"))
     for flag, value in [("--instances", "nope"), ("--depth", "0"), ("--paths", ""), ("--top", "1"),
-                        ("--samples", "1"), ("--batch", "0"), ("--verifiers", "nope"), ("--score-dtype", "fp16"),
+                        ("--samples", "1"), ("--batch", "0"), ("--verifiers", "nope"),
+                        ("--score-dtype", "fp16"),
                         ("--contexts-per-prompt", "0")]:
         b.flag("realgap", flag, value)
     b.flag("realgap", "--top", "6", tag=":renormalised-M>5", extra=("--instances", "renormalised"))
@@ -633,7 +640,8 @@ def control_cases(b: _Builder) -> None:
     b.add("solve/ok:file-json", ["solve", "@inst.json", "--json"], OK_ACCEPT, (), inst)
     b.add("solve/ok:float-file", ["solve", "@inst.json"], OK_ACCEPT, (), (("inst.json", FLOAT_INSTANCE),))
     b.add("gap/ok", ["gap", "@inst.json", "--paths", "2", "--json"], OK_ACCEPT, (), inst)
-    for family, vocab, depth, seed in [("dirichlet", 3, 3, 1), ("dirichlet", 3, 2, 2), ("temperature", 3, 2, 3),
+    for family, vocab, depth, seed in [("dirichlet", 3, 3, 1), ("dirichlet", 3, 2, 2),
+                                       ("temperature", 3, 2, 3),
                                        ("ties", 3, 2, 0)]:
         b.add(f"instance/ok:{family}-V{vocab}-L{depth}-s{seed}-float",
               ["instance", "--out", "@new.json", "--family", family, "--vocab", str(vocab), "--depth",
@@ -792,7 +800,8 @@ def classify(case: Case, argv: list[str], code: int | None, stdout: str, stderr:
     if case.expect == SAMPLER_FAIL:
         text = stdout + stderr
         if "sampler" not in text or (case.says and case.says.lower() not in text.lower()):
-            return "no_blame", f"output does not name the sampler{' and ' + repr(case.says) if case.says else ''}"
+            also = f" and {case.says!r}" if case.says else ""
+            return "no_blame", f"output does not name the sampler{also}"
     if orphans:
         return "orphan", f"{len(orphans)} process(es) the sampler started still ran after the audit"
     return "pass", ""
