@@ -491,6 +491,9 @@ def range_cases(b: _Builder) -> None:  # noqa: PLR0915 (a list of data)
         b.flag(base, "--vocab", "50", tag=":size", extra=("--depth", "6"), drop=("--depth",),
                field=("--vocab", "--depth", "--paths"))
     b.flag("check class-equals-full", "--against", "full", tag=":unused")
+    b.flag("check bv-optimal", "--trials", huge)
+    b.flag("lossless", "--trials", huge)
+    b.flag("sweep", "--trials", huge)
     b.flag("check class-equals-full", "--paths", "3", tag=":distinct-paths",
            extra=("--draft-sampling", "without-replacement"))
     # audit --verifier
@@ -521,8 +524,9 @@ def range_cases(b: _Builder) -> None:  # noqa: PLR0915 (a list of data)
                         ("--alpha", "0"), ("--alpha", "1"), ("--alpha", "1.5"), ("--alpha", "-0.1"),
                         ("--layout", "nope"), ("--layout", ""), ("--search", "-1"), ("--family", "nope"),
                         ("--paths", "0"), ("--vocab", "1"), ("--depth", "0"), ("--trials", "0"),
-                        ("--instance", "@missing.json"), ("--instance", "")]:
+                        ("--instance", "")]:
         b.flag("audit-sampler", flag, value)
+    b.flag("audit-sampler", "--instance", "@missing.json", field=("--instance", "missing.json"))
     b.add("audit/sampler:exact", _base("audit-sampler")[0] + ["--exact"], REFUSE, "--exact",
         _base("audit-sampler")[1], SAMPLER_LIMIT_S)
     b.flag("audit-sampler", "--layout", "ragged", tag=":paths-2", extra=("--paths", "2"),
@@ -553,7 +557,7 @@ def range_cases(b: _Builder) -> None:  # noqa: PLR0915 (a list of data)
     # gap
     for flag, value in [("--paths", "0"), ("--paths", "-1"), ("--paths", huge), ("--paths", "1000"),
                         ("--draft-sampling", "nope"), ("--verifiers", "nope"), ("--verifiers", ""),
-                        ("--verifiers", "bv,,gbv"), ("--verifiers", "bv,nope"), ("--method", "nope"),
+                        ("--verifiers", "bv,nope"), ("--method", "nope"),
                         ("--backend", "nope"), ("--time-limit", "0"), ("--time-limit", "-1"),
                         ("--max-enumerated", "0"), ("--max-enumerated", "-1"), ("--samples", "0"),
                         ("--samples", "-1"), ("--seed", "-1"), ("--save-dir", "/proc/nonexistent/x"),
@@ -561,6 +565,7 @@ def range_cases(b: _Builder) -> None:  # noqa: PLR0915 (a list of data)
         b.flag("gap", flag, value)
     b.flag("gap", "--paths", "3", tag=":distinct-paths", extra=("--draft-sampling", "without-replacement"))
     b.flag("gap", "--backend", "cvxpy", tag=":unused-with-colgen", extra=("--method", "colgen"))
+    b.flag("gap", "--verifiers", "bv,,gbv", OK_ACCEPT, ())  # comma lists drop empty items, by design
     # sweep
     for flag, value in [("--vocab", ""), ("--vocab", "1"), ("--vocab", "2,x"), ("--vocab", "0"),
                         ("--vocab", "-1"), ("--vocab", "2,,3"), ("--vocab", "100000"), ("--depth", "0"),
@@ -576,7 +581,8 @@ def range_cases(b: _Builder) -> None:  # noqa: PLR0915 (a list of data)
         b.flag("sweep", flag, value, files=(("file", b"x"),))
     b.flag("sweep", "--max-variables", "0", extra=("--method", "full"))
     b.flag("sweep", "--max-variables", "1000", tag=":unused-with-auto")
-    b.flag("sweep", "--vocab", "8", tag=":full-too-large", extra=("--depth", "4", "--method", "full"),
+    # the full LP at V = 8, L = 5, K = 1: 8^5 paths x 6 depths x 8 tokens ~ 1.6e6 variables > 4e5
+    b.flag("sweep", "--vocab", "8", tag=":full-too-large", extra=("--depth", "5", "--method", "full"),
            drop=("--depth",), field=("--vocab", "--depth", "--paths", "--max-variables"))
     # plot
     for flag, value in [("--out", "/proc/nonexistent/x"), ("--out", "@file"), ("--out", "")]:
@@ -594,12 +600,13 @@ def range_cases(b: _Builder) -> None:  # noqa: PLR0915 (a list of data)
               ("--prompts", "file:@missing"), ("--prompts", "file:@dir"), ("--prompts", "file:@empty"),
               ("--prompts", "file:@bin"), ("--prompts", "file:/dev/zero"), ("--prompts", "file:@fifo"),
               ("--out", "/proc/nonexistent/x"), ("--out", "@file"), ("--temperature", "-1"),
-              ("--temperature", "0"), ("--draft-temperature", "-1"), ("--threads", "0"), ("--seed", "-1"),
+              ("--temperature", "1,-0.5"), ("--draft-temperature", "-1"), ("--threads", "0"),
+              ("--seed", "-1"),
               ("--pair", ""), ("--pair", "a,b"), ("--pair", "x" * 300), ("--pair", "@dir"),
               ("--pair", "../../etc"), ("--pair", "nosuchmodel,nosuchmodel2"), ("--pair", ",")]
     for n, (flag, value) in enumerate(shared):
         b.flag(MODEL_COMMANDS[n % 3], flag, value, files=model_files)
-    for flag, value in [("--verifiers", "nope"), ("--drive", "nope"), ("--paths", "0"), ("--paths", "1,,2"),
+    for flag, value in [("--verifiers", "nope"), ("--drive", "nope"), ("--paths", "0"), ("--paths", "1,x"),
                         ("--depth", "100000"), ("--top-p", "0"), ("--top-p", "1.5"),
                         ("--max-new-tokens", "0"),
                         ("--batch", "0"), ("--device", "tpu"), ("--dtype", "nope"), ("--score-dtype", "fp16"),
