@@ -844,7 +844,7 @@ def summary(cases: list[Case], records: dict[str, Any]) -> dict[str, Any]:
             "expected": dict(sorted(Counter(c.expect for c in cases).items()))}
 
 
-def write_readme(out: Path, cases: list[Case], records: dict[str, Any], command: str) -> None:
+def write_readme(out: Path, cases: list[Case], records: dict[str, Any], command: str, note: str = "") -> None:
     current = {c.id: c for c in cases}
     done = [r for i, r in sorted(records.items()) if i in current
             and r["fingerprint"] == current[i].fingerprint()]
@@ -852,6 +852,7 @@ def write_readme(out: Path, cases: list[Case], records: dict[str, Any], command:
     outcome_names = sorted({r["outcome"] for r in done} | {"pass"})
     lines = ["# Bad inputs against every command (issue 28)", "",
              f"Command: `{command}` (resumable; `--only`, `--limit`; see benchmarks/bad_inputs.py).", "",
+             *([note, ""] if note else []),
              f"{info['run']} of {info['cases']} cases run; expected classes {info['expected']}; "
              f"outcomes {info['outcomes']}.", "",
              "Outcomes: pass, or the first violation of hang (past the stated limit + "
@@ -886,6 +887,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--rerun", action="store_true", help="forget recorded results of the selection")
     parser.add_argument("--list", action="store_true")
+    parser.add_argument("--note", help="how the recorded run was made (results.json, README)")
     args = parser.parse_args(argv)
     cases = build_cases()
     chosen = select(cases, args.only)
@@ -896,7 +898,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     path = args.out / "results.json"
     results = load_results(path)
-    records = results["records"]
+    known = {case.id for case in cases}
+    records = {i: r for i, r in results["records"].items() if i in known}  # cases since removed: dropped
+    results["records"] = records
     if args.rerun:
         for case in chosen:
             records.pop(case.id, None)
@@ -913,9 +917,11 @@ def main(argv: list[str] | None = None) -> int:
         mark = "ok " if record["outcome"] == "pass" else "BAD"
         print(f"[{n}/{len(todo)}] {mark} {case.id}: {record['outcome']} (exit {record['exit']}, "
               f"{record['seconds']} s)", file=sys.stderr)
+    if args.note:
+        results["note"] = args.note
     results["summary"] = summary(cases, records)
     save_results(path, results)
-    write_readme(args.out, cases, records, command)
+    write_readme(args.out, cases, records, command, results.get("note", ""))
     print(json.dumps(results["summary"]))
     return 0
 

@@ -127,13 +127,13 @@ def test_sample_case_passes(case_id):
 
 
 def test_the_runner_resumes_and_writes_its_report(tmp_path, capsys):
-    only = "instance/vocab=1,prove/claim=nope"
+    only = "check-bv-optimal/unknown-option,prove/claim=nope"  # each a prefix of no other id
     assert bad.main(["--only", only, "--out", str(tmp_path)]) == 0
     records = json.loads((tmp_path / "results.json").read_text())["records"]
-    assert sorted(records) == ["instance/vocab=1", "prove/claim=nope"]
+    assert sorted(records) == ["check-bv-optimal/unknown-option", "prove/claim=nope"]
     assert all(r["outcome"] == "pass" for r in records.values())
     capsys.readouterr()
     assert bad.main(["--only", only, "--out", str(tmp_path)]) == 0  # resumed: nothing left to run
     assert "2 cases selected, 0 to run" in capsys.readouterr().err
     readme = (tmp_path / "README.md").read_text()
-    assert "| instance | REFUSE | 1 |" in readme and "| prove | REFUSE | 1 |" in readme
+    assert "| check-bv-optimal | REFUSE | 1 |" in readme and "| prove | REFUSE | 1 |" in readme
