@@ -100,6 +100,11 @@ def _audit_body(ctx: typer.Context):
     if (o["verifier"] is None) == (o["sampler"] is None):
         return _bad("--verifier: give exactly one of --verifier and --sampler")
     if o["sampler"] is not None:
+        if o["instance"] is not None:
+            overridden = given(ctx, "vocab", "depth", "trials", "family", "ties")
+            if overridden:
+                return _bad(f"{overridden[0]}: --instance fixes the instance (its V, L and rows); "
+                            "drop it")
         return _sampler_body(o["sampler"], o)
     unused = given(ctx, *SAMPLER_ONLY)
     if unused:
@@ -122,7 +127,7 @@ def _check_common(paths: int, vocab: int, depth: int, trials: int, seed: int, dr
     check.choice("--draft-sampling", draft_sampling, ("iid", "without-replacement"))
     for flag, value, low in (("--paths", paths, 1), ("--vocab", vocab, 2), ("--depth", depth, 1),
                              ("--trials", trials, 1)):
-        check.integer(flag, value, low)
+        check.integer(flag, value, low, check.MAX_TRIALS if flag == "--trials" else None)
     check.seed("--seed", seed)
     check.output_dir("--save-dir", save_dir)
     check.instance_shape("--vocab/--depth", vocab, depth)
@@ -206,6 +211,7 @@ def _sampler_body(sampler: str, o: dict[str, Any]):
         split_spec(sampler)  # a spec naming no file: SpecError (BadArgument "sampler")
         chosen = None
         if o["instance"] is not None:
+            check.input_path("--instance", o["instance"])
             chosen = [load_instance(o["instance"])]  # InstanceError -> exit 2 naming the file
         count = len(chosen) if chosen else trials
         try:

@@ -40,7 +40,7 @@ commands.add_typer(check_group, name="check")
 def _validate(trials: int, vocab: int, depth: int, seed: int, alpha: float, denominator: int,
               backend: str, save_dir: str) -> None:
     """The flags every claim shares (cheap checks, before any LP)."""
-    check.integer("--trials", trials, 1)
+    check.integer("--trials", trials, 1, check.MAX_TRIALS)
     check.integer("--vocab", vocab, 2)
     check.integer("--depth", depth, 1)
     check.seed("--seed", seed)

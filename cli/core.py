@@ -34,7 +34,7 @@ def _load(instance: str | None, builtin: str | None, depth: int | None) -> Any:
         if depth is not None:
             raise BadInput("--depth: only applies to --builtin instances (a file fixes its depth)")
         return check.instance_file(instance)
-    name = check.choice("--builtin", builtin or DEFAULT_BUILTIN, BUILTINS)
+    name = check.choice("--builtin", DEFAULT_BUILTIN if builtin is None else builtin, BUILTINS)
     depth = check.integer("--depth", DEFAULT_DEPTH if depth is None else depth, 1)
     fits = check.largest(lambda d: full_lp_size(2, d, 1)["variables"] <= MAX_VARIABLES, min(depth, 64))
     suggestion = f"use --depth {fits} or less"

@@ -154,7 +154,8 @@ def plot(
 
     def body() -> dict[str, Any]:
         path = check.input_path("RESULTS", results, allow_dir=True)
-        target = check.output_dir("--out", out or RESULTS_ROOT / f"{path.resolve().name}_figures")
+        default = RESULTS_ROOT / f"{path.resolve().name}_figures"
+        target = check.output_dir("--out", default if out is None else out)
         if is_bench_results(path):
             return _plot_records(path, target)
         try:  # only the reading of RESULTS is bad input; a drawing error is internal (exit 3)
@@ -197,7 +198,7 @@ def sweep_spec(*, vocab: str, depth: str, paths: str, alpha: str | None, tempera
     check.integer("--max-variables", max_variables, 1)
     check_estimation(max_enumerated, samples)
     chosen = parse_verifiers("--verifiers", verifiers)
-    out_path = check.output_dir("--out", out or default_out("sweep"))
+    out_path = check.output_dir("--out", default_out("sweep") if out is None else out)
     alphas = (check.float_list("--alpha", alpha, 0, low_open=True) if alpha is not None
               else [])
     temperatures = (check.float_list("--temperature", temperature, 0, low_open=True)

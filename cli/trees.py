@@ -265,7 +265,7 @@ def checked_engine(engine_budgets: str, engine_verifiers: str, skip_trees: bool)
                        f"{', '.join(map(str, ENGINE_SHAPES))}")
     engine_names = list(dict.fromkeys(v.strip() for v in engine_verifiers.split(",") if v.strip()))
     known = verifier_names(include_broken=True)
-    if engine_list and (not engine_names or any(v not in known for v in engine_names)):
+    if any(v not in known for v in engine_names) or (engine_list and not engine_names):
         unknown = next((v for v in engine_names if v not in known), engine_verifiers)
         raise BadInput(f"--engine-verifiers: unknown verifier {unknown!r}; known: {', '.join(known)}")
     if skip_trees and not engine_list:

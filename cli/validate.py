@@ -53,6 +53,7 @@ class BadInput(BadArgument):
 
 SEED_MAX = 2**32 - 1
 MAX_WORKERS = 256
+MAX_TRIALS = 1_000_000  # random instances of one audit or claim check (as sweep's task cap)
 MAX_SAMPLES = 10_000_000  # sampled draft configurations per estimated verifier
 
 
@@ -246,6 +247,8 @@ def path_count(vocab: int, depth: int) -> int:
 # ---------------------------------------------------------------------------
 
 def _no_nul(flag: str, path: str | Path) -> Path:
+    if str(path) == "":
+        raise BadInput(f"{flag}: empty path")
     if "\x00" in str(path):
         raise BadInput(f"{flag}: {_short(str(path))}: a path cannot contain a NUL byte")
     return Path(path)

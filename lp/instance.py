@@ -359,6 +359,8 @@ def read_text_file(path: str | Path, max_bytes: int = MAX_FILE_BYTES,
 def readable_path(path: str | Path, field: str, allow_dir: bool = False) -> Path:
     """An existing regular file (or a directory when allow_dir) that can be read; never opens
     a FIFO or a device. Else BadArgument naming `field` (the CLI passes its flag)."""
+    if str(path) == "":
+        raise BadArgument(field, "empty path")
     if "\x00" in str(path):
         raise BadArgument(field, f"{_short(str(path))}: a path cannot contain a NUL byte")
     path = Path(path)
