@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import typer
@@ -18,14 +16,17 @@ from ..proofs.audit import (
     SAMPLER_ALPHA,
     SAMPLER_TRIALS,
     TIME_LIMIT,
-    audit_sampler,
+    VERIFIER_TRIALS,
+    AuditReport,
+    AuditStatus,
+    SamplerAuditSpec,
+    VerifierAuditSpec,
 )
-from ..proofs.audit import audit as run_audit
-from ..proofs.sandbox import CALL_TIMEOUT, LAYOUTS, LOAD_TIMEOUT, SamplerFailed, split_spec
-from ..verifiers.registry import get_verifier
+from ..proofs.audit import run as run_audit
+from ..proofs.sandbox import CALL_TIMEOUT, LAYOUTS, LOAD_TIMEOUT, split_spec
 from . import options as option
 from . import validate as check
-from .common import BadArgument, BadInput, ClaimFailed, given, new_commands, progress, run, stderr, table
+from .common import BadInput, ClaimFailed, given, new_commands, progress, run, stderr, table
 
 commands = new_commands()
 SAMPLER_ONLY = ("search", "layout", "runs", "call_timeout", "load_timeout", "time_limit", "alpha",
@@ -95,30 +96,44 @@ def audit(
 
 
 def _audit_body(ctx: typer.Context):
-    """The body of the mode the flags choose (ctx.params: every flag by parameter name)."""
+    """The command's body: flags -> spec (exit 2 on bad input), run(spec), the verdict."""
+    def body() -> dict[str, Any]:
+        spec = audit_spec(ctx)
+        if isinstance(spec, VerifierAuditSpec):
+            report = run_audit(spec, progress=lambda it: progress(it, spec.trials,
+                                                                  f"audit {spec.verifier}"))
+            return _verifier_verdict(report, ctx.params["save_dir"])
+        count = len(spec.instances) if spec.instances else spec.trials
+        report = run_audit(spec, progress=lambda it: progress(it, count, "audit sampler",
+                                                              time_limit=spec.time_limit))
+        return _sampler_verdict(report, ctx.params["save_dir"])
+    return body
+
+
+def audit_spec(ctx: typer.Context) -> VerifierAuditSpec | SamplerAuditSpec:
+    """Flags -> the spec of the mode they choose (ctx.params: every flag by parameter name);
+    BadInput / BadArgument (exit 2) on bad input."""
     o = dict(ctx.params)
     if (o["verifier"] is None) == (o["sampler"] is None):
-        return _bad("--verifier: give exactly one of --verifier and --sampler")
+        raise BadInput("--verifier: give exactly one of --verifier and --sampler")
     if o["sampler"] is not None:
         if o["instance"] is not None:
             overridden = given(ctx, "vocab", "depth", "trials", "family", "ties")
             if overridden:
-                return _bad(f"{overridden[0]}: --instance fixes the instance (its V, L and rows); "
-                            "drop it")
-        return _sampler_body(o["sampler"], o)
+                raise BadInput(f"{overridden[0]}: --instance fixes the instance (its V, L and rows); "
+                               "drop it")
+        return _sampler_spec(o)
     unused = given(ctx, *SAMPLER_ONLY)
     if unused:
-        return _bad(f"{unused[0]}: applies to --sampler only (the sampler audit); an audit of "
-                    "--verifier does not use it, drop it")
-    return _verifier_body(o["verifier"], 2 if o["paths"] is None else o["paths"], o["vocab"],
-                          o["depth"], 20 if o["trials"] is None else o["trials"], o["ties"],
-                          o["family"], o["seed"], o["draft_sampling"], o["exact"], o["save_dir"])
-
-
-def _bad(message: str):
-    def body() -> dict[str, Any]:
-        raise BadInput(message)
-    return body
+        raise BadInput(f"{unused[0]}: applies to --sampler only (the sampler audit); an audit of "
+                       "--verifier does not use it, drop it")
+    paths = 2 if o["paths"] is None else o["paths"]
+    trials = VERIFIER_TRIALS if o["trials"] is None else o["trials"]
+    _check_common(paths, o["vocab"], o["depth"], trials, o["seed"], o["draft_sampling"], o["save_dir"])
+    check.enumeration("--paths", o["vocab"], o["depth"], paths)
+    family = _family(o["family"], o["ties"], "dirichlet")
+    return VerifierAuditSpec(o["verifier"], paths, o["vocab"], o["depth"], trials, o["ties"], family,
+                             o["seed"], o["draft_sampling"], o["exact"])
 
 
 def _check_common(paths: int, vocab: int, depth: int, trials: int, seed: int, draft_sampling: str,
@@ -145,30 +160,13 @@ def _family(family: str | None, ties: bool, default: str) -> str:
     return family
 
 
-def _verifier_body(verifier, paths, vocab, depth, trials, ties, family, seed, draft_sampling,
-                   exact, save_dir):
-    def body() -> dict[str, Any]:
-        _check_common(paths, vocab, depth, trials, seed, draft_sampling, save_dir)
-        check.enumeration("--paths", vocab, depth, paths)
-        chosen = _family(family, ties, "dirichlet")
-        try:
-            spec = get_verifier(verifier)
-        except KeyError as err:
-            raise BadInput(f"--verifier: {err.args[0]}") from None
-        result = run_audit(verifier, paths, vocab, depth, trials, ties, seed=seed,
-                           draft_sampling=draft_sampling, exact=exact, family=chosen,
-                           progress=lambda it: progress(it, trials, f"audit {verifier}"))
-        result["lossless_claimed"] = spec.lossless and draft_sampling in spec.draft_sampling
-        if not result["passed"]:
-            path = Path(save_dir) / (f"audit-{verifier}-K{paths}-V{vocab}-L{depth}-"
-                                     f"{chosen}-s{seed}.json")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(result["worst_instance"], indent=1))
-            result["saved"] = str(path)
-            raise ClaimFailed(f"{verifier} is not lossless: max TV {result['max_tv']:.3g} > "
-                              f"{result['tolerance']:g} (worst instance saved to {path})", result)
-        return result
-    return body
+def _verifier_verdict(report: AuditReport, save_dir: str) -> dict[str, Any]:
+    """The JSON of a passed audit; ClaimFailed (exit 1, the worst instance saved) otherwise."""
+    if report.status is AuditStatus.FAILED:
+        report = report.save(save_dir)
+        raise ClaimFailed(f"{report.failures[0]} (worst instance saved to {report.saved[0]})",
+                          report.to_json())
+    return report.to_json()
 
 
 def _check_sampler(o: dict[str, Any]) -> tuple[str, int, int, str]:
@@ -205,59 +203,36 @@ def _check_sampler(o: dict[str, Any]) -> tuple[str, int, int, str]:
     return layout, paths, trials, _family(o["family"], o["ties"], MIXED)
 
 
-def _sampler_body(sampler: str, o: dict[str, Any]):
-    def body() -> dict[str, Any]:
-        layout, paths, trials, family = _check_sampler(o)
-        split_spec(sampler)  # a spec naming no file: SpecError (BadArgument "sampler")
-        chosen = None
-        if o["instance"] is not None:
-            check.input_path("--instance", o["instance"])
-            chosen = [load_instance(o["instance"])]  # InstanceError -> exit 2 naming the file
-        count = len(chosen) if chosen else trials
-        try:
-            result = audit_sampler(sampler, paths, o["vocab"], o["depth"], trials, o["ties"],
-                                   o["runs"], o["seed"], alpha=o["alpha"],
-                                   draft_sampling=o["draft_sampling"], instances=chosen,
-                                   name=sampler, family=family, layout=layout,
-                                   time_limit=o["time_limit"], call_timeout=o["call_timeout"],
-                                   load_timeout=o["load_timeout"], search=o["search"],
-                                   progress=lambda it: progress(it, count, "audit sampler",
-                                                                time_limit=o["time_limit"]))
-        except SamplerFailed as err:
-            if err.kind == "spec":  # the child's SpecError: the spec names nothing callable
-                raise BadArgument("sampler", str(err).removeprefix("sampler: ")) from None
-            raise _contract_failure(sampler, err, o["alpha"]) from None
-        if result["captured_output"]:
-            stderr.print(f"note: the sampler printed {len(result['captured_output'])} characters "
-                         "(kept out of the output; in the JSON as captured_output)",
-                         markup=False, highlight=False, soft_wrap=True)
-        if not result["passed"]:
-            stem = Path(sampler.rpartition(":")[2]).name
-            saved = []
-            for index, data in enumerate(result["failed_instances"]):
-                path = Path(o["save_dir"]) / (f"audit-sampler-{stem}-K{paths}-V{o['vocab']}-"
-                                              f"L{o['depth']}-{family}-s{o['seed']}-{index}.json")
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(json.dumps(data, indent=1))
-                saved.append(str(path))
-            result["saved"] = saved
-            raise ClaimFailed(f"{sampler}: " + "; ".join(result["failures"])
-                              + f" ({len(saved)} failing instance(s) saved: {', '.join(saved)})",
-                              result)
-        return result
-    return body
+def _sampler_spec(o: dict[str, Any]) -> SamplerAuditSpec:
+    layout, paths, trials, family = _check_sampler(o)
+    split_spec(o["sampler"])  # a spec naming no file: SpecError (BadArgument "sampler")
+    chosen = None
+    if o["instance"] is not None:
+        check.input_path("--instance", o["instance"])
+        chosen = (load_instance(o["instance"]),)  # InstanceError -> exit 2 naming the file
+    return SamplerAuditSpec(o["sampler"], paths, o["vocab"], o["depth"], trials, o["ties"], family,
+                            o["seed"], o["runs"], o["alpha"], o["draft_sampling"], layout, chosen,
+                            o["time_limit"], o["call_timeout"], o["load_timeout"], o["search"])
 
 
-def _contract_failure(sampler: str, err: SamplerFailed, alpha: float) -> ClaimFailed:
-    """The sampler broke its contract: exit 1, one line naming it, what it did and where."""
-    line = f"sampler {sampler} {err}"
-    if err.where:
-        line += f" (at {err.where})"
-    if err.hint:
-        line += f"; hint: {err.hint}"
-    payload = {"sampler": sampler, "passed": False, "alpha": alpha, "failures": [line],
-               "sampler_failure": err.record(), "captured_output": err.output}
-    return ClaimFailed(line, payload)
+def _sampler_verdict(report: AuditReport, save_dir: str) -> dict[str, Any]:
+    """The JSON of a passed audit; ClaimFailed (exit 1) when the sampler broke its contract
+    (one line) or failed (the failing instances saved)."""
+    sampler = report.spec.name
+    if report.status is AuditStatus.BROKEN:
+        raise ClaimFailed(report.failures[0], report.to_json())
+    output = report.record["captured_output"]
+    if output:
+        stderr.print(f"note: the sampler printed {len(output)} characters "
+                     "(kept out of the output; in the JSON as captured_output)",
+                     markup=False, highlight=False, soft_wrap=True)
+    if report.status is AuditStatus.FAILED:
+        report = report.save(save_dir)
+        saved = report.saved or ()
+        raise ClaimFailed(f"{sampler}: " + "; ".join(report.failures)
+                          + f" ({len(saved)} failing instance(s) saved: {', '.join(saved)})",
+                          report.to_json())
+    return report.to_json()
 
 
 def _render_verifier(r: dict[str, Any]) -> None:

@@ -22,10 +22,15 @@ optimum, by anytime-valid e-processes (proofs.evalues) at one family-wise error 
 
 from __future__ import annotations
 
+import json
+import math
 import sys
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from enum import Enum
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -45,6 +50,7 @@ from .sandbox import (
     LAYOUTS,
     LOAD_TIMEOUT,
     InProcessSampler,
+    SamplerFailed,
     SandboxedSampler,
     import_sampler,
 )
@@ -740,3 +746,210 @@ def audit_sampler(sampler: Callable[..., Any] | str, paths: int = 2, vocab: int 
         "captured_output": output,
         "passed": not failures,
     }
+
+
+# ---------------------------------------------------------------------------
+# the audit as data: a spec in (VerifierAuditSpec, SamplerAuditSpec), run(spec), an AuditReport out
+# ---------------------------------------------------------------------------
+
+VERIFIER_TRIALS = 20  # default instances of a verifier audit (`speclp audit --verifier`)
+
+
+class AuditStatus(Enum):
+    """How an audit ended (the three outcomes the CLI's exit status distinguishes)."""
+
+    PASSED = "passed"  # verifier: max TV <= tolerance; sampler: no test rejected, no malformed block
+    FAILED = "failed"  # a verifier with TV > tolerance, or a sampler test rejected / a block malformed
+    BROKEN = "broken"  # the sampler broke its contract (exits, raises, hangs, malformed answer)
+
+
+def _integers(spec: Any, lows: dict[str, int]) -> None:
+    for name, low in lows.items():
+        value = getattr(spec, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise BadArgument(name, f"must be an integer >= {low}, got {value!r}")
+
+
+def _family_of(family: str | None, ties: bool, default: str) -> str:
+    """The family an audit draws from: `family`, else "ties" with ties, else `default`."""
+    if family is None:
+        return "ties" if ties else default
+    if family not in FAMILIES + (MIXED,):
+        raise BadArgument("family", f"must be one of {', '.join(FAMILIES + (MIXED,))}, got {family!r}")
+    if ties and family != "ties":
+        raise BadArgument("ties", f"means family ties; it contradicts family {family}")
+    return family
+
+
+@dataclass(frozen=True)
+class VerifierAuditSpec:
+    """An exact audit of a registered verifier as data (audit()'s arguments, `speclp audit
+    --verifier`'s defaults). Construction is the validation: a wrong field raises BadArgument
+    naming it; family None is "ties" with ties, else "dirichlet"."""
+
+    verifier: str
+    paths: int = 2
+    vocab: int = 3
+    depth: int = 2
+    trials: int = VERIFIER_TRIALS
+    ties: bool = False
+    family: str | None = None
+    seed: int = 0
+    draft_sampling: str = "iid"
+    exact: bool = False
+
+    def __post_init__(self) -> None:
+        try:
+            get_verifier(self.verifier)
+        except KeyError as err:
+            raise BadArgument("verifier", err.args[0]) from None
+        _integers(self, {"paths": 1, "vocab": 2, "depth": 1, "trials": 1, "seed": 0})
+        if self.draft_sampling not in DRAFT_SAMPLING:
+            raise BadArgument("draft_sampling",
+                              f"must be one of {DRAFT_SAMPLING}, got {self.draft_sampling!r}")
+        object.__setattr__(self, "family", _family_of(self.family, self.ties, "dirichlet"))
+
+    def run(self, progress: Callable[[Iterable[int]], Iterable[int]] | None = None) -> AuditReport:
+        return run(self, progress)
+
+
+@dataclass(frozen=True)
+class SamplerAuditSpec:
+    """A statistical audit of sampler code as data (audit_sampler()'s arguments with the
+    defaults of `speclp audit --sampler`: layout None is "batched", paths None is 1 in the
+    ragged and vllm layouts (one chain per request) and 2 otherwise, family None is "ties"
+    with ties, else "mixed"; name None is the sampler's spec). Construction is the
+    validation: a wrong field raises BadArgument naming it (`runs` is --max-runs)."""
+
+    sampler: str | Callable[..., Any]
+    paths: int | None = None
+    vocab: int = 3
+    depth: int = 2
+    trials: int = SAMPLER_TRIALS
+    ties: bool = False
+    family: str | None = None
+    seed: int = 0
+    runs: int = MAX_RUNS
+    alpha: float = SAMPLER_ALPHA
+    draft_sampling: str = "iid"
+    layout: str | None = None
+    instances: tuple[Instance, ...] | None = None
+    time_limit: float | None = TIME_LIMIT
+    call_timeout: float = CALL_TIMEOUT
+    load_timeout: float = LOAD_TIMEOUT
+    search: int = 0
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.sampler, str) or callable(self.sampler)):
+            raise BadArgument("sampler", f"must be a MODULE:FUNCTION spec or a function, "
+                                         f"got {self.sampler!r}")
+        layout = self.layout or "batched"
+        paths = self.paths if self.paths is not None else (1 if layout in ("ragged", "vllm") else 2)
+        object.__setattr__(self, "layout", layout)
+        object.__setattr__(self, "paths", paths)
+        object.__setattr__(self, "family", _family_of(self.family, self.ties, MIXED))
+        if self.name is None:
+            object.__setattr__(self, "name", self.sampler if isinstance(self.sampler, str) else "sampler")
+        _integers(self, {"seed": 0})
+        _check_sampler_args(paths, self.vocab, self.depth, self.trials, self.runs, self.alpha,
+                            self.draft_sampling, layout, self.search)
+        for name in ("time_limit", "call_timeout", "load_timeout"):
+            value = getattr(self, name)
+            if value is None and name == "time_limit":
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                    math.isfinite(value) and value > 0):
+                raise BadArgument(name, f"must be a finite number of seconds > 0, got {value!r}")
+        if self.instances is not None:
+            object.__setattr__(self, "instances", tuple(self.instances))
+            if not self.instances:
+                raise BadArgument("instances", "give at least one instance, or None (random ones)")
+            if self.search:
+                raise BadArgument("search", "screens random instances; it cannot be used with instances")
+
+    def run(self, progress: Callable[[Iterable[int]], Iterable[int]] | None = None) -> AuditReport:
+        return run(self, progress)
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """The result of an audit spec, inspectable like scipy's OptimizeResult: the typed status,
+    the failure lines, the files the failing instances were saved to (save()), and `record`,
+    the whole payload (audit() / audit_sampler()'s dict; for a BROKEN sampler: the sampler,
+    alpha, failures, the SamplerFailed record and the sampler's captured output). to_json() is
+    the JSON of `speclp audit --json`."""
+
+    spec: VerifierAuditSpec | SamplerAuditSpec
+    status: AuditStatus
+    record: dict[str, Any] = field(repr=False)
+    failures: tuple[str, ...] = ()
+    saved: tuple[str, ...] | None = None  # None: not saved (save() on a failed audit sets it)
+
+    @property
+    def passed(self) -> bool:
+        return self.status is AuditStatus.PASSED
+
+    def save(self, folder: str | Path) -> AuditReport:
+        """Write the failing instances (verifier: the worst one) as Instance JSON files under
+        `folder`; the report with `saved` set. A passed or BROKEN audit saves nothing."""
+        if self.status is not AuditStatus.FAILED:
+            return self
+        s = self.spec
+        if isinstance(s, VerifierAuditSpec):
+            named = [(f"audit-{s.verifier}-K{s.paths}-V{s.vocab}-L{s.depth}-{s.family}-s{s.seed}.json",
+                      self.record["worst_instance"])]
+        else:
+            stem = Path(str(s.sampler).rpartition(":")[2]).name
+            named = [(f"audit-sampler-{stem}-K{s.paths}-V{s.vocab}-L{s.depth}-{s.family}-s{s.seed}-"
+                      f"{index}.json", data) for index, data in enumerate(self.record["failed_instances"])]
+        saved = []
+        for filename, data in named:
+            path = Path(folder) / filename
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(data, indent=1))
+            saved.append(str(path))
+        return replace(self, saved=tuple(saved))
+
+    def to_json(self) -> dict[str, Any]:
+        out = dict(self.record)
+        if self.saved is not None:  # a verifier audit saves one file (its path), a sampler's a list
+            out["saved"] = self.saved[0] if isinstance(self.spec, VerifierAuditSpec) else list(self.saved)
+        return out
+
+
+def run(spec: VerifierAuditSpec | SamplerAuditSpec,
+        progress: Callable[[Iterable[int]], Iterable[int]] | None = None) -> AuditReport:
+    """The audit a spec describes (audit() or audit_sampler()), as an AuditReport. progress:
+    optional wrapper of the instance iterable. A sampler spec naming nothing callable raises
+    BadArgument("sampler"); a sampler that breaks its contract is a BROKEN report."""
+    if isinstance(spec, VerifierAuditSpec):
+        record = audit(spec.verifier, spec.paths, spec.vocab, spec.depth, spec.trials, spec.ties,
+                       seed=spec.seed, draft_sampling=spec.draft_sampling, exact=spec.exact,
+                       family=spec.family, progress=progress)
+        claimed = get_verifier(spec.verifier)
+        record["lossless_claimed"] = claimed.lossless and spec.draft_sampling in claimed.draft_sampling
+        failures = () if record["passed"] else (f"{spec.verifier} is not lossless: max TV "
+                                                f"{record['max_tv']:.3g} > {record['tolerance']:g}",)
+        return AuditReport(spec, AuditStatus.PASSED if record["passed"] else AuditStatus.FAILED,
+                           record, failures)
+    try:
+        record = audit_sampler(spec.sampler, spec.paths, spec.vocab, spec.depth, spec.trials, spec.ties,
+                               spec.runs, spec.seed, alpha=spec.alpha, draft_sampling=spec.draft_sampling,
+                               instances=None if spec.instances is None else list(spec.instances),
+                               name=spec.name, family=spec.family, layout=spec.layout,
+                               time_limit=spec.time_limit, call_timeout=spec.call_timeout,
+                               load_timeout=spec.load_timeout, search=spec.search, progress=progress)
+    except SamplerFailed as err:
+        if err.kind == "spec":  # the child's SpecError: the spec names nothing callable
+            raise BadArgument("sampler", str(err).removeprefix("sampler: ")) from None
+        line = f"sampler {spec.name} {err}"
+        if err.where:
+            line += f" (at {err.where})"
+        if err.hint:
+            line += f"; hint: {err.hint}"
+        record = {"sampler": spec.name, "passed": False, "alpha": spec.alpha, "failures": [line],
+                  "sampler_failure": err.record(), "captured_output": err.output}
+        return AuditReport(spec, AuditStatus.BROKEN, record, (line,))
+    return AuditReport(spec, AuditStatus.PASSED if record["passed"] else AuditStatus.FAILED, record,
+                       tuple(record["failures"]))

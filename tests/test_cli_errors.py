@@ -14,6 +14,7 @@ from speclp.cli import sweep as cli_sweep
 from speclp.cli.common import flag_of
 from speclp.inputs import BadArgument
 from speclp.lp.instance import InstanceError, dirichlet_instance
+from speclp.proofs import audit as proofs_audit
 from speclp.proofs import gap as proofs_gap
 from typer.testing import CliRunner
 
@@ -39,7 +40,7 @@ def crash_cases(instance_file, tmp_path):
         "sweep": (cli_sweep, "run_sweep", ["sweep", "--vocab", "2", "--depth", "1", "--paths", "1",
                                            "--trials", "1", "--out", str(tmp_path / "sw")]),
         "audit": (cli_audit, "run_audit", ["audit", "--verifier", "bv", "--trials", "1"]),
-        "audit-sampler": (cli_audit, "audit_sampler",
+        "audit-sampler": (proofs_audit, "audit_sampler",  # inside the library's run(spec)
                           ["audit", "--sampler", "speclp.verifiers:nothing", "--trials", "1"]),
     }
 
