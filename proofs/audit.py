@@ -18,6 +18,14 @@ float64 rounding stays far below it on these sizes).
 drafts drawn from the instances, and its blocks, continued by target sampling, are tested
 against the exact target law of paths and its block efficiency against the certified K-path
 optimum, by anytime-valid e-processes (proofs.evalues) at one family-wise error level.
+
+As data (what `speclp audit` runs): a frozen `VerifierAuditSpec` or `SamplerAuditSpec`
+(construction validates, BadArgument naming the field; the defaults are the CLI's), then
+`run(spec)` -> `AuditReport` (status: AuditStatus PASSED / FAILED / BROKEN, failures,
+`save(folder)` for the failing instances, `to_json()` the command's JSON):
+
+    report = run(VerifierAuditSpec("gbv", paths=3, ties=True))
+    report.status, report.record["max_tv"]   # AuditStatus.PASSED, below the 1e-12 tolerance
 """
 
 from __future__ import annotations
