@@ -44,8 +44,9 @@ def audit(
     paths: int = option.paths(None, "Draft paths K (default 2; 1 with --layout ragged or vllm)."),
     vocab: int = option.vocab(3),
     depth: int = option.depth(2),
-    trials: int = option.trials(None, "Random instances (default 20 for --verifier, 6 for "
-                                f"--sampler: one per family with --family mixed; {SAMPLER_TRIALS})."),
+    trials: int = option.trials(None, f"Random instances (default {VERIFIER_TRIALS} for --verifier, "
+                                f"{SAMPLER_TRIALS} for --sampler: one per family with --family "
+                                f"mixed; {SAMPLER_TRIALS})."),
     ties: bool = typer.Option(False, "--ties", help="Instances with many equal ratios p/q, one-hot "
                               "and zero entries (the same as --family ties)."),
     family: str = typer.Option(None, "--family", help="Instance family: dirichlet, clipped-ties, "
