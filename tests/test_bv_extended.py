@@ -419,3 +419,40 @@ def test_grid_refuses_cells_outside_the_tree():
         extended_bv_grid(tree, [(3, 1)])
     with pytest.raises(ValueError, match="L'"):
         extended_bv_grid(tree, [(2, 3)])
+
+
+def test_bench_defaults_drive_with_bv_extended_rrs_and_score_it_never_below_bv(tmp_path, monkeypatch):
+    """`speclp bench` with no --verifiers and no --drive (tiny pair, tests/tiny_models.py):
+    the records name bv_extended_rrs as the drive and score every default verifier, nodeopt
+    and bv_extended_rrs included; bv_extended_rrs's summed E[tau + 1 | tree] is at least BV's
+    at every cell (Theorem 19.2 holds tree by tree; float32 scores, so up to 1e-4)."""
+    import json
+
+    import torch
+    from speclp.cli import app
+    from speclp.cli import bench as cli_bench
+    from speclp.experiments.bench import BenchSpec, load_records
+    from tiny_models import tiny_loaded_pair
+    from typer.testing import CliRunner
+
+    monkeypatch.setattr(cli_bench, "load_pair", lambda name, *a, **k: tiny_loaded_pair(name))
+    before = torch.get_num_threads()
+    try:
+        result = CliRunner().invoke(app, [
+            "bench", "--pair", "smollm2-135m,smollm2-135m", "--prompts", "humaneval:2",
+            "--paths", "3", "--depth", "3", "--max-new-tokens", "6", "--batch", "2",
+            "--device", "cpu", "--dtype", "fp32", "--threads", "1", "--out", str(tmp_path), "--json"])
+    finally:
+        torch.set_num_threads(before)
+    assert result.exit_code == 0, result.output
+    json.loads(result.stdout)
+    records = [r for r in load_records(tmp_path) if "scores" in r]
+    defaults = BenchSpec()
+    assert defaults.drive == "bv_extended_rrs" and {"nodeopt", "bv_extended_rrs"} <= set(defaults.verifiers)
+    assert records and all(r["drive"] == "bv_extended_rrs" for r in records)
+    for record in records:
+        assert record["scored"] == sorted(defaults.verifiers)
+        assert record["scores"]["bv_extended_rrs"] >= record["scores"]["bv"] - 1e-4
+        assert len(record["grid"]) == 9  # every (K', L') <= (3, 3)
+        for cell, scores in record["grid"].items():
+            assert scores["bv_extended_rrs"] >= scores["bv"] - 1e-4, (cell, scores)
