@@ -47,7 +47,7 @@ from . import ops
 from .law import REGISTRY, BlockLaw, DraftTree, register
 from .multipath import shared_prefix
 from .single_path import bv_path_law, residual_rows
-from .single_step import nested_partitions_for, ratio_cells
+from .single_step import nested_partitions_for, ratio_cells, single_step_optimum
 from .tree import TreeModel, all_paths, depth_offset, num_nodes
 
 Array = Any
@@ -615,8 +615,6 @@ def family_ceiling(model: TreeModel, paths: int) -> Any:
     an accepted child, which emits at most L - i tokens more. So
     ceiling = sum_v P(BV ends at v) [i + 1 + (L - i) sum_n P(n) alpha*_n] + P(BV accepts L) (L + 1).
     Exact on rational rows, float64 otherwise."""
-    from .single_step import single_step_optimum
-
     vocab, depth = model.vocab_size, model.depth
     suffixes = all_paths(vocab, depth)  # [P, L]
     codes = [np.zeros(len(suffixes), dtype=np.int64)]
