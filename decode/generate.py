@@ -100,7 +100,7 @@ class SpeculativeEngine:
         self,
         target: LoadedModel | ModelPair,
         draft: LoadedModel | None = None,
-        verifier: str = "bv",
+        verifier: str = "bv_extended_rrs",  # never below BV, run by run (Theorem 19.2)
         config: EngineConfig | None = None,
         prefix_store: PrefixStore | None = None,
     ):

@@ -126,8 +126,9 @@ class BenchSpec:
 
     pair: str = "qwen2.5-coder"
     prompts: str = "humaneval:10"
-    verifiers: tuple[str, ...] = ("token", "bv", "gbv", "specinfer", "spectr", "traversal")
-    drive: str = "gbv"
+    verifiers: tuple[str, ...] = ("token", "bv", "gbv", "nodeopt", "bv_extended_rrs", "specinfer",
+                                  "spectr", "traversal")
+    drive: str = "bv_extended_rrs"  # never below BV, run by run (docs/theory.md Theorem 19.2)
     paths: tuple[int, ...] = (4,)
     depths: tuple[int, ...] = (8,)
     temperatures: tuple[float, ...] = (1.0,)
@@ -180,7 +181,7 @@ def run_bench(
     scored: list[str],
     out_file: Path,
     *,
-    drive: str = "gbv",
+    drive: str = "bv_extended_rrs",
     top_p: float = 1.0,
     draft_temperature: float | None = None,
     max_new_tokens: int = 32,

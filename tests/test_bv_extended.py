@@ -343,3 +343,116 @@ def test_family_ceiling_is_attained_at_depth_one_and_is_bv_at_one_path(vocab, pa
     assert family_ceiling(model, paths) == optimal
     deeper = exact_model(vocab, 2, 0.6, seed).model(exact=True)
     assert family_ceiling(deeper, 1) == exact_result(deeper, "bv", 1).block_efficiency
+
+
+# --- the one-pass grid law (verifiers.grid's hook) ------------------------------------------
+
+@pytest.mark.parametrize("vocab,depth,paths,seed", [(2, 2, 3, 40), (2, 3, 3, 41), (3, 2, 2, 42)])
+@pytest.mark.parametrize("name,fallback", [("bv_extended", "optimal"),
+                                           ("bv_extended_rrs", "specinfer")])
+def test_grid_averaged_over_every_drafted_tree_is_the_exact_value_of_every_cell(
+        vocab, depth, paths, seed, name, fallback):
+    """The grid law on every ordered tuple of K drafted paths (rational rows), weighted by the
+    tuple's draft probability, gives at cell (K', L') the exact E[tau + 1] of K' i.i.d. paths
+    of depth L': the structured recursion (extended_bv_structured, checked against the tree
+    walk above) on the instance cut to depth L'."""
+    from speclp.decode.scoring import score_cells
+    from speclp.verifiers.exact import draft_tree
+    from speclp.verifiers.grid import grid_values
+    from speclp.verifiers.tree import TreeModel, all_paths, prefix_node_indices
+
+    model = exact_model(vocab, depth, 0.6, seed).model(exact=True)
+    singles = all_paths(vocab, depth)  # [P, L]
+    choice = np.array(list(product(range(len(singles)), repeat=paths)))  # [C, K]
+    tokens = singles[choice]  # [C, K, L]
+    nodes = prefix_node_indices(tokens, vocab)  # [C, K, L+1]
+    chance = np.ones(len(tokens), dtype=object)
+    for k in range(paths):
+        for i in range(depth):
+            chance = chance * model.draft[nodes[:, k, i], tokens[:, k, i]]
+    cells = score_cells(paths, depth)
+    grid = grid_values(name, draft_tree(model, tokens), cells)
+    assert set(grid) == set(cells)
+    for cell_paths, cell_depth in cells:
+        count = num_nodes(vocab, cell_depth)
+        cut = TreeModel(model.target[:count], model.draft[:count], cell_depth)
+        expected = block_efficiency_from_emit(cut, extended_bv_structured(cut, cell_paths, fallback))
+        assert (chance * grid[(cell_paths, cell_depth)]).sum() == expected, (cell_paths, cell_depth)
+
+
+def test_grid_equals_the_per_cell_law_on_four_paths_with_ties_zeros_and_repeats():
+    """K = 4 (two fallback slots per depth) and K = 5, float64 to 1e-12 and rationals exactly,
+    on hypothesis trees of tests/test_grid.py (zeros and ties in the rows, q = p rows, repeated
+    paths)."""
+    import torch
+    from speclp.decode.scoring import cut_tree, score_cells
+    from speclp.verifiers.grid import grid_values
+    from speclp.verifiers.law import DraftTree
+    from speclp.verifiers.registry import block_law
+    from test_grid import _floats, trees
+
+    @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(trees(max_vocab=3, max_paths=5, max_depth=3), st.sampled_from(["bv_extended",
+                                                                          "bv_extended_rrs"]))
+    def check(drawn, name):
+        for tree in (_floats(*drawn), DraftTree(*drawn)):
+            cells = score_cells(tree.paths, tree.depth)
+            grid = grid_values(name, tree, cells)
+            for cell in cells:
+                expected = block_law(name, cut_tree(tree, *cell)).block_efficiency()
+                if isinstance(expected, torch.Tensor):
+                    assert torch.allclose(grid[cell], expected, rtol=0, atol=1e-12), cell
+                else:
+                    assert list(grid[cell]) == list(expected), cell
+
+    check()
+
+
+def test_grid_refuses_cells_outside_the_tree():
+    from speclp.verifiers.bv_extended import extended_bv_grid
+    from speclp.verifiers.exact import draft_tree
+    from speclp.verifiers.tree import all_paths
+
+    model = exact_model(2, 2, 0.5, 7).model(exact=True)
+    tree = draft_tree(model, np.stack([all_paths(2, 2)[[0, 3]]]))
+    with pytest.raises(ValueError, match="K'"):
+        extended_bv_grid(tree, [(3, 1)])
+    with pytest.raises(ValueError, match="L'"):
+        extended_bv_grid(tree, [(2, 3)])
+
+
+def test_bench_defaults_drive_with_bv_extended_rrs_and_score_it_never_below_bv(tmp_path, monkeypatch):
+    """`speclp bench` with no --verifiers and no --drive (tiny pair, tests/tiny_models.py):
+    the records name bv_extended_rrs as the drive and score every default verifier, nodeopt
+    and bv_extended_rrs included; bv_extended_rrs's summed E[tau + 1 | tree] is at least BV's
+    at every cell (Theorem 19.2 holds tree by tree; float32 scores, so up to 1e-4)."""
+    import json
+
+    import torch
+    from speclp.cli import app
+    from speclp.cli import bench as cli_bench
+    from speclp.experiments.bench import BenchSpec, load_records
+    from tiny_models import tiny_loaded_pair
+    from typer.testing import CliRunner
+
+    monkeypatch.setattr(cli_bench, "load_pair", lambda name, *a, **k: tiny_loaded_pair(name))
+    before = torch.get_num_threads()
+    try:
+        result = CliRunner().invoke(app, [
+            "bench", "--pair", "smollm2-135m,smollm2-135m", "--prompts", "humaneval:2",
+            "--paths", "3", "--depth", "3", "--max-new-tokens", "6", "--batch", "2",
+            "--device", "cpu", "--dtype", "fp32", "--threads", "1", "--out", str(tmp_path), "--json"])
+    finally:
+        torch.set_num_threads(before)
+    assert result.exit_code == 0, result.output
+    json.loads(result.stdout)
+    records = [r for r in load_records(tmp_path) if "scores" in r]
+    defaults = BenchSpec()
+    assert defaults.drive == "bv_extended_rrs" and {"nodeopt", "bv_extended_rrs"} <= set(defaults.verifiers)
+    assert records and all(r["drive"] == "bv_extended_rrs" for r in records)
+    for record in records:
+        assert record["scored"] == sorted(defaults.verifiers)
+        assert record["scores"]["bv_extended_rrs"] >= record["scores"]["bv"] - 1e-4
+        assert len(record["grid"]) == 9  # every (K', L') <= (3, 3)
+        for cell, scores in record["grid"].items():
+            assert scores["bv_extended_rrs"] >= scores["bv"] - 1e-4, (cell, scores)

@@ -21,7 +21,7 @@ from speclp.verifiers.registry import block_law
 from speclp.verifiers.single_path import bv_path_law
 
 GRID_VERIFIERS = ("token", "bv", "gbv", "gbv_clipped", "nodeopt", "spectr", "specinfer", "rrsw",
-                  "naive_tree", "nss", "khisti")
+                  "naive_tree", "nss", "khisti", "bv_extended", "bv_extended_rrs")
 
 
 @st.composite

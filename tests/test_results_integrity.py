@@ -329,7 +329,7 @@ def test_bench_keys_record_the_dtype_actually_used(tmp_path, monkeypatch, stored
               **BENCH_METRICS}
     store.append_jsonl(out / "t_d.jsonl", record)
     call = lambda: run_bench(loader, "t,d", prompts, [1], [2], [1.0], ["bv"],  # noqa: E731
-                             out / "t_d.jsonl", max_new_tokens=4, device="cpu")
+                             out / "t_d.jsonl", drive="gbv", max_new_tokens=4, device="cpu")
     if reused:
         result = call()
         assert result["computed"] == 0 and result["reused"] == 1

@@ -47,7 +47,7 @@ from . import ops
 from .law import REGISTRY, BlockLaw, DraftTree, register
 from .multipath import shared_prefix
 from .single_path import bv_path_law, residual_rows
-from .single_step import nested_partitions_for, ratio_cells
+from .single_step import nested_partitions_for, ratio_cells, single_step_optimum
 from .tree import TreeModel, all_paths, depth_offset, num_nodes
 
 Array = Any
@@ -233,28 +233,14 @@ def _owner_slots(same: Array, depth: int) -> tuple[Array, Array, Array]:
     return owner, valid, slot
 
 
-@register("bv_extended", "BV on path 1; where it ends, its correction is drawn by the "
-          "single-step-optimal rule over the other paths' children, continuing below a drafted "
-          "child (never below BV, run by run)", multipath=True, draft_sampling=("iid",),
-          fallback="optimal")
-def extended_bv_law(tree: DraftTree, fallback: str = DEFAULT_FALLBACK) -> BlockLaw:
-    """Exact law of extended BV on one drafted tree (module docstring), batched.
-
-    Every path has at most one fresh start (docs/theory.md section 19.7: a fresh start is at
-    a node no lower path passes through, and the fallback never takes BV's own rejected
-    child, whose residual is 0), so BV on the K paths runs once, each path with its weights
-    reset at its own start depth (K L residual rows, as BV on K paths), and the fallback step
-    runs once per fallback node, at most floor(K/2) per depth (compacted slots). The masses
-    then flow from lower to higher paths in a loop over K on [B, L] scalars. Loops over K and
-    L only; no host synchronisation."""
-    rule = fallback_rule(fallback)
-    target, draft = tree.target_rows, tree.draft_rows
-    tokens = ops.index_like(target, tree.tokens)
-    batch, paths, depth, vocab = tree.batch, tree.paths, tree.depth, tree.vocab_size
-    same = shared_prefix(tokens)  # [B, K, K, L+1]
-    start = _fresh_starts(same)  # [B, K]
-    index = ops.arange(paths, tokens)
-    # BV on every path from its start: w reset to 1 at depths <= start
+def _bv_from_starts(target: Array, draft: Array, tokens: Array, start: Array
+                    ) -> tuple[Array, Array, Array, Array]:
+    """BV on every path from its start depth (weights reset to 1 at depths <= start):
+    (one [B, K], weight [B, K, L+1], mass Z [B, K, L], correction [B, K, L+1, V]: the
+    residual rows at depths < L, the target row at L). The weights and masses at depths
+    <= l read the path up to depth l only (verifiers.grid)."""
+    batch, paths, depth = tokens.shape
+    vocab = target.shape[-1]
     drafted = tokens[..., None]
     ratio = ops.safe_div(ops.gather(target[:, :, :depth], -1, drafted)[..., 0],
                          ops.gather(draft, -1, drafted)[..., 0])  # [B, K, L]
@@ -273,17 +259,34 @@ def extended_bv_law(tree: DraftTree, fallback: str = DEFAULT_FALLBACK) -> BlockL
     else:
         rows, mass = residual_rows(weight[..., :depth], target[:, :, :depth], draft)
         correction = ops.concat([rows, target[:, :, depth:]], 2)
-    h = ops.safe_div(mass, mass + 1 - weight[..., :depth])  # [B, K, L]
-    h = ops.concat([h, weight[..., depth:]], -1)  # h_L = w_L
+    return one, weight, mass, correction
+
+
+def _path_stops(one: Array, weight: Array, mass: Array, start: Array, tokens: Array) -> Array:
+    """[B, K, l+1] P(BV from the path's start ends at depth i) on the paths cut to depth
+    l = mass.shape[-1] (weight [B, K, l+1], start [B, K] at most l + 1)."""
+    depth = mass.shape[-1]
+    h = ops.safe_div(mass, mass + 1 - weight[..., :depth])  # [B, K, l]
+    h = ops.concat([h, weight[..., depth:depth + 1]], -1)  # h_l = w_l
     depths = ops.arange(depth + 1, tokens)
     h = ops.where(depths[None, None, :] <= start[..., None], one[..., None], h)  # h_start = 1
-    survive = [one]  # prod_{t > i} (1 - h_t), i = L, L-1, ..., 0
+    survive = [one]  # prod_{t > i} (1 - h_t), i = l, l-1, ..., 0
     for i in range(depth, 0, -1):
         survive.append(survive[-1] * (1 - h[..., i]))
-    path_stop = h * ops.stack(survive[::-1], -1)  # [B, K, L+1] P(BV from the start ends at i)
-    if paths == 1:  # no fallback step: BV itself
-        return BlockLaw(path_stop, correction)
-    # the fallback step at the compacted fallback nodes
+    return h * ops.stack(survive[::-1], -1)
+
+
+def _fallback_steps(rule: Any, fallback: str, tokens: Array, same: Array, correction: Array,
+                    draft: Array) -> tuple[Array, ...]:
+    """The fallback step at the compacted fallback nodes of the paths of tokens [B, K, L]
+    (K >= 2; correction [B, K, L+1, V] from _bv_from_starts, not modified). Returns
+    (owner, valid, slot, residual, stepped, taken, moved_to): taken[j] [B, L, K-1]
+    P(the step at path j's depth-i node takes column k, i.e. path k + 1), moved_to[j] the
+    path that column's child hands the fresh start to. The step at depth i reads the rows
+    and paths up to depth i + 1 only (verifiers.grid)."""
+    batch, paths, depth = tokens.shape
+    vocab = correction.shape[-1]
+    index = ops.arange(paths, tokens)
     owner, valid, slot = _owner_slots(same, depth)  # [B, C, L], [B, C, L], [B, C, K, L]
     slots = owner.shape[1]
     b = ops.arange(batch, tokens)[:, None, None]
@@ -306,11 +309,17 @@ def extended_bv_law(tree: DraftTree, fallback: str = DEFAULT_FALLBACK) -> BlockL
                             through.reshape(flat, others), children.reshape(flat, others),
                             first.reshape(flat, others), fallback in EMPTY_SAFE)
     accept = ops.where(own, 0, accept.reshape(batch, slots, depth, others))
-    correction[b, owner, at] = ops.where(valid[..., None], stepped.reshape(residual.shape), residual)
     # destination of an accepted column: the lowest path through it with the same child
     dest = ops.argmax(equal & through[..., None, :], -1) + 1  # [B, C, L, J] path index
     taken = [ops.total(ops.where(slot[:, :, j, :, None], accept, 0), 1) for j in range(paths)]
     moved_to = [ops.total(ops.where(slot[:, :, j, :, None], dest, 0), 1) for j in range(paths)]
+    return owner, valid, slot, residual, stepped, taken, moved_to
+
+
+def _flow(one: Array, path_stop: Array, taken: list[Array], moved_to: list[Array]) -> list[Array]:
+    """[B, l+1] per path: P(the block ends on path j at depth i), the masses flowing from
+    lower to higher paths (path_stop [B, K, l+1]; taken, moved_to at depths < l)."""
+    paths, depth = path_stop.shape[1], path_stop.shape[2] - 1
     fresh = [one[:, 0]] + [one[:, 0] * 0] * (paths - 1)  # P(fresh start of path k)
     stops = []
     for j in range(paths):
@@ -319,13 +328,104 @@ def extended_bv_law(tree: DraftTree, fallback: str = DEFAULT_FALLBACK) -> BlockL
         moved = f[:, :depth, None] * taken[j]  # [B, L, J]
         for k in range(j + 1, paths):
             fresh[k] = fresh[k] + ops.total(ops.total(ops.where(moved_to[j] == k, moved, 0), -1), -1)
-    return BlockLaw(ops.stack(stops, 1), correction)
+    return stops
 
 
-register("bv_extended_rrs", "BV on path 1; where it ends, its correction is drawn by recursive "
-         "rejection (SpecInfer's step) over the other paths' children, continuing below a drafted "
-         "child (never below BV, run by run; the cheaper step)", multipath=True,
-         draft_sampling=("iid",), fallback="specinfer")(extended_bv_law)
+@register("bv_extended", "BV on path 1; where it ends, its correction is drawn by the "
+          "single-step-optimal rule over the other paths' children, continuing below a drafted "
+          "child (never below BV, run by run)", multipath=True, draft_sampling=("iid",),
+          fallback="optimal")
+def extended_bv_law(tree: DraftTree, fallback: str = DEFAULT_FALLBACK) -> BlockLaw:
+    """Exact law of extended BV on one drafted tree (module docstring), batched.
+
+    Every path has at most one fresh start (docs/theory.md section 19.7: a fresh start is at
+    a node no lower path passes through, and the fallback never takes BV's own rejected
+    child, whose residual is 0), so BV on the K paths runs once, each path with its weights
+    reset at its own start depth (K L residual rows, as BV on K paths), and the fallback step
+    runs once per fallback node, at most floor(K/2) per depth (compacted slots). The masses
+    then flow from lower to higher paths in a loop over K on [B, L] scalars. Loops over K and
+    L only; no host synchronisation."""
+    rule = fallback_rule(fallback)
+    target, draft = tree.target_rows, tree.draft_rows
+    tokens = ops.index_like(target, tree.tokens)
+    batch, depth = tree.batch, tree.depth
+    same = shared_prefix(tokens)  # [B, K, K, L+1]
+    start = _fresh_starts(same)  # [B, K]
+    one, weight, mass, correction = _bv_from_starts(target, draft, tokens, start)
+    path_stop = _path_stops(one, weight, mass, start, tokens)  # [B, K, L+1]
+    if tree.paths == 1:  # no fallback step: BV itself
+        return BlockLaw(path_stop, correction)
+    owner, valid, _, residual, stepped, taken, moved_to = _fallback_steps(
+        rule, fallback, tokens, same, correction, draft)
+    b = ops.arange(batch, tokens)[:, None, None]
+    at = ops.arange(depth, tokens)[None, None, :]
+    correction[b, owner, at] = ops.where(valid[..., None], stepped.reshape(residual.shape), residual)
+    return BlockLaw(ops.stack(_flow(one, path_stop, taken, moved_to), 1), correction)
+
+
+@register("bv_extended_rrs", "BV on path 1; where it ends, its correction is drawn by recursive "
+          "rejection (SpecInfer's step) over the other paths' children, continuing below a drafted "
+          "child (never below BV, run by run; the cheaper step)", multipath=True,
+          draft_sampling=("iid",), fallback="specinfer")
+def extended_bv_rrs_law(tree: DraftTree, fallback: str = "specinfer") -> BlockLaw:
+    """extended_bv_law with recursive rejection as the fallback step (its own function so that
+    its grid law, verifiers.grid's hook, knows its fallback)."""
+    return extended_bv_law(tree, fallback)
+
+
+def extended_bv_grid(tree: DraftTree, cells: list[tuple[int, int]],
+                     fallback: str = DEFAULT_FALLBACK) -> dict[tuple[int, int], Array]:
+    """E[tau + 1] [B] of extended BV on the first K' paths cut to depth L', for every (K', L')
+    in cells (verifiers.grid's hook), from one pass over the whole tree plus one fallback
+    pass per K'. Everything extended_bv_law computes at depth i reads the tree up to depth
+    i + 1 only, and its lower-path relations read lower paths only:
+      - the start depth of path k in the cut tree is min(start, L' + 1) (it counts the depths
+        0..L' at which a lower path shares path k's node; L' + 1: path k repeats a lower path
+        there and gets no mass), so BV's weights, residual rows and masses on all K paths at
+        full depth serve every cell (depths < L'); only the last test h_L' = w_L' and the
+        survival products depend on L' (scalars [B, K, L'+1] per cell);
+      - the fallback steps of K' paths at full depth serve every L' (their depths < L'): one
+        step pass per K' >= 2;
+      - the flow of masses is a loop over K' on [B, L'] scalars per cell.
+    Equal to extended_bv_law on each cut tree (tests/test_bv_extended.py): exactly on
+    rational rows, to rounding on float rows."""
+    rule = fallback_rule(fallback)
+    target, draft = tree.target_rows, tree.draft_rows
+    tokens = ops.index_like(target, tree.tokens)
+    same = shared_prefix(tokens)  # [B, K, K, L+1]
+    start = _fresh_starts(same)  # [B, K]: lower paths only, so the same for every K'
+    one, weight, mass, correction = _bv_from_starts(target, draft, tokens, start)
+    out: dict[tuple[int, int], Array] = {}
+    for paths in sorted({k for k, _ in cells}):
+        if not 1 <= paths <= tree.paths:
+            raise ValueError(f"cells: K' must lie in [1, {tree.paths}], got {paths}")
+        if paths > 1:
+            steps = _fallback_steps(rule, fallback, tokens[:, :paths], same[:, :paths, :paths],
+                                    correction[:, :paths], draft[:, :paths])
+            taken, moved_to = steps[5], steps[6]
+        for k, length in cells:
+            if k != paths:
+                continue
+            if not 1 <= length <= tree.depth:
+                raise ValueError(f"cells: L' must lie in [1, {tree.depth}], got {length}")
+            cut_start = ops.where(start[:, :paths] > length + 1, length + 1, start[:, :paths])
+            path_stop = _path_stops(one[:, :paths], weight[:, :paths, :length + 1],
+                                    mass[:, :paths, :length], cut_start, tokens)
+            if paths == 1:
+                stops = path_stop
+            else:
+                stops = ops.stack(_flow(one[:, :paths], path_stop, [t[:, :length] for t in taken],
+                                        [m[:, :length] for m in moved_to]), 1)
+            if ops.is_torch(stops):
+                steps_l = ops.torch.arange(length + 1, dtype=stops.dtype, device=stops.device)
+            else:
+                steps_l = np.arange(length + 1)
+            out[(k, length)] = ops.total(ops.total(stops * steps_l, -1), -1) + 1
+    return out
+
+
+extended_bv_law.grid = extended_bv_grid
+extended_bv_rrs_law.grid = lambda tree, cells: extended_bv_grid(tree, cells, "specinfer")
 
 
 # ---------------------------------------------------------------------------
@@ -515,8 +615,6 @@ def family_ceiling(model: TreeModel, paths: int) -> Any:
     an accepted child, which emits at most L - i tokens more. So
     ceiling = sum_v P(BV ends at v) [i + 1 + (L - i) sum_n P(n) alpha*_n] + P(BV accepts L) (L + 1).
     Exact on rational rows, float64 otherwise."""
-    from .single_step import single_step_optimum
-
     vocab, depth = model.vocab_size, model.depth
     suffixes = all_paths(vocab, depth)  # [P, L]
     codes = [np.zeros(len(suffixes), dtype=np.int64)]
