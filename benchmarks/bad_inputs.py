@@ -660,8 +660,11 @@ def control_cases(b: _Builder) -> None:
     b.add("audit/ok:verifier-bv", BASES["audit"] + ["--json"], OK_ACCEPT)
     argv, files = _base("audit-sampler")
     b.add("audit/ok:sampler", argv, OK_ACCEPT, (), files, SAMPLER_LIMIT_S)
-    b.add("audit/ok:sampler-instance", argv + ["--instance", "@inst.json"], OK_ACCEPT, (), files + inst,
-          SAMPLER_LIMIT_S)
+    # --instance fixes V, L and the instances: the valid form gives none of --vocab/--depth/--trials
+    drop = {"--vocab", "--depth", "--trials"}
+    on_file = [a for i, a in enumerate(argv) if a not in drop and (i == 0 or argv[i - 1] not in drop)]
+    b.add("audit/ok:sampler-instance", on_file + ["--instance", "@inst.json"], OK_ACCEPT, (),
+          files + inst, SAMPLER_LIMIT_S)
     b.add("lossless/ok:speculative", BASES["lossless"] + ["--json"], OK_ACCEPT)
     b.add("sweep/ok", BASES["sweep"] + ["--json"], OK_ACCEPT)
     b.add("plot/ok:sweep", BASES["plot"], OK_ACCEPT)
