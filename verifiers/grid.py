@@ -43,7 +43,7 @@ from typing import Any
 from . import gbv as _gbv
 from . import ops
 from .law import REGISTRY, DraftTree
-from .multipath import _gather_tokens, canonical_paths, kseq_rho, shared_prefix
+from .multipath import canonical_paths, kseq_rho, shared_prefix, spectr_accepts
 from .nodeopt import DEFAULT_SUPPORT, node_rule_tables, selection_pass
 from .ops import torch  # imported on first use (ops._LazyTorch)
 
@@ -279,16 +279,7 @@ def spectr_grid(tree: DraftTree, cells: list[Cell]) -> dict[Cell, Array]:
         else:
             count = ops.total(ops.where(through, 1, 0), -1)
             rho = kseq_rho(target, draft, count, paths)
-        remaining = ops.ones(target.shape[:2], like=target)
-        accepts = []
-        for j in range(paths):
-            alive = through[:, :, j]
-            p_c = _gather_tokens(target, children[:, j])
-            q_c = _gather_tokens(draft, children[:, j])
-            a = ops.where(alive, ops.minimum(ops.safe_div(p_c, rho * q_c), 1), 0)
-            accepts.append(remaining * a)
-            remaining = remaining * (1 - a)
-        return ops.stack(accepts, 2)
+        return spectr_accepts(target, draft, through, children, rho, paths)
 
     out: dict[Cell, Array] = {}
     for paths in sorted({k for k, _ in cells}):

@@ -509,11 +509,10 @@ def _kseq_rho_bisection_numpy(target: np.ndarray, draft: np.ndarray, count: np.n
     return high
 
 
-def _spectr_rule(target: Array, draft: Array, through: Array, children: Array,
-                 first: Array) -> tuple[Array, Array]:
-    paths = children.shape[1]
-    count = ops.total(ops.where(through, 1, 0), -1)  # [B, K0] paths through the node
-    rho = kseq_rho(target, draft, count, paths)
+def spectr_accepts(target: Array, draft: Array, through: Array, children: Array, rho: Array,
+                   paths: int) -> Array:
+    """SpecTr's k-sequential acceptances [B, K0, paths] at its rho [B, K0]: child j is tried in
+    order and accepted with min(p / (rho q), 1) among the paths through the node."""
     remaining = ops.ones(target.shape[:2], like=target)
     accepts = []
     for j in range(paths):
@@ -523,12 +522,21 @@ def _spectr_rule(target: Array, draft: Array, through: Array, children: Array,
         a = ops.where(alive, ops.minimum(ops.safe_div(p_c, rho * q_c), 1), 0)
         accepts.append(remaining * a)
         remaining = remaining * (1 - a)
+    return ops.stack(accepts, 2)
+
+
+def _spectr_rule(target: Array, draft: Array, through: Array, children: Array,
+                 first: Array) -> tuple[Array, Array]:
+    paths = children.shape[1]
+    count = ops.total(ops.where(through, 1, 0), -1)  # [B, K0] paths through the node
+    rho = kseq_rho(target, draft, count, paths)
+    accepted = spectr_accepts(target, draft, through, children, rho, paths)
     capped = ops.minimum(draft, target / rho[..., None])
     beta = ops.total(capped, -1)
     accepted_mass = 1 - _power_count(1 - beta, count, paths)
     raw = ops.positive_part(target - capped * ops.safe_div(accepted_mass, beta)[..., None])
     residual = ops.safe_div(raw, ops.total(raw, -1, keepdim=True))
-    return ops.stack(accepts, 2), residual
+    return accepted, residual
 
 
 @register("specinfer", "SpecInfer recursive rejection sampling with replacement on the tree",
