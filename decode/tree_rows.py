@@ -145,6 +145,30 @@ def prefill(target: Any, draft: Any, context: list[int], temperature: float = 1.
 
 
 @torch.no_grad()
+def level_rows(tgt: _TreeForward, drf: _TreeForward, child_tokens: torch.Tensor,
+               ancestors: torch.Tensor, parents: int, parent_local: torch.Tensor, d: int,
+               seconds: dict[str, float]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Both models' rows of the children of one tree level (depth d + 1) in one tree-masked
+    forward each, below the prefilled context: child i sees its parent's ancestors
+    (`ancestors` [parents, S]) and its parent, the slot S + parent_local[i] (children of the
+    root, d = 0, see the context only). Adds the forward seconds to seconds["target"/"draft"].
+    Returns (p_rows, q_rows [count, V], base [count, S + parents]: what each child sees)."""
+    count = len(child_tokens)
+    if d == 0:
+        base = torch.zeros(count, 0, dtype=torch.bool)
+    else:
+        base = torch.zeros(count, ancestors.shape[1] + parents, dtype=torch.bool)
+        base[:, : ancestors.shape[1]] = ancestors[parent_local]
+        base[torch.arange(count), ancestors.shape[1] + parent_local] = True
+    start = time.perf_counter()
+    p_rows = tgt.level(child_tokens, base, d + 1)
+    seconds["target"] += time.perf_counter() - start
+    start = time.perf_counter()
+    q_rows = drf.level(child_tokens, base, d + 1)
+    seconds["draft"] += time.perf_counter() - start
+    return p_rows, q_rows, base
+
+
 def tree_rows(target: Any, draft: Any, context: list[int], width: int, depth: int,
               temperature: float = 1.0, draft_temperature: float | None = None,
               select: str = "target", row_dtype: torch.dtype = torch.float32,
@@ -200,19 +224,8 @@ def tree_rows(target: Any, draft: Any, context: list[int], width: int, depth: in
         count = len(level_nodes) * width
         child_tokens = top.reshape(-1)
         parent_local = torch.arange(count) // width
-        if d == 0:  # children of the root see the context only
-            base = torch.zeros(count, 0, dtype=torch.bool)
-        else:  # the parent's ancestors, then the parent itself (slots of levels 1..d)
-            base = torch.zeros(count, ancestors.shape[1] + len(level_nodes), dtype=torch.bool)
-            base[:, : ancestors.shape[1]] = ancestors[parent_local]
-            base[torch.arange(count), ancestors.shape[1] + parent_local] = True
-        start = time.perf_counter()
-        p_rows = tgt.level(child_tokens, base, d + 1)
-        seconds["target"] += time.perf_counter() - start
-        start = time.perf_counter()
-        q_rows = drf.level(child_tokens, base, d + 1)
-        seconds["draft"] += time.perf_counter() - start
-        ancestors = base
+        p_rows, q_rows, ancestors = level_rows(tgt, drf, child_tokens, ancestors, len(level_nodes),
+                                               parent_local, d, seconds)
         level_nodes = level_nodes[:, None] * width + np.arange(1, width + 1)[None]
         level_nodes = level_nodes.reshape(-1)
     p_norm = _renormalise(p_edge)

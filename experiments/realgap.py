@@ -62,7 +62,7 @@ import numpy as np
 import torch
 
 from ..decode.engine import score_tree
-from ..decode.tree_rows import prefill, sample_contexts, sample_trees, tree_rows
+from ..decode.tree_rows import level_rows, prefill, sample_contexts, sample_trees, tree_rows
 from ..lp import optimum, tolerances
 from ..lp.closed_form import one_step_optimum
 from ..lp.coarsen import (
@@ -166,20 +166,9 @@ def mass_tree_rows(prefilled: Any, depth: int, cap: int, epsilon: float, paths: 
                     parent_local.append(i)
         if not children:
             break
-        count, seen = len(children), tgt.slots
-        base = torch.zeros(count, seen + 0, dtype=torch.bool)
-        local = torch.tensor(parent_local)
-        if d > 0:  # the parent's ancestors, then the parent itself (the slots of this level)
-            base[:, : masks.shape[1]] = masks[local]
-            base[torch.arange(count), seen - len(level) + local] = True
-        tokens_t = torch.tensor(child_tokens)
-        start = time.perf_counter()
-        p_rows = tgt.level(tokens_t, base, d + 1)
-        seconds["target"] += time.perf_counter() - start
-        start = time.perf_counter()
-        q_rows = drf.level(tokens_t, base, d + 1)
-        seconds["draft"] += time.perf_counter() - start
-        masks, level = base, children
+        p_rows, q_rows, masks = level_rows(tgt, drf, torch.tensor(child_tokens), masks, len(level),
+                                           torch.tensor(parent_local), d, seconds)
+        level = children
     te, de, tokens, width, overlap = padded_edges(nodes, depth)
     return {"target_edge": te, "draft_edge": de, "tokens": tokens, "width": width,
             "overlap": overlap,
