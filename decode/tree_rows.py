@@ -169,6 +169,7 @@ def level_rows(tgt: _TreeForward, drf: _TreeForward, child_tokens: torch.Tensor,
     return p_rows, q_rows, base
 
 
+@torch.no_grad()
 def tree_rows(target: Any, draft: Any, context: list[int], width: int, depth: int,
               temperature: float = 1.0, draft_temperature: float | None = None,
               select: str = "target", row_dtype: torch.dtype = torch.float32,
