@@ -15,7 +15,7 @@ At contexts reached by target sampling on real prompts (`decode.tree_rows
   upper bound L = 1: the K-path optimum itself, in closed form on the full rows
               (`speclp.lp.closed_form.one_step_optimum`, O(V log V), float64).
               L >= 2 (`bracket_bounds`, docs/theory.md section 13.5): the smallest of three
-              certified bounds from the kept tree (top-M tokens of p + q at every kept node):
+              certified bounds from the kept tree (see expansion below):
               the weak-duality bound of the COARSENED instance (`lp.coarsen`: the rest lumped
               into a remainder token accepted to depth L; `lp.dual_bound`), the bound of the
               TERMINAL coarse instance (nothing accepted below the remainder) plus a certified
@@ -24,12 +24,18 @@ At contexts reached by target sampling on real prompts (`decode.tree_rows
   lower bound certified, from the kept rows only: the largest exact value of a lossless
               verifier that needs only them: every named lossless i.i.d. verifier's exact law
               on the coarse instance credited up to the first remainder token
-              (`lp.coarsen.kept_lower_values`), token-kept and nss-kept (`kept_lower_bounds`).
+              (`lp.coarsen.kept_lower_values`; with the certified exit credit of Lemma 13.8,
+              `lp.coarsen.exit_bonus`), token-kept and nss-kept (`kept_lower_bounds`).
               L = 1: the closed-form optimum, so lower = upper there, and bv, token, gbv, nss
               and nodeopt take their exact L = 1 values (`exact_one_step`) instead of sampled
               ones.
-  expansion   widths M tried in turn until every K's bracket is within the target
-              (WIDTH_TARGETS) or the time budget is spent (`adaptive_bracket`).
+  expansion   "mass" (the default of `context_record`, docs/theory.md 13.6, `mass_tree_rows`):
+              the kept tree grows where the mass is, every node keeping the fewest top tokens
+              of p + q whose lumped weight is <= epsilon, at most its depth's cap (widest at
+              the root), padded with probability-0 dummies (Lemma 13.7); epsilons tried in turn
+              until every K's bracket is within the target (WIDTH_TARGETS) or the per-context
+              time budget is spent. "uniform": top-M at every node, widths M tried in turn
+              (`adaptive_bracket`).
   best estimate the best verifier's sampled E[tau + 1] with its interval (an estimate, not a
               bound: it may lie on either side of the certified lower bound).
 
