@@ -34,8 +34,8 @@ At contexts reached by target sampling on real prompts (`decode.tree_rows
               of p + q whose lumped weight is <= epsilon, at most its depth's cap (widest at
               the root), padded with probability-0 dummies (Lemma 13.7); caps and epsilons
               (`mass_epsilons`) tried in turn until every K's bracket is within the target
-              (WIDTH_TARGETS) or the per-context time budget is spent. "uniform": top-M at every node, widths M tried in turn
-              (`adaptive_bracket`).
+              (WIDTH_TARGETS) or the per-context time budget is spent. "uniform": top-M at
+              every node, widths M tried in turn (`adaptive_bracket`).
   best estimate the best verifier's sampled E[tau + 1] with its interval (an estimate, not a
               bound: it may lie on either side of the certified lower bound).
 
