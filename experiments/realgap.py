@@ -365,6 +365,19 @@ def kept_lower_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: in
     return out
 
 
+# rounding of a scored law's E[tau + 1] in its score dtype: a float32 sum over a tree's nodes can
+# land a few ulps of L + 1 outside [1, L + 1] (seen on qwen2.5-coder at T = 0.6, L = 2)
+SCORE_ROUNDING = {torch.float32: 1e-4, torch.float64: 1e-9}
+
+
+def in_range(values: list[float], depth: int, slack: float) -> np.ndarray:
+    """values clipped into [1, L + 1] where they are outside by at most `slack` (rounding of the
+    score dtype); a value further out is left as it is (betting_interval then refuses it)."""
+    x = np.asarray(values, dtype=np.float64)
+    near = (x >= 1.0 - slack) & (x <= depth + 1.0 + slack)
+    return np.where(near, np.clip(x, 1.0, depth + 1.0), x)
+
+
 def verifier_intervals(target: Any, draft: Any, context: list[int], depth: int, paths: list[int],
                        samples: int, batch: int, verifiers: list[str], temperature: float,
                        draft_temperature: float | None, generator: Any,
@@ -404,7 +417,9 @@ def verifier_intervals(target: Any, draft: Any, context: list[int], depth: int, 
         del trees
     label = {"exact": False, "estimate": f"mean of {samples} sampled draft trees' exact "
              "conditional values, with its 95% interval (an estimate, not a bound)"}
-    by_paths = {str(k): {n: {**betting_interval(values[k][n], 1.0, depth + 1.0), **label}
+    slack = SCORE_ROUNDING.get(dtype, 0.0)
+    by_paths = {str(k): {n: {**betting_interval(in_range(values[k][n], depth, slack), 1.0,
+                                                depth + 1.0), **label}
                          for n in verifiers} for k in paths}
     return {"by_paths": by_paths, "trees": info,
             "values": {str(k): values[k] for k in paths}}

@@ -541,3 +541,18 @@ def test_the_commands_realgap_bench_and_trees_have_no_function_over_60_lines():
                 if lines > 60:
                     long.append(f"{name}:{node.name} ({lines} lines)")
     assert not long, long
+
+
+def test_float32_rounding_past_l_plus_one_is_clipped_and_a_real_excess_is_still_refused():
+    from speclp.experiments.intervals import betting_interval
+    from speclp.experiments.realgap import SCORE_ROUNDING, in_range
+
+    slack = SCORE_ROUNDING[torch.float32]
+    values = [3.0 + slack / 2, 1.0 - slack / 2, 2.0]  # L = 2: rounding on both ends
+    clipped = in_range(values, 2, slack)
+    assert clipped.tolist() == [3.0, 1.0, 2.0]
+    assert 1.0 <= betting_interval(clipped, 1.0, 3.0)["mean"] <= 3.0
+    far = in_range([3.0 + 10 * slack], 2, slack)
+    assert far.tolist() == [3.0 + 10 * slack]
+    with pytest.raises(ValueError, match="outside"):
+        betting_interval(far, 1.0, 3.0)
