@@ -22,10 +22,10 @@ from ..decode.models import (
     load_pair,
     parse_dtype,
 )
-from ..experiments.bench import HUMANEVAL_SIZE, BenchSpec, load_records, random_prompts
+from ..experiments.bench import BenchSpec, load_records
 from ..experiments.intervals import format_interval
 from ..experiments.plots import plot_bench
-from ..experiments.prompts import humaneval_prompts, read_prompts
+from ..experiments.prompts import read_prompts
 from ..experiments.store import slug
 from ..verifiers.registry import verifier_names
 from . import options as option
@@ -39,8 +39,6 @@ HELP = {
             "--draft-temperature, default 1.5 T).",
     "paths": "K_max (or a comma list: its largest is K_max); every K' <= K_max is scored on the same trees.",
     "depth": "L_max (or a comma list: its largest is L_max); every L' <= L_max is scored on the same trees.",
-    "prompt_seed": "With humaneval:N: draw the N prompts at random from the 164 with this seed "
-                   "(recorded; a larger N with the same seed adds prompts to the runs).",
     "grid": "One run per T at (K_max, L_max) scoring every (K', L') (default), or one run per (K, L, T).",
 }
 
@@ -69,7 +67,7 @@ def bench(
                                             help="Draft T (default: T; single model: 1.5 T)."),
     max_new_tokens: int = typer.Option(DEFAULTS.max_new_tokens, "--max-new-tokens",
                                        help="New tokens per prompt."),
-    prompt_seed: int = typer.Option(DEFAULTS.prompt_seed, "--prompt-seed", help=HELP["prompt_seed"]),
+    prompt_seed: int = option.prompt_seed(DEFAULTS.prompt_seed),
     grid: bool = typer.Option(DEFAULTS.grid, "--grid/--no-grid", help=HELP["grid"]),
     batch: int = typer.Option(DEFAULTS.batch, "--batch", help="Prompts decoded together (one engine call)."),
     baseline: bool = typer.Option(DEFAULTS.baseline, "--baseline",
@@ -129,14 +127,10 @@ def bench_spec(flags: dict[str, Any]) -> tuple[BenchSpec, list[dict[str, Any]]]:
 
 
 def _prompt_list(prompts: str, prompt_seed: int | None) -> list[dict[str, Any]]:
-    """--prompts, drawn at random from HumanEval with --prompt-seed."""
-    prompt_list = read_prompts(prompts)
+    """--prompts, drawn at random from HumanEval with --prompt-seed (read_prompts)."""
     if prompt_seed is not None:
         check.seed("--prompt-seed", prompt_seed)
-        if not prompts.startswith("humaneval:"):
-            raise BadInput("--prompt-seed: only with --prompts humaneval:N")
-        prompt_list = random_prompts(humaneval_prompts(HUMANEVAL_SIZE), len(prompt_list), prompt_seed)
-    return prompt_list
+    return read_prompts(prompts, seed=prompt_seed)
 
 
 def _scored(verifiers: str, drive: str) -> list[str]:

@@ -100,5 +100,11 @@ def prompts(default: str) -> Any:
     return typer.Option(default, "--prompts", help="humaneval:N or file:PATH.")
 
 
+def prompt_seed(default: int | None = None) -> Any:
+    return typer.Option(default, "--prompt-seed",
+                        help="With humaneval:N: draw the N prompts at random from the 164 with this seed "
+                             "(recorded; a larger N with the same seed adds prompts to the runs).")
+
+
 def every(default: int) -> Any:
     return typer.Option(default, "--every", help="Target-sampled tokens between contexts.")

@@ -52,6 +52,7 @@ class RealgapSpec:
 
     pair: str = "qwen2.5-coder"
     prompts: str = "humaneval:10"
+    prompt_seed: int | None = None
     instances: str = MODE_FULL
     depths: tuple[int, ...] = (1, 2)
     paths: tuple[int, ...] = (1, 2, 3, 4)
@@ -87,6 +88,7 @@ def realgap(
     ctx: typer.Context,
     pair: str = typer.Option(DEFAULTS.pair, "--pair", help="Pair name, TARGET,DRAFT, or one model."),
     prompts: str = option.prompts(DEFAULTS.prompts),
+    prompt_seed: int = option.prompt_seed(DEFAULTS.prompt_seed),
     instances: str = typer.Option(DEFAULTS.instances, "--instances", help=HELP["instances"]),
     depth: str = typer.Option(",".join(map(str, DEFAULTS.depths)), "--depth", help="L (comma list)."),
     paths: str = option.paths(",".join(map(str, DEFAULTS.paths)), "K (comma list)."),
@@ -129,8 +131,10 @@ def realgap_spec(flags: dict[str, Any]) -> tuple[RealgapSpec, list[dict[str, Any
     depths = check.int_list("--depth", f["depth"], 1, 16)
     ks = check.int_list("--paths", f["paths"], 1, 64)
     prompt_list = check_run_flags(f["out"], f["prompts"], f["every"], f["contexts_per_prompt"],
-                                  f["temperature"], f["draft_temperature"], f["seed"], f["threads"])
-    spec = RealgapSpec(pair=f["pair"], prompts=f["prompts"], instances=f["instances"],
+                                  f["temperature"], f["draft_temperature"], f["seed"], f["threads"],
+                                  f["prompt_seed"])
+    spec = RealgapSpec(pair=f["pair"], prompts=f["prompts"], prompt_seed=f["prompt_seed"],
+                       instances=f["instances"],
                        depths=tuple(depths), paths=tuple(ks), contexts_per_prompt=f["contexts_per_prompt"],
                        every=f["every"], temperature=f["temperature"],
                        draft_temperature=f["draft_temperature"], seed=f["seed"])

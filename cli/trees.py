@@ -69,7 +69,8 @@ commands = new_commands()
 
 
 def check_run_flags(out: Path, prompts: str, every: int, contexts_per_prompt: int, temperature: float,
-            draft_temperature: float | None, seed: int, threads: int | None) -> list[dict[str, Any]]:
+            draft_temperature: float | None, seed: int, threads: int | None,
+            prompt_seed: int | None = None) -> list[dict[str, Any]]:
     """The flags trees and realgap share (cheap checks; the pair is checked last, by the
     caller, since naming the built-in models imports torch); returns the prompts."""
     check.integer("--contexts-per-prompt", contexts_per_prompt, 1, 10_000)
@@ -80,8 +81,10 @@ def check_run_flags(out: Path, prompts: str, every: int, contexts_per_prompt: in
     check.seed("--seed", seed)
     if threads is not None:
         check.integer("--threads", threads, 1, 1024)
+    if prompt_seed is not None:
+        check.seed("--prompt-seed", prompt_seed)
     check.output_dir("--out", out)
-    return read_prompts(prompts)
+    return read_prompts(prompts, seed=prompt_seed)
 
 
 def run_identity(pair_name: str, draft_temperature: float | None) -> tuple[str, float | None]:

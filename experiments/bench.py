@@ -75,16 +75,6 @@ CONFIG_KEYS = (
 )
 REFERENCE = "bv"  # paired differences are taken against this verifier when it is scored
 TIMING_KEYS = ("decode_s", "prefill_s", "draft_s", "target_s", "verifier_s", "other_s", "score_s")
-HUMANEVAL_SIZE = 164
-
-
-def random_prompts(prompts: list[dict[str, Any]], count: int, seed: int) -> list[dict[str, Any]]:
-    """`count` prompts drawn at random without replacement (numpy default_rng(seed) permutation;
-    the first `count` of it, so a larger count extends a smaller one with the same seed)."""
-    if not 1 <= count <= len(prompts):
-        raise ValueError(f"need 1 <= count <= {len(prompts)}, got {count}")
-    order = np.random.default_rng(seed).permutation(len(prompts))[:count]
-    return [{**prompts[int(i)], "prompt_seed": seed} for i in order]
 
 
 def record_key(record: dict[str, Any]) -> str:

@@ -708,7 +708,8 @@ def _full_settings(label: str, every: int, temperature: float, draft_temperature
                       time_budget=time_budget)
 
     def settings(prompt: dict[str, Any], c: int, d: int) -> dict[str, Any]:
-        return {**common, "prompt": prompt["id"], "prompt_digest": prompt_digest(prompt),
+        drawn = {} if prompt.get("prompt_seed") is None else {"prompt_seed": prompt["prompt_seed"]}
+        return {**common, "prompt": prompt["id"], "prompt_digest": prompt_digest(prompt), **drawn,
                 "context": c, "depth": d, "width": width if d > 1 else None}
 
     return settings
@@ -919,7 +920,7 @@ def run_realgap_renormalised(target: Any, draft: Any, prompts: list[dict[str, An
                                 "prompt": prompt["id"], "context": c, "context_tokens": len(context),
                                 "width": m, "depth": d, "paths": k, "selection": "target top-M per node",
                                 "mode": MODE_RENORMALISED, "renormalised": True, "every": every,
-                                "seed": seed,
+                                "seed": seed, "prompt_seed": prompt.get("prompt_seed"),
                                 "covered_target_root": float(rows.covered_target[0]),
                                 "covered_target_mean": float(np.mean(rows.covered_target)),
                                 "covered_draft_mean": float(np.mean(rows.covered_draft)),

@@ -523,6 +523,22 @@ def test_realgap_keys_are_the_keys_a_run_asks_for(tiny_pair, tmp_path):
     assert prompt_digest(retokenized) == prompt_digest(prompts[0])
     assert prompt_digest({**prompts[0], "text": "x = 2"}) != prompt_digest(prompts[0])
     assert prompt_digest(prompts[1]) != prompt_digest({"id": "b", "tokens": [1, 3]})
+    # a prompt drawn with a seed records the seed, in its record and its key
+    seeded = [{**p, "prompt_seed": 11} for p in prompts]
+    drawn = run_realgap(target, draft, seeded, [1], [1, 2], tmp_path / "s.jsonl", **kwargs)
+    assert drawn["keys"] == realgap_keys(seeded, [1], [1, 2], model_dtype="torch.float32", **kwargs)
+    assert not set(drawn["keys"]) & set(status["keys"])
+    import json
+    recs = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
+    assert recs and all(r["prompt_seed"] == 11 for r in recs)
+
+
+def test_realgap_prompt_seed_refused_where_it_has_no_meaning(tmp_path):
+    (tmp_path / "p.txt").write_text("def f():\n")
+    for extra, flag in ((["--prompts", f"file:{tmp_path / 'p.txt'}", "--prompt-seed", "3"], "--prompt-seed"),
+                        (["--prompts", "humaneval:2", "--prompt-seed", "-1"], "--prompt-seed")):
+        result = CliRunner().invoke(app, ["realgap", "--out", str(tmp_path / "o"), *extra])
+        assert result.exit_code == 2 and flag in result.output, result.output
 
 
 def test_the_commands_realgap_bench_and_trees_have_no_function_over_60_lines():
