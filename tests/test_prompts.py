@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-
 from speclp.experiments.prompts import HUMANEVAL_SIZE, random_prompts, read_prompts
 from speclp.inputs import BadArgument
 
