@@ -67,7 +67,7 @@ IDENTITY = ("prompt", "prompt_digest", "context", "depth", "width", "verifiers")
 FALLBACK_SETTINGS = ("mode", "pair", "temperature", "draft_temperature", "samples", "batch",
                      "bounds_version", "prompt_seed", "every", "seed", "paths", "score_dtype",
                      "model_dtype", "widths", "width_target", "time_budget")
-NAMED = ("pair", "temperature", "samples", "bounds_version", "prompt_seed")  # shown in titles
+LOSS_TOLERANCE = 1e-9  # a per-context K -> K + 1 difference below -this counts as a loss
 
 
 # ---------------------------------------------------------------------------------------
@@ -277,20 +277,24 @@ def step_rows(recs: list[dict[str, Any]], depth: int, width: Any, ks: list[int]
         row: dict[str, Any] = {"depth": depth, "width": width, "from": k, "to": k_next,
                                "verifiers": {}}
         for name in STEPPED:
-            diffs, lacking = [], 0
+            diffs, lacking, exact = [], 0, True
             for r in recs:
-                a = (r["by_paths"].get(str(k), {}).get("verifiers", {}).get(name) or {}).get("mean")
-                b = (r["by_paths"].get(str(k_next), {}).get("verifiers", {}).get(name) or {}
-                     ).get("mean")
-                if _finite(a) and _finite(b):
-                    diffs.append((r["prompt"], b - a))
+                a = r["by_paths"].get(str(k), {}).get("verifiers", {}).get(name) or {}
+                b = r["by_paths"].get(str(k_next), {}).get("verifiers", {}).get(name) or {}
+                if _finite(a.get("mean")) and _finite(b.get("mean")):
+                    diffs.append((r["prompt"], b["mean"] - a["mean"]))
+                    exact = exact and a.get("exact") is True and b.get("exact") is True
                 else:
                     lacking += 1
             interval = over_prompts(diffs)
-            row["verifiers"][name] = {"difference": interval, "verdict": verdict(interval),
-                                      "contexts": len(diffs), "missing": lacking,
-                                      "prompts": len({p for p, _ in diffs}),
-                                      "negative_contexts": sum(d < 0 for _, d in diffs)}
+            row["verifiers"][name] = {
+                "difference": interval, "verdict": verdict(interval), "contexts": len(diffs),
+                "missing": lacking, "prompts": len({p for p, _ in diffs}),
+                # exact: both values exact in every context, so the loss count is a fact (up to
+                # LOSS_TOLERANCE), not an estimate
+                "exact": exact and bool(diffs),
+                "losing_contexts": sum(d < -LOSS_TOLERANCE for _, d in diffs),
+                "largest_loss": max([-d for _, d in diffs if d < -LOSS_TOLERANCE], default=0.0)}
         out.append(row)
     return out
 
@@ -392,14 +396,21 @@ def _group_markdown(s: dict[str, Any]) -> list[str]:
                 cells.append(cell)
             out.append(f"| {T} | {r['depth']} | {r['paths']} | " + " | ".join(cells) + " |")
     out += ["", "### Can a verifier lose value as K grows? Paired value(K + 1) - value(K), same contexts",
-            "", "| T | L | K -> K' | " + " | ".join(LABELS[n] for n in STEPPED) + " |",
+            "", "Mean difference [95% interval over prompts], its verdict (negative / positive: the "
+            "interval excludes 0), and how many contexts lose more than "
+            f"{LOSS_TOLERANCE:g} (with the largest loss). Where both values are exact in every "
+            "context (L = 1 closed forms) the count is a fact about those contexts; elsewhere the "
+            "per-context differences are estimates from the same sampled trees.", "",
+            "| T | L | K -> K' | " + " | ".join(LABELS[n] for n in STEPPED) + " |",
             "|---|---|---|" + "---|" * len(STEPPED)]
     for st in s["steps"]:
         cells = []
         for n in STEPPED:
             v = st["verifiers"][n]
-            cells.append(f"{_iv(v['difference'], 4)} **{v['verdict']}** "
-                         f"({v['negative_contexts']}/{v['contexts']} contexts < 0)")
+            loss = (f"{v['losing_contexts']}/{v['contexts']} contexts lose"
+                    + (f", up to {v['largest_loss']:.4f}" if v["losing_contexts"] else "")
+                    + ("; exact values" if v["exact"] else ""))
+            cells.append(f"{_iv(v['difference'], 4)} **{v['verdict']}** ({loss})")
         out.append(f"| {T} | {st['depth']} | {st['from']} -> {st['to']} | " + " | ".join(cells) + " |")
     out += [""]
     for n in STEPPED:
