@@ -237,6 +237,8 @@ def bracket_row(recs: list[dict[str, Any]], depth: int, width: Any, k: str) -> d
         "depth": depth, "width": width, "paths": int(k), "contexts": len(recs),
         "prompts": len({p for p, _ in blocks}),
         "upper": over_prompts(uppers), "lower": over_prompts(lowers),
+        "lower_share_of_upper": over_prompts([(p, lo / up) for (p, lo), (_, up)
+                                              in zip(lowers, uppers, strict=True)]),
         "bracket_width": {"mean": mean_width, "max": max_width, "target": target,
                           "status": status, "missed_by": missed,
                           "over_prompts": over_prompts([(p, w) for (p, _), w in zip(blocks, widths,
@@ -359,7 +361,9 @@ def markdown(summaries: list[dict[str, Any]], meta: dict[str, Any]) -> str:
               "context; L = 2 <= 0.02; L = 3 <= 0.05; L = 4 <= 0.10).", ""]
     for s in summaries:
         lines += _group_markdown(s)
-    lines += ["## Figure", "", f"![headline]({meta['figure']}.png)", "", meta["caption"], ""]
+    lines += ["## Figure", "", f"![headline]({meta['figure']}.png)", "",
+              f"![share of the certified upper bound]({meta['figure']}_share.png)", "",
+              meta["caption"], ""]
     return "\n".join(lines)
 
 
@@ -427,73 +431,103 @@ def _group_markdown(s: dict[str, Any]) -> list[str]:
     return out
 
 
-def plot(summaries: list[dict[str, Any]], out: Path, name: str) -> list[str]:
-    """One panel per (group, L): E[tau + 1] against K, bracket band, interval error bars."""
+def panels_of(summary: dict[str, Any]) -> list[tuple[int, Any]]:
+    """The (L, width) of a group's rows, in order: one figure panel each."""
+    return sorted({(r["depth"], r["width"]) for r in summary["rows"]}, key=lambda dw: (dw[0], str(dw[1])))
+
+
+def plot(summaries: list[dict[str, Any]], out: Path, name: str, field: str = "value") -> list[str]:
+    """One panel per (group, L): against K, the verifiers' mean E[tau + 1] (field "value") or
+    their share of the certified upper bound ("share_of_upper"), error bars their intervals
+    over prompts, on the certified bracket (band: [lower, upper], or [lower / upper, 1])."""
     from speclp.experiments.plots.style import distinct_styles, pyplot, save  # lazy: matplotlib
 
     plt = pyplot()
-    cols = max(1, max((len({r["depth"] for r in s["rows"]}) for s in summaries), default=1))
+    cols = max(1, max((len(panels_of(s)) for s in summaries), default=1))
     nrows = max(1, len(summaries))
     fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.4 * nrows), squeeze=False)
     styles = distinct_styles(list(SHOWN))
     for i, s in enumerate(summaries):
-        depths = sorted({r["depth"] for r in s["rows"]})
+        panels = panels_of(s)
         for j in range(cols):
             ax = axes[i][j]
-            if j >= len(depths):
+            if j >= len(panels):
                 ax.axis("off")
                 continue
-            d = depths[j]
-            rows = [r for r in s["rows"] if r["depth"] == d]
+            d, width = panels[j]
+            rows = [r for r in s["rows"] if (r["depth"], r["width"]) == (d, width)]
             ks = [r["paths"] for r in rows]
-            lower = [r["lower"]["estimate"] for r in rows]
-            upper = [r["upper"]["estimate"] for r in rows]
+            if field == "value":
+                lower = [r["lower"]["estimate"] for r in rows]
+                upper = [r["upper"]["estimate"] for r in rows]
+            else:
+                lower = [r["lower_share_of_upper"]["estimate"] for r in rows]
+                upper = [1.0] * len(rows)
             ax.fill_between(ks, lower, upper, color="0.75", alpha=0.6, lw=0,
-                            label="certified bracket [lower, upper] (mean)")
+                            label="certified bracket of the optimum (mean)")
             ax.plot(ks, upper, color="0.35", lw=1, ls="--")
             ax.plot(ks, lower, color="0.35", lw=1, ls=":")
             for offset, n in zip(np.linspace(-0.12, 0.12, len(SHOWN)), SHOWN, strict=True):
-                pts = [(r["paths"] + offset, r["verifiers"][n].get("value")) for r in rows]
+                pts = [(r["paths"] + offset, r["verifiers"][n].get(field)) for r in rows]
                 pts = [(x, v) for x, v in pts if v is not None]
                 if not pts:
                     continue
-                xs = [x for x, _ in pts]
                 ys = [v["estimate"] for _, v in pts]
-                err = [[max(0.0, v["estimate"] - v["low"]) if v["low"] is not None else 0 for _, v in pts],
-                       [max(0.0, v["high"] - v["estimate"]) if v["high"] is not None else 0
-                        for _, v in pts]]
+                err = [[0.0 if v["low"] is None else max(0.0, v["estimate"] - v["low"]) for _, v in pts],
+                       [0.0 if v["high"] is None else max(0.0, v["high"] - v["estimate"]) for _, v in pts]]
                 colour, marker = styles[n]
-                ax.errorbar(xs, ys, yerr=err, color=colour, marker=marker, ms=4, lw=1.2, capsize=2,
-                            label=LABELS[n])
-            contexts = rows[0]["contexts"] if rows else 0
-            prompts = rows[0]["prompts"] if rows else 0
+                ax.errorbar([x for x, _ in pts], ys, yerr=err, color=colour, marker=marker, ms=4,
+                            lw=1.2, capsize=2, label=LABELS[n])
+            tag = distinguishing(s["settings"], [g["settings"] for g in summaries])
+            if sum(dw[0] == d for dw in panels) > 1:
+                tag = ", ".join(t for t in (tag, f"kept width {width}") if t)
             ax.set_title(f"T = {s['settings'].get('temperature')}, L = {d}  "
-                         f"({prompts} prompts, {contexts} contexts)", fontsize=9)
+                         f"({rows[0]['prompts']} prompts, {rows[0]['contexts']} contexts)"
+                         + (f"\n{tag}" if tag else ""), fontsize=9)
             ax.set_xticks(ks)
             ax.set_xlabel("K (draft paths)")
-            ax.set_ylabel("E[tau + 1]")
+            ax.set_ylabel("E[tau + 1]" if field == "value" else "share of the certified upper bound")
             ax.grid(alpha=0.3)
     handles, labels = axes[0][0].get_legend_handles_labels()
     if handles:
         fig.legend(handles, labels, loc="lower center", ncol=min(5, len(handles)), fontsize=8,
-                   bbox_to_anchor=(0.5, -0.02 - 0.02 * (len(handles) > 5)), frameon=False)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
+                   bbox_to_anchor=(0.5, 0.0), frameon=False)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     return save(fig, out, name)
+
+
+def distinguishing(settings: dict[str, Any], every: list[dict[str, Any]]) -> str:
+    """The settings other than the temperature in which this group differs from another
+    group of the same temperature ('' when it is the only one): panel titles."""
+    same_t = [g for g in every if g.get("temperature") == settings.get("temperature")]
+    differ = sorted({k for g in same_t for k in set(g) | set(settings)
+                     if g.get(k) != settings.get(k)})
+    return ", ".join("prompts not drawn (fixed list)" if k == "prompt_seed" and settings.get(k) is None
+                     else f"{k.replace('_', ' ')} {settings.get(k)}" for k in differ)
+
+
+def interval_method(summaries: list[dict[str, Any]]) -> str:
+    """The method named by the intervals used (cluster_mean_interval's own words)."""
+    for s in summaries:
+        for r in s["rows"]:
+            if r["upper"] and r["upper"].get("method"):
+                return str(r["upper"]["method"])
+    return "cluster_mean_interval"
 
 
 def caption(summaries: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     counts = "; ".join(
-        f"T = {s['settings'].get('temperature')}: {s['prompts']} prompts, contexts per L "
-        + ", ".join(f"L = {d}: {c}" for d, c in s["contexts_per_depth"].items())
-        + (", prompts not drawn (fixed list)" if s["settings"].get("prompt_seed") is None
-           else f", prompt seed {s['settings']['prompt_seed']}") for s in summaries)
+        f"{s['label']}: {s['prompts']} prompts, contexts "
+        + ", ".join(f"L = {d}: {c}" for d, c in s["contexts_per_depth"].items()) for s in summaries)
     pairs = sorted({str(s["settings"].get("pair")) for s in summaries})
-    return ("Figure. Block efficiency E[tau + 1] against the number of draft paths K for GBV, nodeopt, "
-            "BV-ext-RRS (never below BV) and BV on " + ", ".join(pairs) + "; one panel per "
-            "(T, L). Points: mean over contexts; error bars: 95% t intervals over prompts "
-            "(contexts of one prompt clustered); grey band: the mean certified bracket [lower, "
-            "upper] of the K-path optimum (dashed: upper, dotted: lower). Records: " + counts
-            + ". Made by `" + meta["command"] + "` at commit " + meta["commit"] + ".")
+    return ("Figure. Block efficiency E[tau + 1] (headline.png) and its share of the certified "
+            "upper bound (headline_share.png, a lower bound on the share of the optimum) against the "
+            "number of draft paths K for GBV, nodeopt, BV-ext-RRS (never below BV) and BV on "
+            + ", ".join(pairs) + "; one panel per (T, L). Points: mean over contexts; error bars: "
+            f"95% intervals over prompts ({interval_method(summaries)}; contexts of one prompt "
+            "clustered); grey band: the mean certified bracket [lower, upper] of the K-path optimum "
+            "(dashed: upper, dotted: lower; in the share figure [lower / upper, 1]). Records: "
+            + counts + ". Made by `" + meta["command"] + "` at commit " + meta["commit"] + ".")
 
 
 def commit() -> str:
@@ -521,7 +555,8 @@ def run(paths: list[str], out: Path, command: str, figure: bool = True) -> dict[
     meta["caption"] = caption(summaries, meta)
     out.mkdir(parents=True, exist_ok=True)
     if figure:
-        meta["figures"] = plot(summaries, out, "headline")
+        meta["figures"] = (plot(summaries, out, "headline")
+                           + plot(summaries, out, "headline_share", "share_of_upper"))
     result = {"meta": meta, "groups": summaries}
     (out / "headline.json").write_text(json.dumps(result, indent=1, default=str))
     (out / "headline.md").write_text(markdown(summaries, meta))

@@ -227,8 +227,9 @@ def test_mixed_settings_are_separated(tmp_path, capsys):
     assert sum(line.startswith("  toy (t <- d)") for line in printed.splitlines()) == len(variants)
     assert any("T = 1.0" in label for label in labels)
     assert any("prompt seed 0" in label for label in labels)
-    for ext in ("md", "json", "png", "pdf"):
-        assert (tmp_path / "out" / f"headline.{ext}").stat().st_size > 0
+    for name in ("headline.md", "headline.json", "headline.png", "headline.pdf",
+                 "headline_share.png", "headline_share.pdf"):
+        assert (tmp_path / "out" / name).stat().st_size > 0
     md = (tmp_path / "out" / "headline.md").read_text()
     assert "Figure. " in md and "prompt seed 0" in md and "3 prompts" in md
 
