@@ -106,20 +106,28 @@ def read_records(files: list[Path]) -> tuple[list[dict[str, Any]], dict[str, Any
         if len(loaded) < len(lines):
             report["skipped"].append(f"{path}: {len(lines) - len(loaded)} unreadable line(s) "
                                      "(a torn last line of a running recording)")
+        reasons: dict[str, list[int]] = {}  # reason -> record numbers (1-based) in this file
         for i, record in enumerate(loaded):
             problem = record_problem(record)
-            where = f"{path} record {i + 1}"
-            if problem:
-                report["skipped"].append(f"{where}: {problem}")
-                continue
-            key = record.get("key") or json.dumps(settings_of(record) | identity_of(record),
-                                                  sort_keys=True)
-            if key in seen:
-                report["skipped"].append(f"{where}: repeats the key of an earlier record")
-                continue
-            seen.add(key)
-            records.append(record)
+            if problem is None:
+                key = record.get("key") or json.dumps(settings_of(record) | identity_of(record),
+                                                      sort_keys=True, default=str)
+                if key in seen:
+                    problem = "repeats the key of an earlier record"
+                else:
+                    seen.add(key)
+                    records.append(record)
+                    continue
+            reasons.setdefault(problem, []).append(i + 1)
+        report["skipped"] += [f"{path}: {len(numbers)} record(s) ({_numbers(numbers)}): {reason}"
+                              for reason, numbers in reasons.items()]
     return records, report
+
+
+def _numbers(numbers: list[int], shown: int = 5) -> str:
+    """'record 1, 2, 3' or 'records 1, 2, 3, 4, 5, ...'."""
+    head = ", ".join(str(n) for n in numbers[:shown]) + (", ..." if len(numbers) > shown else "")
+    return ("record " if len(numbers) == 1 else "records ") + head
 
 
 def record_problem(record: dict[str, Any]) -> str | None:
@@ -336,7 +344,15 @@ def summarize_group(group: dict[str, Any]) -> dict[str, Any]:
 
 
 def _iv(record: dict[str, Any] | None, digits: int = 3) -> str:
-    return "-" if record is None else format_interval(record, digits)
+    """format_interval, except that an interval narrower than the digits shown is written
+    'm [width < 1e-digits]' (not in scientific notation around a share near 1)."""
+    if record is None:
+        return "-"
+    low, high = record.get("low"), record.get("high")
+    if (low is not None and high is not None and low != high
+            and f"{low:.{digits}f}" == f"{high:.{digits}f}"):
+        return f"{record['estimate']:.{digits}f} [width < 1e-{digits}]"
+    return format_interval(record, digits)
 
 
 def markdown(summaries: list[dict[str, Any]], meta: dict[str, Any]) -> str:
@@ -499,8 +515,12 @@ def plot(summaries: list[dict[str, Any]], out: Path, name: str, field: str = "va
 def distinguishing(settings: dict[str, Any], every: list[dict[str, Any]]) -> str:
     """The settings other than the temperature in which this group differs from another
     group of the same temperature ('' when it is the only one): panel titles."""
-    same_t = [g for g in every if g.get("temperature") == settings.get("temperature")]
-    differ = sorted({k for g in same_t for k in set(g) | set(settings)
+    return differing(settings, [g for g in every if g.get("temperature") == settings.get("temperature")])
+
+
+def differing(settings: dict[str, Any], others: list[dict[str, Any]]) -> str:
+    """'name value, ...' of the settings in which `settings` differs from any of `others`."""
+    differ = sorted({k for g in others for k in set(g) | set(settings)
                      if g.get(k) != settings.get(k)})
     return ", ".join("prompts not drawn (fixed list)" if k == "prompt_seed" and settings.get(k) is None
                      else f"{k.replace('_', ' ')} {settings.get(k)}" for k in differ)
@@ -549,6 +569,10 @@ def run(paths: list[str], out: Path, command: str, figure: bool = True) -> dict[
                          + ", ".join(paths) + ("" if not inputs["skipped"] else
                                                f" ({inputs['skipped'][0]})"))
     summaries = [summarize_group(g) for g in group_records(records)]
+    for s in summaries:  # groups the short label does not tell apart: name what differs
+        twins = [t["settings"] for t in summaries if t["label"] == s["label"]]
+        if len(twins) > 1:
+            s["label"] += " (" + differing(s["settings"], twins) + ")"
     meta = {"command": command, "commit": commit(), "inputs": inputs, "figure": "headline",
             "width_targets": {str(k): v for k, v in WIDTH_TARGETS.items()},
             "interval": "95% cluster_mean_interval over prompts (experiments/intervals.py)"}
@@ -576,7 +600,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  {s['label']}: {s['records']} records, {s['prompts']} prompts, {s['contexts']} contexts")
     for line in result["meta"]["inputs"]["skipped"]:
         print(f"  skipped: {line}")
-    print(f"wrote {args.out / 'headline.md'}, headline.json, headline.png, headline.pdf")
+    print(f"wrote {args.out / 'headline.md'}, headline.json, headline[_share].png/.pdf")
 
 
 if __name__ == "__main__":

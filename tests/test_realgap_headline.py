@@ -25,11 +25,11 @@ NAMES = ("bv", "gbv", "nodeopt", "bv_extended_rrs")
 
 
 def record(prompt: str, context: int, depth: int, by_k: dict[int, tuple], *, temperature=0.6,
-           samples=32, prompt_seed=None, bounds_version=4, drop: tuple = (), exact=None
+           samples=32, prompt_seed=None, bounds_version=4, every=8, drop: tuple = (), exact=None
            ) -> dict:
     """A realgap record in the format of experiments/realgap.py (run_realgap + context_record):
     by_k = {K: (upper, lower, {verifier: mean})}; `drop`: (K, verifier) pairs left out."""
-    settings = {"mode": "full-vocabulary", "pair": "toy (t <- d)", "every": 8,
+    settings = {"mode": "full-vocabulary", "pair": "toy (t <- d)", "every": every,
                 "temperature": temperature, "draft_temperature": None, "seed": 0,
                 "paths": sorted(by_k), "samples": samples, "batch": 32, "verifiers": sorted(NAMES),
                 "score_dtype": "torch.float32", "model_dtype": "torch.float32",
@@ -180,6 +180,8 @@ def test_verdicts_read_the_interval():
     assert headline.verdict({"estimate": 0.0, "low": 0.0, "high": 0.0}) == "zero"
     assert headline.verdict({"estimate": 0.1, "low": None, "high": None}) == "n/a"  # one prompt
     assert headline.verdict(None) == "n/a"
+    # an interval narrower than the digits shown says so (no scientific notation)
+    assert headline._iv({"estimate": 1.0, "low": 0.99999, "high": 1.00001}, 4) == "1.0000 [width < 1e-4]"
 
 
 def test_exact_L1_records_meet_or_miss_the_exact_target_and_count_losses_as_facts(tmp_path):
@@ -202,7 +204,7 @@ def test_exact_L1_records_meet_or_miss_the_exact_target_and_count_losses_as_fact
 
 def test_mixed_settings_are_separated(tmp_path, capsys):
     variants = [{}, {"temperature": 1.0}, {"samples": 64}, {"prompt_seed": 0},
-                {"bounds_version": 3}]
+                {"bounds_version": 3}, {"every": 16}]
     recs = []
     for i, kw in enumerate(variants):
         # each variant's upper bounds shifted by i/16, so a mixed mean would show
@@ -220,13 +222,14 @@ def test_mixed_settings_are_separated(tmp_path, capsys):
     shifts = set()
     for g in groups:
         shifts.add(round((row_of(g, 2, 1)["upper"]["estimate"] - base) * 16, 9))
-    assert shifts == {0.0, 1.0, 2.0, 3.0, 4.0}  # each group holds one variant only
+    assert shifts == {0.0, 1.0, 2.0, 3.0, 4.0, 5.0}  # each group holds one variant only
     labels = {g["label"] for g in groups}
     assert len(labels) == len(variants)  # the titles tell the groups apart
     assert "groups found (never mixed):" in printed
     assert sum(line.startswith("  toy (t <- d)") for line in printed.splitlines()) == len(variants)
     assert any("T = 1.0" in label for label in labels)
     assert any("prompt seed 0" in label for label in labels)
+    assert any("every 16" in label for label in labels)  # not in the short label: named
     for name in ("headline.md", "headline.json", "headline.png", "headline.pdf",
                  "headline_share.png", "headline_share.pdf"):
         assert (tmp_path / "out" / name).stat().st_size > 0
