@@ -68,6 +68,7 @@ FALLBACK_SETTINGS = ("mode", "pair", "temperature", "draft_temperature", "sample
                      "bounds_version", "prompt_seed", "every", "seed", "paths", "score_dtype",
                      "model_dtype", "widths", "width_target", "time_budget")
 LOSS_TOLERANCE = 1e-9  # a per-context K -> K + 1 difference below -this counts as a loss
+MATERIAL_LOSS = 1e-3  # ... and below -this as a loss that matters (counted apart)
 
 
 # ---------------------------------------------------------------------------------------
@@ -315,13 +316,15 @@ def summarize_group(group: dict[str, Any]) -> dict[str, Any]:
     by_depth: dict[tuple[int, Any], list[dict[str, Any]]] = {}
     for r in recs:
         by_depth.setdefault((int(r["depth"]), r.get("width")), []).append(r)
-    rows, steps = [], []
+    rows, steps, losers = [], [], []
     for (depth, width), these in sorted(by_depth.items(), key=lambda kv: (kv[0][0], str(kv[0][1]))):
         ks = sorted({int(k) for r in these for k in r["by_paths"]})
         for k in ks:
             with_k = [r for r in these if str(k) in r["by_paths"]]
             rows.append(bracket_row(with_k, depth, width, str(k)))
         steps += step_rows(these, depth, width, ks)
+        losers.append({"depth": depth, "width": width,
+                       "verifiers": {n: any_step_loss(these, ks, n) for n in STEPPED}})
     missing: dict[str, int] = {}
     for r in recs:
         for k, block in r["by_paths"].items():
@@ -332,11 +335,31 @@ def summarize_group(group: dict[str, Any]) -> dict[str, Any]:
     return {"label": group_label(group["settings"]), "settings": group["settings"],
             "records": len(recs), "prompts": len({r["prompt"] for r in recs}),
             "contexts": len({(r["prompt"], r["context"]) for r in recs}),
-            "contexts_per_depth": {str(d): len({(r["prompt"], r["context"]) for r in these})
-                                   for (d, _), these in sorted(by_depth.items(),
-                                                               key=lambda kv: str(kv[0]))},
+            "contexts_per_depth": {str(d): len({(r["prompt"], r["context"]) for r in recs
+                                                if int(r["depth"]) == d})
+                                   for d in sorted({int(r["depth"]) for r in recs})},
             "failures": sum(len(r.get("failures") or []) for r in recs),
-            "missing_verifiers": missing, "rows": rows, "steps": steps}
+            "missing_verifiers": missing, "rows": rows, "steps": steps,
+            "losing_at_some_step": losers}
+
+
+def any_step_loss(recs: list[dict[str, Any]], ks: list[int], name: str) -> dict[str, Any]:
+    """How many contexts (with the verifier at every K of `ks`) lose more than LOSS_TOLERANCE
+    at some K -> K' step; exact: every value exact (then the count is a fact)."""
+    counted, losing, material, largest, exact = 0, 0, 0, 0.0, True
+    for r in recs:
+        blocks = [(r["by_paths"].get(str(k), {}).get("verifiers", {}).get(name) or {}) for k in ks]
+        if len(blocks) < 2 or not all(_finite(b.get("mean")) for b in blocks):
+            continue
+        counted += 1
+        exact = exact and all(b.get("exact") is True for b in blocks)
+        means = [b["mean"] for b in blocks]
+        loss = max(a - b for a, b in zip(means, means[1:], strict=False))
+        losing += loss > LOSS_TOLERANCE
+        material += loss > MATERIAL_LOSS
+        largest = max(largest, loss)
+    return {"contexts": counted, "losing": losing, "material": material, "largest": largest,
+            "exact": exact and counted > 0}
 
 
 # ---------------------------------------------------------------------------------------
@@ -368,19 +391,54 @@ def markdown(summaries: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     lines += ["", "How to read it. Means over contexts, each with a 95% interval over PROMPTS "
               "(contexts of one prompt are clusters; `experiments.intervals.cluster_mean_interval` "
               "on per-prompt means). upper / lower: the certified bracket of the K-path optimum "
-              "(L = 1: the closed-form optimum, lower = upper). A verifier's share of the certified "
+              "(L = 1: the closed-form optimum on the full rows in float64, so lower = upper). "
+              "A verifier's share of the certified "
               "upper bound (value / upper per context) is a LOWER bound on its share of the optimum; "
               "its share of the certified lower bound exceeds 1 where it beats the bound we can "
               "certify (value / lower > 1). Values at L >= 2 are means of exact conditional values over "
               "sampled draft trees (estimates; exact ones are marked `=`). Width: upper - lower; its "
               "mean over contexts against the target of issue 33 (L = 1 exact: width 0 in every "
               "context; L = 2 <= 0.02; L = 3 <= 0.05; L = 4 <= 0.10).", ""]
+    lines += ["## Findings (generated from the tables below)", ""]
+    for s in summaries:
+        lines += findings(s)
+    lines += [""]
     for s in summaries:
         lines += _group_markdown(s)
     lines += ["## Figure", "", f"![headline]({meta['figure']}.png)", "",
               f"![share of the certified upper bound]({meta['figure']}_share.png)", "",
               meta["caption"], ""]
     return "\n".join(lines)
+
+
+def findings(s: dict[str, Any]) -> list[str]:
+    """Bullets per (T, L) at the largest K: the shares and the bracket; and per stepped
+    verifier, its significant K -> K' steps and the contexts that lose value at some step."""
+    out = []
+    for depth, width in panels_of(s):
+        rows = [r for r in s["rows"] if (r["depth"], r["width"]) == (depth, width)]
+        top = rows[-1]
+        w = top["bracket_width"]
+        shares = ", ".join(f"{LABELS[n]} {_iv(top['verifiers'][n].get('share_of_upper'), 3)}"
+                           for n in SHOWN)
+        status = w["status"] if w["missed_by"] is None else f"missed by {w['missed_by']:.4f}"
+        out.append(f"- {s['label']}, L = {depth}, K = {top['paths']} ({top['prompts']} prompts, "
+                   f"{top['contexts']} contexts): share of the certified upper bound {shares}; "
+                   f"bracket width mean {w['mean']:.4f}, max {w['max']:.4f} ({status}).")
+        steps = [st for st in s["steps"] if (st["depth"], st["width"]) == (depth, width)]
+        (losers,) = [x for x in s["losing_at_some_step"] if (x["depth"], x["width"]) == (depth, width)]
+        for n in STEPPED:
+            neg = [f"{st['from']} -> {st['to']}" for st in steps
+                   if st["verifiers"][n]["verdict"] == "negative"]
+            lose = losers["verifiers"][n]
+            out.append(f"  - {LABELS[n]}: mean over prompts significantly lower at K + 1 at "
+                       f"{', '.join(neg) or 'no step'} of {len(steps)}; {lose['losing']} of "
+                       f"{lose['contexts']} contexts lose more than {LOSS_TOLERANCE:g} at some step, "
+                       f"{lose['material']} more than {MATERIAL_LOSS:g} (largest loss "
+                       f"{lose['largest']:.4f}; "
+                       + ("exact float64 values: counts, not estimates" if lose["exact"]
+                          else "estimates from sampled trees") + ").")
+    return out
 
 
 def _group_markdown(s: dict[str, Any]) -> list[str]:

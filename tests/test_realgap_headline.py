@@ -170,6 +170,13 @@ def test_paired_differences_equal_hand_computations(tmp_path):
     assert (gbv["losing_contexts"], gbv["largest_loss"]) == (4, 0.25)
     assert step["verifiers"]["nodeopt"]["losing_contexts"] == 0
     assert step["verifiers"]["bv_extended_rrs"]["losing_contexts"] == 1  # B: 2 -> 15/8
+    (losers,) = group["losing_at_some_step"]
+    assert losers["verifiers"]["gbv"] == {"contexts": 4, "losing": 4, "material": 4,
+                                          "largest": 0.25, "exact": False}
+    assert losers["verifiers"]["nodeopt"]["losing"] == 0
+    assert losers["verifiers"]["bv_extended_rrs"]["losing"] == 1
+    md = (tmp_path / "out" / "headline.md").read_text()
+    assert "4 of 4 contexts lose more than 1e-09 at some step, 4 more than 0.001" in md
 
 
 def test_verdicts_read_the_interval():
@@ -193,6 +200,8 @@ def test_exact_L1_records_meet_or_miss_the_exact_target_and_count_losses_as_fact
     assert row_of(group, 1, 2)["verifiers"]["gbv"]["exact"] is True
     gbv = group["steps"][0]["verifiers"]["gbv"]
     assert gbv["exact"] is True and gbv["losing_contexts"] == 2 and gbv["largest_loss"] == 0.125
+    assert group["losing_at_some_step"][0]["verifiers"]["gbv"] == {
+        "contexts": 2, "losing": 2, "material": 2, "largest": 0.125, "exact": True}
     # equal on both prompts: the interval has no spread, and the verdict reads it
     assert gbv["difference"]["estimate"] == -0.125
     # one L = 1 context whose bounds differ: the exact target is missed by its width
