@@ -69,6 +69,7 @@ FALLBACK_SETTINGS = ("mode", "pair", "temperature", "draft_temperature", "sample
                      "model_dtype", "widths", "width_target", "time_budget")
 LOSS_TOLERANCE = 1e-9  # a per-context K -> K + 1 difference below -this counts as a loss
 MATERIAL_LOSS = 1e-3  # ... and below -this as a loss that matters (counted apart)
+WORST_SHOWN = 5  # the largest such losses listed per (L, verifier)
 
 
 # ---------------------------------------------------------------------------------------
@@ -347,6 +348,7 @@ def any_step_loss(recs: list[dict[str, Any]], ks: list[int], name: str) -> dict[
     """How many contexts (with the verifier at every K of `ks`) lose more than LOSS_TOLERANCE
     at some K -> K' step; exact: every value exact (then the count is a fact)."""
     counted, losing, material, largest, exact = 0, 0, 0, 0.0, True
+    worst: list[dict[str, Any]] = []  # every step losing more than MATERIAL_LOSS
     for r in recs:
         blocks = [(r["by_paths"].get(str(k), {}).get("verifiers", {}).get(name) or {}) for k in ks]
         if len(blocks) < 2 or not all(_finite(b.get("mean")) for b in blocks):
@@ -358,8 +360,13 @@ def any_step_loss(recs: list[dict[str, Any]], ks: list[int], name: str) -> dict[
         losing += loss > LOSS_TOLERANCE
         material += loss > MATERIAL_LOSS
         largest = max(largest, loss)
+        worst += [{"prompt": r["prompt"], "context": r["context"], "from": k, "to": k_next,
+                   "loss": a - b, "exact": blocks[i]["exact"] is True and blocks[i + 1]["exact"] is True}
+                  for i, (k, k_next, a, b) in enumerate(zip(ks, ks[1:], means, means[1:], strict=False))
+                  if a - b > MATERIAL_LOSS]
+    worst.sort(key=lambda w: -w["loss"])
     return {"contexts": counted, "losing": losing, "material": material, "largest": largest,
-            "exact": exact and counted > 0}
+            "exact": exact and counted > 0, "worst": worst[:WORST_SHOWN]}
 
 
 # ---------------------------------------------------------------------------------------
@@ -439,7 +446,11 @@ def findings(s: dict[str, Any]) -> list[str]:
                        f"{lose['material']} more than {MATERIAL_LOSS:g} (largest loss "
                        f"{lose['largest']:.4f}; "
                        + ("exact float64 values: counts, not estimates" if lose["exact"]
-                          else "estimates from sampled trees") + ").")
+                          else "estimates from sampled trees") + ")"
+                       + ("" if not (lose["exact"] and lose["worst"]) else
+                          "; the largest exact losses: " + "; ".join(
+                              f"{w['prompt']} context {w['context']}, K {w['from']} -> {w['to']}: "
+                              f"{-w['loss']:.4f}" for w in lose["worst"])) + ".")
     return out
 
 

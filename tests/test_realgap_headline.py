@@ -171,8 +171,10 @@ def test_paired_differences_equal_hand_computations(tmp_path):
     assert step["verifiers"]["nodeopt"]["losing_contexts"] == 0
     assert step["verifiers"]["bv_extended_rrs"]["losing_contexts"] == 1  # B: 2 -> 15/8
     (losers,) = group["losing_at_some_step"]
+    worst = [{"prompt": p, "context": c, "from": 1, "to": 2, "loss": loss, "exact": False}
+             for p, c, loss in (("B", 0, 0.25), ("C", 0, 0.25), ("A", 0, 0.125), ("A", 1, 0.125))]
     assert losers["verifiers"]["gbv"] == {"contexts": 4, "losing": 4, "material": 4,
-                                          "largest": 0.25, "exact": False}
+                                          "largest": 0.25, "exact": False, "worst": worst}
     assert losers["verifiers"]["nodeopt"]["losing"] == 0
     assert losers["verifiers"]["bv_extended_rrs"]["losing"] == 1
     md = (tmp_path / "out" / "headline.md").read_text()
@@ -201,7 +203,11 @@ def test_exact_L1_records_meet_or_miss_the_exact_target_and_count_losses_as_fact
     gbv = group["steps"][0]["verifiers"]["gbv"]
     assert gbv["exact"] is True and gbv["losing_contexts"] == 2 and gbv["largest_loss"] == 0.125
     assert group["losing_at_some_step"][0]["verifiers"]["gbv"] == {
-        "contexts": 2, "losing": 2, "material": 2, "largest": 0.125, "exact": True}
+        "contexts": 2, "losing": 2, "material": 2, "largest": 0.125, "exact": True,
+        "worst": [{"prompt": p, "context": 0, "from": 1, "to": 2, "loss": 0.125, "exact": True}
+                  for p in ("A", "B")]}
+    md = (tmp_path / "out" / "headline.md").read_text()
+    assert "the largest exact losses: A context 0, K 1 -> 2: -0.1250; B context 0" in md
     # equal on both prompts: the interval has no spread, and the verdict reads it
     assert gbv["difference"]["estimate"] == -0.125
     # one L = 1 context whose bounds differ: the exact target is missed by its width
