@@ -145,6 +145,8 @@ def record_problem(record: dict[str, Any]) -> str | None:
         for part in ("upper", "lower"):
             if not isinstance(block.get(part), dict) or not _finite(block[part].get("value")):
                 return f"K = {k}: no numeric {part}.value"
+        if block["upper"]["value"] <= 0 or block["lower"]["value"] <= 0:
+            return f"K = {k}: a bound <= 0 (E[tau + 1] >= 1)"
         if not isinstance(block.get("verifiers"), dict):
             return f"K = {k}: no verifiers"
     return None

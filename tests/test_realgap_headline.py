@@ -273,12 +273,15 @@ def test_unusable_lines_are_reported_and_skipped(tmp_path):
     renormalised = {**recs[0], "mode": "renormalised", "key": "other"}
     no_rows = {k: v for k, v in recs[1].items() if k != "by_paths"}
     no_rows["key"] = "no rows"
-    result = summarize(tmp_path, [*recs, recs[0], renormalised, no_rows], tail='{"key": "torn')
+    zero = record("D", 0, 2, {1: same(0, 0, 1, 1, 1, 1)})
+    result = summarize(tmp_path, [*recs, recs[0], renormalised, no_rows, zero],
+                       tail='{"key": "torn')
     (group,) = result["groups"]
-    assert group["records"] == 4  # the duplicate, the renormalised, the row-less: skipped
+    assert group["records"] == 4  # the duplicate, the renormalised, the row-less, zero: skipped
     skipped = " | ".join(result["meta"]["inputs"]["skipped"])
     assert "repeats the key" in skipped and "renormalised" in skipped
     assert "no field 'by_paths'" in skipped and "1 unreadable line(s)" in skipped
+    assert "a bound <= 0" in skipped
 
 
 def test_bad_paths_give_one_line_errors(tmp_path):
