@@ -115,6 +115,23 @@ def difference_population(mean: float, between: float) -> tuple[Draw, float]:
     return draw, mean
 
 
+DESCRIPTIONS = {
+    "normal": "reference: N(0, 1) per prompt",
+    "t3": "stress: Student t, 3 degrees of freedom",
+    "lognormal1": "stress: exp(N(0, 1))",
+    "lognormal1.5": "stress: exp(1.5 N(0, 1))",
+    "pareto3": "stress: Pareto, index 3, scale 1 (infinite third moment)",
+    "rare5": "stress: 1 with probability 5% else 0, plus N(0, 0.05^2)",
+    "rare15": "stress: 1 with probability 15% else 0, plus N(0, 0.05^2)",
+    "realgap-L1": "realistic: prompt B ~ Beta(5.8, 0.37), 1-2 contexts of 1 + Beta(8B, 8(1-B)) in [1, 2]",
+    "realgap-L1-K4": "realistic: B ~ Beta(13, 0.13), 1-2 contexts of 1 + Beta(30B, 30(1-B)) in [1, 2]",
+    "realgap-L2": "realistic: B ~ Beta(8.6, 1.6), 1-2 contexts of 1 + 2 Beta(6B, 6(1-B)) in [1, 3]",
+    "bench-L4": "realistic: B ~ Beta(8.6, 1.6), 2-40 steps of 1 + 4 Beta(2B, 2(1-B)) in [1, 5]",
+    "bench-diff": "realistic: paired difference, effect 0.2 + s * standardised lognormal(0, 0.75), "
+                  "plus N(0, (2s)^2) per step over 2-40 steps (s: recorded between-prompt sd)",
+}
+
+
 def stress_populations() -> dict[str, tuple[str, Draw, float]]:
     def rare(share: float) -> Draw:
         return lambda rng, reps, n: ((rng.random((reps, n)) < share).astype(float)
@@ -349,6 +366,14 @@ def markdown(out: dict) -> str:
                    f"{s['recorded_min']:.3f} / {s['recorded_p10']:.3f} / {s['recorded_median']:.3f}")
             lines.append(f"| {n} | {m} | {s['model_min']:.3f} | {s['model_worst']} | "
                          f"{s['model_max']:.3f} | {rec} | {s['length_vs_t']:.2f} |")
+    lines += ["", "## Populations", "",
+              "Per-prompt means; steps / contexts per prompt uniform on the range shown, "
+              "independent of the prompt's effect; parameters of the realistic ones from the "
+              "recorded per-prompt means (benchmarks/results/realgap/qwen_T0.6_v4, T = 0.6).", ""]
+    lines += [f"- {name}: {text}" for name, text in DESCRIPTIONS.items()]
+    lines += [f"- recorded: each of the {out['recorded_populations']} recorded (run, cell, "
+              "verifier - bv) per-prompt paired differences of benchmarks/results/bench/*.jsonl "
+              "with >= 8 prompts, resampled with replacement (truth: their mean)"]
     lines += ["", "## Every generative population", "",
               "Coverage (mean length; or the share of infinite intervals) per method. Shape of "
               "the per-prompt means: mean, sd, skewness of 200,000 draws.", ""]
