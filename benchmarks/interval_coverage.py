@@ -42,10 +42,11 @@ values averaged in a prompt, uniform on that range, independent of the prompt's 
                   the truth their mean (the empirical law as the population); min, 10th
                   percentile and median over these populations.
 The default method of cluster_mean_interval is chosen from this table (`choice` in the json):
-among the methods whose worst coverage on the realistic populations at the n used (24, 48, 96)
-is at least 0.95 - 2 Monte Carlo SE, the shortest (mean length relative to t, geometric mean
-over the realistic generative populations); if none qualifies, the one with the highest worst
-coverage. Writes benchmarks/results/bench/interval_coverage.json and .md.
+at every n used (24, 48, 96), take each method's worst coverage over the realistic generative
+populations, capped at 0.95; keep the methods within 2 sqrt(2) Monte Carlo SE of the best
+method's at every used n; of those, the shortest (mean length relative to t, geometric mean
+over the realistic generative populations, averaged over the used n; infinite where any
+interval was infinite). Writes benchmarks/results/bench/interval_coverage.json and .md.
 
     flock /tmp/heavy.lock taskset -c 0 nice -n 5 python benchmarks/interval_coverage.py
 """
@@ -223,7 +224,17 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--counts", default=",".join(map(str, COUNTS)))
     parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument("--summarise-only", action="store_true",
+                        help="recompute the choice and the md from the json in --out (no simulation)")
     args = parser.parse_args()
+    if args.summarise_only:
+        path = Path(args.out) / "interval_coverage.json"
+        out = json.loads(path.read_text())
+        out["choice"] = choose(out)
+        path.write_text(json.dumps(out, indent=1))
+        (Path(args.out) / "interval_coverage.md").write_text(markdown(out))
+        print(markdown(out))
+        return
     counts = [int(c) for c in args.counts.split(",")]
     rng = np.random.default_rng(args.seed)
     started = time.time()
@@ -289,23 +300,20 @@ def realistic_summary(rows: list[dict], counts: list[int]) -> dict[str, dict[str
 def choose(out: dict) -> dict:
     """The default method by the rule of the module docstring, and its checked coverage."""
     used = [str(n) for n in out["used_counts"] if str(n) in out["realistic"]]
-    table = out["realistic"]
+    table, methods = out["realistic"], out["methods"]
+    tolerance = {n: 2 * np.sqrt(2) * max(table[n][m]["model_min_mc_se"] for m in methods)
+                 for n in used}  # two SE of the difference of two independent coverages
 
-    def worst(m: str) -> float:
-        return min(table[n][m]["model_min"] for n in used)
+    def capped(n: str, m: str) -> float:  # coverage above the level is as good as the level
+        return min(table[n][m]["model_min"], LEVEL)
 
-    def enough(m: str) -> bool:
-        return all(table[n][m]["model_min"] >= LEVEL - 2 * table[n][m]["model_min_mc_se"]
-                   for n in used)
-
-    candidates = [m for m in out["methods"] if enough(m)]
-    if candidates:
-        method = min(candidates, key=lambda m: np.mean([table[n][m]["length_vs_t"] for n in used]))
-        rule = "shortest of those with worst realistic coverage >= 0.95 - 2 MC SE at every used n"
-    else:
-        method = max(out["methods"], key=worst)
-        rule = "none reaches 0.95 - 2 MC SE on every realistic population: highest worst coverage"
-    return {"method": method, "rule": rule, "qualifying": candidates,
+    best = {n: max(capped(n, m) for m in methods) for n in used}
+    candidates = [m for m in methods if all(capped(n, m) >= best[n] - tolerance[n] for n in used)]
+    method = min(candidates, key=lambda m: np.mean([table[n][m]["length_vs_t"] for n in used]))
+    return {"method": method, "qualifying": candidates,
+            "rule": "at every used n, worst realistic coverage (capped at 0.95) within two "
+                    "Monte Carlo SE of the best method's; the shortest of those (mean length vs "
+                    "t over the used n; infinite where any interval was)",
             "checked_coverage": {n: [table[n][method]["model_min"], table[n][method]["model_max"]]
                                  for n in table}}
 
@@ -332,6 +340,26 @@ def short_text(out: dict) -> str:
             + ".")
 
 
+def notes(out: dict) -> str:
+    """What the table shows beyond the numbers (facts about the populations and methods)."""
+    rows = {(r["population"], r["n"]): r["methods"] for r in out["rows"] if r["kind"] != "recorded"}
+    method = out["choice"]["method"]
+    parts = ["rare5: a sample with no prompt of the rare effect (probability 0.95^n: "
+             + ", ".join(f"{0.95 ** n:.2f} at n = {n}" for n in out["counts"] if n <= 24)
+             + ") sits near 0 and seldom reaches the mean 0.05."]
+    if ("t3", out["counts"][-1]) in rows:
+        t3 = ", ".join(f"{rows[('t3', n)]['t']['coverage']:.3f}" for n in out["counts"])
+        own = ", ".join(f"{rows[('t3', n)][method]['coverage']:.3f}" for n in out["counts"])
+        parts.append(f"t3 (symmetric, heavy tails): t covers {t3} at n = "
+                     f"{', '.join(map(str, out['counts']))}; {method} {own} (a skewness estimate "
+                     "on symmetric heavy tails is noise).")
+    parts.append("The bootstrap-t intervals give infinite or huge intervals on samples tied at "
+                 "the top (realgap-L1-K4: a resample of tied prompts has standard error 0).")
+    parts.append("The choice and this file can be recomputed from the json without simulating: "
+                 "`python benchmarks/interval_coverage.py --summarise-only`.")
+    return "Notes: " + " ".join(parts)
+
+
 def markdown(out: dict) -> str:
     methods = out["methods"]
     se = np.sqrt(0.95 * 0.05 / out["reps"])
@@ -351,6 +379,7 @@ def markdown(out: dict) -> str:
              + "; ".join(f"{lo:.3f}-{hi:.3f} at n = {n}"
                          for n, (lo, hi) in choice["checked_coverage"].items()) + ".", "",
              short_text(out), "",
+             notes(out), "",
              "## Realistic populations: worst case per method", "",
              "Coverage min (population) / max over the realistic generative populations; recorded "
              "resamples: min / 10th percentile / median over "
