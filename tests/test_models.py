@@ -107,8 +107,8 @@ def paired_record(prompt: str, k: int, steps: int, scores: dict[str, float], bat
 
 
 def test_summarize_bench_paired_intervals_and_plot(tmp_path: Path) -> None:
-    from scipy import stats
     from speclp.experiments.bench import summarize_bench
+    from speclp.experiments.intervals import CLUSTER_METHOD, cluster_intervals
     from speclp.experiments.plots import plot_bench
 
     records = []
@@ -120,16 +120,17 @@ def test_summarize_bench_paired_intervals_and_plot(tmp_path: Path) -> None:
     rows = summarize_bench(records)
     assert [r["paths"] for r in rows] == [1, 3] and all(r["prompts"] == 3 for r in rows)
     three = rows[1]
-    # independent: per-prompt means, their mean and the t interval by hand
+    # independent: per-prompt means and their mean by hand; the interval is the default method's
+    # on them (the methods themselves: tests/test_intervals.py)
     means = np.array([(2.0 * s + i) / s for i, s in enumerate([4, 5, 3])])
-    half = stats.t.ppf(0.975, 2) * means.std(ddof=1) / np.sqrt(3)
     bv = three["verifiers"]["bv"]
     assert bv["estimate"] == pytest.approx(means.mean())
-    assert (bv["low"], bv["high"]) == pytest.approx((means.mean() - half, means.mean() + half))
+    expected = cluster_intervals(means[None], CLUSTER_METHOD)
+    assert (bv["low"], bv["high"]) == pytest.approx((expected[0][0], expected[1][0]))
     diff = 0.1 * means
-    half_d = stats.t.ppf(0.975, 2) * diff.std(ddof=1) / np.sqrt(3)
+    expected = cluster_intervals(diff[None], CLUSTER_METHOD)
     gbv = three["differences"]["gbv"]
-    assert (gbv["low"], gbv["high"]) == pytest.approx((diff.mean() - half_d, diff.mean() + half_d))
+    assert (gbv["low"], gbv["high"]) == pytest.approx((expected[0][0], expected[1][0]))
     assert three["relative"]["gbv"]["estimate"] == pytest.approx(0.1)
     assert three["realised"]["estimate"] == pytest.approx(2.0)
     assert three["batches"] == 2 and three["decode_tokens_per_s"] == pytest.approx(24 / 4.0)
