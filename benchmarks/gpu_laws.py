@@ -30,8 +30,11 @@ Tolerances (absolute; E[tau + 1] lies in [1, 5], law entries in [0, 1]):
           float32 CPU law on these dumps (measured, recorded as "cpu float32") is the yardstick:
           the bound holds there with a margin (see benchmarks/results/gpu/README.md), and a
           device 10x worse than the CPU's float32 still passes, a wrong kernel does not.
-Masses are checked for every verifier but those registered as possibly undefined
-(spectr_gbv as released), whose law may lose mass by design: reported, not failed.
+A verifier registered as possibly undefined (spectr_gbv as released) may lose mass by design
+and branches on whether a correction row is all zero, so float32 rounding can move its value by
+a finite amount: its masses and float32 differences are reported, not failed (float64: held).
+The law's mass is checked against what the dumped rows allow: float32 rows sum to 1 only up to
+their own rounding (row_defect, recorded), and the joint law sums correction rows.
 
     python benchmarks/gpu_laws.py --device cuda --out $OUT                 # on a GPU machine
     taskset -c 0 python benchmarks/gpu_laws.py --device cpu --out /tmp/gl --no-step
@@ -51,7 +54,7 @@ import numpy as np
 import torch
 from speclp.decode.scoring import score_cells, score_grid
 from speclp.verifiers.law import REGISTRY, DraftTree
-from speclp.verifiers.multipath import canonical_paths, shared_prefix
+from speclp.verifiers.multipath import KHISTI_MAX_COMPANIONS, canonical_paths, shared_prefix
 from speclp.verifiers.registry import block_law
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -251,6 +254,13 @@ def check_verifier(name: str, dump: dict[str, Any], device: torch.device, cpu_fl
     spec = REGISTRY[name]
     check_mass = not spec.may_be_undefined
     cpu = torch.device("cpu")
+    _, paths, _ = dump["tokens"].shape
+    vocab = dump["target"].shape[-1]
+    if name == "khisti" and vocab ** (paths - 1) > KHISTI_MAX_COMPANIONS:
+        # its law refuses this size, but only after enumerating V^(n-1) companions for the
+        # smaller n (minutes at V = 49,152): refused here at once, with the law's reason
+        return {"verifier": name, "skipped": f"khisti: V^(K-1) = {vocab}^{paths - 1} companion "
+                                             f"tuples per node exceed {KHISTI_MAX_COMPANIONS}"}
     try:
         reference = evaluate(name, dump, cpu, torch.float64)
     except ValueError as err:  # a law for small vocabularies only (khisti)
@@ -281,7 +291,12 @@ def check_verifier(name: str, dump: dict[str, Any], device: torch.device, cpu_fl
             row["configs"][label] = {"ok": False, "failures": [f"{type(err).__name__}: {err}"]}
             continue
         row["configs"][label] = compare(reference, got, tolerance, check_mass, defect)
-    row["ok"] = ref_ok and all(c["ok"] for c in row["configs"].values())
+        if dtype == torch.float32 and spec.may_be_undefined:
+            # such a rule branches on whether a correction row is all zero, so float32
+            # rounding can flip a branch and move the value by a finite amount (spectr_gbv on
+            # smollm2 rows: 0.03): reported, not failed; float64 is held to TOL64
+            row["configs"][label]["held"] = False
+    row["ok"] = ref_ok and all(c["ok"] or not c.get("held", True) for c in row["configs"].values())
     return row
 
 
@@ -338,7 +353,8 @@ def markdown(result: dict[str, Any]) -> str:
                 lines.append(f"| {row['verifier']} | {label} | {c['value_diff']:.1e} | "
                              f"{c['law_diff']:.1e} | {c['mass_error']:.1e}"
                              f"{'' if c['mass_checked'] else ' (not checked)'} | "
-                             f"{c['grid_vs_law']:.1e} | {c['seconds']:.2f} | {'yes' if c['ok'] else 'NO'} |")
+                             f"{c['grid_vs_law']:.1e} | {c['seconds']:.2f} | "
+                             f"{'yes' if c['ok'] else 'NO' if c.get('held', True) else 'no (not held)'} |")
         lines.append("")
     step = result.get("verifier_step")
     if step:
@@ -418,12 +434,13 @@ def main(argv: list[str] | None = None) -> int:
             if "skipped" in row:
                 status = f"skipped ({row['skipped']})"
             else:
-                bad = [f"{label}: {', '.join(c['failures'])}" for label, c in row["configs"].items()
-                       if not c["ok"]]
+                bad = [f"{label}: {', '.join(c['failures'])}"
+                       + ("" if c.get("held", True) else " (not held)")
+                       for label, c in row["configs"].items() if not c["ok"]]
                 if not row["reference"]["ok"]:
                     bad.insert(0, f"cpu float64 reference: mass off by {row['reference']['mass_error']:.3g}"
                                   f" or grid vs law {row['reference']['grid_vs_law']:.3g}")
-                status = "ok" if row["ok"] else "FAILED: " + "; ".join(bad)
+                status = ("ok" if row["ok"] else "FAILED") + (": " + "; ".join(bad) if bad else "")
             worst = {label: f"{c.get('value_diff', float('nan')):.1e}/{c.get('law_diff', float('nan')):.1e}"
                      for label, c in row.get("configs", {}).items()}
             print(f"{entry['file']} {name:16s} {status} {worst}", flush=True)
