@@ -53,15 +53,18 @@ torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')" 2>&1
 } >> "$LOG"
 if [ "$DEVICE" = cpu ]; then  # small settings: this is the path that runs where no GPU is lent
   STEP_ARGS=(--step-paths 3 --step-depths 4 --step-dtypes float32 --step-rounds 2)
+  AUDIT_ARGS=(--runs 5000)
 else
   case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null)" in
     *H200*) PEAK=4800 ;; *H100*) PEAK=3350 ;; *) PEAK="" ;;
   esac
   STEP_ARGS=(--cpu-float32 --step-rounds 5 ${PEAK:+--peak-gbs "$PEAK"})
+  AUDIT_ARGS=()
 fi
 step devices_test 120 $PYTHON -m pytest -q tests/test_devices.py -p no:cacheprovider -rs
 step gpu_laws 300 $PYTHON benchmarks/gpu_laws.py --device "$DEVICE" --out "$OUT_DIR" "${STEP_ARGS[@]}"
-step device_audit 60 $PYTHON benchmarks/device_audit.py --device "$DEVICE" --out "$OUT_DIR/device_audit.json"
+step device_audit 60 $PYTHON benchmarks/device_audit.py --device "$DEVICE" --out "$OUT_DIR/device_audit.json" \
+  ${AUDIT_ARGS[@]+"${AUDIT_ARGS[@]}"}
 if [ "${SPECLP_GPU_BENCH:-0}" = 1 ]; then
   step bench 240 $PYTHON -m speclp bench --pair qwen2.5-coder --prompts humaneval:164 --paths 3 \
     --depth 4 --temperature 1.0 --verifiers bv,gbv,nodeopt --drive nodeopt --batch 32 \

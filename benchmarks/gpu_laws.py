@@ -356,6 +356,8 @@ def markdown(result: dict[str, Any]) -> str:
                              f"{c['grid_vs_law']:.1e} | {c['seconds']:.2f} | "
                              f"{'yes' if c['ok'] else 'NO' if c.get('held', True) else 'no (not held)'} |")
         lines.append("")
+    if "verifier_step_error" in result:
+        lines += ["## Verifier step benchmark", "", f"FAILED: {result['verifier_step_error']}"]
     step = result.get("verifier_step")
     if step:
         lines += [f"## Verifier step on {step['device_name']} (block_law + sample_block, V = "
@@ -446,14 +448,24 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{entry['file']} {name:16s} {status} {worst}", flush=True)
         record["row_defect"] = dump.get("row_defect")
         result["files"].append(record)
-    if args.step:
-        result["verifier_step"] = step_benchmark(args, device)
-    result["ok"] = bool(ok)
-    result["seconds"] = time.perf_counter() - start
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "gpu_laws.json").write_text(json.dumps(result, indent=1) + "\n")
-    (out / "gpu_laws.md").write_text(markdown(result))
+
+    def save() -> None:
+        result["ok"] = bool(ok)
+        result["seconds"] = time.perf_counter() - start
+        (out / "gpu_laws.json").write_text(json.dumps(result, indent=1) + "\n")
+        (out / "gpu_laws.md").write_text(markdown(result))
+
+    save()  # the laws' record stands even if the step benchmark below fails
+    if args.step:
+        try:
+            result["verifier_step"] = step_benchmark(args, device)
+        except Exception as err:  # noqa: BLE001 - recorded, and the run fails
+            result["verifier_step_error"] = f"{type(err).__name__}: {err}"
+            print(f"verifier step benchmark failed: {result['verifier_step_error']}", flush=True)
+            ok = False
+        save()
     print(f"{'PASS' if ok else 'FAIL'}: saved {out / 'gpu_laws.json'} and gpu_laws.md "
           f"({result['seconds']:.0f} s)")
     return 0 if ok else 1
