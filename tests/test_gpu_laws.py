@@ -171,3 +171,11 @@ def test_changed_or_pickled_dumps_are_refused(tiny_dump, tmp_path, capsys):
     (pickled / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(gpu_laws.DumpError, match=r"files\[0\]\.file"):
         gpu_laws.read_manifest(pickled)
+
+
+def test_run_specs_are_checked():
+    assert dump_trees.parse_run("qwen2.5-coder:0.6:1:3:3", 4, 4) == ("qwen2.5-coder", 0.6, 1, 3, 3)
+    assert dump_trees.parse_run("smollm2-135m:1.0:2", 4, 2) == ("smollm2-135m", 1.0, 2, 4, 2)
+    for bad in ("smollm2-135m:1.0", "p:x:1", "p:1.0:0", "p:1.0:1:5:1", "p:-1:1", ":1.0:1"):
+        with pytest.raises(SystemExit, match="^--run: "):
+            dump_trees.parse_run(bad, 4, 4)
