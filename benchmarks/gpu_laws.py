@@ -85,6 +85,14 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _shown(path: Path) -> str:
+    """PATH relative to the repository when inside it (records name no home folders)."""
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
 def read_manifest(folder: Path) -> dict[str, Any]:
     path = folder / "manifest.json"
     if not path.is_file():
@@ -417,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {
         "benchmark": "verifier laws on a device vs the CPU (float64 reference), real-model trees",
         "device": str(device), "device_name": device_name(device), "torch": torch.__version__,
-        "cpu_threads": torch.get_num_threads(), "dumps": str(folder),
+        "cpu_threads": torch.get_num_threads(), "dumps": _shown(folder),
         "dump_commit": manifest.get("commit"),
         "tolerances": {"float64": TOL64, "float32": TOL32,
                        "why": "see the module docstring of benchmarks/gpu_laws.py"},
