@@ -10,8 +10,8 @@ back with allow_pickle=False), plus a manifest (models, commit, prompts, tempera
 sha256 of every file). benchmarks/gpu_laws.py reads them.
 
     flock /tmp/heavy.lock taskset -c 0 nice -n 5 python benchmarks/dump_trees.py \
-        --run smollm2-135m:1.0:4 --run qwen2.5-coder:0.6:1 --run qwen2.5-coder:1.0:1 \
-        --out benchmarks/results/gpu/trees
+        --prompts humaneval:1 --max-steps 2 --run smollm2-135m:1.0:1 \
+        --run qwen2.5-coder:1.0:1 --run qwen2.5-coder:0.6:1:3:3 --out benchmarks/results/gpu/trees
 
 --run PAIR:T:N[:K:L]: N trees of the pair at target temperature T (one file per run; K, L
 default to --paths, --depth, at most 4). A single
