@@ -14,7 +14,8 @@ CPU in float64 as the reference:
   mass    max |sum of the law - 1| (stop probabilities and the joint), its most negative
           entry, and the values inside [1, L' + 1]
 
-and reports the max abs difference from the reference per verifier and dtype. Then it runs the
+and reports the max abs difference from the reference per verifier and dtype (on --device cpu:
+the CPU's float32 only). Then it runs the
 verifier-step benchmark (benchmarks/verifier_step.py, small settings) on the device. Writes
 gpu_laws.json and gpu_laws.md under --out; exits 1 on a difference or mass error beyond the
 tolerances below (a verifier that refuses the vocabulary, khisti, is reported as skipped).
@@ -22,14 +23,17 @@ tolerances below (a verifier that refuses the vocabulary, khisti, is reported as
 Tolerances (absolute; E[tau + 1] lies in [1, 5], law entries in [0, 1]):
   float64 on the device vs the CPU: 1e-12 (the same arithmetic up to the order of sums:
           rounding ~ log2(V) 2^-53 per sum, orders below that).
-  float32 on the device vs float64 on the CPU: TOL32 = 1e-4 on values and law entries, mass
-          within 1e-4. The dumped rows are float32, so both dtypes start from the same
-          numbers and the difference is float32 arithmetic alone: sums of V <= 151,936
-          terms round at about log2(V) 2^-24 ~ 1e-6 of their size, and BV's tests
-          h = Z / (Z + 1 - w) divide by a difference that can be small, amplifying that; the
-          float32 CPU law on these dumps (measured, recorded as "cpu float32") is the yardstick:
-          at most 2.2e-6 on the smollm2 tree (nodeopt's values; benchmarks/results/gpu/README.md),
-          so a device's float32 may be 45x worse than the CPU's before this fails.
+  float32 on the device vs float64 on the CPU: max(TOL32, SLACK32 x the CPU's own float32
+          deviation on the same law), TOL32 = 1e-4, SLACK32 = 4, on values, law entries and
+          mass. The dumped rows are float32, so both dtypes start from the same numbers and the
+          difference is float32 arithmetic alone: sums of V <= 151,936 terms round at about
+          log2(V) 2^-24 ~ 1e-6 of their size, and some laws amplify that: on the CPU, float32
+          is within 2.2e-6 of float64 for every law on the smollm2 tree, but nodeopt's values
+          on the qwen2.5-coder T = 0.6 tree are off by 3.8e-4 at K' >= 2 (float64 on rows
+          perturbed by 1e-7 moves them by 4.5e-7 only: float32 arithmetic inside nodeopt, not
+          the rows; benchmarks/results/gpu/README.md). So the CPU's float32 law ("cpu float32",
+          computed first, reported, never failed: it is no device's error) is the yardstick,
+          and a device's float32 may be 4x further from float64 than the CPU's, or 1e-4.
 A verifier registered as possibly undefined (spectr_gbv as released) may lose mass by design
 and branches on whether a correction row is all zero, so float32 rounding can move its value by
 a finite amount: its masses and float32 differences are reported, not failed (float64: held).
@@ -64,6 +68,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DUMPS = ROOT / "benchmarks" / "results" / "gpu" / "trees"
 TOL64 = 1e-12
 TOL32 = 1e-4
+SLACK32 = 4.0
 ARRAYS = {"tokens": "i", "target_nodes": "f", "target_index": "i", "draft_nodes": "f",
           "draft_index": "i"}
 MAX_MANIFEST_BYTES = 1 << 20
@@ -256,8 +261,15 @@ def row_defect(dump: dict[str, Any]) -> float:
     return max(float((dump[k].double().sum(-1) - 1).abs().max()) for k in ("target", "draft"))
 
 
-def check_verifier(name: str, dump: dict[str, Any], device: torch.device, cpu_float32: bool
-                   ) -> dict[str, Any]:
+def float32_tolerance(yardstick: dict[str, Any]) -> float:
+    """The tolerance of a device's float32 law: TOL32, or SLACK32 times the CPU's own float32
+    deviation from float64 on the same law (values or law entries) where that is larger."""
+    if "value_diff" not in yardstick:  # the CPU's float32 law failed to run: TOL32 alone
+        return TOL32
+    return max(TOL32, SLACK32 * max(yardstick["value_diff"], yardstick["law_diff"]))
+
+
+def check_verifier(name: str, dump: dict[str, Any], device: torch.device) -> dict[str, Any]:
     """The reference (CPU float64) and every compared configuration of one verifier."""
     spec = REGISTRY[name]
     check_mass = not spec.may_be_undefined
@@ -273,11 +285,10 @@ def check_verifier(name: str, dump: dict[str, Any], device: torch.device, cpu_fl
         reference = evaluate(name, dump, cpu, torch.float64)
     except ValueError as err:  # a law for small vocabularies only (khisti)
         return {"verifier": name, "skipped": str(err).splitlines()[0]}
-    configs = [("cpu float32", cpu, torch.float32, TOL32)] if cpu_float32 or device.type == "cpu" \
-        else []
+    configs = [("cpu float32", cpu, torch.float32, TOL32)]  # the yardstick: first
     if device.type != "cpu":
-        configs = [(f"{device.type} float64", device, torch.float64, TOL64),
-                   (f"{device.type} float32", device, torch.float32, TOL32), *configs]
+        configs += [(f"{device.type} float64", device, torch.float64, TOL64),
+                    (f"{device.type} float32", device, torch.float32, None)]
     defect = dump.setdefault("row_defect", row_defect(dump))
     row: dict[str, Any] = {"verifier": name, "lossless": spec.lossless,
                            "reference": {"seconds": reference["seconds"],
@@ -293,6 +304,8 @@ def check_verifier(name: str, dump: dict[str, Any], device: torch.device, cpu_fl
         and reference["grid_vs_law"] <= TOL64
     row["reference"]["ok"] = ref_ok
     for label, where, dtype, tolerance in configs:
+        if tolerance is None:  # a device's float32: held to the CPU's float32 (float32_tolerance)
+            tolerance = float32_tolerance(row["configs"]["cpu float32"])
         try:
             got = evaluate(name, dump, where, dtype)
         except Exception as err:  # noqa: BLE001 - a failure on a device is a result to report
@@ -303,6 +316,10 @@ def check_verifier(name: str, dump: dict[str, Any], device: torch.device, cpu_fl
             # such a rule branches on whether a correction row is all zero, so float32
             # rounding can flip a branch and move the value by a finite amount (spectr_gbv on
             # smollm2 rows: 0.03): reported, not failed; float64 is held to TOL64
+            row["configs"][label]["held"] = False
+        if label == "cpu float32":
+            # the yardstick: what float32 arithmetic does to this law on the CPU; reported
+            # (within TOL32 or not), never failed: it is no device's error
             row["configs"][label]["held"] = False
     row["ok"] = ref_ok and all(c["ok"] or not c.get("held", True) for c in row["configs"].values())
     return row
@@ -337,7 +354,8 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [f"# Verifier laws on {result['device']} ({result['device_name']}) vs the CPU in float64",
              "", f"torch {result['torch']}, recorded {result['recorded_at']}; dumps "
              f"{result['dumps']} (commit {result['dump_commit']}); "
-             f"tolerances: float64 {TOL64:g}, float32 {TOL32:g}. "
+             f"tolerances: float64 {TOL64:g}, a device's float32 max({TOL32:g}, {SLACK32:g} x "
+             "the CPU's float32 deviation; the cpu float32 rows are that yardstick, not held). "
              f"**{'PASS' if result['ok'] else 'FAIL'}** ({result['seconds']:.0f} s)", ""]
     for dump in result["files"]:
         lines += [f"## {dump['file']}: {dump['label']}, T = {dump['temperature']}, "
@@ -387,8 +405,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verifiers", default=None, help="comma list (default: every registered)")
     parser.add_argument("--files", default=None, help="comma list of dump files (default: all)")
     parser.add_argument("--max-trees", type=int, default=None, help="first N trees of each file")
-    parser.add_argument("--cpu-float32", action="store_true",
-                        help="on a device, also compare the CPU's float32 law (the yardstick)")
     parser.add_argument("--no-step", dest="step", action="store_false",
                         help="skip the verifier-step benchmark")
     parser.add_argument("--step-vocab", type=int, default=151_936)
@@ -427,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
         "device": str(device), "device_name": device_name(device), "torch": torch.__version__,
         "cpu_threads": torch.get_num_threads(), "dumps": _shown(folder),
         "dump_commit": manifest.get("commit"),
-        "tolerances": {"float64": TOL64, "float32": TOL32,
+        "tolerances": {"float64": TOL64, "float32": TOL32, "float32_slack": SLACK32,
                        "why": "see the module docstring of benchmarks/gpu_laws.py"},
         "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "files": []}
     ok = True
@@ -438,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
         record.update(trees=trees, paths=paths, depth=depth, vocab=int(dump["target"].shape[-1]),
                       verifiers=[])
         for name in names:
-            row = check_verifier(name, dump, device, args.cpu_float32)
+            row = check_verifier(name, dump, device)
             record["verifiers"].append(row)
             ok &= row.get("ok", True)
             if "skipped" in row:
