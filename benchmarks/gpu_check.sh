@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU check of issues 20 (part 4) and 33 (part 5), for a machine with one GPU and NO models,
 # registry or network (a lent machine): 8 minutes at most (step limits 120 + 300 + 60 s; not yet
-# timed on a GPU: the CPU path took 70 s in all on one loaded core).
+# timed on a GPU: the CPU path took about 40 s in all on one loaded core).
 #   bash benchmarks/gpu_check.sh [OUT]     (OUT default: $OUT if set, else benchmarks/results/gpu/run)
 #   DEVICE=cpu bash benchmarks/gpu_check.sh /tmp/gpu_check_cpu     (the CPU path, small step bench)
 # Needs there: python3 with torch and numpy (pytest for step 1); nothing else (no transformers,
