@@ -71,6 +71,7 @@ from ..decode.engine import score_tree
 from ..decode.tree_rows import level_rows, prefill, sample_contexts, sample_trees, tree_rows
 from ..lp import optimum, tolerances
 from ..lp.closed_form import one_step_optimum
+from ..lp.coarse_lp import ragged_coarse, ragged_dual_bound, ragged_optimum
 from ..lp.coarsen import (
     coarsened_instance,
     depth_caps,
@@ -96,6 +97,7 @@ MODE_FULL = "full-vocabulary"
 MODE_RENORMALISED = "renormalised"
 BOUNDS_VERSION = 4  # 4: + exit credit (13.6, Lemma 13.8); 3: mass trees (13.6); 2: uniform M (13.5)
 MAX_COARSE_PATHS = 40_000  # (M + 1)^L paths in the coarse LP at most
+LP_PATHS = ("ragged", "padded")  # the coarse LPs' path sets (bracket_bounds, section 13.7)
 CERTIFIED_TOLERANCE = tolerances.CERTIFIED  # a verifier beats a certified bound by more: failure
 UNCERTIFIED_TOLERANCE = tolerances.UNCERTIFIED
 
@@ -217,7 +219,7 @@ def bracket_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, 
                    paths: list[int], verifiers: list[str] | None = None,
                    max_evaluations: int = MAX_LAW_EVALUATIONS,
                    time_limit: float | None = None, overlap: np.ndarray | None = None,
-                   skip_late_laws: bool = True) -> dict[str, Any]:
+                   skip_late_laws: bool = True, lp_paths: str = "ragged") -> dict[str, Any]:
     """Certified lower and upper bounds on the fine K-path optimum from the kept rows only.
 
     target_edge, draft_edge [N, M]: the FULL-vocabulary probabilities of the M kept children
@@ -240,14 +242,26 @@ def bracket_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, 
     left); an LP stopped by it gives no candidate unless its master has duals (weak duality
     holds for any multipliers), and the prefix bound always remains; past it (skip_late_laws)
     the registered verifiers' laws are skipped too (token-kept / nss-kept remain).
+    lp_paths "ragged" (default): both coarse LPs on their paths of positive probability
+    (`lp.coarse_lp`, section 13.7, Lemma 13.9: the same optima as the padded instances,
+    whose dummy slots it drops); "padded": `lp.optimum` on the padded instances.
     """
     deadline = None if time_limit is None else time.perf_counter() + time_limit
     solves_left = 2 * len(paths)
     te, de = np.asarray(target_edge), np.asarray(draft_edge)
     exact = te.dtype == object
+    if lp_paths not in LP_PATHS:
+        raise ValueError(f"lp_paths must be one of {LP_PATHS}, got {lp_paths!r}")
     instance = coarsened_instance(te, de, width, depth, name=f"coarse-M{width}-L{depth}")
-    terminal = coarsened_instance(te, de, width, depth, name=f"terminal-M{width}-L{depth}",
-                                  below_r="terminal")
+    if lp_paths == "padded":
+        terminal = coarsened_instance(te, de, width, depth, name=f"terminal-M{width}-L{depth}",
+                                      below_r="terminal")
+        masters = {"terminal LP + tail": terminal, "coarse LP": instance}
+    else:  # the same optima on the paths of positive probability only (section 13.7)
+        masters = {"terminal LP + tail": ragged_coarse(te, de, width, depth, "terminal"),
+                   "coarse LP": ragged_coarse(te, de, width, depth, "again")}
+    lp_sizes = {label: (m.size() if lp_paths == "ragged" else {"padded_paths": (width + 1) ** depth})
+                for label, m in masters.items()}
     float_edges = (np.asarray(te, dtype=np.float64), np.asarray(de, dtype=np.float64))
     classic = kept_lower_bounds(*float_edges, width, depth, paths)
     names = lower_verifiers(verifiers)
@@ -257,15 +271,22 @@ def bracket_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, 
         start = time.perf_counter()
         candidates: dict[str, Any] = {}
         lp_values: dict[str, Any] = {}
-        for label, inst in (("terminal LP + tail", terminal), ("coarse LP", instance)):
+        lp_seconds = 0.0
+        for label, inst in masters.items():
             share = (None if deadline is None
                      else max(1.0, (deadline - time.perf_counter()) / solves_left))
             solves_left -= 1
-            result = optimum(inst, k, method="colgen", certify=False, time_limit=share)
+            lp_start = time.perf_counter()
+            if lp_paths == "padded":
+                result = optimum(inst, k, method="colgen", certify=False, time_limit=share)
+            else:
+                result = ragged_optimum(inst, k, time_limit=share)
+            lp_seconds += time.perf_counter() - lp_start
             lp_values[label] = result.value
             if result.matching_duals is None:
                 continue
-            bound = dual_upper_bound(inst, result.matching_duals, k)
+            bound = (dual_upper_bound(inst, result.matching_duals, k) if lp_paths == "padded"
+                     else ragged_dual_bound(inst, result.matching_duals, k))
             if label != "coarse LP":
                 bound += tail_bound(te, de, width, depth, k, skip=1)
             candidates[label] = bound
@@ -281,7 +302,9 @@ def bracket_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, 
             "certificate": "the smallest of: weak duality on the coarse and terminal coarse "
                            "instances (exact rationals), the prefix bound with its tail "
                            "(docs/theory.md section 13.5)",
-            "status": "certified", "seconds": round(time.perf_counter() - start, 3)}
+            "status": "certified", "seconds": round(time.perf_counter() - start, 3),
+            "lp_seconds": round(lp_seconds, 3), "lp_paths": lp_paths,
+            "lp_size": lp_sizes.get(best)}
         start = time.perf_counter()
         coarse = instance if not exact else instance
         late = skip_late_laws and deadline is not None and time.perf_counter() > deadline
@@ -534,7 +557,11 @@ def adaptive_bracket(target: Any, draft: Any, context: list[int], depth: int, pa
                           "kept_tokens": tree["kept_tokens"], "rows_seconds": tree["seconds"],
                           **lumped_mass(tree["target_edge"], tree["draft_edge"], w, depth)}
             step = {"width": w, "cap": m, "epsilon": epsilons[i], "nodes": tree["nodes"],
-                    "lumped_target": coarsening["lumped_target"]}
+                    "kept_tokens": tree["kept_tokens"], "padded_paths": (w + 1) ** depth,
+                    "rows_seconds": tree["seconds"], "lumped_target": coarsening["lumped_target"]}
+        step["upper_seconds"] = round(sum(b["seconds"] for b in found["bounds"].values()), 3)
+        step["lp_seconds"] = round(sum(b["lp_seconds"] for b in found["bounds"].values()), 3)
+        step["lower_seconds"] = round(sum(b["seconds"] for b in found["lower"].values()), 3)
         for k in paths:
             key = str(k)
             up, low = found["bounds"][key], found["lower"][key]
