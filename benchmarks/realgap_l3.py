@@ -55,6 +55,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--budget", type=float, default=120.0, help="seconds per context and depth")
     parser.add_argument("--verifiers", default="", help="comma list (default: every lossless "
                         "i.i.d. verifier, as realgap)")
+    parser.add_argument("--lp-paths", default="ragged", choices=["ragged", "padded"],
+                        help="the coarse LPs' path set (experiments.realgap.bracket_bounds)")
     parser.add_argument("--label", default="", help="a tag in the key (e.g. the code version)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
@@ -80,7 +82,8 @@ def main(argv: list[str] | None = None) -> None:
             widths = width_schedule(caps[0], depth, caps)
             for prompt, c in [(p, int(c)) for p in prompts for c in args.contexts.split(",")]:
                 key = json.dumps([args.pair, prompt["id"], c, t, depth, widths,
-                                  args.budget, paths, verifiers, BOUNDS_VERSION, args.label])
+                                  args.budget, paths, verifiers, BOUNDS_VERSION, args.label,
+                                  args.lp_paths])
                 if key in done:
                     continue
                 if pair is None:
@@ -96,7 +99,8 @@ def main(argv: list[str] | None = None) -> None:
                 ready = prefill(pair.target.model, pair.draft.model, context, t, None)
                 found = adaptive_bracket(pair.target.model, pair.draft.model, context, depth,
                                          paths, t, None, ready, verifiers, widths,
-                                         WIDTH_TARGETS[depth], args.budget, "mass")
+                                         WIDTH_TARGETS[depth], args.budget, "mass",
+                                         args.lp_paths)
                 seconds = time.perf_counter() - start
                 by_k = {k: {"lower": found["lower"][k]["value"],
                             "lower_by": found["lower"][k]["verifier"],
@@ -108,6 +112,7 @@ def main(argv: list[str] | None = None) -> None:
                           "prompt_seed": args.prompt_seed, "context": c,
                           "context_tokens": len(context), "temperature": t, "depth": depth,
                           "caps": widths, "budget": args.budget, "label": args.label,
+                          "lp_paths": args.lp_paths,
                           "bounds_version": BOUNDS_VERSION, "target": WIDTH_TARGETS[depth],
                           "seconds": round(seconds, 2), "prefill_seconds": ready.seconds,
                           "by_paths": by_k, "expansion": found["expansion"],

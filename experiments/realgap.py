@@ -521,14 +521,15 @@ def adaptive_bracket(target: Any, draft: Any, context: list[int], depth: int, pa
                      temperature: float, draft_temperature: float | None, prefilled: Any,
                      verifiers: list[str] | None, widths: list[int],
                      width_target: float | None, time_budget: float | None,
-                     expansion: str = "uniform") -> dict[str, Any]:
+                     expansion: str = "uniform", lp_paths: str = "ragged") -> dict[str, Any]:
     """Expand the kept tree until every K's bracket is at most width_target wide or
     time_budget seconds are spent (checked between trees; the LPs of one tree get the
     budget left as their time limit). expansion "uniform": the complete M-ary tree of the
     top-M of p + q, M in `widths` order (section 13.5); "mass": the mass-driven tree of
     `mass_tree_rows` with cap M in `widths` order and threshold `mass_epsilons` (section
     13.6). The bracket per K is [largest lower, smallest upper] over the trees tried (each
-    is certified for the same fine instance).
+    is certified for the same fine instance). lp_paths: of the mass-driven trees' coarse LPs
+    (`bracket_bounds`).
     Returns {"bounds", "lower", "coarsening" (of the last tree), "expansion": [...]}."""
     if expansion not in EXPANSIONS:
         raise ValueError(f"expansion must be one of {EXPANSIONS}, got {expansion!r}")
@@ -550,7 +551,8 @@ def adaptive_bracket(target: Any, draft: Any, context: list[int], depth: int, pa
             w = tree["width"]
             found = bracket_bounds(tree["target_edge"], tree["draft_edge"], w, depth, paths,
                                    verifiers, time_limit=left, overlap=tree["overlap"],
-                                   skip_late_laws=i > 0)  # the first tree: every law
+                                   skip_late_laws=i > 0,  # the first tree: every law
+                                   lp_paths=lp_paths)
             coarsening = {"select": "mass-driven: top of p + q per node until the lumped "
                                     "weight is <= epsilon (docs/theory.md section 13.6)",
                           "cap": m, "epsilon": epsilons[i], "width": w, "nodes": tree["nodes"],
