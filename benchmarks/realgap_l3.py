@@ -59,7 +59,12 @@ def main(argv: list[str] | None = None) -> None:
                         help="the coarse LPs' path set (experiments.realgap.bracket_bounds)")
     parser.add_argument("--label", default="", help="a tag in the key (e.g. the code version)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--summarize", action="store_true", help="print the means of the records "
+                        "in OUT and exit")
     args = parser.parse_args(argv)
+    if args.summarize:
+        summarize(args.out / "records.jsonl")
+        return
     caps_default = {2: [8, 16], 3: [2, 4, 8], 4: [1, 2, 4]}
     paths = sorted(int(x) for x in args.paths.split(","))
     verifiers = [v for v in args.verifiers.split(",") if v] or None
@@ -128,6 +133,23 @@ def main(argv: list[str] | None = None) -> None:
                     for s in found["expansion"])
                 print(f"T={t} L={depth} {prompt['id']} c{c} {seconds:.1f}s {widths_text} | {steps}",
                       flush=True)
+
+
+def summarize(path: Path) -> None:
+    """Per (lp paths, budget, T, L, K): contexts, mean and max bracket width, mean and max
+    seconds per context (bounds only), against the target."""
+    groups: dict[tuple, list[dict]] = {}
+    for line in path.read_text().splitlines():
+        r = json.loads(line)
+        for k, v in r["by_paths"].items():
+            key = (r.get("lp_paths", "padded"), r["budget"], r["temperature"], r["depth"], int(k))
+            groups.setdefault(key, []).append({"width": v["width"], "seconds": r["seconds"]})
+    for (lp_paths, budget, t, depth, k), rows in sorted(groups.items()):
+        widths = [x["width"] for x in rows]
+        secs = [x["seconds"] for x in rows]
+        print(f"{lp_paths:6s} budget {budget:g} T={t} L={depth} K={k} n={len(rows)} width mean "
+              f"{sum(widths) / len(widths):.4f} max {max(widths):.4f} (target "
+              f"{WIDTH_TARGETS[depth]}) seconds mean {sum(secs) / len(secs):.1f} max {max(secs):.1f}")
 
 
 if __name__ == "__main__":
