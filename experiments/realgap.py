@@ -267,6 +267,7 @@ def bracket_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, 
     names = lower_verifiers(verifiers)
     bounds: dict[str, Any] = {}
     lowers: dict[str, Any] = {}
+    warm: dict[str, list[Any]] = {label: [] for label in masters}  # priorities of the last K
     for k in paths:
         start = time.perf_counter()
         candidates: dict[str, Any] = {}
@@ -280,7 +281,8 @@ def bracket_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, 
             if lp_paths == "padded":
                 result = optimum(inst, k, method="colgen", certify=False, time_limit=share)
             else:
-                result = ragged_optimum(inst, k, time_limit=share)
+                result = ragged_optimum(inst, k, time_limit=share, priorities=warm[label])
+                warm[label] = result.priorities[1:]
             lp_seconds += time.perf_counter() - lp_start
             lp_values[label] = result.value
             if result.matching_duals is None:

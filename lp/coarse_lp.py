@@ -180,6 +180,7 @@ class RaggedResult:
     size: dict[str, int]
     seconds: float
     notes: list[str] = field(default_factory=list)
+    priorities: list[np.ndarray] = field(default_factory=list)  # the master's columns
 
 
 @dataclass
@@ -189,7 +190,7 @@ class _RaggedPricing:
     paths: int
     tolerance: float
     notes: list[str]
-    columns: int = 1
+    priorities: list[np.ndarray]
     value: float = float("nan")
 
     def recover(self, iteration: int, status: str) -> str:
@@ -207,14 +208,17 @@ class _RaggedPricing:
             return True
         nz = np.nonzero(law)[0]
         _add_column(self.h, nz, -law[nz])
-        self.columns += 1
+        self.priorities.append(priority)
         return False
 
 
 def ragged_optimum(tree: RaggedCoarse, paths: int, time_limit: float | None = None,
-                   tolerance: float = 1e-9, max_iterations: int = 5_000) -> RaggedResult:
+                   tolerance: float = 1e-9, max_iterations: int = 5_000,
+                   priorities: list[np.ndarray] | None = None) -> RaggedResult:
     """The coarse K-path optimum on the ragged master (module docstring), in floats, by
-    column generation (the loop of `lp.colgen`; first priority: leaves by q, descending).
+    column generation (the loop of `lp.colgen`; first priority: leaves by q, descending,
+    then `priorities` (e.g. those of a run at another K: a warm start; any set of priorities
+    leaves the optimum unchanged, the pricing adds what is missing)).
     time_limit stops it (status "time_limit"; the duals of the last solve are still returned:
     weak duality holds for any multipliers)."""
     if paths < 1:
@@ -251,14 +255,17 @@ def ragged_optimum(tree: RaggedCoarse, paths: int, time_limit: float | None = No
             vals.append(-edge_pf[e])
         cost.append(0.0)
         col += 1
-    first = np.argsort(-q, kind="stable")
-    law = _leaf_law(q, first, paths)
-    nz = np.nonzero(law)[0]
-    rows += list(nz)
-    cols += [col] * len(nz)
-    vals += list(-law[nz])
-    cost.append(0.0)
-    col += 1
+    start_with = [np.argsort(-q, kind="stable")] + list(priorities or [])
+    for priority in start_with:
+        if len(priority) != n_leaves:
+            raise ValueError(f"priorities: expected permutations of {n_leaves} leaves")
+        law = _leaf_law(q, priority, paths)
+        nz = np.nonzero(law)[0]
+        rows += list(nz)
+        cols += [col] * len(nz)
+        vals += list(-law[nz])
+        cost.append(0.0)
+        col += 1
     n_rows = n_leaves + n_edges
     rhs = np.zeros(n_rows)
     root_edges = np.array(tree.out_edges[0], dtype=np.int64)
@@ -291,16 +298,16 @@ def ragged_optimum(tree: RaggedCoarse, paths: int, time_limit: float | None = No
     size = {**tree.size(), "rho_columns": n_rho}
     notes = [f"ragged master: {col} columns x {n_rows} rows ({n_leaves} leaves with q > 0 of "
              f"{tree.padded_paths} padded paths)"]
-    pricing = _RaggedPricing(h, q, paths, tolerance, notes)
+    pricing = _RaggedPricing(h, q, paths, tolerance, notes, list(start_with))
     status, iterations = _column_loop(pricing, max_iterations, _clock(time_limit, start))
     duals = None
     if iterations and status in ("optimal", "time_limit"):
         solved = np.asarray(h.getSolution().row_dual, dtype=np.float64)
         if len(solved) == n_rows and np.all(np.isfinite(solved)):
             duals = solved[n_leaves:]
-    size["priorities"] = pricing.columns
+    size["priorities"] = len(pricing.priorities)
     return RaggedResult(status, pricing.value, duals, iterations, size,
-                        time.perf_counter() - start, notes)
+                        time.perf_counter() - start, notes, pricing.priorities)
 
 
 def ragged_dual_bound(tree: RaggedCoarse, theta: np.ndarray, paths: int) -> Fraction:
