@@ -615,3 +615,11 @@ def test_ragged_bracket_contains_the_fine_optimum(paths, seed):
             assert up["candidates"][name] == pytest.approx(value, abs=1e-9), name
     with pytest.raises(ValueError, match="lp_paths"):
         bracket_bounds(target, draft, width, 3, [paths], ["bv"], lp_paths="wide")
+
+
+def test_ragged_lp_out_of_time_gives_no_bound():
+    """A master never solved (no time at all) gives no candidate, never a number."""
+    inst = dirichlet_instance(3, 2, alpha=0.5, seed=9, denominator=32)
+    te, de, _, width, _ = mass_kept_edges(inst, 2, 0.01, 1)
+    bound, run = ragged_upper_bound(te, de, width, 2, 1, time_limit=0.0)
+    assert bound is None and run.status == "time_limit" and run.matching_duals is None
