@@ -79,6 +79,7 @@ from ..lp.coarsen import (
     exit_overlap,
     kept_count,
     kept_lower_values,
+    kept_masses,
     padded_edges,
     prefix_upper_bound,
     tail_bound,
@@ -260,6 +261,7 @@ def bracket_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, 
     else:  # the same optima on the paths of positive probability only (section 13.7)
         masters = {"terminal LP + tail": ragged_coarse(te, de, width, depth, "terminal"),
                    "coarse LP": ragged_coarse(te, de, width, depth, "again")}
+    masses = kept_masses(te, de, width, depth)  # exact path masses, shared by the tails
     lp_sizes = {label: (m.size() if lp_paths == "ragged" else {"padded_paths": (width + 1) ** depth})
                 for label, m in masters.items()}
     float_edges = (np.asarray(te, dtype=np.float64), np.asarray(de, dtype=np.float64))
@@ -290,9 +292,9 @@ def bracket_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, 
             bound = (dual_upper_bound(inst, result.matching_duals, k) if lp_paths == "padded"
                      else ragged_dual_bound(inst, result.matching_duals, k))
             if label != "coarse LP":
-                bound += tail_bound(te, de, width, depth, k, skip=1)
+                bound += tail_bound(te, de, width, depth, k, skip=1, masses=masses)
             candidates[label] = bound
-        candidates["prefix + tail"] = prefix_upper_bound(te, de, width, depth, k)
+        candidates["prefix + tail"] = prefix_upper_bound(te, de, width, depth, k, masses=masses)
         best = min(candidates, key=candidates.get)
         value = candidates[best]
         bounds[str(k)] = {
