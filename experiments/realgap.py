@@ -20,7 +20,8 @@ At contexts reached by target sampling on real prompts (`decode.tree_rows
               into a remainder token accepted to depth L; `lp.dual_bound`), the bound of the
               TERMINAL coarse instance (nothing accepted below the remainder) plus a certified
               tail (`lp.coarsen.tail_bound`), and the prefix bound plus tail (no LP). The LPs
-              are solved by column generation in floats; the bounds are exact rationals.
+              are solved by column generation in floats on their paths of positive probability
+              (`lp.coarse_lp`, docs/theory.md 13.7); the bounds are exact rationals.
   lower bound certified, from the kept rows only: the largest exact value of a lossless
               verifier that needs only them: every named lossless i.i.d. verifier's exact law
               on the coarse instance credited up to the first remainder token
