@@ -136,18 +136,19 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def summarize(path: Path) -> None:
-    """Per (lp paths, budget, T, L, K): contexts, mean and max bracket width, mean and max
+    """Per (lp paths, caps, budget, T, L, K): contexts, mean and max bracket width, mean and max
     seconds per context (bounds only), against the target."""
     groups: dict[tuple, list[dict]] = {}
     for line in path.read_text().splitlines():
         r = json.loads(line)
         for k, v in r["by_paths"].items():
-            key = (r.get("lp_paths", "padded"), r["budget"], r["temperature"], r["depth"], int(k))
+            key = (r.get("lp_paths", "padded"), ",".join(map(str, r["caps"])), r["budget"],
+                   r["temperature"], r["depth"], int(k))
             groups.setdefault(key, []).append({"width": v["width"], "seconds": r["seconds"]})
-    for (lp_paths, budget, t, depth, k), rows in sorted(groups.items()):
+    for (lp_paths, caps, budget, t, depth, k), rows in sorted(groups.items()):
         widths = [x["width"] for x in rows]
         secs = [x["seconds"] for x in rows]
-        print(f"{lp_paths:6s} budget {budget:g} T={t} L={depth} K={k} n={len(rows)} width mean "
+        print(f"{lp_paths:6s} caps {caps} budget {budget:g} T={t} L={depth} K={k} n={len(rows)} width mean "
               f"{sum(widths) / len(widths):.4f} max {max(widths):.4f} (target "
               f"{WIDTH_TARGETS[depth]}) seconds mean {sum(secs) / len(secs):.1f} max {max(secs):.1f}")
 
