@@ -20,7 +20,8 @@ At contexts reached by target sampling on real prompts (`decode.tree_rows
               into a remainder token accepted to depth L; `lp.dual_bound`), the bound of the
               TERMINAL coarse instance (nothing accepted below the remainder) plus a certified
               tail (`lp.coarsen.tail_bound`), and the prefix bound plus tail (no LP). The LPs
-              are solved by column generation in floats; the bounds are exact rationals.
+              are solved by column generation in floats on their paths of positive probability
+              (`lp.coarse_lp`, docs/theory.md 13.7); the bounds are exact rationals.
   lower bound certified, from the kept rows only: the largest exact value of a lossless
               verifier that needs only them: every named lossless i.i.d. verifier's exact law
               on the coarse instance credited up to the first remainder token
@@ -71,6 +72,7 @@ from ..decode.engine import score_tree
 from ..decode.tree_rows import level_rows, prefill, sample_contexts, sample_trees, tree_rows
 from ..lp import optimum, tolerances
 from ..lp.closed_form import one_step_optimum
+from ..lp.coarse_lp import ragged_coarse, ragged_dual_bound, ragged_optimum
 from ..lp.coarsen import (
     coarsened_instance,
     depth_caps,
@@ -78,6 +80,7 @@ from ..lp.coarsen import (
     exit_overlap,
     kept_count,
     kept_lower_values,
+    kept_masses,
     padded_edges,
     prefix_upper_bound,
     tail_bound,
@@ -96,6 +99,7 @@ MODE_FULL = "full-vocabulary"
 MODE_RENORMALISED = "renormalised"
 BOUNDS_VERSION = 4  # 4: + exit credit (13.6, Lemma 13.8); 3: mass trees (13.6); 2: uniform M (13.5)
 MAX_COARSE_PATHS = 40_000  # (M + 1)^L paths in the coarse LP at most
+LP_PATHS = ("ragged", "padded")  # the coarse LPs' path sets (bracket_bounds, section 13.7)
 CERTIFIED_TOLERANCE = tolerances.CERTIFIED  # a verifier beats a certified bound by more: failure
 UNCERTIFIED_TOLERANCE = tolerances.UNCERTIFIED
 
@@ -217,7 +221,7 @@ def bracket_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, 
                    paths: list[int], verifiers: list[str] | None = None,
                    max_evaluations: int = MAX_LAW_EVALUATIONS,
                    time_limit: float | None = None, overlap: np.ndarray | None = None,
-                   skip_late_laws: bool = True) -> dict[str, Any]:
+                   skip_late_laws: bool = True, lp_paths: str = "ragged") -> dict[str, Any]:
     """Certified lower and upper bounds on the fine K-path optimum from the kept rows only.
 
     target_edge, draft_edge [N, M]: the FULL-vocabulary probabilities of the M kept children
@@ -240,36 +244,58 @@ def bracket_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, 
     left); an LP stopped by it gives no candidate unless its master has duals (weak duality
     holds for any multipliers), and the prefix bound always remains; past it (skip_late_laws)
     the registered verifiers' laws are skipped too (token-kept / nss-kept remain).
+    lp_paths "ragged" (default): both coarse LPs on their paths of positive probability
+    (`lp.coarse_lp`, section 13.7, Lemma 13.9: the same optima as the padded instances,
+    whose dummy slots it drops); "padded": `lp.optimum` on the padded instances.
     """
     deadline = None if time_limit is None else time.perf_counter() + time_limit
     solves_left = 2 * len(paths)
     te, de = np.asarray(target_edge), np.asarray(draft_edge)
     exact = te.dtype == object
+    if lp_paths not in LP_PATHS:
+        raise ValueError(f"lp_paths must be one of {LP_PATHS}, got {lp_paths!r}")
     instance = coarsened_instance(te, de, width, depth, name=f"coarse-M{width}-L{depth}")
-    terminal = coarsened_instance(te, de, width, depth, name=f"terminal-M{width}-L{depth}",
-                                  below_r="terminal")
+    if lp_paths == "padded":
+        terminal = coarsened_instance(te, de, width, depth, name=f"terminal-M{width}-L{depth}",
+                                      below_r="terminal")
+        masters = {"terminal LP + tail": terminal, "coarse LP": instance}
+    else:  # the same optima on the paths of positive probability only (section 13.7)
+        masters = {"terminal LP + tail": ragged_coarse(te, de, width, depth, "terminal"),
+                   "coarse LP": ragged_coarse(te, de, width, depth, "again")}
+    masses = kept_masses(te, de, width, depth)  # exact path masses, shared by the tails
+    lp_sizes = {label: (m.size() if lp_paths == "ragged" else {"padded_paths": (width + 1) ** depth})
+                for label, m in masters.items()}
     float_edges = (np.asarray(te, dtype=np.float64), np.asarray(de, dtype=np.float64))
     classic = kept_lower_bounds(*float_edges, width, depth, paths)
     names = lower_verifiers(verifiers)
     bounds: dict[str, Any] = {}
     lowers: dict[str, Any] = {}
+    warm: dict[str, list[Any]] = {label: [] for label in masters}  # priorities of the last K
     for k in paths:
         start = time.perf_counter()
         candidates: dict[str, Any] = {}
         lp_values: dict[str, Any] = {}
-        for label, inst in (("terminal LP + tail", terminal), ("coarse LP", instance)):
+        lp_seconds = 0.0
+        for label, inst in masters.items():
             share = (None if deadline is None
                      else max(1.0, (deadline - time.perf_counter()) / solves_left))
             solves_left -= 1
-            result = optimum(inst, k, method="colgen", certify=False, time_limit=share)
+            lp_start = time.perf_counter()
+            if lp_paths == "padded":
+                result = optimum(inst, k, method="colgen", certify=False, time_limit=share)
+            else:
+                result = ragged_optimum(inst, k, time_limit=share, priorities=warm[label])
+                warm[label] = result.priorities[1:]
+            lp_seconds += time.perf_counter() - lp_start
             lp_values[label] = result.value
             if result.matching_duals is None:
                 continue
-            bound = dual_upper_bound(inst, result.matching_duals, k)
+            bound = (dual_upper_bound(inst, result.matching_duals, k) if lp_paths == "padded"
+                     else ragged_dual_bound(inst, result.matching_duals, k))
             if label != "coarse LP":
-                bound += tail_bound(te, de, width, depth, k, skip=1)
+                bound += tail_bound(te, de, width, depth, k, skip=1, masses=masses)
             candidates[label] = bound
-        candidates["prefix + tail"] = prefix_upper_bound(te, de, width, depth, k)
+        candidates["prefix + tail"] = prefix_upper_bound(te, de, width, depth, k, masses=masses)
         best = min(candidates, key=candidates.get)
         value = candidates[best]
         bounds[str(k)] = {
@@ -281,7 +307,9 @@ def bracket_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, 
             "certificate": "the smallest of: weak duality on the coarse and terminal coarse "
                            "instances (exact rationals), the prefix bound with its tail "
                            "(docs/theory.md section 13.5)",
-            "status": "certified", "seconds": round(time.perf_counter() - start, 3)}
+            "status": "certified", "seconds": round(time.perf_counter() - start, 3),
+            "lp_seconds": round(lp_seconds, 3), "lp_paths": lp_paths,
+            "lp_size": lp_sizes.get(best)}
         start = time.perf_counter()
         coarse = instance if not exact else instance
         late = skip_late_laws and deadline is not None and time.perf_counter() > deadline
@@ -498,14 +526,15 @@ def adaptive_bracket(target: Any, draft: Any, context: list[int], depth: int, pa
                      temperature: float, draft_temperature: float | None, prefilled: Any,
                      verifiers: list[str] | None, widths: list[int],
                      width_target: float | None, time_budget: float | None,
-                     expansion: str = "uniform") -> dict[str, Any]:
+                     expansion: str = "uniform", lp_paths: str = "ragged") -> dict[str, Any]:
     """Expand the kept tree until every K's bracket is at most width_target wide or
     time_budget seconds are spent (checked between trees; the LPs of one tree get the
     budget left as their time limit). expansion "uniform": the complete M-ary tree of the
     top-M of p + q, M in `widths` order (section 13.5); "mass": the mass-driven tree of
     `mass_tree_rows` with cap M in `widths` order and threshold `mass_epsilons` (section
     13.6). The bracket per K is [largest lower, smallest upper] over the trees tried (each
-    is certified for the same fine instance).
+    is certified for the same fine instance). lp_paths: of the mass-driven trees' coarse LPs
+    (`bracket_bounds`).
     Returns {"bounds", "lower", "coarsening" (of the last tree), "expansion": [...]}."""
     if expansion not in EXPANSIONS:
         raise ValueError(f"expansion must be one of {EXPANSIONS}, got {expansion!r}")
@@ -527,14 +556,19 @@ def adaptive_bracket(target: Any, draft: Any, context: list[int], depth: int, pa
             w = tree["width"]
             found = bracket_bounds(tree["target_edge"], tree["draft_edge"], w, depth, paths,
                                    verifiers, time_limit=left, overlap=tree["overlap"],
-                                   skip_late_laws=i > 0)  # the first tree: every law
+                                   skip_late_laws=i > 0,  # the first tree: every law
+                                   lp_paths=lp_paths)
             coarsening = {"select": "mass-driven: top of p + q per node until the lumped "
                                     "weight is <= epsilon (docs/theory.md section 13.6)",
                           "cap": m, "epsilon": epsilons[i], "width": w, "nodes": tree["nodes"],
                           "kept_tokens": tree["kept_tokens"], "rows_seconds": tree["seconds"],
                           **lumped_mass(tree["target_edge"], tree["draft_edge"], w, depth)}
             step = {"width": w, "cap": m, "epsilon": epsilons[i], "nodes": tree["nodes"],
-                    "lumped_target": coarsening["lumped_target"]}
+                    "kept_tokens": tree["kept_tokens"], "padded_paths": (w + 1) ** depth,
+                    "rows_seconds": tree["seconds"], "lumped_target": coarsening["lumped_target"]}
+        step["upper_seconds"] = round(sum(b["seconds"] for b in found["bounds"].values()), 3)
+        step["lp_seconds"] = round(sum(b["lp_seconds"] for b in found["bounds"].values()), 3)
+        step["lower_seconds"] = round(sum(b["seconds"] for b in found["lower"].values()), 3)
         for k in paths:
             key = str(k)
             up, low = found["bounds"][key], found["lower"][key]

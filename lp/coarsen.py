@@ -291,14 +291,6 @@ def exit_overlap(target_row: np.ndarray, draft_row: np.ndarray, kept: Any) -> An
     return max(0.0, min(1.0, beta) * (1.0 - EXIT_MARGIN))
 
 
-def _exact_rows(rows: np.ndarray) -> np.ndarray:
-    """Object array of Fractions (floats at their exact binary values)."""
-    rows = np.asarray(rows)
-    out = np.empty(rows.shape, dtype=object)
-    out.reshape(-1)[:] = [x if isinstance(x, Fraction) else Fraction(x) for x in rows.reshape(-1)]
-    return out
-
-
 def _check_kept(target_kept: np.ndarray, draft_kept: np.ndarray, width: int, depth: int) -> None:
     kept_nodes = sum(width**d for d in range(depth))
     for name, rows in (("target_kept", target_kept), ("draft_kept", draft_kept)):
@@ -306,28 +298,41 @@ def _check_kept(target_kept: np.ndarray, draft_kept: np.ndarray, width: int, dep
             raise ValueError(f"{name}: expected shape {(kept_nodes, width)}, got {np.shape(rows)}")
 
 
+def _exact_row(rows: np.ndarray, n: int) -> list[Fraction]:
+    """Row n as Fractions (floats at their exact binary values)."""
+    return [x if isinstance(x, Fraction) else Fraction(x) for x in np.asarray(rows)[n]]
+
+
 def kept_masses(target_kept: np.ndarray, draft_kept: np.ndarray, width: int, depth: int
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(p(z), q(z), |z|) of every kept node z of depth 0..L (M-ary shortlex over the child
     slots; children of node n are M n + 1 + j), exact Fractions (floats at their binary
-    values): the fine path probabilities, products of the kept edges."""
+    values): the fine path probabilities, products of the kept edges. Below a node of
+    probability 0 under both rows (a dummy of a padded tree) everything is 0 without
+    being multiplied out."""
     _check_kept(target_kept, draft_kept, width, depth)
-    te, de = _exact_rows(target_kept), _exact_rows(draft_kept)
     count = sum(width**d for d in range(depth + 1))
-    p = np.empty(count, dtype=object)
-    q = np.empty(count, dtype=object)
+    zero = Fraction(0)
+    p = np.full(count, zero, dtype=object)
+    q = np.full(count, zero, dtype=object)
     level = np.zeros(count, dtype=np.int64)
+    start = 0
+    for d in range(depth + 1):
+        level[start : start + width**d] = d
+        start += width**d
     p[0], q[0] = Fraction(1), Fraction(1)
-    for n in range(len(te)):
+    for n in range(len(target_kept)):
+        if p[n] == 0 and q[n] == 0:
+            continue
+        row_p, row_q = _exact_row(target_kept, n), _exact_row(draft_kept, n)
         for j in range(width):
             child = width * n + 1 + j
-            p[child], q[child] = p[n] * te[n, j], q[n] * de[n, j]
-            level[child] = level[n] + 1
+            p[child], q[child] = p[n] * row_p[j], q[n] * row_q[j]
     return p, q, level
 
 
 def tail_bound(target_kept: np.ndarray, draft_kept: np.ndarray, width: int, depth: int,
-               paths: int, skip: int = 0) -> Fraction:
+               paths: int, skip: int = 0, masses: Any = None) -> Fraction:
     """Certified bound on the expected number of accepted fine nodes outside the kept tree
     at least `skip` + 1 levels below their last kept ancestor (section 13.5, Lemma 13.2),
     exact:
@@ -337,30 +342,38 @@ def tail_bound(target_kept: np.ndarray, draft_kept: np.ndarray, width: int, dept
 
     a negative remainder (rounding of a fully kept float row) counted as 0. skip 0: every
     node outside the kept tree (Theorem 13.5); skip 1: the first-exit nodes are left out
-    (they are counted by the terminal coarse LP, Theorem 13.6)."""
+    (they are counted by the terminal coarse LP, Theorem 13.6). masses: `kept_masses` of
+    the same rows when already computed."""
     if paths < 1:
         raise ValueError(f"paths must be >= 1, got {paths}")
-    p, q, level = kept_masses(target_kept, draft_kept, width, depth)
-    te, de = _exact_rows(target_kept), _exact_rows(draft_kept)
+    p, q, level = masses if masses is not None else kept_masses(target_kept, draft_kept, width,
+                                                                  depth)
     total = Fraction(0)
-    for n in range(len(te)):
-        rest_p = max(Fraction(0), 1 - sum(te[n]))
-        rest_q = max(Fraction(0), 1 - sum(de[n]))
+    for n in range(len(target_kept)):
+        if p[n] == 0 and q[n] == 0:  # its term is min(0, 0)
+            continue
         levels = max(0, depth - int(level[n]) - skip)
+        if levels == 0:
+            continue
+        rest_p = max(Fraction(0), 1 - sum(_exact_row(target_kept, n)))
+        rest_q = max(Fraction(0), 1 - sum(_exact_row(draft_kept, n)))
         total += levels * min(p[n] * rest_p, paths * q[n] * rest_q)
     return total
 
 
 def prefix_upper_bound(target_kept: np.ndarray, draft_kept: np.ndarray, width: int, depth: int,
-                       paths: int) -> Fraction:
+                       paths: int, masses: Any = None) -> Fraction:
     """Certified upper bound on the fine K-path optimum without any LP (section 13.5,
     Theorem 13.5): 1 + sum over kept nodes z of depth 1..L of min(p(z), 1 - (1 - q(z))^K),
-    plus tail_bound. Exact (floats at their binary values)."""
-    p, q, level = kept_masses(target_kept, draft_kept, width, depth)
+    plus tail_bound. Exact (floats at their binary values). masses: as tail_bound."""
+    if masses is None:
+        masses = kept_masses(target_kept, draft_kept, width, depth)
+    p, q, _ = masses
     head = Fraction(1)
     for z in range(1, len(p)):
-        head += min(p[z], 1 - (1 - q[z]) ** paths)
-    return head + tail_bound(target_kept, draft_kept, width, depth, paths)
+        if p[z] != 0:  # min(0, 1 - (1 - q)^K) = 0
+            head += min(p[z], 1 - (1 - q[z]) ** paths)
+    return head + tail_bound(target_kept, draft_kept, width, depth, paths, masses=masses)
 
 
 def kept_lower_values(coarse: Instance, width: int, paths: int, names: list[str],

@@ -538,3 +538,88 @@ def test_adaptive_bracket_on_mass_trees(tiny_models):
     assert len(adaptive_bracket(*args, [2, 3], 10.0, None, "mass")["expansion"]) == 1
     with pytest.raises(ValueError, match="expansion"):
         adaptive_bracket(*args, [2], None, None, "wide")
+
+
+# ---------------------------------------------------------------------------------------
+# the coarse LPs on their ragged path set (docs/theory.md section 13.7, Lemma 13.9)
+
+from speclp.lp.coarse_lp import (  # noqa: E402
+    ragged_coarse,
+    ragged_dual_bound,
+    ragged_optimum,
+    ragged_upper_bound,
+)
+
+
+@pytest.mark.parametrize("vocab, depth, cap, epsilon, seed", [(4, 3, 2, 0.01, 0), (4, 3, 2, 0.05, 1),
+                                                              (5, 2, 3, 0.02, 2), (3, 3, 3, 0.0, 3)])
+@pytest.mark.parametrize("below_r", ["again", "terminal"])
+def test_ragged_coarse_lp_is_the_padded_optimum(vocab, depth, cap, epsilon, seed, below_r):
+    """Dropping the paths of probability 0 (dummy slots of a mass-driven tree) changes no
+    coarse optimum: the padded instance's optimum, certified exactly by column generation
+    (an independent engine), lies under the ragged master's exact weak-duality bound and within
+    1e-9 of it; the ragged leaves are the padded paths of positive draft probability."""
+    inst = dirichlet_instance(vocab, depth, alpha=0.5, seed=40 + seed, denominator=64)
+    te, de, tokens, width, _ = mass_kept_edges(inst, cap, epsilon, 2)
+    padded = coarsened_instance(te, de, width, depth, below_r=below_r)
+    tree = ragged_coarse(te, de, width, depth, below_r)
+    q_paths = padded.model(exact=True).draft_path_probabilities()
+    assert tree.num_leaves == sum(1 for v in q_paths if v != 0)
+    assert sorted(tree.leaf_q) == sorted(v for v in q_paths if v != 0)
+    for paths in (1, 2, 3):
+        exact = optimum(padded, paths, method="colgen")
+        assert exact.certified
+        bound, run = ragged_upper_bound(te, de, width, depth, paths, below_r)
+        assert run.status == "optimal"
+        assert exact.exact_value <= bound < exact.exact_value + Fraction(1, 10**9)
+        assert run.value == pytest.approx(float(exact.exact_value), abs=1e-9)
+
+
+def test_ragged_dual_bound_holds_for_any_multipliers():
+    """Weak duality needs no optimal duals: random multipliers give a valid (loose) bound."""
+    inst = dirichlet_instance(4, 3, alpha=0.5, seed=7, denominator=32)
+    te, de, _, width, _ = mass_kept_edges(inst, 2, 0.02, 2)
+    tree = ragged_coarse(te, de, width, 3)
+    opt = optimum(coarsened_instance(te, de, width, 3), 2, method="colgen").exact_value
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        theta = rng.normal(size=len(tree.edge_node))
+        assert ragged_dual_bound(tree, theta, 2) >= opt
+    tight = ragged_dual_bound(tree, ragged_optimum(tree, 2).matching_duals, 2)
+    assert tight - opt < Fraction(1, 10**9)
+    with pytest.raises(ValueError, match="theta"):
+        ragged_dual_bound(tree, np.zeros(3), 2)
+    with pytest.raises(ValueError, match="target_kept"):
+        ragged_coarse(te[:2], de, width, 3)
+    with pytest.raises(ValueError, match="below_r"):
+        ragged_coarse(te, de, width, 3, "below")
+
+
+@pytest.mark.parametrize("paths, seed", [(1, 50), (2, 51), (3, 52)])
+def test_ragged_bracket_contains_the_fine_optimum(paths, seed):
+    """bracket_bounds on the ragged LPs (the default) against the padded ones and against the
+    fine optimum of the whole instance (certified by column generation at V = 4, L = 3)."""
+    inst = dirichlet_instance(4, 3, alpha=0.5, seed=seed, denominator=64)
+    opt = optimum(inst, paths, method="colgen")
+    assert opt.certified
+    for cap, epsilon in ((1, 0.05), (2, 0.01)):
+        target, draft, _, width, overlap = mass_kept_edges(inst, cap, epsilon, paths)
+        ragged = bracket_bounds(target, draft, width, 3, [paths], ["bv", "gbv", "nss"],
+                                overlap=overlap)
+        padded = bracket_bounds(target, draft, width, 3, [paths], ["bv", "gbv", "nss"],
+                                overlap=overlap, lp_paths="padded")
+        up, low = ragged["bounds"][str(paths)], ragged["lower"][str(paths)]
+        assert parse_fraction(low["exact"]) <= opt.exact_value <= parse_fraction(up["exact"])
+        assert up["lp_paths"] == "ragged"
+        for name, value in padded["bounds"][str(paths)]["candidates"].items():
+            assert up["candidates"][name] == pytest.approx(value, abs=1e-9), name
+    with pytest.raises(ValueError, match="lp_paths"):
+        bracket_bounds(target, draft, width, 3, [paths], ["bv"], lp_paths="wide")
+
+
+def test_ragged_lp_out_of_time_gives_no_bound():
+    """A master never solved (no time at all) gives no candidate, never a number."""
+    inst = dirichlet_instance(3, 2, alpha=0.5, seed=9, denominator=32)
+    te, de, _, width, _ = mass_kept_edges(inst, 2, 0.01, 1)
+    bound, run = ragged_upper_bound(te, de, width, 2, 1, time_limit=0.0)
+    assert bound is None and run.status == "time_limit" and run.matching_duals is None
