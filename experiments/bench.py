@@ -44,13 +44,16 @@ from typing import Any
 import numpy as np
 import torch
 
+from .. import inputs
 from ..decode.engine import (
     EngineConfig,
     PrefixStore,
     SpeculativeEngine,
     generate_autoregressive,
 )
-from ..decode.models import default_device, default_dtype, parse_dtype
+from ..decode.models import check_device, check_dtype, default_device, default_dtype, parse_dtype
+from ..inputs import BadArgument
+from ..verifiers.registry import verifier_names
 from .intervals import cluster_mean_interval
 from .store import open_records
 from .store import record_key as settings_key
@@ -133,6 +136,42 @@ class BenchSpec:
     device: str | None = None
     dtype: str = "auto"
     score_dtype: str = "fp32"
+
+    def __post_init__(self) -> None:
+        """Construction is the validation (BadArgument naming the field; the order in which
+        `speclp bench` reports them). The prompts are read, and the pair resolved, by whoever
+        runs the spec (experiments.prompts.read_prompts, decode.models.check_model_pair)."""
+        for name, low, high in (("temperatures", 0, None), ("depths", 1, 64), ("paths", 1, 64)):
+            values = tuple(getattr(self, name))
+            if not values:
+                raise BadArgument(name, "give at least one value")
+            for value in values:
+                (inputs.number if name == "temperatures" else inputs.integer)(name, value, low, high)
+            object.__setattr__(self, name, values)
+        inputs.number("top_p", self.top_p, 0, 1, low_open=True)
+        inputs.integer("max_new_tokens", self.max_new_tokens, 1, 1_000_000)
+        inputs.integer("batch", self.batch, 1, 4096)
+        inputs.choice("score_dtype", self.score_dtype, ("fp32", "fp64"))
+        if self.draft_temperature is not None:
+            inputs.number("draft_temperature", self.draft_temperature, 0)
+        inputs.seed("seed", self.seed)
+        check_dtype(self.dtype)
+        if self.prompt_seed is not None:
+            inputs.seed("prompt_seed", self.prompt_seed)
+        check_device(self.device)
+        object.__setattr__(self, "verifiers", tuple(self.verifiers))
+        self._check_verifiers()
+
+    def _check_verifiers(self) -> None:
+        """The scored verifiers and the driving one: lossless under i.i.d. drafts."""
+        lossless = verifier_names(draft_sampling="iid")
+        if not self.verifiers:
+            raise BadArgument("verifiers", "expected at least one verifier")
+        for name in [*self.verifiers, self.drive]:
+            if name not in lossless:
+                field = "drive" if name == self.drive and name not in self.verifiers else "verifiers"
+                raise BadArgument(field, f"unknown verifier {name!r} (or not lossless under i.i.d. "
+                                         f"drafts); known: {', '.join(lossless)}")
 
     @property
     def runs(self) -> int:

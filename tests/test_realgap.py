@@ -207,12 +207,12 @@ def test_root_rows_and_closed_form_agree_with_bv_at_one_path(tiny_pair):
 
 
 def test_khisti_is_refused_where_its_companion_tuples_exceed_the_limit():
-    from speclp.cli.realgap import _verifier_list
+    from speclp.cli.realgap import RealgapSpec
     from speclp.cli.validate import BadInput
     from speclp.cli.validate import vocabulary_limits as check_vocabulary_limits
     from speclp.verifiers.multipath import KHISTI_MAX_COMPANIONS
 
-    assert "khisti" not in _verifier_list("")  # default list on real vocabularies
+    assert "khisti" not in RealgapSpec().verifiers  # default list on real vocabularies
     check_vocabulary_limits("--verifiers", ["khisti"], [1, 2], KHISTI_MAX_COMPANIONS)  # = limit
     with pytest.raises(BadInput, match="--verifiers: khisti"):
         check_vocabulary_limits("--verifiers", ["bv", "khisti"], [1, 2], KHISTI_MAX_COMPANIONS + 1)
