@@ -372,25 +372,11 @@ def generic_cases(builder: _Builder) -> None:
 
 
 def leaf_commands() -> list[tuple[tuple[str, ...], Any]]:
-    """(command path, click command) for every command registered on the app (as
-    tests/test_cli_fuzz.py enumerates them)."""
-    import typer
-    from speclp.cli import COMMANDS, app, load_command
+    """(command path, click command) for every command registered on the app
+    (speclp.cli.leaf_commands, as tests/test_cli_fuzz.py enumerates them)."""
+    from speclp.cli import leaf_commands as registered
 
-    out: list[tuple[tuple[str, ...], Any]] = []
-
-    def walk(command: Any, path: tuple[str, ...]) -> None:
-        subcommands = getattr(command, "commands", None)
-        if path == ():
-            subcommands = {name: load_command(name) for name in COMMANDS}
-        if subcommands:
-            for name, sub in subcommands.items():
-                walk(sub, path + (name,))
-        else:
-            out.append((path, command))
-
-    walk(typer.main.get_command(app), ())
-    return out
+    return registered()
 
 
 def _kind(param: Any) -> str:

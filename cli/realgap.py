@@ -32,6 +32,7 @@ from ..experiments.realgap import (
     summarize_renormalised,
 )
 from ..experiments.store import load_jsonl, select_records, slug
+from ..experiments.trees import check_contexts
 from ..inputs import BadArgument
 from ..verifiers.registry import verifier_names
 from . import options as option
@@ -85,12 +86,7 @@ class RealgapSpec:
         inputs.choice("instances", self.instances, (MODE_FULL, MODE_RENORMALISED))
         for name, high in (("depths", 16), ("paths", 64)):
             self._integers(name, 1, high)
-        inputs.integer("contexts_per_prompt", self.contexts_per_prompt, 1, 10_000)
-        inputs.integer("every", self.every, 1, 100_000)
-        inputs.number("temperature", self.temperature, 0)
-        if self.draft_temperature is not None:
-            inputs.number("draft_temperature", self.draft_temperature, 0)
-        inputs.seed("seed", self.seed)
+        check_contexts(self)
         if self.prompt_seed is not None:
             inputs.seed("prompt_seed", self.prompt_seed)
         if self.instances == MODE_RENORMALISED:

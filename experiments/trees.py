@@ -40,6 +40,18 @@ MAX_TREE_NODES = 2000  # candidate tree nodes (rows of V probabilities per model
 MAX_TREE_LEVEL = 1024  # nodes of the widest level (one batched forward)
 
 
+def check_contexts(spec: Any) -> None:
+    """The fields of the contexts a real-model run visits, as `trees` and `realgap` specs
+    check them: contexts_per_prompt, every, temperature, draft_temperature, seed
+    (BadArgument naming the field)."""
+    inputs.integer("contexts_per_prompt", spec.contexts_per_prompt, 1, 10_000)
+    inputs.integer("every", spec.every, 1, 100_000)
+    inputs.number("temperature", spec.temperature, 0)
+    if spec.draft_temperature is not None:
+        inputs.number("draft_temperature", spec.draft_temperature, 0)
+    inputs.seed("seed", spec.seed)
+
+
 @dataclasses.dataclass
 class TreesSpec:
     """Everything that defines a `speclp trees` run; the CLI's defaults are these.
@@ -77,12 +89,7 @@ class TreesSpec:
         """Construction is the validation: BadArgument naming the field, in the order
         `speclp trees` reports them (the prompts are read, and the pair resolved, by whoever
         runs the spec)."""
-        inputs.integer("contexts_per_prompt", self.contexts_per_prompt, 1, 10_000)
-        inputs.integer("every", self.every, 1, 100_000)
-        inputs.number("temperature", self.temperature, 0)
-        if self.draft_temperature is not None:
-            inputs.number("draft_temperature", self.draft_temperature, 0)
-        inputs.seed("seed", self.seed)
+        check_contexts(self)
         inputs.integer("engine_tokens", self.engine_tokens, 1, 100_000)
         self._check_tree()
         bad = [r for r in self.rules if r not in RULES]
