@@ -208,3 +208,34 @@ def test_the_default_flags_keep_the_record_keys_of_earlier_runs(captured_run):
     assert _keys(seen) == _keys(seen, drop=("widths", "width_target", "time_budget"))
     one = captured_run("--top", "6")
     assert "widths" not in one and one["width"] == 6
+
+
+def _bench_record(prompt: str, steps: int, grid: dict[str, dict[str, float]], accepted: float) -> dict:
+    config = {"pair": "p", "drive": "bv", "paths": 2, "depth": 2, "temperature": 1.0, "top_p": 1.0,
+              "draft_temperature": None, "max_new_tokens": 8, "dtype": "float32", "device": "cpu",
+              "seed": 0, "batch": 2, "scored": ["bv", "gbv"], "score_dtype": "fp32", "score_grid": True}
+    metrics = {"decode_s": 2.0, "draft_s": 0.5, "target_s": 1.0, "verifier_s": 0.25, "wall_s": 4.0}
+    return {**config, "prompt_id": prompt, "row_steps": steps, "scores": grid["2,2"], "grid": grid,
+            "accepted_plus_one": accepted, "generated_tokens": 8, "batch_id": "b0", "batch_metrics": metrics}
+
+
+def test_a_bench_cell_is_inspectable_and_its_json_is_the_summary_row():
+    from speclp.experiments.bench import BenchCell, bench_cells
+
+    records = [_bench_record("a", 4, {"1,1": {"bv": 6.0, "gbv": 6.0}, "2,2": {"bv": 8.0, "gbv": 10.0}}, 9.0),
+               _bench_record("b", 2, {"1,1": {"bv": 3.0, "gbv": 3.0}, "2,2": {"bv": 5.0, "gbv": 5.0}}, 4.0)]
+    cells = bench_cells(records)
+    assert all(isinstance(c, BenchCell) for c in cells)
+    assert [(c.paths, c.depth, c.tree_paths, c.tree_depth) for c in cells] == [(1, 1, 2, 2), (2, 2, 2, 2)]
+    small, own = cells
+    # per-prompt means per step: bv (8/4, 5/2) = (2, 2.5), gbv (10/4, 5/2) = (2.5, 2.5); K'=L'=1: 1.5 each
+    assert own.estimate("bv") == pytest.approx(2.25) and own.estimate("gbv") == pytest.approx(2.5)
+    assert own.differences["gbv"]["estimate"] == pytest.approx(0.25)  # (0.5 + 0) / 2
+    assert own.relative["gbv"]["estimate"] == pytest.approx(0.25 / 2.25)
+    assert small.estimate("bv") == pytest.approx(1.5) and small.differences["gbv"]["note"]
+    assert small.realised is None and own.realised["estimate"] == pytest.approx((9 / 4 + 4 / 2) / 2)
+    row = own.to_json()
+    assert (row["paths"], row["depth"], row["tree_paths"], row["tree_depth"]) == (2, 2, 2, 2)
+    assert (row["prompts"], row["row_steps"], row["generated_tokens"]) == (2, 6, 16)  # the run's
+    assert row["decode_tokens_per_s"] == pytest.approx(16 / 2.0)  # one batch: its decode seconds
+    assert json.loads(json.dumps(row)) == row  # plain JSON types
