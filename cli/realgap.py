@@ -2,8 +2,8 @@
 
 Contexts are reached by target sampling on real prompts; per context and K, a bracket of the
 K-path optimum and every verifier's E[tau + 1] (experiments.realgap). Results are JSONL in
---out (default ./speclp-results/realgap), resumable; every flag is checked (cli/validate.py)
-before a model is loaded.
+--out (default ./speclp-results/realgap), resumable; every flag is checked before a model is
+loaded (the values by RealgapSpec's construction, --out and --threads here).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ pair on a small complete prefix tree (decode.tree_rows); results are JSONL (resu
 records are keyed on every setting that changes them, finished ones are skipped) plus
 figures, in --out (default ./speclp-results/trees, ./speclp-results/realgap). `trees`
 folders record their spec and take one writer at a time (experiments.store). Every flag is
-checked (cli/validate.py) before a model is loaded. The run is a
+checked before a model is loaded (the values by TreesSpec's construction). The run is a
 experiments.trees.TreesSpec, whose defaults are the flags' defaults; --time-limit stops
 starting new work once it has passed (finished records are kept). The record keys of both
 commands follow from the flags and the prompt texts (run_identity, planned_dtype), so a
