@@ -612,7 +612,13 @@ def range_cases(b: _Builder) -> None:  # noqa: PLR0915 (a list of data)
                         ("--contexts-per-prompt", "0")]:
         b.flag("realgap", flag, value)
     b.flag("realgap", "--top", "6", tag=":renormalised-M>5", extra=("--instances", "renormalised"))
-    b.flag("realgap", "--top", "2,3", tag=":list-full-vocabulary")
+    b.flag("realgap", "--top", "2,1", tag=":schedule-member-below-2")  # a cap schedule: each M >= 2
+    b.flag("realgap", "--top", "200,300", tag=":schedule-over-coarse-limit", extra=("--depth", "1,3"))
+    for flag, value in [("--width-target", "-0.1"), ("--context-budget", "0"),
+                        ("--context-budget", "inf")]:
+        b.flag("realgap", flag, value)
+    b.flag("realgap", "--context-budget", "60", tag=":renormalised",
+           extra=("--instances", "renormalised", "--top", "3", "--paths", "1"))
     # prove
     for flag, value in [("--vocab", "1"), ("--vocab", "0"), ("--vocab", "100000"), ("--depth", "0"),
                         ("--depth", "100"), ("--paths", "0"), ("--draft-sampling", "nope"),
