@@ -158,7 +158,7 @@ def _sampler_spec(o: dict[str, Any]) -> SamplerAuditSpec:
     if o["unbatched"]:
         if layout in LAYOUTS and layout != "unbatched":
             raise BadInput(f"--unbatched: means --layout unbatched; it contradicts --layout {layout}")
-        layout = layout or "unbatched"
+        layout = "unbatched" if layout is None else layout
     check.output_dir("--save-dir", o["save_dir"])
     chosen = None
     if o["instance"] is not None:

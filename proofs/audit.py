@@ -876,7 +876,7 @@ class SamplerAuditSpec:
         if not (isinstance(self.sampler, str) or callable(self.sampler)):
             raise BadArgument("sampler", f"must be a MODULE:FUNCTION spec or a function, "
                                          f"got {self.sampler!r}")
-        layout = inputs.choice("layout", self.layout or "batched", LAYOUTS)
+        layout = inputs.choice("layout", "batched" if self.layout is None else self.layout, LAYOUTS)
         paths = self.paths if self.paths is not None else (1 if layout in ("ragged", "vllm") else 2)
         object.__setattr__(self, "layout", layout)
         object.__setattr__(self, "paths", paths)
