@@ -372,25 +372,11 @@ def generic_cases(builder: _Builder) -> None:
 
 
 def leaf_commands() -> list[tuple[tuple[str, ...], Any]]:
-    """(command path, click command) for every command registered on the app (as
-    tests/test_cli_fuzz.py enumerates them)."""
-    import typer
-    from speclp.cli import COMMANDS, app, load_command
+    """(command path, click command) for every command registered on the app
+    (speclp.cli.leaf_commands, as tests/test_cli_fuzz.py enumerates them)."""
+    from speclp.cli import leaf_commands as registered
 
-    out: list[tuple[tuple[str, ...], Any]] = []
-
-    def walk(command: Any, path: tuple[str, ...]) -> None:
-        subcommands = getattr(command, "commands", None)
-        if path == ():
-            subcommands = {name: load_command(name) for name in COMMANDS}
-        if subcommands:
-            for name, sub in subcommands.items():
-                walk(sub, path + (name,))
-        else:
-            out.append((path, command))
-
-    walk(typer.main.get_command(app), ())
-    return out
+    return registered()
 
 
 def _kind(param: Any) -> str:
@@ -626,7 +612,13 @@ def range_cases(b: _Builder) -> None:  # noqa: PLR0915 (a list of data)
                         ("--contexts-per-prompt", "0")]:
         b.flag("realgap", flag, value)
     b.flag("realgap", "--top", "6", tag=":renormalised-M>5", extra=("--instances", "renormalised"))
-    b.flag("realgap", "--top", "2,3", tag=":list-full-vocabulary")
+    b.flag("realgap", "--top", "2,1", tag=":schedule-member-below-2")  # a cap schedule: each M >= 2
+    b.flag("realgap", "--top", "200,300", tag=":schedule-over-coarse-limit", extra=("--depth", "1,3"))
+    for flag, value in [("--width-target", "-0.1"), ("--context-budget", "0"),
+                        ("--context-budget", "inf")]:
+        b.flag("realgap", flag, value)
+    b.flag("realgap", "--context-budget", "60", tag=":renormalised",
+           extra=("--instances", "renormalised", "--top", "3", "--paths", "1"))
     # prove
     for flag, value in [("--vocab", "1"), ("--vocab", "0"), ("--vocab", "100000"), ("--depth", "0"),
                         ("--depth", "100"), ("--paths", "0"), ("--draft-sampling", "nope"),

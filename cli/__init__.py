@@ -199,5 +199,25 @@ app = typer.Typer(
 
 
 @app.callback()
+def leaf_commands() -> list[tuple[tuple[str, ...], Any]]:
+    """(command path, click command) for every command registered on the app, groups walked
+    down to their commands (e.g. ("check", "node-form")): what the fuzz and the bad-input
+    list run over, so that a command added later is covered without touching them."""
+    out: list[tuple[tuple[str, ...], Any]] = []
+
+    def walk(command: Any, path: tuple[str, ...]) -> None:
+        subcommands = getattr(command, "commands", None)
+        if path == ():  # the top-level group loads its commands on demand
+            subcommands = {name: load_command(name) for name in COMMANDS}
+        if subcommands:
+            for name, sub in subcommands.items():
+                walk(sub, path + (name,))
+        else:
+            out.append((path, command))
+
+    walk(typer.main.get_command(app), ())
+    return out
+
+
 def main() -> None:
     """speclp: speculative decoding theory turned into checked numbers."""

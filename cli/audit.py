@@ -9,9 +9,7 @@ import typer
 
 from ..lp.instance import load_instance
 from ..proofs.audit import (
-    FAMILIES,
     MAX_RUNS,
-    MIXED,
     RUNS_LIMIT,
     SAMPLER_ALPHA,
     SAMPLER_TRIALS,
@@ -23,7 +21,7 @@ from ..proofs.audit import (
     VerifierAuditSpec,
 )
 from ..proofs.audit import run as run_audit
-from ..proofs.sandbox import CALL_TIMEOUT, LAYOUTS, LOAD_TIMEOUT, split_spec
+from ..proofs.sandbox import CALL_TIMEOUT, LAYOUTS, LOAD_TIMEOUT
 from . import options as option
 from . import validate as check
 from .common import BadInput, ClaimFailed, given, new_commands, progress, run, stderr, table
@@ -112,8 +110,9 @@ def _audit_body(ctx: typer.Context):
 
 
 def audit_spec(ctx: typer.Context) -> VerifierAuditSpec | SamplerAuditSpec:
-    """Flags -> the spec of the mode they choose (ctx.params: every flag by parameter name);
-    BadInput / BadArgument (exit 2) on bad input."""
+    """Flags -> the spec of the mode they choose (ctx.params: every flag by parameter name).
+    The CLI checks what only flags have (the mode, flags the mode does not use, --save-dir,
+    the --instance file); the spec's construction checks the rest (BadArgument, exit 2)."""
     o = dict(ctx.params)
     if (o["verifier"] is None) == (o["sampler"] is None):
         raise BadInput("--verifier: give exactly one of --verifier and --sampler")
@@ -128,37 +127,16 @@ def audit_spec(ctx: typer.Context) -> VerifierAuditSpec | SamplerAuditSpec:
     if unused:
         raise BadInput(f"{unused[0]}: applies to --sampler only (the sampler audit); an audit of "
                        "--verifier does not use it, drop it")
-    paths = 2 if o["paths"] is None else o["paths"]
-    trials = VERIFIER_TRIALS if o["trials"] is None else o["trials"]
-    _check_common(paths, o["vocab"], o["depth"], trials, o["seed"], o["draft_sampling"], o["save_dir"])
-    check.enumeration("--paths", o["vocab"], o["depth"], paths)
-    family = _family(o["family"], o["ties"], "dirichlet")
-    return VerifierAuditSpec(o["verifier"], paths, o["vocab"], o["depth"], trials, o["ties"], family,
-                             o["seed"], o["draft_sampling"], o["exact"])
+    check.output_dir("--save-dir", o["save_dir"])
+    return VerifierAuditSpec(o["verifier"], **_given_or_default(o, paths=2, trials=VERIFIER_TRIALS),
+                             vocab=o["vocab"], depth=o["depth"], ties=o["ties"], family=o["family"],
+                             seed=o["seed"], draft_sampling=o["draft_sampling"], exact=o["exact"])
 
 
-def _check_common(paths: int, vocab: int, depth: int, trials: int, seed: int, draft_sampling: str,
-                  save_dir: str) -> None:
-    """The checks --verifier and --sampler share (cli/validate.py), before any work."""
-    check.choice("--draft-sampling", draft_sampling, ("iid", "without-replacement"))
-    for flag, value, low in (("--paths", paths, 1), ("--vocab", vocab, 2), ("--depth", depth, 1),
-                             ("--trials", trials, 1)):
-        check.integer(flag, value, low, check.MAX_TRIALS if flag == "--trials" else None)
-    check.seed("--seed", seed)
-    check.output_dir("--save-dir", save_dir)
-    check.instance_shape("--vocab/--depth", vocab, depth)
-    if draft_sampling == "without-replacement" and paths > check.path_count(vocab, depth):
-        raise BadInput(f"--paths: cannot draft {paths} distinct paths out of "
-                       f"{check.path_count(vocab, depth):,} (V={vocab}, L={depth})")
-
-
-def _family(family: str | None, ties: bool, default: str) -> str:
-    if family is None:
-        return "ties" if ties else default
-    check.choice("--family", family, FAMILIES + (MIXED,))
-    if ties and family != "ties":
-        raise BadInput(f"--ties: means --family ties; it contradicts --family {family}")
-    return family
+def _given_or_default(o: dict[str, Any], **defaults: Any) -> dict[str, Any]:
+    """The flags whose default depends on the mode (None on the command line): given, or
+    the mode's default."""
+    return {name: default if o[name] is None else o[name] for name, default in defaults.items()}
 
 
 def _verifier_verdict(report: AuditReport, save_dir: str) -> dict[str, Any]:
@@ -170,50 +148,30 @@ def _verifier_verdict(report: AuditReport, save_dir: str) -> dict[str, Any]:
     return report.to_json()
 
 
-def _check_sampler(o: dict[str, Any]) -> tuple[str, int, int, str]:
-    """(layout, paths, trials, family) after the --sampler checks (exit 2 on bad input)."""
+def _sampler_spec(o: dict[str, Any]) -> SamplerAuditSpec:
+    """The --sampler spec: the flags only the CLI has (--exact, --unbatched, --save-dir,
+    --search with --instance, the --instance file), then SamplerAuditSpec (the rest)."""
     if o["exact"]:
         raise BadInput("--exact: applies to --verifier (exact laws); a sampler is audited "
                        "statistically, drop --exact")
     layout = o["layout"]
-    if layout is not None:
-        check.choice("--layout", layout, LAYOUTS)
-        if o["unbatched"] and layout != "unbatched":
+    if o["unbatched"]:
+        if layout in LAYOUTS and layout != "unbatched":
             raise BadInput(f"--unbatched: means --layout unbatched; it contradicts --layout {layout}")
-    layout = layout or ("unbatched" if o["unbatched"] else "batched")
-    paths = o["paths"] if o["paths"] is not None else (1 if layout in ("ragged", "vllm") else 2)
-    if layout in ("ragged", "vllm") and paths != 1:
-        raise BadInput(f"--paths: the {layout} layout has one draft chain per request (K = 1), "
-                       f"got {paths}")
-    trials = o["trials"] if o["trials"] is not None else SAMPLER_TRIALS
-    _check_common(paths, o["vocab"], o["depth"], trials, o["seed"], o["draft_sampling"],
-                  o["save_dir"])
-    check.integer("--max-runs", o["runs"], 2, RUNS_LIMIT)
-    check.number("--alpha", o["alpha"], 0, 1, low_open=True)
-    if not o["alpha"] < 1:
-        raise BadInput(f"--alpha: must be < 1, got {o['alpha']:g}")
-    check.number("--time-limit", o["time_limit"], 0, 7 * 24 * 3600, low_open=True)
-    check.number("--call-timeout", o["call_timeout"], 0, 24 * 3600, low_open=True)
-    check.number("--load-timeout", o["load_timeout"], 0, 24 * 3600, low_open=True)
-    check.integer("--search", o["search"], 0, 10_000)
-    if o["search"] and o["search"] < trials:
-        raise BadInput(f"--search: must be at least --trials ({trials}), got {o['search']}")
-    if o["search"] and o["instance"] is not None:
-        raise BadInput("--search: screens random instances; it cannot be used with --instance")
-    check.enumeration("--paths", o["vocab"], o["depth"], 1)  # the exact law of paths fits
-    return layout, paths, trials, _family(o["family"], o["ties"], MIXED)
-
-
-def _sampler_spec(o: dict[str, Any]) -> SamplerAuditSpec:
-    layout, paths, trials, family = _check_sampler(o)
-    split_spec(o["sampler"])  # a spec naming no file: SpecError (BadArgument "sampler")
+        layout = "unbatched" if layout is None else layout
+    check.output_dir("--save-dir", o["save_dir"])
     chosen = None
     if o["instance"] is not None:
+        if o["search"]:
+            raise BadInput("--search: screens random instances; it cannot be used with --instance")
         check.input_path("--instance", o["instance"])
         chosen = (load_instance(o["instance"]),)  # InstanceError -> exit 2 naming the file
-    return SamplerAuditSpec(o["sampler"], paths, o["vocab"], o["depth"], trials, o["ties"], family,
-                            o["seed"], o["runs"], o["alpha"], o["draft_sampling"], layout, chosen,
-                            o["time_limit"], o["call_timeout"], o["load_timeout"], o["search"])
+    return SamplerAuditSpec(o["sampler"], o["paths"], o["vocab"], o["depth"],
+                            **_given_or_default(o, trials=SAMPLER_TRIALS), ties=o["ties"],
+                            family=o["family"], seed=o["seed"], runs=o["runs"], alpha=o["alpha"],
+                            draft_sampling=o["draft_sampling"], layout=layout, instances=chosen,
+                            time_limit=o["time_limit"], call_timeout=o["call_timeout"],
+                            load_timeout=o["load_timeout"], search=o["search"])
 
 
 def _sampler_verdict(report: AuditReport, save_dir: str) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -46,17 +47,30 @@ def new_commands(help: str | None = None) -> typer.Typer:
 
 T = TypeVar("T")
 
-FIELD_FLAGS = {"runs": "--max-runs", "results": "RESULTS", "fmt": "--format"}
+FIELD_FLAGS = {"runs": "--max-runs", "results": "RESULTS", "fmt": "--format", "depths": "--depth",
+               "temperatures": "--temperature", "widths": "--top", "context_budget": "--context-budget"}
 """Library parameters whose flag is not ``--`` + the name with dashes (flag_of)."""
+REFERENCE = re.compile(r"`([A-Za-z_]\w*)`")  # a parameter named inside a reason: `family`
 
 
 def flag_of(field: str | None) -> str | None:
     """The flag of a library parameter named by a BadArgument (the ONE place a field becomes
-    a flag): FIELD_FLAGS, else ``--`` + the name with dashes; a field that is not a Python
-    name (a path, ``--flag``, ``target[3]``) is returned as it is."""
-    if field is None or not field.isidentifier():
+    a flag): FIELD_FLAGS, else ``--`` + the name with dashes; fields joined by "/" (a rule on
+    two parameters, ``top/depth``) each; a field that is not a Python name (a path,
+    ``--flag``, ``target[3]``) is returned as it is."""
+    if field is None:
+        return field
+    if "/" in field and all(part.isidentifier() for part in field.split("/")):
+        return "/".join(str(flag_of(part)) for part in field.split("/"))
+    if not field.isidentifier():
         return field
     return FIELD_FLAGS.get(field, "--" + field.replace("_", "-"))
+
+
+def flag_reason(reason: str) -> str:
+    """A reason with the parameters it names in backquotes (`family`) written as their flags
+    (--family): the same one mapping as flag_of."""
+    return REFERENCE.sub(lambda m: str(flag_of(m.group(1))), reason)
 
 
 def given(ctx: Any, *names: str) -> list[str]:
@@ -87,7 +101,7 @@ def refusal(err: BadArgument) -> tuple[str, str | None]:
         message = one_line(err)
         return message, message.split(": ", 1)[0] if ": " in message else None
     flag = flag_of(err.field)
-    return one_line(f"{flag}: {err.reason}"), flag
+    return one_line(f"{flag}: {flag_reason(err.reason)}"), flag
 
 
 class ClaimFailed(Exception):

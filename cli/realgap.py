@@ -2,8 +2,8 @@
 
 Contexts are reached by target sampling on real prompts; per context and K, a bracket of the
 K-path optimum and every verifier's E[tau + 1] (experiments.realgap). Results are JSONL in
---out (default ./speclp-results/realgap), resumable; every flag is checked (cli/validate.py)
-before a model is loaded.
+--out (default ./speclp-results/realgap), resumable; every flag is checked before a model is
+loaded (the values by RealgapSpec's construction, --out and --threads here).
 """
 
 from __future__ import annotations
@@ -15,11 +15,14 @@ from typing import Any
 import torch
 import typer
 
+from .. import inputs
 from ..decode.models import check_model_pair
 from ..experiments.intervals import format_interval
 from ..experiments.plots import plot_realgap, plot_renormalised
+from ..experiments.prompts import read_prompts
 from ..experiments.realgap import (
     MAX_COARSE_PATHS,
+    WIDTH_TARGETS,
     full_records,
     realgap_keys,
     renormalised_keys,
@@ -29,10 +32,12 @@ from ..experiments.realgap import (
     summarize_renormalised,
 )
 from ..experiments.store import load_jsonl, select_records, slug
+from ..experiments.trees import check_contexts
+from ..inputs import BadArgument
 from ..verifiers.registry import verifier_names
 from . import options as option
 from . import validate as check
-from .common import BadInput, ClaimFailed, new_commands, reporting, run, table
+from .common import ClaimFailed, new_commands, reporting, run, table
 from .trees import check_run_flags, load_run_pair, planned_dtype, recorded, run_identity
 
 MODE_FULL, MODE_RENORMALISED = "full-vocabulary", "renormalised"  # = experiments.realgap's modes
@@ -40,15 +45,23 @@ MODE_FULL, MODE_RENORMALISED = "full-vocabulary", "renormalised"  # = experiment
 REALGAP_OUT = Path("speclp-results/realgap")
 
 
+VOCABULARY_LIMITED = ("khisti",)  # left out of the default list on real vocabularies
+
+
 @dataclasses.dataclass(frozen=True)
 class RealgapSpec:
-    """One `speclp realgap` run as data; its defaults are the flags' defaults. Built from the
-    flags by realgap_spec (the one place they are checked). instances: MODE_FULL or
-    MODE_RENORMALISED; depths L, paths K, widths M (full-vocabulary: one M); verifiers
-    (full-vocabulary; () in the defaults: the default list of _verifier_list); samples,
-    batch, score_dtype: the sampled trees of the full-vocabulary mode; contexts_per_prompt
-    contexts `every` target-sampled tokens apart; draft_temperature None: the run's (1.5 for
-    a single model, trees.run_identity)."""
+    """One `speclp realgap` run as data; its defaults are the flags' defaults. Construction is
+    the validation (BadArgument naming the field, in the order the command reports them; the
+    prompts are read and the pair resolved by realgap_spec). instances: MODE_FULL or
+    MODE_RENORMALISED; depths L, paths K, widths M (full-vocabulary: the schedule of caps
+    tried in turn at L >= 2, experiments.realgap.width_schedule; one M: the fixed width);
+    verifiers (full-vocabulary; () is the default list: every verifier lossless under i.i.d.
+    drafts but VOCABULARY_LIMITED); samples, batch, score_dtype: the sampled trees of the
+    full-vocabulary mode; width_target (None: experiments.realgap.WIDTH_TARGETS per L) and
+    context_budget (seconds per context and depth, None: no limit): when the bracket
+    expansion stops (full-vocabulary); contexts_per_prompt contexts `every` target-sampled
+    tokens apart; draft_temperature None: the run's (1.5 for a single model,
+    trees.run_identity)."""
 
     pair: str = "qwen2.5-coder"
     prompts: str = "humaneval:10"
@@ -66,6 +79,63 @@ class RealgapSpec:
     temperature: float = 1.0
     draft_temperature: float | None = None
     seed: int = 0
+    width_target: float | None = None
+    context_budget: float | None = None
+
+    def __post_init__(self) -> None:
+        inputs.choice("instances", self.instances, (MODE_FULL, MODE_RENORMALISED))
+        for name, high in (("depths", 16), ("paths", 64)):
+            self._integers(name, 1, high)
+        check_contexts(self)
+        if self.prompt_seed is not None:
+            inputs.seed("prompt_seed", self.prompt_seed)
+        if self.instances == MODE_RENORMALISED:
+            self._check_renormalised()
+        else:
+            self._check_full()
+
+    def _integers(self, name: str, low: int, high: int) -> None:
+        """A non-empty tuple of integers in [low, high] (stored as a tuple)."""
+        values = tuple(getattr(self, name))
+        if not values:
+            raise BadArgument(name, "give at least one value")
+        for value in values:
+            inputs.integer(name, value, low, high)
+        object.__setattr__(self, name, values)
+
+    def _check_renormalised(self) -> None:
+        self._integers("widths", 2, 5)
+        if max(self.depths) > 3 or max(self.paths) > 3:
+            raise BadArgument("depths/paths", "supported sizes are M <= 5, L <= 3, K <= 3 (LP size)")
+        for name in ("width_target", "context_budget"):
+            if getattr(self, name) is not None:
+                raise BadArgument(name, f"applies to `instances` {MODE_FULL} only (the bracket "
+                                        "expansion); drop it")
+
+    def _check_full(self) -> None:
+        self._integers("widths", 2, 1024)
+        inputs.integer("samples", self.samples, 2, 10_000_000)
+        inputs.integer("batch", self.batch, 1, 100_000)
+        inputs.choice("score_dtype", self.score_dtype, ("fp64", "fp32"))
+        if self.width_target is not None:
+            inputs.number("width_target", self.width_target, 0)
+        if self.context_budget is not None:
+            inputs.number("context_budget", self.context_budget, 0, low_open=True)
+        width = min(self.widths)  # the schedule keeps at least its smallest width
+        for d in self.depths:
+            if d > 1 and (width + 1) ** d > MAX_COARSE_PATHS:
+                raise BadArgument("widths", f"the coarsened LP at M = {width}, L = {d} has "
+                                            f"{(width + 1) ** d:,} paths (limit {MAX_COARSE_PATHS:,}); "
+                                            "lower `widths` or `depths`")
+        lossless = verifier_names(draft_sampling="iid")
+        for name in self.verifiers:
+            if name not in lossless:
+                raise BadArgument("verifiers", f"{name!r} is not a verifier lossless under i.i.d. "
+                                               f"drafts; known: {', '.join(lossless)}")
+        if not self.verifiers:  # khisti enumerates V^(K-1) companion tuples: small vocabularies only
+            object.__setattr__(self, "verifiers",
+                               tuple(n for n in lossless if n not in VOCABULARY_LIMITED))
+        object.__setattr__(self, "verifiers", tuple(self.verifiers))
 
 
 DEFAULTS = RealgapSpec()
@@ -73,8 +143,13 @@ HELP = {
     "instances": "full-vocabulary (default): bounds and verifier intervals on the real rows; "
                  "renormalised: LABELLED truncated instances (top-M of the target per node, "
                  "renormalised over them; neither bound).",
-    "top": "M. full-vocabulary: tokens kept per node in the coarsened upper-bound instance (top-M of "
-           "p+q; L >= 2). renormalised: comma list, M <= 5.",
+    "top": "M. full-vocabulary: the cap on the tokens kept per node in the coarsened upper-bound "
+           "instance (L >= 2); a comma list is a schedule of caps tried in turn until the bracket "
+           "is --width-target wide or --context-budget is spent. renormalised: comma list, M <= 5.",
+    "width_target": "full-vocabulary: stop widening the bracket once it is this wide (default: "
+                    "per L, " + ", ".join(f"L={d}: {w:g}" for d, w in WIDTH_TARGETS.items()) + ").",
+    "context_budget": "full-vocabulary: seconds of bracket expansion per context and depth "
+                      "(default: no limit; checked between trees).",
     "verifiers": "Comma list (default: every verifier lossless under i.i.d. drafts but khisti, which "
                  "needs a small vocabulary).",
     "out": "Folder of the JSONL results and figures (default ./speclp-results/realgap).",
@@ -97,6 +172,9 @@ def realgap(
                                 help="Sampled draft trees per context (full-vocabulary)."),
     batch: int = typer.Option(DEFAULTS.batch, "--batch",
                               help="Trees drawn per model pass (memory: distinct nodes x V rows)."),
+    width_target: float = typer.Option(DEFAULTS.width_target, "--width-target", help=HELP["width_target"]),
+    context_budget: float = typer.Option(DEFAULTS.context_budget, "--context-budget", metavar="SECONDS",
+                                         help=HELP["context_budget"]),
     verifiers: str = typer.Option("", "--verifiers", help=HELP["verifiers"]),
     score_dtype: str = typer.Option(DEFAULTS.score_dtype, "--score-dtype",
                                     help="fp64 or fp32: rows of the scored laws."),
@@ -124,46 +202,26 @@ def realgap(
 
 
 def realgap_spec(flags: dict[str, Any]) -> tuple[RealgapSpec, list[dict[str, Any]]]:
-    """(RealgapSpec, prompts) of the command line (flags: its parameters by name); every flag
-    is checked here (BadInput naming it), before anything is loaded."""
+    """(RealgapSpec, prompts) of the command line (flags: its parameters by name): the lists
+    parsed, --threads and --out checked, the spec (its construction checks the rest:
+    BadArgument naming the field, exit 2 naming its flag), the prompts read, and the pair
+    last (naming a model imports torch); all before anything is loaded."""
     f = flags
-    check.choice("--instances", f["instances"], (MODE_FULL, MODE_RENORMALISED))
-    depths = check.int_list("--depth", f["depth"], 1, 16)
-    ks = check.int_list("--paths", f["paths"], 1, 64)
-    prompt_list = check_run_flags(f["out"], f["prompts"], f["every"], f["contexts_per_prompt"],
-                                  f["temperature"], f["draft_temperature"], f["seed"], f["threads"],
-                                  f["prompt_seed"])
+    lists = {"depths": check.int_list("--depth", f["depth"]), "paths": check.int_list("--paths", f["paths"]),
+             "widths": check.int_list("--top", f["top"])}
+    full = {"samples": f["samples"], "batch": f["batch"], "score_dtype": f["score_dtype"],
+            "verifiers": tuple(v.strip() for v in f["verifiers"].split(",") if v.strip())}
+    check_run_flags(f["out"], f["threads"])
     spec = RealgapSpec(pair=f["pair"], prompts=f["prompts"], prompt_seed=f["prompt_seed"],
-                       instances=f["instances"],
-                       depths=tuple(depths), paths=tuple(ks), contexts_per_prompt=f["contexts_per_prompt"],
+                       instances=f["instances"], **{k: tuple(v) for k, v in lists.items()},
+                       **(full if f["instances"] == MODE_FULL else {}),
+                       contexts_per_prompt=f["contexts_per_prompt"],
                        every=f["every"], temperature=f["temperature"],
-                       draft_temperature=f["draft_temperature"], seed=f["seed"])
-    if f["instances"] == MODE_RENORMALISED:
-        widths = check.int_list("--top", f["top"], 2, 5)
-        if max(depths) > 3 or max(ks) > 3:
-            raise BadInput("--depth/--paths: supported sizes are M <= 5, L <= 3, K <= 3 (LP size)")
-        spec = dataclasses.replace(spec, widths=tuple(widths))
-    else:
-        spec = dataclasses.replace(spec, **_full_fields(f, depths))
+                       draft_temperature=f["draft_temperature"], seed=f["seed"],
+                       width_target=f["width_target"], context_budget=f["context_budget"])
+    prompt_list = read_prompts(spec.prompts, seed=spec.prompt_seed)
     check_model_pair(spec.pair)
     return spec, prompt_list
-
-
-def _full_fields(f: dict[str, Any], depths: list[int]) -> dict[str, Any]:
-    """The RealgapSpec fields of the full-vocabulary mode, checked."""
-    widths = check.int_list("--top", f["top"], 2, 1024)
-    if len(widths) != 1:
-        raise BadInput(f"--top: full-vocabulary mode takes one M, got {f['top']!r}")
-    width = widths[0]
-    check.integer("--samples", f["samples"], 2, 10_000_000)
-    check.integer("--batch", f["batch"], 1, 100_000)
-    check.choice("--score-dtype", f["score_dtype"], ("fp64", "fp32"))
-    for d in depths:
-        if d > 1 and (width + 1) ** d > MAX_COARSE_PATHS:
-            raise BadInput(f"--top: the coarsened LP at M = {width}, L = {d} has {(width + 1) ** d:,} "
-                           f"paths (limit {MAX_COARSE_PATHS:,}); lower --top or --depth")
-    return {"widths": (width,), "samples": f["samples"], "batch": f["batch"],
-            "verifiers": tuple(_verifier_list(f["verifiers"])), "score_dtype": f["score_dtype"]}
 
 
 def realgap_command(flags: dict[str, Any]) -> dict[str, Any]:
@@ -181,7 +239,9 @@ def run_full(spec: RealgapSpec, prompt_list: list[dict[str, Any]], out: Path,
     label, draft_t = run_identity(spec.pair, spec.draft_temperature)
     out_file = out / f"{slug(spec.pair)}.jsonl"
     depths, ks = list(spec.depths), list(spec.paths)
-    args = dict(samples=spec.samples, batch=spec.batch, width=spec.widths[0],
+    schedule = {"widths": list(spec.widths)} if len(spec.widths) > 1 else {}  # one M: the old keys
+    args = dict(samples=spec.samples, batch=spec.batch, width=spec.widths[0], **schedule,
+                width_target=spec.width_target, time_budget=spec.context_budget,
                 verifiers=list(spec.verifiers), contexts_per_prompt=spec.contexts_per_prompt,
                 every=spec.every, temperature=spec.temperature, draft_temperature=draft_t,
                 seed=spec.seed, label=label, model_dtype=planned_dtype(),
@@ -286,22 +346,6 @@ def _summary_cells(value: dict[str, Any], gap: dict[str, Any]) -> list[str]:
         return [f"ESTIMATE {value['estimate']:.3f} (no interval over 1 prompt; per-context "
                 "intervals in the records)", "n/a (estimate)"]
     return [f"ESTIMATE {format_interval(value)}", format_interval(gap)]
-
-
-def _verifier_list(text: str) -> list[str]:
-    lossless = verifier_names(draft_sampling="iid")
-    if not text.strip():  # khisti enumerates V^(K-1) companion tuples: small vocabularies only
-        return [n for n in lossless if n not in VOCABULARY_LIMITED]
-    names = [v.strip() for v in text.split(",") if v.strip()]
-    for name in names:
-        if name not in lossless:
-            raise BadInput(f"--verifiers: {name!r} is not a verifier lossless under i.i.d. drafts; "
-                           f"known: {', '.join(lossless)}")
-    return names
-
-
-VOCABULARY_LIMITED = ("khisti",)  # left out of the default list on real vocabularies
-
 
 
 def _context_view(record: dict[str, Any]) -> dict[str, Any]:

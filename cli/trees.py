@@ -5,7 +5,7 @@ pair on a small complete prefix tree (decode.tree_rows); results are JSONL (resu
 records are keyed on every setting that changes them, finished ones are skipped) plus
 figures, in --out (default ./speclp-results/trees, ./speclp-results/realgap). `trees`
 folders record their spec and take one writer at a time (experiments.store). Every flag is
-checked (cli/validate.py) before a model is loaded. The run is a
+checked before a model is loaded (the values by TreesSpec's construction). The run is a
 experiments.trees.TreesSpec, whose defaults are the flags' defaults; --time-limit stops
 starting new work once it has passed (finished records are kept). The record keys of both
 commands follow from the flags and the prompt texts (run_identity, planned_dtype), so a
@@ -43,7 +43,6 @@ from ..experiments.store import (
     slug,
 )
 from ..experiments.trees import (
-    ENGINE_SHAPES,
     Deadline,
     TreesSpec,
     engine_keys,
@@ -53,38 +52,24 @@ from ..experiments.trees import (
     summarize_trees,
     trees_keys,
 )
-from ..proofs.tree_selection import REFERENCES, RULES, node_count
+from ..proofs.tree_selection import RULES
 from ..verifiers.registry import verifier_names
 from . import options as option
 from . import validate as check
 from .common import BadInput, counting_lines, new_commands, reporting, run, table
 
 TREES_OUT = Path("speclp-results/trees")
-MAX_TREE_NODES = 2000  # candidate tree nodes (rows of V probabilities per model, per context)
-MAX_TREE_LEVEL = 1024  # nodes of the widest level (one batched forward)
 SELF_DRAFT_TEMPERATURE = 1.5  # a single model drafts for itself at this temperature by default
 
 
 commands = new_commands()
 
 
-def check_run_flags(out: Path, prompts: str, every: int, contexts_per_prompt: int, temperature: float,
-            draft_temperature: float | None, seed: int, threads: int | None,
-            prompt_seed: int | None = None) -> list[dict[str, Any]]:
-    """The flags trees and realgap share (cheap checks; the pair is checked last, by the
-    caller, since naming the built-in models imports torch); returns the prompts."""
-    check.integer("--contexts-per-prompt", contexts_per_prompt, 1, 10_000)
-    check.integer("--every", every, 1, 100_000)
-    check.number("--temperature", temperature, 0)
-    if draft_temperature is not None:
-        check.number("--draft-temperature", draft_temperature, 0)
-    check.seed("--seed", seed)
+def check_run_flags(out: Path, threads: int | None) -> None:
+    """The flags trees and realgap share that are not spec fields: --threads, --out."""
     if threads is not None:
         check.integer("--threads", threads, 1, 1024)
-    if prompt_seed is not None:
-        check.seed("--prompt-seed", prompt_seed)
     check.output_dir("--out", out)
-    return read_prompts(prompts, seed=prompt_seed)
 
 
 def run_identity(pair_name: str, draft_temperature: float | None) -> tuple[str, float | None]:
@@ -202,27 +187,40 @@ def trees(
 
 
 def trees_spec(flags: dict[str, Any]) -> TreesSpec:
-    """The TreesSpec of the command line (flags: its parameters by name), every flag checked
-    (BadInput naming the flag) before anything is loaded."""
+    """The TreesSpec of the command line (flags: its parameters by name): the lists parsed,
+    --threads, --out and --time-limit checked, then the spec (its construction checks the
+    rest: BadArgument naming the field, exit 2 naming its flag); the prompts are read next,
+    the pair checked last, before anything is loaded (trees_command)."""
     f = flags
-    check_run_flags(f["out"], f["prompts"], f["every"], f["contexts_per_prompt"], f["temperature"],
-                    f["draft_temperature"], f["seed"], f["threads"])
-    check.integer("--engine-tokens", f["engine_tokens"], 1, 100_000)
+    budgets = check.int_list("--budgets", f["budgets"])
+    rules = _names("--rules", f["rules"], "rule", RULES)
+    engine_budgets = check.int_list("--engine-budgets", f["engine_budgets"]) if f["engine_budgets"] else []
+    engine_verifiers = _names("--engine-verifiers", f["engine_verifiers"], "verifier",
+                              verifier_names(include_broken=True), required=bool(engine_budgets))
+    check_run_flags(f["out"], f["threads"])
     check.number("--time-limit", f["time_limit"], 0, low_open=True)
-    return TreesSpec(pair=f["pair"], prompts=f["prompts"],
-                     budgets=checked_budgets(f["budgets"], f["width"], f["depth"]),
-                     rules=checked_rules(f["rules"]), top=f["width"], depth=f["depth"],
-                     contexts_per_prompt=f["contexts_per_prompt"], every=f["every"],
+    return TreesSpec(pair=f["pair"], prompts=f["prompts"], budgets=budgets, rules=rules, top=f["width"],
+                     depth=f["depth"], contexts_per_prompt=f["contexts_per_prompt"], every=f["every"],
                      temperature=f["temperature"], draft_temperature=f["draft_temperature"],
                      no_timing=f["no_timing"], engine_tokens=f["engine_tokens"],
-                     skip_trees=f["skip_trees"], seed=f["seed"],
-                     **checked_engine(f["engine_budgets"], f["engine_verifiers"], f["skip_trees"]))
+                     skip_trees=f["skip_trees"], seed=f["seed"], engine_budgets=engine_budgets,
+                     engine_verifiers=engine_verifiers)
+
+
+def _names(flag: str, text: str, what: str, known: Any, required: bool = True) -> list[str]:
+    """A comma list of names, in order, without repeats; none at all (where some are
+    required) is refused naming the text given."""
+    names = list(dict.fromkeys(v.strip() for v in text.split(",") if v.strip()))
+    if required and not names:
+        raise BadInput(f"{flag}: unknown {what} {text!r}; known: {', '.join(known)}")
+    return names
 
 
 def trees_command(flags: dict[str, Any]) -> dict[str, Any]:
     """`speclp trees`: the spec (checked), the pair's name (checked), the folder (opened
     through the store), then the run."""
     spec = trees_spec(flags)
+    read_prompts(spec.prompts)
     check_model_pair(spec.pair)
     try:
         folder = open_folder(flags["out"], "trees", spec.as_dict(), new_folder=flags["new_out"])
@@ -230,50 +228,6 @@ def trees_command(flags: dict[str, Any]) -> dict[str, Any]:
         raise BadInput(f"--out: {err}") from None
     with folder:
         return compute(folder.path, spec, flags["threads"], Deadline(flags["time_limit"]))
-
-
-def checked_rules(rules: str) -> list[str]:
-    """--rules: known rules, in order, without repeats (a reference is named as one)."""
-    rule_list = list(dict.fromkeys(r.strip() for r in rules.split(",") if r.strip()))
-    bad = [r for r in rule_list if r not in RULES]
-    if bad or not rule_list:
-        why = " (a reference, always shown; not a rule)" if bad and bad[0] in REFERENCES else ""
-        raise BadInput(f"--rules: unknown rule {bad[0] if bad else rules!r}{why}; known: "
-                       f"{', '.join(RULES)}")
-    return rule_list
-
-
-def checked_budgets(budgets: str, width: int, depth: int) -> list[int]:
-    """--budgets, after --top/--depth: the candidate tree fits and holds every budget."""
-    budget_list = check.int_list("--budgets", budgets, 1)
-    check.integer("--top", width, 2, 64)
-    check.integer("--depth", depth, 2, 16)
-    nodes = node_count(width, depth)
-    if nodes > MAX_TREE_NODES or width**depth > MAX_TREE_LEVEL:
-        raise BadInput(f"--top/--depth: the M={width}, L={depth} candidate tree has {nodes:,} "
-                       f"nodes (limits {MAX_TREE_NODES:,} nodes, {MAX_TREE_LEVEL:,} at the "
-                       "deepest level); use a smaller --top or --depth")
-    if max(budget_list) > nodes:
-        raise BadInput(f"--budgets: {max(budget_list)} exceeds the {nodes} nodes of "
-                       f"the M={width}, L={depth} candidate tree; raise --top or --depth")
-    return budget_list
-
-
-def checked_engine(engine_budgets: str, engine_verifiers: str, skip_trees: bool) -> dict[str, Any]:
-    """The engine fields of the TreesSpec (engine_budgets, engine_verifiers), checked."""
-    engine_list = check.int_list("--engine-budgets", engine_budgets) if engine_budgets else []
-    bad_engine = [n for n in engine_list if n not in ENGINE_SHAPES]
-    if bad_engine:
-        raise BadInput(f"--engine-budgets: {bad_engine[0]} has no K x L shape; known: "
-                       f"{', '.join(map(str, ENGINE_SHAPES))}")
-    engine_names = list(dict.fromkeys(v.strip() for v in engine_verifiers.split(",") if v.strip()))
-    known = verifier_names(include_broken=True)
-    if any(v not in known for v in engine_names) or (engine_list and not engine_names):
-        unknown = next((v for v in engine_names if v not in known), engine_verifiers)
-        raise BadInput(f"--engine-verifiers: unknown verifier {unknown!r}; known: {', '.join(known)}")
-    if skip_trees and not engine_list:
-        raise BadInput("--skip-trees: needs --engine-budgets (otherwise nothing is computed)")
-    return {"engine_budgets": engine_list, "engine_verifiers": engine_names}
 
 
 @dataclasses.dataclass

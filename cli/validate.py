@@ -8,6 +8,12 @@ verifiers.tree.ordered_tuple_count) and refused with the size, the limit and a
 suggestion; files are checked to be regular files of bounded size before they are opened
 (lp.instance.readable_path); output folders are checked to be creatable.
 
+The value checks of a command whose spec validates itself (audit, bench, trees, realgap: the
+spec's construction is the validation) live in the spec and raise speclp.inputs.BadArgument
+naming the field; here they remain only for what flags alone have (list parsing, files,
+folders). The number, choice and seed checks are written once, in speclp.inputs (integer,
+number, choice, seed); the functions here wrap them with the flag (flagged).
+
 The checks of one library idea live with it and raise speclp.inputs.BadArgument naming the
 field, which the CLI maps to its flag (cli.common.flag_of): devices, dtypes and model pairs
 (resolved offline before any model is loaded) in decode.models (check_device, check_dtype,
@@ -17,18 +23,19 @@ Dask scheduler address in experiments.sweep (check_cluster).
 
 from __future__ import annotations
 
-import math
 import os
 import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from .. import inputs
 from ..inputs import BadArgument
 from ..lp.colgen import MAX_ENUMERATED_CONFIGURATIONS, MAX_MASTER_COLUMNS, master_size
 from ..lp.full import MAX_VARIABLES, full_lp_size
 from ..lp.instance import (
     InstanceError,
+    check_enumeration,
     format_count,
     instance_from_json,
     instance_header,
@@ -37,7 +44,7 @@ from ..lp.instance import (
     readable_path,
 )
 from ..verifiers.multipath import KHISTI_MAX_COMPANIONS
-from ..verifiers.tree import MAX_TUPLES, capped_power, ordered_tuple_count
+from ..verifiers.tree import capped_power
 
 
 class BadInput(BadArgument):
@@ -51,9 +58,8 @@ class BadInput(BadArgument):
         self.reason = reason if sep else message
 
 
-SEED_MAX = 2**32 - 1
 MAX_WORKERS = 256
-MAX_TRIALS = 1_000_000  # random instances of one audit or claim check (as sweep's task cap)
+MAX_TRIALS = inputs.MAX_TRIALS  # random instances of one audit or claim check (as sweep's task cap)
 MAX_SAMPLES = 10_000_000  # sampled draft configurations per estimated verifier
 
 
@@ -61,37 +67,33 @@ MAX_SAMPLES = 10_000_000  # sampled draft configurations per estimated verifier
 # numbers, choices, lists
 # ---------------------------------------------------------------------------
 
+def flagged(check: Any, flag: str, *args: Any, **kwargs: Any) -> Any:
+    """check(flag, ...) of speclp.inputs (the one wording of a number, choice or seed check)
+    with its refusal as a BadInput naming `flag`."""
+    try:
+        return check(flag, *args, **kwargs)
+    except BadArgument as err:
+        raise BadInput(str(err)) from None
+
+
 def integer(flag: str, value: int, low: int | None = None, high: int | None = None) -> int:
     """value itself, after checking low <= value <= high (either bound may be None)."""
-    if low is not None and value < low:
-        raise BadInput(f"{flag}: must be >= {low}, got {_short(value)}")
-    if high is not None and value > high:
-        raise BadInput(f"{flag}: must be <= {high:,}, got {_short(value)}")
-    return value
+    return flagged(inputs.integer, flag, value, low, high)
 
 
 def number(flag: str, value: float, low: float | None = None, high: float | None = None,
            low_open: bool = False) -> float:
     """A finite float in [low, high] ((low, high] when low_open); NaN and +-inf refused."""
-    if not math.isfinite(value):
-        raise BadInput(f"{flag}: must be a finite number, got {value}")
-    if low is not None and (value < low or (low_open and value == low)):
-        raise BadInput(f"{flag}: must be {'>' if low_open else '>='} {low:g}, got {value:g}")
-    if high is not None and value > high:
-        raise BadInput(f"{flag}: must be <= {high:g}, got {value:g}")
-    return value
+    return flagged(inputs.number, flag, value, low, high, low_open)
 
 
 def choice(flag: str, value: str, choices: Iterable[str]) -> str:
-    choices = tuple(choices)
-    if value not in choices:
-        raise BadInput(f"{flag}: must be one of {', '.join(choices)}, got {_short(value)}")
-    return value
+    return flagged(inputs.choice, flag, value, choices)
 
 
 def seed(flag: str, value: int) -> int:
     """A seed for numpy and torch generators: 0 <= seed <= 2^32 - 1."""
-    return integer(flag, value, 0, SEED_MAX)
+    return flagged(inputs.seed, flag, value)
 
 
 def int_list(flag: str, text: str, low: int | None = None, high: int | None = None) -> list[int]:
@@ -188,15 +190,8 @@ def master_lp(flag: str, vocab: int, depth: int, paths: int, draft_sampling: str
 def enumeration(flag: str, vocab: int, depth: int, paths: int, limit: int | None = None,
                 suggestion: str = "use a smaller V, L or K") -> int:
     """Refuse exact verifier laws over more than `limit` ordered draft tuples (default
-    verifiers.tree.MAX_TUPLES); returns the count."""
-
-    limit = MAX_TUPLES if limit is None else limit
-    tuples = ordered_tuple_count(vocab, depth, paths)
-    if tuples > limit:
-        raise BadInput(f"{flag}: exact verifier laws at V={vocab}, L={depth}, K={paths} enumerate "
-                       f"{format_count(tuples)} ordered draft tuples (limit {limit:,}); "
-                       f"{suggestion}")
-    return tuples
+    verifiers.tree.MAX_TUPLES; lp.instance.check_enumeration); returns the count."""
+    return flagged(check_enumeration, flag, vocab, depth, paths, limit, suggestion)
 
 
 def instance_file(path: str | Path, paths: int = 1, draft_sampling: str = "iid",
@@ -306,10 +301,7 @@ def output_dir(flag: str, path: str | Path) -> Path:
 # check_model_pair); the scheduler address: experiments.sweep.check_cluster
 
 
-def _short(value: Any, limit: int = 60) -> str:
-    """repr of a value for a one-line message, cut to `limit` characters."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+_short = inputs.short
 
 def vocabulary_limits(flag: str, names: list[str], paths: list[int], vocab: int) -> None:
     """Refuse (exit 2) a verifier that cannot run at this vocabulary: khisti enumerates

@@ -44,13 +44,16 @@ from typing import Any
 import numpy as np
 import torch
 
+from .. import inputs
 from ..decode.engine import (
     EngineConfig,
     PrefixStore,
     SpeculativeEngine,
     generate_autoregressive,
 )
-from ..decode.models import default_device, default_dtype, parse_dtype
+from ..decode.models import check_device, check_dtype, default_device, default_dtype, parse_dtype
+from ..inputs import BadArgument
+from ..verifiers.registry import verifier_names
 from .intervals import cluster_mean_interval
 from .store import open_records
 from .store import record_key as settings_key
@@ -134,6 +137,42 @@ class BenchSpec:
     dtype: str = "auto"
     score_dtype: str = "fp32"
 
+    def __post_init__(self) -> None:
+        """Construction is the validation (BadArgument naming the field; the order in which
+        `speclp bench` reports them). The prompts are read, and the pair resolved, by whoever
+        runs the spec (experiments.prompts.read_prompts, decode.models.check_model_pair)."""
+        for name, low, high in (("temperatures", 0, None), ("depths", 1, 64), ("paths", 1, 64)):
+            values = tuple(getattr(self, name))
+            if not values:
+                raise BadArgument(name, "give at least one value")
+            for value in values:
+                (inputs.number if name == "temperatures" else inputs.integer)(name, value, low, high)
+            object.__setattr__(self, name, values)
+        inputs.number("top_p", self.top_p, 0, 1, low_open=True)
+        inputs.integer("max_new_tokens", self.max_new_tokens, 1, 1_000_000)
+        inputs.integer("batch", self.batch, 1, 4096)
+        inputs.choice("score_dtype", self.score_dtype, ("fp32", "fp64"))
+        if self.draft_temperature is not None:
+            inputs.number("draft_temperature", self.draft_temperature, 0)
+        inputs.seed("seed", self.seed)
+        check_dtype(self.dtype)
+        if self.prompt_seed is not None:
+            inputs.seed("prompt_seed", self.prompt_seed)
+        check_device(self.device)
+        object.__setattr__(self, "verifiers", tuple(self.verifiers))
+        self._check_verifiers()
+
+    def _check_verifiers(self) -> None:
+        """The scored verifiers and the driving one: lossless under i.i.d. drafts."""
+        lossless = verifier_names(draft_sampling="iid")
+        if not self.verifiers:
+            raise BadArgument("verifiers", "expected at least one verifier")
+        for name in [*self.verifiers, self.drive]:
+            if name not in lossless:
+                field = "drive" if name == self.drive and name not in self.verifiers else "verifiers"
+                raise BadArgument(field, f"unknown verifier {name!r} (or not lossless under i.i.d. "
+                                         f"drafts); known: {', '.join(lossless)}")
+
     @property
     def runs(self) -> int:
         """Runs per prompt batch: one per T (grid), else one per (K, L, T) (baseline apart)."""
@@ -151,14 +190,61 @@ class BenchSpec:
                          score_dtype=self.score_dtype, baseline=self.baseline, grid=self.grid,
                          progress=progress)
 
-    def rows(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """The summary rows (summarize_bench) of the runs this spec asks for."""
+    def cells(self, records: list[dict[str, Any]]) -> list[BenchCell]:
+        """The BenchCells (bench_cells) of the runs this spec asks for."""
         wanted_k = {max(self.paths)} if self.grid else set(self.paths)
         wanted_l = {max(self.depths)} if self.grid else set(self.depths)
-        return [r for r in summarize_bench(records)
+        cells = [(c, c.to_json()) for c in bench_cells(records)]
+        return [c for c, r in cells
                 if r["temperature"] in self.temperatures and r["tree_depth"] in wanted_l | {0}
                 and r["tree_paths"] in wanted_k | {0} and r["max_new_tokens"] == self.max_new_tokens
                 and bool(r["score_grid"]) == (self.grid and r["drive"] != "autoregressive")]
+
+    def rows(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The summary rows (BenchCell.to_json) of the runs this spec asks for."""
+        return [c.to_json() for c in self.cells(records)]
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchCell:
+    """One cell (K', L') of one bench run, inspectable like scipy's OptimizeResult.
+
+    config: the run's settings (CONFIG_KEYS; its paths / depth are K_max / L_max, the
+    tree_paths / tree_depth properties); paths, depth: the cell's K', L'; verifiers {name:
+    cluster_mean_interval of E[tau + 1] per step}; differences {name: the same for verifier
+    - bv}; relative {name: point estimate of the mean difference / bv}; run: the run's counts,
+    speed, time shares and per-step cost (run_summary; the same on every cell of the run);
+    realised: the driver's accepted + 1 per step (its own cell (K_max, L_max) only, else
+    None). to_json() is the row of summarize_bench and of `speclp bench --json`'s "runs"."""
+
+    config: dict[str, Any]
+    paths: int
+    depth: int
+    verifiers: dict[str, dict[str, Any]]
+    differences: dict[str, dict[str, Any]]
+    relative: dict[str, dict[str, Any]]
+    run: dict[str, Any] = dataclasses.field(repr=False)
+    realised: dict[str, Any] | None = None
+
+    @property
+    def tree_paths(self) -> int:
+        """K_max: the paths the run drafted (every cell cuts its trees)."""
+        return self.config["paths"]
+
+    @property
+    def tree_depth(self) -> int:
+        """L_max: the depth the run drafted."""
+        return self.config["depth"]
+
+    def estimate(self, verifier: str) -> float:
+        """The verifier's mean E[tau + 1] per step in this cell (the interval: verifiers)."""
+        return self.verifiers[verifier]["estimate"]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.config, "paths": self.paths, "depth": self.depth,
+                "tree_paths": self.tree_paths, "tree_depth": self.tree_depth,
+                "verifiers": self.verifiers, "differences": self.differences,
+                "relative": self.relative, **self.run, "realised": self.realised}
 
 
 def run_bench(
@@ -317,26 +403,30 @@ def summarize_bench(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     driver's law, each scored law's whole grid) and prompts_per_hour (prompts / batch wall
     time) (the last ones are the run's, repeated on every cell).
     """
+    return [cell.to_json() for cell in bench_cells(records)]
+
+
+def bench_cells(records: list[dict[str, Any]]) -> list[BenchCell]:
+    """The BenchCell of every run (settings without the prompt) and cell (K', L') of the
+    paired records, in the order of summarize_bench (pair, T, L_max, K_max, L', K')."""
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in paired_records(records):
         groups[json.dumps([r.get(k) for k in CONFIG_KEYS])].append(r)
-    rows = []
+    cells = []
     for key, recs in groups.items():
         config = dict(zip(CONFIG_KEYS, json.loads(key), strict=True))
         run = run_summary(recs)
         steps = np.array([r["row_steps"] for r in recs], dtype=np.float64)
-        cells = [record_cells(r) for r in recs]
-        for cell in sorted(set.intersection(*(set(c) for c in cells))):
-            rows.append({**config, "paths": cell[0], "depth": cell[1],
-                         "tree_paths": config["paths"], "tree_depth": config["depth"],
-                         **cell_summary([c[cell] for c in cells], steps),
-                         **run,
-                         "realised": (cluster_mean_interval(
-                             [r["accepted_plus_one"] for r in recs], steps)
-                             if cell == (config["paths"], config["depth"]) else None)})
-    rows.sort(key=lambda r: (str(r["pair"]), r["temperature"], r["tree_depth"], r["tree_paths"],
-                             r["depth"], r["paths"]))
-    return rows
+        sums = [record_cells(r) for r in recs]
+        for cell in sorted(set.intersection(*(set(c) for c in sums))):
+            own = cell == (config["paths"], config["depth"])
+            cells.append(BenchCell(
+                config, cell[0], cell[1], **cell_summary([c[cell] for c in sums], steps), run=run,
+                realised=cluster_mean_interval([r["accepted_plus_one"] for r in recs], steps)
+                if own else None))
+    cells.sort(key=lambda c: (str(c.config["pair"]), c.config["temperature"], c.tree_depth,
+                              c.tree_paths, c.depth, c.paths))
+    return cells
 
 
 def cell_summary(sums: list[dict[str, float]], steps: np.ndarray) -> dict[str, Any]:

@@ -17,21 +17,39 @@ from typing import Any
 import numpy as np
 import torch
 
+from .. import inputs
 from ..decode.engine import EngineConfig, SpeculativeEngine
 from ..decode.tree_rows import sample_contexts, time_tree_round, tree_rows
+from ..inputs import BadArgument
 from ..proofs.tree_selection import (
     MAX_CONFIGURATIONS,
     REFERENCES,
     RULES,
     draft_ranked_tree,
+    node_count,
     reference_value,
     rule_value,
 )
+from ..verifiers.registry import verifier_names
 from ..verifiers.tree import TreeModel
 from .realgap import _stable_hash, prompt_digest
 from .store import append_jsonl, load_jsonl, record_key
 
 ENGINE_SHAPES = {8: (2, 4), 16: (2, 8), 32: (4, 8), 64: (8, 8)}  # budget N -> (K, L), K * L = N
+MAX_TREE_NODES = 2000  # candidate tree nodes (rows of V probabilities per model, per context)
+MAX_TREE_LEVEL = 1024  # nodes of the widest level (one batched forward)
+
+
+def check_contexts(spec: Any) -> None:
+    """The fields of the contexts a real-model run visits, as `trees` and `realgap` specs
+    check them: contexts_per_prompt, every, temperature, draft_temperature, seed
+    (BadArgument naming the field)."""
+    inputs.integer("contexts_per_prompt", spec.contexts_per_prompt, 1, 10_000)
+    inputs.integer("every", spec.every, 1, 100_000)
+    inputs.number("temperature", spec.temperature, 0)
+    if spec.draft_temperature is not None:
+        inputs.number("draft_temperature", spec.draft_temperature, 0)
+    inputs.seed("seed", spec.seed)
 
 
 @dataclasses.dataclass
@@ -66,6 +84,53 @@ class TreesSpec:
     engine_tokens: int = 48
     skip_trees: bool = False
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        """Construction is the validation: BadArgument naming the field, in the order
+        `speclp trees` reports them (the prompts are read, and the pair resolved, by whoever
+        runs the spec)."""
+        check_contexts(self)
+        inputs.integer("engine_tokens", self.engine_tokens, 1, 100_000)
+        self._check_tree()
+        bad = [r for r in self.rules if r not in RULES]
+        if bad or not self.rules:
+            why = " (a reference, always shown; not a rule)" if bad and bad[0] in REFERENCES else ""
+            raise BadArgument("rules", f"unknown rule {bad[0] if bad else ''!r}{why}; known: "
+                                       f"{', '.join(RULES)}")
+        self._check_engine()
+
+    def _check_tree(self) -> None:
+        """budgets, top, depth: the candidate tree fits and holds every budget."""
+        for budget in self.budgets:
+            inputs.integer("budgets", budget, 1)
+        if not self.budgets:
+            raise BadArgument("budgets", "give at least one budget")
+        inputs.integer("top", self.top, 2, 64)
+        inputs.integer("depth", self.depth, 2, 16)
+        nodes = node_count(self.top, self.depth)
+        if nodes > MAX_TREE_NODES or self.top**self.depth > MAX_TREE_LEVEL:
+            raise BadArgument("top/depth", f"the M={self.top}, L={self.depth} candidate tree has "
+                                           f"{nodes:,} nodes (limits {MAX_TREE_NODES:,} nodes, "
+                                           f"{MAX_TREE_LEVEL:,} at the deepest level); use a smaller "
+                                           "`top` or `depth`")
+        if max(self.budgets) > nodes:
+            raise BadArgument("budgets", f"{max(self.budgets)} exceeds the {nodes} nodes of the "
+                                         f"M={self.top}, L={self.depth} candidate tree; raise `top` "
+                                         "or `depth`")
+
+    def _check_engine(self) -> None:
+        """engine_budgets (ENGINE_SHAPES), engine_verifiers (registered), skip_trees."""
+        bad = [n for n in self.engine_budgets if n not in ENGINE_SHAPES]
+        if bad:
+            raise BadArgument("engine_budgets", f"{bad[0]} has no K x L shape; known: "
+                                                f"{', '.join(map(str, ENGINE_SHAPES))}")
+        known = verifier_names(include_broken=True)
+        unknown = [v for v in self.engine_verifiers if v not in known]
+        if unknown or (self.engine_budgets and not self.engine_verifiers):
+            raise BadArgument("engine_verifiers", f"unknown verifier {unknown[0] if unknown else ''!r}; "
+                                                  f"known: {', '.join(known)}")
+        if self.skip_trees and not self.engine_budgets:
+            raise BadArgument("skip_trees", "needs `engine_budgets` (otherwise nothing is computed)")
 
     def as_dict(self) -> dict[str, Any]:
         """The folder's spec (engine settings only when engine budgets are given)."""

@@ -39,7 +39,15 @@ import numpy as np
 
 from ..inputs import BadArgument
 from ..rationals import fraction_text
-from ..verifiers.tree import SIZE_CAP, TreeModel, capped_num_nodes, node_prefix, num_nodes
+from ..verifiers.tree import (
+    MAX_TUPLES,
+    SIZE_CAP,
+    TreeModel,
+    capped_num_nodes,
+    node_prefix,
+    num_nodes,
+    ordered_tuple_count,
+)
 from . import tolerances
 
 ROW_SUM_TOLERANCE = tolerances.ROW_SUM
@@ -316,6 +324,20 @@ def instance_size_problem(vocab_size: int, depth: int) -> str | None:
                 f"entries; limits {MAX_NODES:,} rows, {MAX_ENTRIES:,} entries); use a smaller "
                 "vocabulary or depth")
     return None
+
+
+def check_enumeration(field: str, vocab: int, depth: int, paths: int, limit: int | None = None,
+                      suggestion: str = "use a smaller V, L or K") -> int:
+    """The count of ordered draft tuples exact verifier laws enumerate at (V, L, K)
+    (verifiers.tree.ordered_tuple_count); BadArgument(field) over `limit` (default
+    verifiers.tree.MAX_TUPLES)."""
+    limit = MAX_TUPLES if limit is None else limit
+    tuples = ordered_tuple_count(vocab, depth, paths)
+    if tuples > limit:
+        raise BadArgument(field, f"exact verifier laws at V={vocab}, L={depth}, K={paths} enumerate "
+                                 f"{format_count(tuples)} ordered draft tuples (limit {limit:,}); "
+                                 f"{suggestion}")
+    return tuples
 
 
 def read_text_file(path: str | Path, max_bytes: int = MAX_FILE_BYTES,

@@ -31,7 +31,6 @@ As data (what `speclp audit` runs): a frozen `VerifierAuditSpec` or `SamplerAudi
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -44,13 +43,21 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from .. import inputs
 from ..inputs import BadArgument
 from ..lp import optimum as lp_optimum
 from ..lp import tolerances
-from ..lp.instance import Instance, dirichlet_instance, from_rows, ties_instance
+from ..lp.instance import (
+    Instance,
+    check_enumeration,
+    dirichlet_instance,
+    from_rows,
+    instance_size_problem,
+    ties_instance,
+)
 from ..verifiers.exact import DRAFT_SAMPLING, continued_law, exact_result
 from ..verifiers.registry import get_verifier
-from ..verifiers.tree import depth_offset, num_nodes, prefix_node_indices
+from ..verifiers.tree import capped_power, depth_offset, num_nodes, prefix_node_indices
 from .evalues import detectable_tv, law_component_logs, log_efficiency_evalue, log_law_evalue
 from .layouts import sglang_request, vllm_request
 from .sandbox import (
@@ -61,6 +68,7 @@ from .sandbox import (
     SamplerFailed,
     SandboxedSampler,
     import_sampler,
+    split_spec,
 )
 
 TOLERANCE = tolerances.TOTAL_VARIATION
@@ -771,21 +779,36 @@ class AuditStatus(Enum):
     BROKEN = "broken"  # the sampler broke its contract (exits, raises, hangs, malformed answer)
 
 
-def _integers(spec: Any, lows: dict[str, int]) -> None:
-    for name, low in lows.items():
-        value = getattr(spec, name)
-        if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            raise BadArgument(name, f"must be an integer >= {low}, got {value!r}")
+MAX_TRIALS = inputs.MAX_TRIALS  # random instances of one audit
+SAMPLER_SECONDS = {"time_limit": 7 * 24 * 3600, "call_timeout": 24 * 3600, "load_timeout": 24 * 3600}
+
+
+def _check_instances(paths: int, vocab: int, depth: int, trials: int, seed: int,
+                     draft_sampling: str, enumerated_paths: int) -> None:
+    """The checks both audit specs make, in the order `speclp audit` reports them: the draft
+    law, the sizes, the seed, the instance shape, distinct paths without replacement, and the
+    exact law of `enumerated_paths` paths (lp.instance, verifiers.tree limits)."""
+    inputs.choice("draft_sampling", draft_sampling, DRAFT_SAMPLING)
+    for name, value, low in (("paths", paths, 1), ("vocab", vocab, 2), ("depth", depth, 1),
+                             ("trials", trials, 1)):
+        inputs.integer(name, value, low, MAX_TRIALS if name == "trials" else None)
+    inputs.seed("seed", seed)
+    problem = instance_size_problem(vocab, depth)
+    if problem:
+        raise BadArgument("vocab/depth", problem)
+    if draft_sampling == "without-replacement" and paths > capped_power(vocab, depth):
+        raise BadArgument("paths", f"cannot draft {paths} distinct paths out of "
+                                   f"{capped_power(vocab, depth):,} (V={vocab}, L={depth})")
+    check_enumeration("paths", vocab, depth, enumerated_paths)
 
 
 def _family_of(family: str | None, ties: bool, default: str) -> str:
     """The family an audit draws from: `family`, else "ties" with ties, else `default`."""
     if family is None:
         return "ties" if ties else default
-    if family not in FAMILIES + (MIXED,):
-        raise BadArgument("family", f"must be one of {', '.join(FAMILIES + (MIXED,))}, got {family!r}")
+    inputs.choice("family", family, FAMILIES + (MIXED,))
     if ties and family != "ties":
-        raise BadArgument("ties", f"means family ties; it contradicts family {family}")
+        raise BadArgument("ties", f"means `family` ties; it contradicts `family` {family}")
     return family
 
 
@@ -793,7 +816,8 @@ def _family_of(family: str | None, ties: bool, default: str) -> str:
 class VerifierAuditSpec:
     """An exact audit of a registered verifier as data (audit()'s arguments, `speclp audit
     --verifier`'s defaults). Construction is the validation: a wrong field raises BadArgument
-    naming it; family None is "ties" with ties, else "dirichlet"."""
+    naming it (checks in the order `speclp audit` reports them); family None is "ties" with
+    ties, else "dirichlet"."""
 
     verifier: str
     paths: int = 2
@@ -807,15 +831,13 @@ class VerifierAuditSpec:
     exact: bool = False
 
     def __post_init__(self) -> None:
+        _check_instances(self.paths, self.vocab, self.depth, self.trials, self.seed,
+                         self.draft_sampling, self.paths)
+        object.__setattr__(self, "family", _family_of(self.family, self.ties, "dirichlet"))
         try:
             get_verifier(self.verifier)
         except KeyError as err:
             raise BadArgument("verifier", err.args[0]) from None
-        _integers(self, {"paths": 1, "vocab": 2, "depth": 1, "trials": 1, "seed": 0})
-        if self.draft_sampling not in DRAFT_SAMPLING:
-            raise BadArgument("draft_sampling",
-                              f"must be one of {DRAFT_SAMPLING}, got {self.draft_sampling!r}")
-        object.__setattr__(self, "family", _family_of(self.family, self.ties, "dirichlet"))
 
     def run(self, progress: Callable[[Iterable[int]], Iterable[int]] | None = None) -> AuditReport:
         return run(self, progress)
@@ -827,7 +849,9 @@ class SamplerAuditSpec:
     defaults of `speclp audit --sampler`: layout None is "batched", paths None is 1 in the
     ragged and vllm layouts (one chain per request) and 2 otherwise, family None is "ties"
     with ties, else "mixed"; name None is the sampler's spec). Construction is the
-    validation: a wrong field raises BadArgument naming it (`runs` is --max-runs)."""
+    validation: a wrong field raises BadArgument naming it (`runs` is --max-runs), in the
+    order `speclp audit` reports them; a spec string naming no file is refused here, one
+    naming nothing callable when the audit runs."""
 
     sampler: str | Callable[..., Any]
     paths: int | None = None
@@ -852,29 +876,40 @@ class SamplerAuditSpec:
         if not (isinstance(self.sampler, str) or callable(self.sampler)):
             raise BadArgument("sampler", f"must be a MODULE:FUNCTION spec or a function, "
                                          f"got {self.sampler!r}")
-        layout = self.layout or "batched"
+        layout = inputs.choice("layout", "batched" if self.layout is None else self.layout, LAYOUTS)
         paths = self.paths if self.paths is not None else (1 if layout in ("ragged", "vllm") else 2)
         object.__setattr__(self, "layout", layout)
         object.__setattr__(self, "paths", paths)
+        if layout in ("ragged", "vllm") and paths != 1:
+            raise BadArgument("paths", f"the {layout} layout has one draft chain per request (K = 1), "
+                                       f"got {paths}")
+        _check_instances(paths, self.vocab, self.depth, self.trials, self.seed, self.draft_sampling, 1)
+        self._check_sampling()
         object.__setattr__(self, "family", _family_of(self.family, self.ties, MIXED))
+        if isinstance(self.sampler, str):
+            split_spec(self.sampler)  # SpecError (BadArgument "sampler"): a spec naming no file
         if self.name is None:
             object.__setattr__(self, "name", self.sampler if isinstance(self.sampler, str) else "sampler")
-        _integers(self, {"seed": 0})
-        _check_sampler_args(paths, self.vocab, self.depth, self.trials, self.runs, self.alpha,
-                            self.draft_sampling, layout, self.search)
-        for name in ("time_limit", "call_timeout", "load_timeout"):
-            value = getattr(self, name)
-            if value is None and name == "time_limit":
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-                    math.isfinite(value) and value > 0):
-                raise BadArgument(name, f"must be a finite number of seconds > 0, got {value!r}")
         if self.instances is not None:
             object.__setattr__(self, "instances", tuple(self.instances))
             if not self.instances:
                 raise BadArgument("instances", "give at least one instance, or None (random ones)")
-            if self.search:
-                raise BadArgument("search", "screens random instances; it cannot be used with instances")
+
+    def _check_sampling(self) -> None:
+        """runs, alpha, the time limits and search (after the sizes)."""
+        inputs.integer("runs", self.runs, 2, RUNS_LIMIT)
+        inputs.number("alpha", self.alpha, 0, 1, low_open=True)
+        if not self.alpha < 1:
+            raise BadArgument("alpha", f"must be < 1, got {self.alpha:g}")
+        for name, most in SAMPLER_SECONDS.items():
+            value = getattr(self, name)
+            if value is not None or name != "time_limit":
+                inputs.number(name, value, 0, most, low_open=True)
+        inputs.integer("search", self.search, 0, 10_000)
+        if self.search and self.search < self.trials:
+            raise BadArgument("search", f"must be at least `trials` ({self.trials}), got {self.search}")
+        if self.search and self.instances is not None:
+            raise BadArgument("search", "screens random instances; it cannot be used with `instances`")
 
     def run(self, progress: Callable[[Iterable[int]], Iterable[int]] | None = None) -> AuditReport:
         return run(self, progress)

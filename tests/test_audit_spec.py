@@ -44,6 +44,7 @@ def test_verifier_spec_refuses_naming_the_field(kwargs, field):
 @pytest.mark.parametrize("kwargs, field", [
     ({"sampler": 3}, "sampler"),
     ({"layout": "nope"}, "layout"),
+    ({"layout": ""}, "layout"),  # not None: no default
     ({"layout": "ragged", "paths": 2}, "paths"),
     ({"runs": 1}, "runs"),
     ({"runs": 10**10}, "runs"),

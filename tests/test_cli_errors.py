@@ -52,7 +52,7 @@ def test_unexpected_exception_is_exit_3_with_its_own_message(case, as_json, inst
     module, name, args = crash_cases(instance_file, tmp_path)[case]
     monkeypatch.setattr(module, name, boom)
     if case == "audit-sampler":  # the spec names a module that exists: checked before the call
-        monkeypatch.setattr(cli_audit, "split_spec", lambda spec: ("m", "f"))
+        monkeypatch.setattr(proofs_audit, "split_spec", lambda spec: ("m", "f"))
     result = invoke(args + (["--json"] if as_json else []))
     assert result.exit_code == 3, result.output
     text = result.stderr if hasattr(result, "stderr") else result.output

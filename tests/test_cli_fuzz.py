@@ -27,11 +27,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
-import typer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from speclp.cli import COMMANDS as COMMAND_MAP
-from speclp.cli import app, load_command
+from speclp.cli import app, leaf_commands
 from typer.testing import CliRunner
 from work_guard import deadline, watch_work
 
@@ -58,26 +56,6 @@ ARGUMENTS = ["@inst", "@inst", "@inst", "@dir", "@file", "@bin", "@missing", "@f
 NEVER_A_MODEL = "--pair"  # its values are never a loadable model (see the module docstring)
 PLAUSIBLE = ["bv", "gbv", "token", "specinfer", "traversal", "nss", "bv_first_failure", "iid",
              "highs", "class", "full"]  # half of the values of a required text option
-
-
-
-
-def leaf_commands() -> list[tuple[tuple[str, ...], object]]:
-    """(command path, click command) for every command registered on the app."""
-    out = []
-
-    def walk(command, path):
-        subcommands = getattr(command, "commands", None)
-        if path == ():  # the top-level group loads its commands on demand
-            subcommands = {name: load_command(name) for name in COMMAND_MAP}
-        if subcommands:
-            for name, sub in subcommands.items():
-                walk(sub, path + (name,))
-        else:
-            out.append((path, command))
-
-    walk(typer.main.get_command(app), ())
-    return out
 
 
 def kind(param) -> str:

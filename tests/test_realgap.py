@@ -31,6 +31,7 @@ from speclp.experiments.realgap import (
 from speclp.lp.closed_form import one_step_optimum
 from speclp.lp.instance import dirichlet_instance, from_rows
 from speclp.verifiers.exact import exact_result
+from tiny_models import peaked_llama_pair
 from typer.testing import CliRunner
 
 VOCAB = 40
@@ -39,19 +40,7 @@ VOCAB = 40
 @pytest.fixture(scope="module")
 def tiny_pair():
     """Two tiny random Llama models sharing a config (peaked rows: lm_head scaled up)."""
-    from transformers import AutoModelForCausalLM, LlamaConfig
-
-    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                      attn_implementation="sdpa")
-    models = []
-    for seed in (1, 2):
-        torch.manual_seed(seed)
-        model = AutoModelForCausalLM.from_config(cfg).eval()
-        with torch.no_grad():
-            model.lm_head.weight.normal_(0, 2.0 / 32**0.5)
-        models.append(model)
-    return models[0], models[1]
+    return peaked_llama_pair(VOCAB)
 
 
 def plain_rows(model, sequence: list[int], temperature: float = 1.0) -> torch.Tensor:
@@ -207,12 +196,12 @@ def test_root_rows_and_closed_form_agree_with_bv_at_one_path(tiny_pair):
 
 
 def test_khisti_is_refused_where_its_companion_tuples_exceed_the_limit():
-    from speclp.cli.realgap import _verifier_list
+    from speclp.cli.realgap import RealgapSpec
     from speclp.cli.validate import BadInput
     from speclp.cli.validate import vocabulary_limits as check_vocabulary_limits
     from speclp.verifiers.multipath import KHISTI_MAX_COMPANIONS
 
-    assert "khisti" not in _verifier_list("")  # default list on real vocabularies
+    assert "khisti" not in RealgapSpec().verifiers  # default list on real vocabularies
     check_vocabulary_limits("--verifiers", ["khisti"], [1, 2], KHISTI_MAX_COMPANIONS)  # = limit
     with pytest.raises(BadInput, match="--verifiers: khisti"):
         check_vocabulary_limits("--verifiers", ["bv", "khisti"], [1, 2], KHISTI_MAX_COMPANIONS + 1)

@@ -153,14 +153,16 @@ def test_kept_credit_counts_the_leading_kept_tokens():
         assert credit[n] == 1 + lead
 
 
-def fine_law_of_truncated_coarse(inst, width, verifier, paths):
-    """Lemma 13.3 made explicit: the fine verifier that runs `verifier` on the coarse images
-    of the fine drafts and ends its block at the first R (a fresh target token from the
-    non-kept part of that node's row). Returns its emit [N, V] over the fine tree."""
+def fine_law_of_coarse(inst, width, verifier, paths, at_exit):
+    """The emit [N, V] over the fine tree of the fine verifier that runs `verifier` on the
+    coarse images of the fine drafts (kept tokens map to their fine tokens) and ends its block
+    at the first R, or at the bonus row: there at_exit(emit, u, rest, mass, accepted) spreads
+    the coarse mass over the fine tokens `rest` outside the kept set of fine node u (accepted:
+    the R was a drafted token the coarse verifier accepted, not its emitted one). Returns
+    (emit, coarse emit, the kept tokens per coarse node)."""
     vocab, depth = inst.vocab_size, inst.depth
     coarse, tokens = coarsen_instance(inst, width)
     emit_c = exact_result(coarse.model(exact=True), verifier, paths=paths).emit
-    fine = inst.model(exact=True)
     emit = np.full((num_nodes(vocab, depth), vocab), Fraction(0), dtype=object)
     for n in range(emit_c.shape[0]):
         prefix = node_prefix(n, width + 1)
@@ -169,14 +171,11 @@ def fine_law_of_truncated_coarse(inst, width, verifier, paths):
             if mass == 0:
                 continue
             kept, fine_prefix, ended = 0, [], False
-            for t in (*prefix, y):
+            for i, t in enumerate((*prefix, y)):
                 u = node_index(fine_prefix, vocab)
                 keep = list(tokens[kept]) if len(fine_prefix) < depth else []
-                if t == width or not keep:  # R (or the bonus row): fresh p outside keep
-                    rest = [x for x in range(vocab) if x not in keep]
-                    total = sum(fine.target[u, x] for x in rest)
-                    for x in rest:
-                        emit[u, x] += mass * fine.target[u, x] / total
+                if t == width or not keep:  # R (or the bonus row): outside keep
+                    at_exit(emit, u, [x for x in range(vocab) if x not in keep], mass, i < len(prefix))
                     ended = True
                     break
                 fine_prefix.append(int(tokens[kept, t]))
@@ -185,6 +184,21 @@ def fine_law_of_truncated_coarse(inst, width, verifier, paths):
             if not ended:
                 u = node_index(fine_prefix[:-1], vocab)
                 emit[u, fine_prefix[-1]] += mass
+    return emit, emit_c, tokens
+
+
+def fine_law_of_truncated_coarse(inst, width, verifier, paths):
+    """Lemma 13.3 made explicit: the fine verifier that runs `verifier` on the coarse images
+    of the fine drafts and ends its block at the first R (a fresh target token from the
+    non-kept part of that node's row). Returns its emit [N, V] over the fine tree."""
+    target = inst.model(exact=True).target
+
+    def fresh_target(emit, u, rest, mass, accepted):
+        total = sum(target[u, x] for x in rest)
+        for x in rest:
+            emit[u, x] += mass * target[u, x] / total
+
+    emit, emit_c, _ = fine_law_of_coarse(inst, width, verifier, paths, fresh_target)
     return emit, emit_c
 
 
@@ -358,20 +372,10 @@ def test_mass_driven_tree_is_non_uniform_where_the_mass_is():
 @pytest.fixture(scope="module")
 def tiny_models():
     """Two tiny random Llama models (as tests/test_realgap.py: peaked rows)."""
-    torch = pytest.importorskip("torch")
-    from transformers import AutoModelForCausalLM, LlamaConfig
+    pytest.importorskip("torch")
+    from tiny_models import peaked_llama_pair
 
-    cfg = LlamaConfig(vocab_size=40, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                      attn_implementation="sdpa")
-    models = []
-    for seed in (1, 2):
-        torch.manual_seed(seed)
-        model = AutoModelForCausalLM.from_config(cfg).eval()
-        with torch.no_grad():
-            model.lm_head.weight.normal_(0, 2.0 / 32**0.5)
-        models.append(model)
-    return models
+    return list(peaked_llama_pair(40))
 
 
 def test_mass_tree_rows_equal_plain_forwards(tiny_models):
@@ -448,11 +452,23 @@ def fine_law_with_exit_credit(inst, width, verifier, paths):
     fresh lumped target token t (p, the same): t = x is accepted and the block ends with a
     target token at ux; otherwise t is the correction. Returns (emit over the fine tree,
     coarse emit, overlap per kept node)."""
-    vocab, depth = inst.vocab_size, inst.depth
-    coarse, tokens = coarsen_instance(inst, width)
-    emit_c = exact_result(coarse.model(exact=True), verifier, paths=paths).emit
+    vocab = inst.vocab_size
     fine = inst.model(exact=True)
     target, draft = fine.target, fine.draft
+
+    def coupled_exit(emit, u, rest, mass, accepted):
+        big_p = sum(target[u, x] for x in rest)
+        big_q = sum(draft[u, x] for x in rest)
+        for x in rest:
+            p_out = target[u, x] / big_p
+            both = min(p_out, draft[u, x] / big_q) if accepted and big_q else 0
+            if both:
+                child = u * vocab + 1 + x
+                for z in range(vocab):
+                    emit[child, z] += mass * both * target[child, z]
+            emit[u, x] += mass * (p_out - both)
+
+    emit, emit_c, tokens = fine_law_of_coarse(inst, width, verifier, paths, coupled_exit)
     fine_node = {0: 0}  # kept node -> fine node
     overlap = np.full(len(tokens), Fraction(0), dtype=object)
     for n in range(len(tokens)):
@@ -460,37 +476,6 @@ def fine_law_with_exit_credit(inst, width, verifier, paths):
         overlap[n] = exit_overlap(target[u], draft[u], list(tokens[n]))
         for j, t in enumerate(tokens[n]):
             fine_node[width * n + 1 + j] = u * vocab + 1 + int(t)
-    emit = np.full((num_nodes(vocab, depth), vocab), Fraction(0), dtype=object)
-    for n in range(emit_c.shape[0]):
-        prefix = node_prefix(n, width + 1)
-        for y in range(width + 1):
-            mass = emit_c[n, y]
-            if mass == 0:
-                continue
-            kept, fine_prefix, ended = 0, [], False
-            for i, t in enumerate((*prefix, y)):
-                u = node_index(fine_prefix, vocab)
-                keep = list(tokens[kept]) if len(fine_prefix) < depth else []
-                if t == width or not keep:
-                    rest = [x for x in range(vocab) if x not in keep]
-                    big_p = sum(target[u, x] for x in rest)
-                    big_q = sum(draft[u, x] for x in rest)
-                    accepted = i < len(prefix)
-                    for x in rest:
-                        p_out = target[u, x] / big_p
-                        both = min(p_out, draft[u, x] / big_q) if accepted and big_q else 0
-                        if both:
-                            child = u * vocab + 1 + x
-                            for z in range(vocab):
-                                emit[child, z] += mass * both * target[child, z]
-                        emit[u, x] += mass * (p_out - both)
-                    ended = True
-                    break
-                fine_prefix.append(int(tokens[kept, t]))
-                kept = width * kept + 1 + t
-            if not ended:
-                u = node_index(fine_prefix[:-1], vocab)
-                emit[u, fine_prefix[-1]] += mass
     return emit, emit_c, overlap
 
 

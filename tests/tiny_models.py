@@ -26,6 +26,24 @@ def tiny_llama_pair(vocab: int = 40, seed: int = 0) -> tuple[Any, Any]:
     return AutoModelForCausalLM.from_config(cfg).eval(), AutoModelForCausalLM.from_config(cfg).eval()
 
 
+def peaked_llama_pair(vocab: int = 40, seeds: tuple[int, int] = (1, 2)) -> tuple[Any, Any]:
+    """(target, draft): two models of the same config, each from torch.manual_seed of its own
+    seed, in eval mode, their lm_head scaled up (N(0, 2 / sqrt(hidden)) entries): peaked rows,
+    as real pairs have (the realgap tests)."""
+    import torch
+    from transformers import AutoModelForCausalLM  # lazy: optional (the models extra)
+
+    cfg = tiny_llama_config(vocab)
+    models = []
+    for seed in seeds:
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(cfg).eval()
+        with torch.no_grad():
+            model.lm_head.weight.normal_(0, 2.0 / 32**0.5)
+        models.append(model)
+    return models[0], models[1]
+
+
 class TinyTokenizer:
     """A stand-in tokenizer for the tiny models: the last `keep` characters of a text, each
     mapped to a token id in 1..vocab-1 (no EOS)."""
