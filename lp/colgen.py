@@ -96,6 +96,7 @@ from .program import Block, LinearProgram, ValueTable
 from .rows import depth_values, matching_a_entries, target_refs
 from .solve import LPSolution, highs_model, highs_solution, new_highs, solve, status_name
 
+SIMPLEX_PRIMAL = 4  # HiGHS option simplex_strategy: 4 = primal
 MAX_ENUMERATED_CONFIGURATIONS = 20_000_000  # without replacement: priority laws by enumeration
 
 
@@ -530,8 +531,12 @@ def solve_colgen(model_or_instance: TreeModel | Instance, paths: int = 2,
     lp = master_lp(master, priorities)
     notes = [f"{master.count_configurations():,} draft configurations; master {lp.num_vars} "
              f"columns x {lp.num_eq} rows"]
-    pricing = _SelectionPricing(master, highs_model(lp, presolve=False, method="simplex"),
-                                priorities, tolerance, notes)
+    h = highs_model(lp, presolve=False, method="simplex")
+    # primal simplex: a new priority column leaves the last basis primal feasible, so each warm
+    # re-solve starts feasible (dual simplex, HiGHS's default, took 89 solves and 0.45 s CPU
+    # against 56 and 0.21 s at (V, L, K) = (4, 3, 3), Dirichlet(1) seed 1; the same exact optimum)
+    h.setOptionValue("simplex_strategy", SIMPLEX_PRIMAL)
+    pricing = _SelectionPricing(master, h, priorities, tolerance, notes)
     status, iterations = _column_loop(pricing, max_iterations, time_left)
     history, value = pricing.history, pricing.value
     if status == "optimal" and history and history[-1]["max_reduced_cost"] > tolerance:
