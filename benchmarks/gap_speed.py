@@ -333,6 +333,14 @@ def markdown(records: list[dict]) -> str:
                      f"{max(quiet.get('peak_rss_mib') or 0, loaded.get('peak_rss_mib') or 0)} | "
                      f"{cert} | {', '.join(quiet.get('estimates', [])) or 'none'} | {pair} | "
                      f"{_met(r)} |")
+    older = [str(tuple(r["shape"])) for r in records if not r.get("commit")]
+    if older:
+        lines += ["", f"Rows {', '.join(older)} come from an earlier code version (before the "
+                  "numpy float64 path and the structure laws of traversal / spectr_gbv; their "
+                  "\"estimated\" column is from then) and were not re-measured; their peak RSS is "
+                  "that of the benchmark process. The other rows name the commit they ran on "
+                  "in gap_speed.json (\"commit\"); their peak RSS is that of `gap` itself "
+                  "(/usr/bin/time)."]
     return "\n".join(lines) + "\n"
 
 
@@ -359,6 +367,18 @@ def _met(record: dict) -> str:
     if loaded.get("wall_seconds") and loaded["wall_seconds"] > 2 * wall:
         missed.append(f"loaded {loaded['wall_seconds'] / wall:.2f}x quiet")
     return "yes" if not missed else "no: " + ", ".join(missed)
+
+
+def _commit() -> str | None:
+    """The commit of the code measured (with "+changes" when the work tree differs), or None."""
+    try:
+        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=30).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "."],
+                               capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (head + ("+changes" if dirty else "")) or None
 
 
 def main() -> None:
@@ -428,6 +448,8 @@ def main() -> None:
                 record["side_by_side"] = side_by_side(vocab, depth, paths)
             records.append(record)
             record["command"] = " ".join(["python", "benchmarks/gap_speed.py", *sys.argv[1:]])
+            record["commit"] = _commit()
+            record["date"] = time.strftime("%Y-%m-%d", time.gmtime())
             target.write_text(json.dumps({"cpu_count": os.cpu_count(), "threads": THREADS,
                                           "records": records}, indent=1))
     (OUT / "gap_speed.md").write_text(markdown(records))
