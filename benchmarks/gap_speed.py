@@ -366,6 +366,8 @@ def _met(record: dict) -> str:
         missed.append(f"{wall / lp['wall_seconds']:.2f}x LP")
     if loaded.get("wall_seconds") and loaded["wall_seconds"] > 2 * wall:
         missed.append(f"loaded {loaded['wall_seconds'] / wall:.2f}x quiet")
+    if not loaded.get("wall_seconds"):
+        missed.append("loaded not measured")
     return "yes" if not missed else "no: " + ", ".join(missed)
 
 
@@ -374,7 +376,8 @@ def _commit() -> str | None:
     try:
         head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                               capture_output=True, text=True, timeout=30).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", "."],
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", ".",
+                                ":!benchmarks/results"],  # not the records being written
                                capture_output=True, text=True, timeout=30).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
