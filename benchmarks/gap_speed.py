@@ -131,6 +131,95 @@ def run_lp(instance: Path, paths: int) -> dict:
             "value": float(text[0]) if text else None}
 
 
+# The K-path optimum's phases (issue 30 part 4: where do the seconds of the LP go?), timed in
+# CPU seconds (time.process_time: the machine is shared, its wall clock is not this process's)
+# by wrapping the functions that do each phase; run in a fresh process per code version.
+PROFILE_SCRIPT = """
+import json, sys, time
+clock = time.process_time
+t0 = clock()
+from speclp.lp import certify, colgen, engine
+from speclp.lp.instance import dirichlet_instance
+imported = clock() - t0
+spent = {}
+def timed(module, name, phase):
+    inner = getattr(module, name)
+    def wrapper(*args, **kwargs):
+        start = clock()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            spent[phase] = spent.get(phase, 0.0) + clock() - start
+    setattr(module, name, wrapper)
+timed(colgen, "master_lp", "build the master LP (float and exact)")
+timed(colgen, "_column_loop", "HiGHS: float column generation")
+timed(colgen, "solve", "HiGHS: exact master's float solve")
+timed(certify, "solve_sparse_exact", "exact basis solves (primal and dual)")
+timed(certify, "_evaluate", "exact feasibility, reduced costs, objectives")
+timed(colgen, "certify_master", "certify_master (all of the exact certificate)")
+timed(engine, "selection_mixture", "optimal selection mixture (exact)")
+timed(engine, "node_optimum", "mixture check: BV with the mixture's law")
+vocab, depth, paths = (int(v) for v in sys.argv[1:4])
+start = clock()
+record = engine.optimum(dirichlet_instance(vocab, depth, seed=1), paths, time_limit=600)
+total = clock() - start
+print(json.dumps({"import_cpu": round(imported, 3), "optimum_cpu": round(total, 3),
+                  "phases_cpu": {k: round(v, 3) for k, v in spent.items()},
+                  "value": record.value, "exact": str(record.exact_value),
+                  "certified": record.certified,
+                  "certified_within": record.details.get("certified_within")}))
+"""
+
+
+def profile_lp(shape: tuple[int, int, int], roots: dict[str, str], repeats: int) -> dict:
+    """The optimum at `shape` (Dirichlet(1), seed 1) under every code version of `roots`
+    (label -> a PYTHONPATH whose `speclp` is that version), alternated `repeats` times in
+    fresh processes: CPU and wall seconds, and the CPU seconds of each phase."""
+    runs: dict[str, list] = {label: [] for label in roots}
+    for _ in range(repeats):
+        for label, root in roots.items():
+            env = {**os.environ, **THREADS, "PYTHONPATH": root}
+            start = time.perf_counter()
+            proc = subprocess.run([sys.executable, "-c", PROFILE_SCRIPT, *map(str, shape)],
+                                  capture_output=True, text=True, env=env, timeout=TIME_LIMIT)
+            wall = time.perf_counter() - start
+            if proc.returncode != 0:
+                runs[label].append({"error": proc.stderr[-500:]})
+                continue
+            runs[label].append({**json.loads(proc.stdout.strip().splitlines()[-1]),
+                                "wall_seconds": round(wall, 3),
+                                "load_before": round(os.getloadavg()[0], 2)})
+    return {"shape": list(shape), "roots": roots, "runs": runs}
+
+
+def profile_markdown(result: dict) -> str:
+    """Side by side: each version's median CPU seconds per phase over its runs."""
+    labels = list(result["runs"])
+    phases: list[str] = []
+    for runs in result["runs"].values():
+        for run in runs:
+            phases += [p for p in run.get("phases_cpu", {}) if p not in phases]
+
+    def median(label: str, key: str) -> str:
+        values = [r["phases_cpu"].get(key, 0.0) if key in phases else r.get(key)
+                  for r in result["runs"][label] if "error" not in r]
+        values = [v for v in values if v is not None]
+        return f"{float(np.median(values)):.3f}" if values else ""
+
+    lines = [f"| {tuple(result['shape'])}: CPU seconds (median of "
+             f"{len(next(iter(result['runs'].values())))} fresh processes) | "
+             + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
+    for key in ["optimum_cpu", *phases, "import_cpu", "wall_seconds"]:
+        lines.append(f"| {key} | " + " | ".join(median(label, key) for label in labels) + " |")
+    exact = {label: {r["exact"] for r in result["runs"][label] if "error" not in r}
+             for label in labels}
+    lines.append("| certified (every run) | " + " | ".join(
+        str(all(r.get("certified") for r in result["runs"][label])) for label in labels) + " |")
+    lines.append("| exact optimum, the same in every run of every version | "
+                 + " | ".join(str(len(set().union(*exact.values())) == 1) for _ in labels) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def burners(count: int) -> list[subprocess.Popen]:
     """CPU-bound processes (a busy loop each) for the loaded runs."""
     return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
@@ -244,6 +333,14 @@ def markdown(records: list[dict]) -> str:
                      f"{max(quiet.get('peak_rss_mib') or 0, loaded.get('peak_rss_mib') or 0)} | "
                      f"{cert} | {', '.join(quiet.get('estimates', [])) or 'none'} | {pair} | "
                      f"{_met(r)} |")
+    older = [str(tuple(r["shape"])) for r in records if not r.get("commit")]
+    if older:
+        lines += ["", f"Rows {', '.join(older)} come from an earlier code version (before the "
+                  "numpy float64 path and the structure laws of traversal / spectr_gbv; their "
+                  "\"estimated\" column is from then) and were not re-measured; their peak RSS is "
+                  "that of the benchmark process. The other rows name the commit they ran on "
+                  "in gap_speed.json (\"commit\"); their peak RSS is that of `gap` itself "
+                  "(/usr/bin/time)."]
     return "\n".join(lines) + "\n"
 
 
@@ -269,7 +366,22 @@ def _met(record: dict) -> str:
         missed.append(f"{wall / lp['wall_seconds']:.2f}x LP")
     if loaded.get("wall_seconds") and loaded["wall_seconds"] > 2 * wall:
         missed.append(f"loaded {loaded['wall_seconds'] / wall:.2f}x quiet")
+    if not loaded.get("wall_seconds"):
+        missed.append("loaded not measured")
     return "yes" if not missed else "no: " + ", ".join(missed)
+
+
+def _commit() -> str | None:
+    """The commit of the code measured (with "+changes" when the work tree differs), or None."""
+    try:
+        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=30).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--", ".",
+                                ":!benchmarks/results"],  # not the records being written
+                               capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (head + ("+changes" if dirty else "")) or None
 
 
 def main() -> None:
@@ -281,7 +393,26 @@ def main() -> None:
                         help="keep the recorded shapes (default: rerun the shapes given)")
     parser.add_argument("--figure-only", action="store_true",
                         help="redraw gap_speed.png from gap_speed.json (no run)")
+    parser.add_argument("--profile-lp", default=None, metavar="V,L,K",
+                        help="time the optimum's phases at one shape (CPU s) instead")
+    parser.add_argument("--baseline", default=None, metavar="PATH",
+                        help="with --profile-lp: a PYTHONPATH whose speclp is the code to "
+                             "compare with (e.g. a `git archive` of an earlier commit)")
+    parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
+    if args.profile_lp:
+        shape = tuple(int(v) for v in args.profile_lp.split(","))
+        roots = {"this code": os.environ.get("PYTHONPATH", str(ROOT.parent))}
+        if args.baseline:
+            roots = {"baseline": args.baseline, **roots}
+        result = profile_lp(shape, roots, args.repeats)
+        result["command"] = " ".join(["python", "benchmarks/gap_speed.py", *sys.argv[1:]])
+        OUT.mkdir(parents=True, exist_ok=True)
+        name = "lp_profile_" + "".join(map(str, shape))
+        (OUT / f"{name}.json").write_text(json.dumps(result, indent=1))
+        (OUT / f"{name}.md").write_text(profile_markdown(result))
+        print(profile_markdown(result))
+        return
     if args.figure_only:
         figure(json.loads((OUT / "gap_speed.json").read_text())["records"], OUT / "gap_speed.png")
         return
@@ -320,6 +451,8 @@ def main() -> None:
                 record["side_by_side"] = side_by_side(vocab, depth, paths)
             records.append(record)
             record["command"] = " ".join(["python", "benchmarks/gap_speed.py", *sys.argv[1:]])
+            record["commit"] = _commit()
+            record["date"] = time.strftime("%Y-%m-%d", time.gmtime())
             target.write_text(json.dumps({"cpu_count": os.cpu_count(), "threads": THREADS,
                                           "records": records}, indent=1))
     (OUT / "gap_speed.md").write_text(markdown(records))

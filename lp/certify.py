@@ -39,7 +39,7 @@ from typing import Any
 import highspy
 import numpy as np
 import scipy.sparse as sparse
-from flint import fmpq, fmpq_mat
+from flint import fmpq, fmpq_mat, fmpz
 
 from .program import Block, LinearProgram, is_zero_value
 from .solve import BASIC, LPSolution, new_highs, solve
@@ -321,20 +321,73 @@ class _Evaluation:
     dual_value: Any
 
 
+def _over_common_denominator(values: list) -> tuple[fmpz, list[fmpz]] | None:
+    """(D, [v D]) with D the lcm of the denominators of `values` (fmpq), the numerators over
+    it as integers; None when a value is not an fmpq."""
+    if not all(isinstance(v, fmpq) for v in values):
+        return None
+    common = fmpz(1)
+    for q in {v.q for v in values}:
+        common = common.lcm(q)
+    return common, [v.p * (common // v.q) for v in values]
+
+
+def _products_in_integers(data: _ExactData, x: list, y: list
+                          ) -> tuple[list, list, Any, Any] | None:
+    """(A x [m], c - A^T y [n], c.x + constant, b.y + constant) exactly, as _evaluate's loop
+    computes them, but in integers: every entry, x and y over one common denominator each
+    (a table entry a = a' / E, x_j = x'_j / D_x, y_i = y'_i / D_y), so each row's sum is
+    sum a' x' (fmpz products, no gcd) divided once by E D_x. The x and y of a basis solve
+    share long denominators (~34,000 bits at (V, L, K) = (4, 3, 3)); summed one fraction at a
+    time every addition paid a gcd of that size. None when an entry is not an fmpq (the
+    symbolic rational functions of speclp.proofs.symbolic): the loop then runs."""
+    scaled = [_over_common_denominator(v) for v in (data.table, x, y, data.objective,
+                                                    data.rhs)]
+    if any(part is None for part in scaled) or not isinstance(data.constant, fmpq):
+        return None
+    (table_den, table), (x_den, x_int), (y_den, y_int) = scaled[:3]
+    (objective_den, objective), (rhs_den, rhs) = scaled[3:]
+    zero = fmpz(0)
+    activity = [zero] * data.num_rows
+    transposed = [zero] * len(x)
+    for r, c, ref in zip(data.rows.tolist(), data.cols.tolist(), data.refs.tolist(), strict=True):
+        a = table[ref]
+        if x_int[c]:
+            activity[r] += a * x_int[c]
+        if y_int[r]:
+            transposed[c] += a * y_int[r]
+    activity_den, transposed_den = table_den * x_den, table_den * y_den
+    activity_q = [fmpq(v, activity_den) for v in activity]
+    reduced = [c - fmpq(t, transposed_den) for c, t in zip(data.objective, transposed, strict=True)]
+    primal = sum((c * v for c, v in zip(objective, x_int, strict=True) if v), zero)
+    dual = sum((b * v for b, v in zip(rhs, y_int, strict=True) if v), zero)
+    return (activity_q, reduced, data.constant + fmpq(primal, objective_den * x_den),
+            data.constant + fmpq(dual, rhs_den * y_den))
+
+
 def _evaluate(data: _ExactData, lp: LinearProgram, x: list, y: list) -> _Evaluation:
     zero = fmpq(0)
     n, m, m_eq = lp.num_vars, data.num_rows, data.num_eq
     table = data.table
     checks: dict[str, bool] = {}
     checks["primal_nonnegative"] = all(v >= 0 for v in x)
-    activity = [zero] * m
-    reduced = list(data.objective)
-    for r, c, ref in zip(data.rows.tolist(), data.cols.tolist(), data.refs.tolist(), strict=True):
-        a = table[ref]
-        if not is_zero_value(x[c]):
-            activity[r] += a * x[c]
-        if not is_zero_value(y[r]):
-            reduced[c] -= a * y[r]
+    fast = _products_in_integers(data, x, y)
+    if fast is not None:
+        activity, reduced, primal_value, dual_value = fast
+    else:
+        activity = [zero] * m
+        reduced = list(data.objective)
+        for r, c, ref in zip(data.rows.tolist(), data.cols.tolist(), data.refs.tolist(),
+                             strict=True):
+            a = table[ref]
+            if not is_zero_value(x[c]):
+                activity[r] += a * x[c]
+            if not is_zero_value(y[r]):
+                reduced[c] -= a * y[r]
+        primal_value = data.constant + sum((data.objective[j] * x[j] for j in range(n)
+                                            if not is_zero_value(x[j])), zero)
+        dual_value = data.constant + sum((data.rhs[i] * y[i] for i in range(m)
+                                          if not is_zero_value(y[i])), zero)
     checks["equality_rows"] = all(activity[i] == data.rhs[i] for i in range(m_eq))
     dropped: Block | None = lp.meta.get("dropped_eq")
     if dropped is not None and dropped.count:
@@ -347,10 +400,6 @@ def _evaluate(data: _ExactData, lp: LinearProgram, x: list, y: list) -> _Evaluat
     checks["inequality_rows"] = all(activity[i] <= data.rhs[i] for i in range(m_eq, m))
     checks["dual_sign"] = all(y[i] >= 0 for i in range(m_eq, m))
     checks["reduced_costs"] = all(d <= 0 for d in reduced)
-    primal_value = data.constant + sum((data.objective[j] * x[j] for j in range(n)
-                                        if not is_zero_value(x[j])), zero)
-    dual_value = data.constant + sum((data.rhs[i] * y[i] for i in range(m)
-                                      if not is_zero_value(y[i])), zero)
     checks["objective_match"] = primal_value == dual_value
     return _Evaluation(checks, activity, reduced, primal_value, dual_value)
 

@@ -97,6 +97,7 @@ law.stop [B, K, L+1], law.correction [B, K, L+1, V].
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
@@ -390,9 +391,10 @@ def kseq_rho(target: Array, draft: Array, count: Array, most: int,
 
     torch rows: bisection in their dtype (48 steps in float64, 26 otherwise: the bracket
     [1, n] shrinks below 1e-14 resp. 3e-8 of its width).
-    Exact rows: bisection in float64, then the smallest of (float result, 1e-12 above
-    it, n) whose exact gap h is >= 0, as an exact rational; rho = 1 whenever h(1) >= 0.
-    rho is a function of (row, n) alone: the bisection runs once per distinct (row, n),
+    Exact rows (no torch, no floats): rho = 1 if h(1) >= 0, else the upper end of 48
+    bisection steps of [1, n] on the exact sign of h (exact_kseq_rho_row): an exact
+    rational with h(rho) >= 0, within (n - 1) / 2^48 of rho*.
+    rho is a function of (row, n) alone: computed once per distinct (row, n),
     each on its own (a batched float bisection can end a bit apart for equal rows in
     different batches, and SpecTr is lossless only when every draft tuple at a node uses
     the same rho: mixed rhos gave TV 5e-14 in exact arithmetic).
@@ -404,6 +406,9 @@ def kseq_rho(target: Array, draft: Array, count: Array, most: int,
     return _kseq_rho_bisection(target, draft, count, most, iterations)
 
 
+EXACT_RHO_STEPS = 48  # as the float64 bisection: the same grid of midpoints of [1, n]
+
+
 def _exact_kseq_rho(target: np.ndarray, draft: np.ndarray, count: np.ndarray,
                     most: int) -> np.ndarray:
     """kseq_rho on exact rows [..., V] (docstring there): once per distinct (row, n)."""
@@ -413,29 +418,56 @@ def _exact_kseq_rho(target: np.ndarray, draft: np.ndarray, count: np.ndarray,
     keys = np.concatenate([target.reshape(-1, vocab), draft.reshape(-1, vocab),
                            counts.astype(object)], -1)
     distinct, inverse = ops.distinct_rows(keys)
-    target, draft = distinct[:, :vocab], distinct[:, vocab:2 * vocab]
-    count = np.asarray(distinct[:, -1], dtype=np.int64)
-    floats = np.array([float(_kseq_rho_bisection(
-        torch.as_tensor(ops.as_float64(target[r:r + 1])),
-        torch.as_tensor(ops.as_float64(draft[r:r + 1])),
-        torch.as_tensor(count[r:r + 1]), most, None)[0]) for r in range(len(count))])
-    rho = _exact_rho_candidates(target, draft, count, most, floats)
-    return rho[inverse].reshape(shape)
+    rho = np.empty(len(distinct), dtype=object)
+    for r, row in enumerate(distinct):
+        rho[r] = exact_kseq_rho_row(row[:vocab], row[vocab:2 * vocab], int(row[-1]))
+    return rho[np.asarray(inverse)].reshape(shape)
 
 
-def _exact_rho_candidates(target: np.ndarray, draft: np.ndarray, count: np.ndarray, most: int,
-                          floats: np.ndarray) -> np.ndarray:
-    """The smallest of (float rho (1 + 1e-12), float rho, 1) whose exact gap is >= 0, else n."""
-    one = target[..., 0] * 0 + 1
-    rho = ops.where(count == 0, one, one * count)  # fallback rho = n
-    candidates = [np.vectorize(lambda x: Fraction(min(x * (1 + 1e-12), 1e300)),
-                               otypes=[object])(floats),
-                  np.vectorize(Fraction, otypes=[object])(floats), one]
-    for candidate in candidates:  # later candidates are smaller: last valid wins
-        candidate = ops.minimum(candidate, rho)
-        ok = _kseq_gap(target, draft, candidate, count, most) >= 0
-        rho = ops.where(ok, candidate, rho)
-    return rho
+def exact_kseq_rho_row(target: Any, draft: Any, count: int,
+                       steps: int = EXACT_RHO_STEPS) -> Fraction:
+    """SpecTr's rho for one exact row pair and n = count paths, in exact rationals.
+
+    h(rho) = rho beta(rho) - m + (m - beta(rho))^n with beta(rho) = sum min(q, p / rho) and
+    m = sum p (1 for a distribution) is nondecreasing in rho (THEORY.md, SpecTr K-SEQ:
+    rho* solves 1 - (1 - beta)^n = rho beta), so h(rho) >= 0 iff rho >= rho*.
+    rho = 1 if h(1) >= 0; else, from [low, high] = [1, max(n, 1)], `steps` halvings keep
+    h(high) >= 0 > h(low), decided on the exact sign of h at the midpoint (a dyadic rational:
+    the same midpoints as the float64 bisection, which agrees wherever its rounded h has the
+    exact sign). Returns high (n if h(n) < 0, possible only for rows that are not
+    distributions: by Bernoulli, 1 - (1 - beta)^n <= n beta gives h(n) >= 0 when m = 1).
+
+    beta(rho) = A / rho + B with A = sum of p over tokens with p / q < rho and B = sum of q over
+    the others (q = 0 counts as ratio infinity), read from the tokens sorted by p / q once.
+    """
+    p = [Fraction(v) for v in target]
+    q = [Fraction(v) for v in draft]
+    mass = sum(p, Fraction(0))
+    finite = sorted((pv / qv, pv, qv) for pv, qv in zip(p, q, strict=True) if qv > 0)
+    ratios = [r for r, _, _ in finite]
+    p_below = [Fraction(0)]
+    for _, pv, _ in finite:
+        p_below.append(p_below[-1] + pv)
+    q_above = [Fraction(0)]
+    for _, _, qv in reversed(finite):
+        q_above.append(q_above[-1] + qv)
+    q_above.reverse()  # q_above[k]: sum of q over the sorted tokens k, k+1, ...
+
+    def gap(rho: Fraction) -> Fraction:
+        below = bisect_left(ratios, rho)  # #{ratio < rho}
+        a, b = p_below[below], q_above[below]
+        return a + b * rho - mass + (mass - a / rho - b) ** count
+
+    low, high = Fraction(1), Fraction(max(count, 1))
+    if gap(low) >= 0:
+        return low
+    for _ in range(steps):
+        middle = (low + high) / 2
+        if gap(middle) >= 0:
+            high = middle
+        else:
+            low = middle
+    return high
 
 
 def _kseq_rho_bisection(target: torch.Tensor, draft: torch.Tensor, count: torch.Tensor,
