@@ -329,7 +329,8 @@ def render_full(r: dict[str, Any]) -> None:
         for name, iv in sorted(s["verifiers"].items(), key=lambda kv: -kv[1]["estimate"]):
             rows.append([s["temperature"], s["depth"], s["paths"], s["contexts"],
                          format_interval(s["upper"]), name, *_summary_cells(iv, s["gaps"][name])])
-    table("realgap summary: means over contexts [nominal 95% t interval on per-prompt means]; "
+    table("realgap summary: means over contexts [95% Hall skew-corrected t interval on per-prompt "
+          "means; coverage: benchmarks/results/bench/interval_coverage.md]; "
           "'exact': the exact value in every context, 'ESTIMATE': sampled trees",
           ["T", "L", "K", "ctx", "upper bound", "verifier", "E[tau+1]", "gap to upper"], rows)
     for f in r.get("failures") or []:

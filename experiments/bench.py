@@ -17,7 +17,8 @@ E[tau + 1 | tree] (`scores`, cell (K_max, L_max)) and, in grid mode, `grid`
 {"K',L'": {verifier: sum}}, the driver's realised accepted + 1 and generated tokens, and the
 batch's per-step cost log (draft, target tree pass, driver's law, each scored law).
 Summaries (`summarize_bench`), per run, cell and verifier: the mean over prompts of the
-per-prompt mean E[tau + 1] per step, with the t interval on the per-prompt means
+per-prompt mean E[tau + 1] per step, with the cluster interval (Hall's skew-corrected t) on
+the per-prompt means
 (`intervals.cluster_mean_interval`; prompts drawn at random with a recorded seed; its
 coverage at these prompt counts is simulated by benchmarks/interval_coverage.py); the
 paired difference (verifier - bv) gets the same treatment; the relative gain is a point

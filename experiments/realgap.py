@@ -44,7 +44,8 @@ So per context: certified lower <= optimum <= certified upper, with every verifi
 next to them. Claims checked: lower <= upper, and no verifier's interval lies entirely above
 the upper bound (a verifier beating the optimum would be lossy, or a bound wrong); a
 violation is a counterexample (the record is kept and reported as a failure). Summaries
-over contexts: t intervals on per-prompt means (`intervals.cluster_mean_interval`).
+over contexts: cluster intervals (Hall's skew-corrected t) on per-prompt means
+(`intervals.cluster_mean_interval`).
 
 The truncated instances of earlier versions (top-M of the target per node, both rows
 RENORMALISED: neither an upper nor a lower bound) remain available as a labelled option
@@ -797,7 +798,7 @@ def full_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def summarize_realgap(records: list[dict[str, Any]], seed: int = 0) -> list[dict[str, Any]]:
-    """Per (pair, T, L, K): means over contexts with 95% t intervals on per-prompt means.
+    """Per (pair, T, L, K): means over contexts with 95% cluster intervals on per-prompt means.
 
     upper / lower: mean certified bounds (lower None for records made before it existed;
     how many uppers certified / closed form); bracket_width: mean upper - lower (against
@@ -858,7 +859,7 @@ def summarize_realgap(records: list[dict[str, Any]], seed: int = 0) -> list[dict
 
 
 def _cluster_mean(values: list[tuple[str, float]], prompts: list[str], seed: int) -> dict[str, Any]:
-    """Mean over prompts of the per-prompt mean of per-context values, with the t interval on
+    """Mean over prompts of the per-prompt mean of per-context values, with the cluster interval on
     the per-prompt means (n/a with one prompt). `seed` is unused (kept for callers)."""
     index = {p: i for i, p in enumerate(prompts)}
     sums, counts = np.zeros(len(prompts)), np.zeros(len(prompts))

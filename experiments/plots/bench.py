@@ -97,7 +97,7 @@ def plot_bench(records: list[dict[str, Any]], out: str | Path) -> list[Path]:
     top = max(ax.get_tightbbox(renderer).y1 for ax in axes[0]) / fig.bbox.height + 0.004
     fig.suptitle("exact conditional E[tau+1] of every verifier on the SAME drafted trees (full "
                  "vocabulary; one (K_max, L_max) tree per step cut to every (K', L'));\n"
-                 "error bars: nominal 95% t intervals on per-prompt means (simulated coverage: "
+                 "error bars: 95% Hall skew-corrected t intervals on per-prompt means (simulated coverage: "
                  "benchmarks/results/bench/interval_coverage.md), clipped to the possible range: "
                  "[1, L' + 1] for E[tau+1], [-L', L'] for a difference", fontsize=9, y=top, va="bottom")
     out = Path(out)
