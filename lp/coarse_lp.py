@@ -30,11 +30,10 @@ from typing import Any
 import highspy
 import numpy as np
 
+from .coarsen import check_kept_rows
 from .colgen import _add_column, _clock, _column_loop, _solve_cold
 from .program import exact_fraction
 from .solve import FEASIBILITY_TOLERANCE, HIGHS_SMALL_MATRIX_VALUE, new_highs
-
-BELOW_R = ("again", "terminal")  # as lp.coarsen.coarsened_rows
 
 
 @dataclass
@@ -87,14 +86,7 @@ def ragged_coarse(target_kept: np.ndarray, draft_kept: np.ndarray, width: int, d
     probability 1 under both rows; "terminal": the target R and the draft slot 0, a node of
     target probability 0; the rows at depth L are R). Floats are taken at their exact binary
     values. Nodes of probability 0 under both rows are left out (Lemma 13.9)."""
-    if below_r not in BELOW_R:
-        raise ValueError(f"below_r must be one of {BELOW_R}, got {below_r!r}")
-    if width < 1 or depth < 1:
-        raise ValueError(f"need width >= 1 and depth >= 1, got {width}, {depth}")
-    kept_nodes = sum(width**d for d in range(depth))
-    for name, rows in (("target_kept", target_kept), ("draft_kept", draft_kept)):
-        if np.shape(rows) != (kept_nodes, width):
-            raise ValueError(f"{name}: expected shape {(kept_nodes, width)}, got {np.shape(rows)}")
+    check_kept_rows(target_kept, draft_kept, width, depth, below_r)
     te = [[_fraction(x) for x in row] for row in np.asarray(target_kept)]
     de = [[_fraction(x) for x in row] for row in np.asarray(draft_kept)]
     one, zero = Fraction(1), Fraction(0)

@@ -63,6 +63,20 @@ SELECT = ("mix", "target", "draft")  # how a fine instance's kept tokens are cho
 BELOW_R = ("again", "terminal")  # the draft below R: "R again" (Theorem 13.1) or slot 0
 
 
+def check_kept_rows(target_kept: Any, draft_kept: Any, width: int, depth: int, below_r: str) -> int:
+    """The checks of a kept tree's rows (coarsened_rows, lp.coarse_lp.ragged_coarse): below_r
+    known, width and depth >= 1, both rows [kept nodes, width]; returns the kept node count."""
+    if below_r not in BELOW_R:
+        raise ValueError(f"below_r must be one of {BELOW_R}, got {below_r!r}")
+    if width < 1 or depth < 1:
+        raise ValueError(f"need width >= 1 and depth >= 1, got {width}, {depth}")
+    kept_nodes = sum(width**d for d in range(depth))
+    for name, rows in (("target", target_kept), ("draft", draft_kept)):
+        if np.shape(rows) != (kept_nodes, width):
+            raise ValueError(f"{name}_kept: expected shape {(kept_nodes, width)}, got {np.shape(rows)}")
+    return kept_nodes
+
+
 def coarsened_rows(target_kept: np.ndarray, draft_kept: np.ndarray, width: int, depth: int,
                    below_r: str = "again") -> tuple[np.ndarray, np.ndarray]:
     """Rows [N', M + 1] of the coarse instance (N' = num_nodes(M + 1, L), shortlex).
@@ -75,14 +89,7 @@ def coarsened_rows(target_kept: np.ndarray, draft_kept: np.ndarray, width: int, 
     slot 0 (one-hot), so no lossless verifier accepts a token below R (docs/theory.md
     section 13.5, Lemma 13.4).
     """
-    if below_r not in BELOW_R:
-        raise ValueError(f"below_r must be one of {BELOW_R}, got {below_r!r}")
-    if width < 1 or depth < 1:
-        raise ValueError(f"need width >= 1 and depth >= 1, got {width}, {depth}")
-    kept_nodes = sum(width**d for d in range(depth))
-    for name, rows in (("target", target_kept), ("draft", draft_kept)):
-        if rows.shape != (kept_nodes, width):
-            raise ValueError(f"{name}_kept: expected shape {(kept_nodes, width)}, got {rows.shape}")
+    check_kept_rows(target_kept, draft_kept, width, depth, below_r)
     exact = target_kept.dtype == object
     vocab = width + 1
     one = Fraction(1) if exact else 1.0
