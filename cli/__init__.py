@@ -198,7 +198,6 @@ app = typer.Typer(
 )
 
 
-@app.callback()
 def leaf_commands() -> list[tuple[tuple[str, ...], Any]]:
     """(command path, click command) for every command registered on the app, groups walked
     down to their commands (e.g. ("check", "node-form")): what the fuzz and the bad-input
@@ -219,5 +218,6 @@ def leaf_commands() -> list[tuple[tuple[str, ...], Any]]:
     return out
 
 
+@app.callback()
 def main() -> None:
     """speclp: speculative decoding theory turned into checked numbers."""
