@@ -279,13 +279,19 @@ def output_dir(flag: str, path: str | Path) -> Path:
     if not os.access(probe, os.W_OK | os.X_OK):
         raise BadInput(f"{flag}: {path}: {'not writable' if probe == path else f'{probe} is not writable'}")
     if missing:
+        created: list[Path] = []
         try:
             for folder in reversed(missing):
-                folder.mkdir()
+                try:
+                    folder.mkdir()
+                    created.append(folder)
+                except FileExistsError:  # another run created it meanwhile: a folder is fine
+                    if not folder.is_dir():
+                        raise
         except OSError as err:
             raise BadInput(f"{flag}: {path}: cannot be created ({err.strerror or err})") from None
         finally:
-            for folder in missing:
+            for folder in reversed(created):  # only what this probe made, deepest first
                 try:
                     folder.rmdir()
                 except OSError:
