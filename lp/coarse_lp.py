@@ -31,7 +31,7 @@ import highspy
 import numpy as np
 
 from .coarsen import check_kept_rows
-from .colgen import _add_column, _clock, _column_loop, _solve_cold
+from .colgen import _add_column, _clock, _column_loop, _recover_warm_start
 from .program import exact_fraction
 from .solve import FEASIBILITY_TOLERANCE, HIGHS_SMALL_MATRIX_VALUE, new_highs
 
@@ -186,10 +186,7 @@ class _RaggedPricing:
     value: float = float("nan")
 
     def recover(self, iteration: int, status: str) -> str:
-        if status != "not_set":
-            return status
-        self.notes.append(f"iteration {iteration}: warm start failed, solved cold")
-        return _solve_cold(self.h, ("off",))
+        return _recover_warm_start(self.h, self.notes, iteration, status)
 
     def price(self, iteration: int, started: float) -> bool:
         self.value = float(self.h.getInfo().objective_function_value)

@@ -420,6 +420,15 @@ def _column_loop(pricing: _Pricing, max_iterations: int, time_left: Callable[[],
     return status, iterations
 
 
+def _recover_warm_start(h: Any, notes: list[str], iteration: int, status: str) -> str:
+    """A selection master's recovery (column loop): a warm solve that did not run ("not_set")
+    is solved cold without presolve and noted; any other status is kept."""
+    if status != "not_set":
+        return status
+    notes.append(f"iteration {iteration}: warm start failed, solved cold")
+    return _solve_cold(h, ("off",))
+
+
 def _solve_cold(h: Any, presolves: tuple[str, ...]) -> str:
     """Solve from scratch (the warm start failed), with each presolve setting in turn until
     one is optimal; presolve is left off, as the masters run. Returns the status."""
@@ -455,10 +464,7 @@ class _SelectionPricing:
     value: float = float("nan")  # the last master value (a lower bound on the optimum)
 
     def recover(self, iteration: int, status: str) -> str:
-        if status != "not_set":
-            return status
-        self.notes.append(f"iteration {iteration}: warm start failed, solved cold")
-        return _solve_cold(self.h, ("off",))
+        return _recover_warm_start(self.h, self.notes, iteration, status)
 
     def price(self, iteration: int, started: float) -> bool:
         self.value = float(self.h.getInfo().objective_function_value)
