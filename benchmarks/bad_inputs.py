@@ -612,7 +612,7 @@ def range_cases(b: _Builder) -> None:  # noqa: PLR0915 (a list of data)
                         ("--contexts-per-prompt", "0")]:
         b.flag("realgap", flag, value)
     b.flag("realgap", "--top", "6", tag=":renormalised-M>5", extra=("--instances", "renormalised"))
-    b.flag("realgap", "--top", "2,1", tag=":schedule-member-below-2")  # a cap schedule: each M >= 2
+    b.flag("realgap", "--top", "2,0", tag=":schedule-member-below-1")  # a cap schedule: each M >= 1
     b.flag("realgap", "--top", "200,300", tag=":schedule-over-coarse-limit", extra=("--depth", "1,3"))
     for flag, value in [("--width-target", "-0.1"), ("--context-budget", "0"),
                         ("--context-budget", "inf")]:

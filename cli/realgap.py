@@ -113,7 +113,7 @@ class RealgapSpec:
                                         "expansion); drop it")
 
     def _check_full(self) -> None:
-        self._integers("widths", 2, 1024)
+        self._integers("widths", 1, 1024)  # a cap of the mass-driven tree (1: one token per node at L - 1)
         inputs.integer("samples", self.samples, 2, 10_000_000)
         inputs.integer("batch", self.batch, 1, 100_000)
         inputs.choice("score_dtype", self.score_dtype, ("fp64", "fp32"))
@@ -143,9 +143,10 @@ HELP = {
     "instances": "full-vocabulary (default): bounds and verifier intervals on the real rows; "
                  "renormalised: LABELLED truncated instances (top-M of the target per node, "
                  "renormalised over them; neither bound).",
-    "top": "M. full-vocabulary: the cap on the tokens kept per node in the coarsened upper-bound "
-           "instance (L >= 2); a comma list is a schedule of caps tried in turn until the bracket "
-           "is --width-target wide or --context-budget is spent. renormalised: comma list, M <= 5.",
+    "top": "M >= 1. full-vocabulary: the cap of the mass-driven kept tree of the bracket (L >= 2; a "
+           "node of depth d keeps at most M 2^(L-1-d) tokens, docs/theory.md 13.6); a comma list "
+           "is a schedule of caps tried in turn until the bracket is --width-target wide or "
+           "--context-budget is spent. renormalised: comma list, M <= 5.",
     "width_target": "full-vocabulary: stop widening the bracket once it is this wide (default: "
                     "per L, " + ", ".join(f"L={d}: {w:g}" for d, w in WIDTH_TARGETS.items()) + ").",
     "context_budget": "full-vocabulary: seconds of bracket expansion per context and depth "

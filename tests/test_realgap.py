@@ -282,7 +282,7 @@ def test_t_interval_and_bootstrap_cover_known_means():
 @pytest.mark.parametrize("args, field", [
     (["realgap", "--paths", "0"], "--paths"),
     (["realgap", "--samples", "1"], "--samples"),
-    (["realgap", "--top", "1"], "--top"),
+    (["realgap", "--top", "0"], "--top"),
     (["realgap", "--top", "40", "--depth", "3"], "--top"),
     (["realgap", "--instances", "bogus"], "--instances"),
     (["realgap", "--verifiers", "bv,bogus"], "--verifiers"),
