@@ -717,3 +717,40 @@ def test_pooled_bv_extended_at_one_step_matches_its_law_with_a_small_support(mon
 def test_extended_one_step_refuses_an_unknown_fallback():
     with pytest.raises(ValueError, match="fallback"):
         extended_bv_one_step(np.ones(2) / 2, np.ones(2) / 2, 2, "nope")
+
+
+def _headline_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "realgap_headline.py"
+    spec = importlib.util.spec_from_file_location("realgap_headline_q33", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_headline_takes_specinfers_exact_value_for_a_sampled_bv_extended_rrs_at_one_step():
+    """Records made before exact_one_step knew bv_extended_rrs hold it sampled at L = 1; the
+    headline replaces it (in memory) by the record's exact specinfer value, its equal at L = 1,
+    and leaves L >= 2, exact values and records without an exact specinfer as they are."""
+    headline = _headline_module()
+
+    def rec(depth, rrs_exact, spec_exact):
+        value = {"bv_extended_rrs": {"mean": 1.97, "low": 1.9, "high": 2.0, "n": 32,
+                                     "exact": rrs_exact},
+                 "specinfer": {"mean": 1.95, "low": 1.95, "high": 1.95, "n": 0, "exact": spec_exact}}
+        return {"depth": depth, "by_paths": {"2": {"verifiers": json_copy(value)}}}
+
+    def json_copy(x):
+        import json
+        return json.loads(json.dumps(x))
+
+    old = rec(1, False, True)
+    assert headline.exact_at_one(old) == 1
+    got = old["by_paths"]["2"]["verifiers"]["bv_extended_rrs"]
+    assert (got["mean"], got["low"], got["high"], got["exact"]) == (1.95, 1.95, 1.95, True)
+    assert got["sampled"]["mean"] == 1.97
+    for untouched in (rec(2, False, False), rec(1, True, True), rec(1, False, False)):
+        before = json_copy(untouched)
+        assert headline.exact_at_one(untouched) == 0 and untouched == before
