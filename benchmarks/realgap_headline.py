@@ -32,7 +32,11 @@ are grouped and never mixed; the groups found are printed. Rows are per (L, widt
 kept-tree widths are never mixed either. A record lacking a verifier is counted and reported
 (that verifier's numbers use the records that have it); a record that is not a full-vocabulary
 realgap record, a torn line or a repeated key is reported and skipped. It computes nothing
-new and reads growing records safely (copy them first if a writer is appending).
+new and reads growing records safely (copy them first if a writer is appending), with one
+exception: at L = 1 a sampled bv_extended_rrs value (records made before realgap computed it
+exactly) is replaced, in memory, by the exact specinfer value of the same record, its equal at
+L = 1 (`exact_at_one`; proof in `experiments.realgap.extended_bv_one_step`); the count is
+printed. The records hold no probability rows, so nothing else can be recomputed from them.
 
     python benchmarks/realgap_headline.py RECORD_DIR_OR_FILE... [--out DIR]
 """
@@ -99,6 +103,7 @@ def read_records(files: list[Path]) -> tuple[list[dict[str, Any]], dict[str, Any
     records: list[dict[str, Any]] = []
     seen: set[str] = set()
     report: dict[str, Any] = {"files": [], "skipped": []}
+    recomputed = 0
     for path in files:
         data = path.read_bytes()
         lines = [line for line in data.decode("utf-8", errors="replace").splitlines() if line.strip()]
@@ -119,11 +124,47 @@ def read_records(files: list[Path]) -> tuple[list[dict[str, Any]], dict[str, Any
                 else:
                     seen.add(key)
                     records.append(record)
+                    recomputed += exact_at_one(record)
                     continue
             reasons.setdefault(problem, []).append(i + 1)
         report["skipped"] += [f"{path}: {len(numbers)} record(s) ({_numbers(numbers)}): {reason}"
                               for reason, numbers in reasons.items()]
+    report["exact_at_one"] = {"verifiers": sorted(EQUAL_AT_ONE), "replaced": recomputed,
+                              "note": EXACT_AT_ONE_NOTE}
     return records, report
+
+
+# verifier -> the verifier whose exact L = 1 value it equals (a theorem, not a measurement:
+# experiments.realgap.extended_bv_one_step derives bv_extended_rrs = specinfer at L = 1)
+EQUAL_AT_ONE = {"bv_extended_rrs": "specinfer"}
+EXACT_AT_ONE_NOTE = ("at L = 1 a sampled bv_extended_rrs value is replaced by the exact value of "
+                     "specinfer stored in the same record (equal at L = 1: "
+                     "experiments.realgap.extended_bv_one_step); the records themselves are "
+                     "unchanged")
+
+
+def exact_at_one(record: dict[str, Any]) -> int:
+    """At L = 1, a verifier of EQUAL_AT_ONE that the record holds as a sampled estimate takes
+    the exact value of its equal (when the record holds that one as exact): records made
+    before realgap computed bv_extended_rrs exactly. The records store no probability rows
+    (only sum min(p, q) at L = 1), so nothing else can be recomputed from them. Returns the
+    number of (K, verifier) values replaced (in place, in memory only)."""
+    if record.get("depth") != 1:
+        return 0
+    replaced = 0
+    for block in (record.get("by_paths") or {}).values():
+        verifiers = block.get("verifiers") or {}
+        for name, equal in EQUAL_AT_ONE.items():
+            have, source = verifiers.get(name), verifiers.get(equal)
+            if (isinstance(have, dict) and have.get("exact") is not True and isinstance(source, dict)
+                    and source.get("exact") is True and _finite(source.get("mean"))):
+                value = source["mean"]
+                verifiers[name] = {"mean": value, "low": value, "high": value, "n": 0, "exact": True,
+                                   "method": f"exact: {equal}'s exact L = 1 value in this record "
+                                             "(equal at L = 1), recomputed by realgap_headline",
+                                   "sampled": have}
+                replaced += 1
+    return replaced
 
 
 def _numbers(numbers: list[int], shown: int = 5) -> str:
@@ -394,6 +435,10 @@ def markdown(summaries: list[dict[str, Any]], meta: dict[str, Any]) -> str:
                                     for f in meta["inputs"]["files"]), ""]
     if meta["inputs"]["skipped"]:
         lines += ["Skipped: " + "; ".join(meta["inputs"]["skipped"]), ""]
+    at_one = meta["inputs"].get("exact_at_one") or {}
+    if at_one.get("replaced"):
+        lines += [f"Exact at L = 1: {at_one['replaced']} sampled value(s) replaced; "
+                  + at_one["note"] + ".", ""]
     lines += ["Groups found (records of different settings are never mixed):", ""]
     lines += [f"- {s['label']}: {s['records']} records, {s['prompts']} prompts, {s['contexts']} "
               f"contexts; failures recorded: {s['failures']}" for s in summaries]
@@ -674,6 +719,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"  {s['label']}: {s['records']} records, {s['prompts']} prompts, {s['contexts']} contexts")
     for line in result["meta"]["inputs"]["skipped"]:
         print(f"  skipped: {line}")
+    at_one = result["meta"]["inputs"]["exact_at_one"]
+    print(f"  exact at L = 1: {at_one['replaced']} sampled value(s) of "
+          f"{', '.join(at_one['verifiers'])} replaced by their exact equal in the same record")
     print(f"wrote {args.out / 'headline.md'}, headline.json, headline[_share].png/.pdf")
 
 

@@ -27,9 +27,9 @@ At contexts reached by target sampling on real prompts (`decode.tree_rows
               on the coarse instance credited up to the first remainder token
               (`lp.coarsen.kept_lower_values`; with the certified exit credit of Lemma 13.8,
               `lp.coarsen.exit_bonus`), token-kept and nss-kept (`kept_lower_bounds`).
-              L = 1: the closed-form optimum, so lower = upper there, and bv, token, gbv, nss
-              and nodeopt take their exact L = 1 values (`exact_one_step`) instead of sampled
-              ones.
+              L = 1: the closed-form optimum, so lower = upper there, and bv, token, gbv, nss,
+              nodeopt, specinfer, bv_extended_rrs and bv_extended take their exact L = 1
+              values (`exact_one_step`) instead of sampled ones.
   expansion   "mass" (the default of `context_record`, docs/theory.md 13.6, `mass_tree_rows`):
               the kept tree grows where the mass is, every node keeping the fewest top tokens
               of p + q whose lumped weight is <= epsilon, at most its depth's cap (widest at
@@ -89,10 +89,12 @@ from ..lp.coarsen import (
 from ..lp.dual_bound import dual_upper_bound
 from ..lp.instance import from_rows
 from ..rationals import fraction_text
+from ..verifiers.bv_extended import DEFAULT_SUPPORT as EXTENDED_SUPPORT
 from ..verifiers.exact import exact_result
 from ..verifiers.gbv import below_mass
 from ..verifiers.ops import safe_div
 from ..verifiers.registry import get_verifier, verifier_names
+from ..verifiers.single_step import nested_partitions_for, ratio_cells
 from .intervals import betting_interval, cluster_mean_interval
 from .store import KeyedRecords, load_jsonl, open_records, record_key, slug  # noqa: F401 - load_jsonl re-exported
 
@@ -454,7 +456,8 @@ def verifier_intervals(target: Any, draft: Any, context: list[int], depth: int, 
             "values": {str(k): values[k] for k in paths}}
 
 
-EXACT_AT_ONE = ("bv", "token", "gbv", "nss", "nodeopt", "specinfer")  # exact L = 1 forms
+EXACT_AT_ONE = ("bv", "token", "gbv", "nss", "nodeopt", "specinfer", "bv_extended_rrs",
+                "bv_extended")  # exact L = 1 forms (exact_one_step)
 
 
 def specinfer_one_step(p: np.ndarray, q: np.ndarray, paths: int) -> float:
@@ -474,6 +477,77 @@ def specinfer_one_step(p: np.ndarray, q: np.ndarray, paths: int) -> float:
     return 2.0 - rejected
 
 
+def rule_acceptance(target: np.ndarray, q: np.ndarray, draws: int, support: int | None) -> float:
+    """sum_x min(a(x), r_n(x)): the acceptance of the single-step rule the registered laws use
+    (the nested-partition rule for n i.i.d. draws, `verifiers.single_step`, built on the
+    ratio cells of `support`: one cell per token when V <= support, else pooled cells, so it
+    may stay below the optimum min_H [a(H) + 1 - q(H)^n] there) followed by token-level
+    sampling of its returned token (law r_n) against a. Built as the laws build it, on torch
+    float64 rows on the CPU. n = 0: no draw, acceptance 0."""
+    if draws == 0:
+        return 0.0
+    rows = torch.as_tensor(np.asarray(target, dtype=np.float64))[None]
+    draft = torch.as_tensor(np.asarray(q, dtype=np.float64))[None]
+    cells = ratio_cells(rows, draft, support)
+    rule = nested_partitions_for(rows, draft, [draws], cells=cells)[0]
+    return float(torch.minimum(rows, rule.law()).sum())
+
+
+def extended_bv_one_step(p: np.ndarray, q: np.ndarray, paths: int, fallback: str) -> float:
+    """The exact E[tau + 1] of extended BV ("bv_extended": fallback "optimal";
+    "bv_extended_rrs": "specinfer"; `verifiers.bv_extended`) at L = 1 with K i.i.d. drafts.
+
+    Derivation from the rule's definition (verifiers/bv_extended.py, docs/theory.md 19).
+    At L = 1 BV on path 0 is token-level speculative sampling: weight w_1 = min(1, p/q)(X_0)
+    and the last test accepts with probability h_1 = w_1, so it accepts X_0 with probability
+    s = sum_x q(x) min(1, p(x)/q(x)) = sum min(p, q), and on rejection its correction would be
+    drawn from res = (p - q)_+ / Z, Z = sum (p - q)_+ (its depth-0 weight is 1). There the
+    rule draws that correction instead by the fallback step with target res and draft q over
+    the children of the OTHER paths through the root: all K - 1 of them, i.i.d. q and
+    independent of X_0 (i.i.d. drafting). A child equal to the rejected X_0 is never taken
+    (the law sets its acceptance to 0) and could not be: a rejection has positive
+    probability only where p(X_0) < q(X_0), where res(X_0) = 0. If the step takes a child c,
+    the block is (c) and ends (c is at depth L = 1: the fresh start below c has no token left
+    to test), so tau = 1; else Y ~ the step's correction and tau = 0. Hence
+        E[tau + 1] = 1 + s + (1 - s) A_(K-1),
+    A_n the step's acceptance with n i.i.d. draws against res:
+      - "specinfer" (recursive rejection, with replacement): draw j of n tests a fresh X_j ~ q
+        against the current residual and accepts with probability sum min(r_(j-1), q), r_0 =
+        res, r_j = (r_(j-1) - q)_+ normalised; so 1 - A_n = prod_j (1 - sum min(r_(j-1), q)).
+        As r_0 = res = (p - q)_+ / Z is SpecInfer's own residual after its first round on p,
+        1 + s + (1 - s) A_(K-1) = 2 - (1 - s) prod_(j=1..K-1) (...) is SpecInfer's K-draft
+        value: bv_extended_rrs = specinfer at L = 1 (specinfer_one_step; proved here,
+        checked against the enumerated law in tests/test_realgap.py).
+      - "optimal": the nested-partition rule on n draws returns a child with law r_n (built on
+        (res, q), pooled cells above the registered support) and tests it token-level against
+        res, so A_n = sum min(res, r_n) (`rule_acceptance`).
+    K = 1: no other path, E = 1 + s (BV). Z = 0 means p <= q everywhere, so s = sum p = 1
+    (normalised rows) and the fallback is never reached. float64, O(K V)."""
+    p64, q64 = np.asarray(p, dtype=np.float64), np.asarray(q, dtype=np.float64)
+    if fallback == "specinfer":
+        return specinfer_one_step(p64, q64, paths)
+    if fallback != "optimal":
+        raise ValueError(f"fallback: 'specinfer' or 'optimal', got {fallback!r}")
+    accept = float(np.minimum(p64, q64).sum())
+    rest = np.maximum(p64 - q64, 0.0)
+    total = float(rest.sum())
+    if paths == 1 or total <= 0:
+        return 1.0 + accept
+    step = rule_acceptance(rest / total, q64, paths - 1, EXTENDED_SUPPORT)
+    return 1.0 + accept + max(0.0, 1.0 - accept) * step
+
+
+def nodeopt_one_step(p: np.ndarray, q: np.ndarray, paths: int) -> float:
+    """The registered nodeopt's exact E[tau + 1] at L = 1: at the root all K paths pass
+    (N = K), its rule for K draws returns a child with law r_K and BV at L = 1 tests it
+    token-level against p with r_K as the draft (verifiers/nodeopt.py), so E = 1 + sum
+    min(p, r_K) (`rule_acceptance` on (p, q), the registered support). It equals the K-path
+    optimum where V <= support (one cell per token: the single-step optimum, docs/theory.md
+    8.5); above it the pooled cells may stay below the optimum (by 1.7e-3 at K = 4 on the
+    smollm2 root row of benchmarks/results/gpu/trees)."""
+    return 1.0 + rule_acceptance(p, q, paths, get_verifier("nodeopt").options.get("support"))
+
+
 def exact_one_step(by_paths: dict[str, dict[str, Any]], p: np.ndarray, q: np.ndarray,
                    paths: list[int], optima: dict[str, Any]) -> None:
     """At L = 1 replace the sampled values of the verifiers with an exact full-vocabulary
@@ -481,25 +555,34 @@ def exact_one_step(by_paths: dict[str, dict[str, Any]], p: np.ndarray, q: np.nda
     1 + sum_c p(c) (1 - (1 - q(c))^K) (Y ~ p, accepted when drafted); gbv, BV against its
     selection law r(x) = (B(x) + q(x))^K - B(x)^K (the drafted token of largest key (p/q,
     id) is selected; B(x): q-mass of the keys below x, `verifiers.gbv.below_mass`), i.e.
-    1 + sum min(p, r) (docs/theory.md sections 9, 12.3); nodeopt, the K-path optimum (its
-    L = 1 rule attains it, docs/theory.md section 8); specinfer, `specinfer_one_step`.
+    1 + sum min(p, r) (docs/theory.md sections 9, 12.3); nodeopt, its rule's acceptance
+    (`nodeopt_one_step`: the K-path optimum `optima` where V <= its support, docs/theory.md
+    section 8; pooled cells above); specinfer, `specinfer_one_step`; bv_extended_rrs and
+    bv_extended, `extended_bv_one_step` (bv_extended_rrs = specinfer at L = 1, proved there).
     float64 on the full rows. The other verifiers keep their sampled values (labelled
     estimates with intervals)."""
     p64, q64 = p.astype(np.float64), q.astype(np.float64)
     below = below_mass(q64[None], safe_div(p64, q64)[None])[0][0]
+    support = get_verifier("nodeopt").options.get("support")
     for k in paths:
         selection = (below + q64) ** k - below**k
         exact = {"bv": 1.0 + float(np.minimum(p64, q64).sum()),
                  "gbv": 1.0 + float(np.minimum(p64, selection).sum()),
                  "nss": 1.0 + float((p64 * (1.0 - (1.0 - q64) ** k)).sum()),
-                 "specinfer": specinfer_one_step(p64, q64, k),
-                 "nodeopt": optima[str(k)]["value"]}
+                 "specinfer": specinfer_one_step(p64, q64, k)}
+        wanted = by_paths[str(k)]
+        if "nodeopt" in wanted:
+            exact["nodeopt"] = (optima[str(k)]["value"] if support is None
+                                or p64.shape[-1] <= support else nodeopt_one_step(p64, q64, k))
+        if "bv_extended" in wanted:
+            exact["bv_extended"] = extended_bv_one_step(p64, q64, k, "optimal")
         exact["token"] = exact["bv"]
+        exact["bv_extended_rrs"] = exact["specinfer"]  # extended_bv_one_step(.., "specinfer")
         for name, value in exact.items():
-            if name in by_paths[str(k)]:
-                by_paths[str(k)][name] = {"mean": value, "low": value, "high": value, "n": 0,
-                                          "exact": True, "method": "exact (closed form, full "
-                                          "rows, float64)"}
+            if name in wanted:
+                wanted[name] = {"mean": value, "low": value, "high": value, "n": 0,
+                                "exact": True, "method": "exact (closed form, full "
+                                "rows, float64)"}
 
 
 WIDTH_TARGETS = {1: 0.0, 2: 0.02, 3: 0.05, 4: 0.10}  # issue 33: mean bracket width per L

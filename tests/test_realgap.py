@@ -561,3 +561,196 @@ def test_float32_rounding_past_l_plus_one_is_clipped_and_a_real_excess_is_still_
     assert far.tolist() == [3.0 + 10 * slack]
     with pytest.raises(ValueError, match="outside"):
         betting_interval(far, 1.0, 3.0)
+
+
+# ---------------------------------------------------------------------------------------
+# exact L = 1 values of the multi-draft verifiers (issue 33: bv_extended_rrs was sampled)
+
+from fractions import Fraction  # noqa: E402
+from functools import partial  # noqa: E402
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from speclp.experiments import realgap as realgap_module  # noqa: E402
+from speclp.experiments.realgap import (  # noqa: E402
+    exact_one_step,
+    extended_bv_one_step,
+    nodeopt_one_step,
+    specinfer_one_step,
+)
+from speclp.verifiers import bv_extended as bv_extended_module  # noqa: E402
+from speclp.verifiers.bv_extended import extended_bv_structured  # noqa: E402
+from speclp.verifiers.exact import block_efficiency_from_emit  # noqa: E402
+from speclp.verifiers.law import REGISTRY  # noqa: E402
+from speclp.verifiers.nodeopt import nodeopt_law  # noqa: E402
+
+ONE_STEP = ("bv_extended_rrs", "bv_extended", "nodeopt", "specinfer")
+
+
+def one_step_record(p, q, paths):
+    """exact_one_step's values on float64 rows, every verifier of ONE_STEP (and a sampled
+    stand-in that must stay as it was)."""
+    optima = {str(k): {"value": float(one_step_optimum(p, q, [k])[0].value[0])} for k in paths}
+    by_paths = {str(k): {name: {} for name in ONE_STEP} | {"rrsw": {"mean": 0.0}} for k in paths}
+    exact_one_step(by_paths, p, q, list(paths), optima)
+    return by_paths, optima
+
+
+@st.composite
+def one_step_rows(draw):
+    """A rational L = 1 instance: rows of small integers (zeros and ties frequent), V = 2..6."""
+    vocab = draw(st.integers(2, 6))
+    weights = st.lists(st.integers(0, 3), min_size=vocab, max_size=vocab).filter(any)
+    rows = []
+    for _ in range(2):  # the root row, repeated at the V leaves (not read at L = 1)
+        w = draw(weights)
+        rows.append(np.array([[Fraction(x, sum(w)) for x in w]] * (1 + vocab), dtype=object))
+    return from_rows(rows[0], rows[1], 1, "hypothesis")
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instance=one_step_rows(), paths=st.integers(1, 4))
+def test_exact_one_step_equals_the_exact_laws_on_rational_rows(instance, paths):
+    """The L = 1 forms against each verifier's exact law in rationals: the enumeration of the
+    ordered draft tuples (verifiers.exact, the registered batched law on every tree) where
+    V^K <= 64, else the structure-aware law (extended_bv's fresh-start recursion, checked
+    against the enumeration in tests/test_bv_extended.py); and bv_extended_rrs = specinfer
+    EXACTLY (the derivation in extended_bv_one_step), both <= the optimum."""
+    model = instance.model(exact=True)
+    p = np.array([float(x) for x in instance.target[0]])
+    q = np.array([float(x) for x in instance.draft[0]])
+    got, optima = one_step_record(p, q, [paths])
+    small = model.vocab_size**paths <= 64
+    exact = {name: exact_result(model, name, paths, enumeration="ordered" if small else "auto")
+             .block_efficiency for name in ONE_STEP}
+    assert exact["bv_extended_rrs"] == exact["specinfer"]  # Fractions: the theorem, exactly
+    for fallback, name in (("specinfer", "bv_extended_rrs"), ("optimal", "bv_extended")):
+        assert block_efficiency_from_emit(model, extended_bv_structured(model, paths, fallback)) \
+            == exact[name]
+    bv = 1 + float(np.minimum(p, q).sum())
+    for name in ONE_STEP:
+        value = got[str(paths)][name]
+        assert value["exact"] and value["low"] == value["mean"] == value["high"]
+        assert value["mean"] == pytest.approx(float(exact[name]), abs=1e-12), name
+        assert bv - 1e-12 <= value["mean"] <= optima[str(paths)]["value"] + 1e-12, name
+    assert got[str(paths)]["rrsw"] == {"mean": 0.0}  # no exact form here: left sampled
+
+
+@pytest.mark.parametrize("vocab, alpha, seed", [(2, 0.5, 0), (4, 0.3, 1), (5, 1.0, 2), (6, 0.2, 3)])
+def test_exact_one_step_equals_the_exact_laws_on_float_rows(vocab, alpha, seed):
+    inst = dirichlet_instance(vocab, 1, alpha, seed=seed)
+    inst.draft[0][0] = 0.0  # a token the draft never proposes
+    inst.draft[0] /= inst.draft[0].sum()
+    model = inst.model()
+    p, q = np.asarray(inst.target[0], dtype=np.float64), np.asarray(inst.draft[0], dtype=np.float64)
+    got, optima = one_step_record(p, q, [1, 2, 3, 4])
+    for k in (1, 2, 3, 4):
+        for name in ONE_STEP:
+            exact = float(exact_result(model, name, k, enumeration="ordered").block_efficiency)
+            assert got[str(k)][name]["mean"] == pytest.approx(exact, abs=1e-12), (name, k)
+            assert got[str(k)][name]["mean"] <= optima[str(k)]["value"] + 1e-12
+        assert got[str(k)]["bv_extended_rrs"]["mean"] == specinfer_one_step(p, q, k)
+
+
+def test_nodeopt_one_step_is_the_registered_pooled_rule_not_the_optimum():
+    """Above the registered support (V = 80 > 64) nodeopt pools its tail tokens into ratio
+    cells: its exact L = 1 value (enumeration of the 6,400 ordered draft pairs through the
+    registered law) is nodeopt_one_step's, and here strictly below the optimum."""
+    inst = dirichlet_instance(80, 1, 3.0, seed=0)
+    model = inst.model()
+    p, q = np.asarray(inst.target[0], dtype=np.float64), np.asarray(inst.draft[0], dtype=np.float64)
+    exact = float(exact_result(model, "nodeopt", 2, enumeration="ordered").block_efficiency)
+    got, optima = one_step_record(p, q, [2])
+    assert got["2"]["nodeopt"]["mean"] == pytest.approx(exact, abs=1e-12)
+    assert nodeopt_one_step(p, q, 2) == got["2"]["nodeopt"]["mean"]
+    assert optima["2"]["value"] - exact > 1e-3  # pooling costs acceptance on this row (5.9e-3)
+
+
+def small_support(monkeypatch, support):
+    """The pooled layout (8 singleton cells, the rest in ratio buckets) from V > 8 on: the
+    registered support of nodeopt and of bv_extended's optimal step lowered to `support`."""
+    monkeypatch.setitem(REGISTRY["nodeopt"].options, "support", support)
+    monkeypatch.setattr(realgap_module, "EXTENDED_SUPPORT", support)
+    monkeypatch.setattr(bv_extended_module, "optimal_step_rule",
+                        partial(ORIGINAL_OPTIMAL_STEP, support=support))
+
+
+ORIGINAL_OPTIMAL_STEP = bv_extended_module.optimal_step_rule
+ORIGINAL_RATIO_CELLS = bv_extended_module.ratio_cells
+
+
+@pytest.mark.parametrize("paths", [2, 3])
+def test_pooled_nodeopt_at_one_step_matches_its_law_with_a_small_support(monkeypatch, paths):
+    """V = 12 pooled (support 4): nodeopt against the enumeration of every ordered draft tuple
+    through its law, strictly below the optimum on this row."""
+    small_support(monkeypatch, 4)
+    inst = dirichlet_instance(12, 1, 3.0, seed=1)
+    model = inst.model()
+    p, q = np.asarray(inst.target[0], dtype=np.float64), np.asarray(inst.draft[0], dtype=np.float64)
+    got, optima = one_step_record(p, q, [paths])
+    nodeopt = exact_result(model, lambda tree: nodeopt_law(tree, support=4), paths,
+                           enumeration="ordered").block_efficiency
+    assert got[str(paths)]["nodeopt"]["mean"] == pytest.approx(float(nodeopt), abs=1e-12)
+    assert optima[str(paths)]["value"] - float(nodeopt) > 1e-3  # pooling matters here
+
+
+def test_pooled_bv_extended_at_one_step_matches_its_law_with_a_small_support(monkeypatch):
+    """bv_extended's optimal step runs on the residual (p - q)_+ / Z with K - 1 = 2 draws;
+    with the support lowered to 4 and 1 singleton cell it pools on V = 14: against the
+    enumeration of every ordered draft triple through its law (2,744 trees). The pooled value
+    differs from the one-cell-per-token one on this row (by 1.2e-3)."""
+    inst = dirichlet_instance(14, 1, 3.0, seed=1)
+    model = inst.model()
+    p, q = np.asarray(inst.target[0], dtype=np.float64), np.asarray(inst.draft[0], dtype=np.float64)
+    unpooled = extended_bv_one_step(p, q, 3, "optimal")  # V = 8 <= 64: one cell per token
+    small_support(monkeypatch, 4)
+    for module in (bv_extended_module, realgap_module):
+        monkeypatch.setattr(module, "ratio_cells", partial(ORIGINAL_RATIO_CELLS, singletons=1))
+    got, optima = one_step_record(p, q, [3])
+    law = exact_result(model, "bv_extended", 3, enumeration="ordered").block_efficiency
+    assert got["3"]["bv_extended"]["mean"] == pytest.approx(float(law), abs=1e-12)
+    assert extended_bv_one_step(p, q, 3, "optimal") == got["3"]["bv_extended"]["mean"]
+    assert unpooled - got["3"]["bv_extended"]["mean"] > 1e-3
+    assert got["3"]["bv_extended"]["mean"] <= optima["3"]["value"] + 1e-12
+
+
+def test_extended_one_step_refuses_an_unknown_fallback():
+    with pytest.raises(ValueError, match="fallback"):
+        extended_bv_one_step(np.ones(2) / 2, np.ones(2) / 2, 2, "nope")
+
+
+def _headline_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "realgap_headline.py"
+    spec = importlib.util.spec_from_file_location("realgap_headline_q33", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_headline_takes_specinfers_exact_value_for_a_sampled_bv_extended_rrs_at_one_step():
+    """Records made before exact_one_step knew bv_extended_rrs hold it sampled at L = 1; the
+    headline replaces it (in memory) by the record's exact specinfer value, its equal at L = 1,
+    and leaves L >= 2, exact values and records without an exact specinfer as they are."""
+    headline = _headline_module()
+
+    def rec(depth, rrs_exact, spec_exact):
+        value = {"bv_extended_rrs": {"mean": 1.97, "low": 1.9, "high": 2.0, "n": 32,
+                                     "exact": rrs_exact},
+                 "specinfer": {"mean": 1.95, "low": 1.95, "high": 1.95, "n": 0, "exact": spec_exact}}
+        return {"depth": depth, "by_paths": {"2": {"verifiers": json_copy(value)}}}
+
+    def json_copy(x):
+        import json
+        return json.loads(json.dumps(x))
+
+    old = rec(1, False, True)
+    assert headline.exact_at_one(old) == 1
+    got = old["by_paths"]["2"]["verifiers"]["bv_extended_rrs"]
+    assert (got["mean"], got["low"], got["high"], got["exact"]) == (1.95, 1.95, 1.95, True)
+    assert got["sampled"]["mean"] == 1.97
+    for untouched in (rec(2, False, False), rec(1, True, True), rec(1, False, False)):
+        before = json_copy(untouched)
+        assert headline.exact_at_one(untouched) == 0 and untouched == before
