@@ -391,7 +391,7 @@ def test_structure_is_not_capped_by_the_enumeration_limit():
     assert rows["specinfer"]["evaluation"] == "node recursion"
     assert rows["nodeopt"]["evaluation"] == "selection law"
     assert rows["traversal"]["evaluation"] == "sibling recursion"
-    assert rows["spectr_gbv"]["evaluation"] == "candidate recursion"
+    assert rows["spectr_gbv"]["evaluation"] == "first-visit recursion"
 
 
 def test_undefined_spectr_gbv_has_no_block_efficiency():
