@@ -48,9 +48,10 @@ the nodes of products of multinomial generating functions over subtrees (the mem
 paths through it): Psi_w; the state handed down: only the order of first visits at the stop's
 depth, split before / after the stop). It calls spectr_gbv_tests (the rule's own tests) once
 on the V^L leaves; its arithmetic is O(N K^4) (N nodes): 0.7 s in float64 at (8, 4, 3) and
-(8, 4, 4), under 0.3 s at (8, 3, 4), (4, 4, 4), (16, 2, 4) and (2, 8, 3), where the previous
-candidate recursion (a Markov chain over the sets of earlier prefixes) was over its work
-limit and the ordered enumeration has up to 4096^4 tuples. Its docstring says why it is exact;
+(8, 4, 4), under 0.3 s at (8, 3, 4), (4, 4, 4), (16, 2, 4) and (2, 8, 3) (Dirichlet 0.5, seed
+0, on a shared core), where the previous candidate recursion (a Markov chain over the sets of
+earlier prefixes) was over its work limit at (8, 4, 3) and (8, 4, 4) and took minutes where it
+ran, and the ordered enumeration has up to 4096^4 tuples. Its docstring says why it is exact;
 tests/test_spectr_gbv.py checks it against the ordered enumeration entry by entry in exact
 rationals (hypothesis, ties, zeros, undefined stops).
 
