@@ -50,8 +50,9 @@ depth, split before / after the stop). It calls spectr_gbv_tests (the rule's own
 on the V^L leaves; its arithmetic is O(N K^4) (N nodes): 0.7 s in float64 at (8, 4, 3) and
 (8, 4, 4), under 0.3 s at (8, 3, 4), (4, 4, 4), (16, 2, 4) and (2, 8, 3) (Dirichlet 0.5, seed
 0, on a shared core), where the previous candidate recursion (a Markov chain over the sets of
-earlier prefixes) was over its work limit at (8, 4, 3) and (8, 4, 4) and took minutes where it
-ran, and the ordered enumeration has up to 4096^4 tuples. Its docstring says why it is exact;
+earlier prefixes) was over its work limit at (8, 4, 3) and (8, 4, 4) and took 10-18 s at
+(8, 3, 4) and (4, 4, 4) in the recorded grid, and the ordered enumeration has up to 4096^4
+tuples. Its docstring says why it is exact;
 tests/test_spectr_gbv.py checks it against the ordered enumeration entry by entry in exact
 rationals (hypothesis, ties, zeros, undefined stops).
 
