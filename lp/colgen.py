@@ -791,6 +791,8 @@ class _NodePricing:
     best: float = float("inf")
     center: np.ndarray | None = None
     best_nu: np.ndarray | None = None  # chain duals of the best bound (zeros before any)
+    notes: list[str] = field(default_factory=list)
+    failed: str | None = None  # the status of a cold re-solve that did not end optimal
     count: int = field(init=False)  # nodes of depth 1..L: budget rows, then as many chain rows
     target: np.ndarray = field(init=False)  # [N, V] float64 target rows
     leaf_paths: np.ndarray = field(init=False)  # [P, L] the budget rows of every leaf's prefixes
@@ -817,6 +819,18 @@ class _NodePricing:
     def price(self, iteration: int, started: float) -> bool:
         master, count, leaf_paths = self.master, self.count, self.leaf_paths
         self.value = 1.0 + float(self.h.getInfo().objective_function_value)
+        if self.value > self.best + self.tolerance:
+            # a master value above a weak-duality bound already proven (up to float error):
+            # the warm solve ended "optimal" at a wrong point (V = 8, L = 4, K = 2, alpha 1:
+            # 1.6e-6 above it, which ended the loop by the gap test with bounds 4.7e-8 apart);
+            # solve it cold and price that solve instead
+            status = _solve_cold(self.h, ("off", "on"))
+            self.notes.append(f"iteration {iteration}: master value {self.value:.17g} above the "
+                              f"bound {self.best:.17g}; solved cold ({status})")
+            if status != "optimal":
+                self.failed = status
+                return True
+            self.value = 1.0 + float(self.h.getInfo().objective_function_value)
         row_dual = np.asarray(self.h.getSolution().row_dual, dtype=np.float64)
         mu, sigma = np.abs(row_dual[:count]), abs(row_dual[-1])
         nu = np.abs(row_dual[count: 2 * count])
@@ -831,7 +845,7 @@ class _NodePricing:
         reduced = expected - sigma
         self.history.append({"iteration": iteration, "value": self.value, "bound": bound,
                              "max_reduced_cost": reduced})
-        if reduced <= self.tolerance or self.best - self.value <= self.tolerance:
+        if reduced <= self.tolerance or abs(self.best - self.value) <= self.tolerance:
             return True
         # the greedy priority of the current duals, plus those of the smoothed duals and of
         # the smallest feasible budget duals when they also improve the current master
@@ -874,11 +888,12 @@ def solve_node_master(master: MasterData, tolerance: float = 1e-10,
         # GBV's orders (docs/theory.md 9.1)
         pricing.add(lexicographic_priority(ratio, model.vocab_size, model.depth))
     status, iterations = _column_loop(pricing, max_iterations, _clock(time_limit, start))
+    status = pricing.failed or status
     weights_all = np.asarray(pricing.h.getSolution().col_value[pricing.count:], dtype=np.float64)
     chosen = [k for k, w in enumerate(weights_all) if w > 0]
     return NodeMasterResult(status, pricing.value, [pricing.priorities[k] for k in chosen],
                             [float(weights_all[k]) for k in chosen], pricing.best_nu, iterations,
-                            time.perf_counter() - start, pricing.history)
+                            time.perf_counter() - start, pricing.history, pricing.notes)
 
 
 def target_over_draft(model: TreeModel, clip: bool = False) -> np.ndarray:

@@ -81,3 +81,39 @@ def test_tampered_bound_is_not_certified(monkeypatch):
     assert tampered.certified_within is None and "NOT certified" in tampered.label
     assert Fraction(tampered.details["upper_bound_exact"]) < Fraction(
         tampered.details["lower_bound_exact"])
+
+
+class _WrongOnce:
+    """A HiGHS model whose `at`-th getInfo() reports an objective 100 too high: a warm
+    solve that ends "optimal" at a wrong point (the V = 8, L = 4, K = 2 master's last solve
+    was 1.6e-6 above a proven bound, and the loop stopped there)."""
+
+    def __init__(self, h, at):
+        self._h, self._at, self.calls = h, at, 0
+
+    def __getattr__(self, name):
+        return getattr(self._h, name)
+
+    def getInfo(self):  # noqa: N802 - HiGHS's name
+        from types import SimpleNamespace
+
+        info = self._h.getInfo()
+        self.calls += 1
+        if self.calls == self._at:
+            return SimpleNamespace(objective_function_value=info.objective_function_value + 100)
+        return info
+
+
+def test_master_value_above_the_bound_is_solved_again(monkeypatch):
+    inst = dirichlet_instance(2, 5, alpha=0.7, seed=1, denominator=12)  # 4 master solves
+    exact = engine.optimum(inst, 3)
+    real = colgen._node_master_highs
+    monkeypatch.setattr(colgen, "_node_master_highs", lambda model: _WrongOnce(real(model), 2))
+    monkeypatch.setattr(engine, "EXACT_PHASE_MAX_LEAVES", 0)
+    bounded = engine.optimum(inst, 3)
+    assert any("above the bound" in note and "solved cold (optimal)" in note
+               for note in bounded.notes), bounded.notes
+    assert bounded.certified_within is not None and bounded.certified_within <= 1e-9
+    lower = Fraction(bounded.details["lower_bound_exact"])
+    upper = Fraction(bounded.details["upper_bound_exact"])
+    assert lower <= exact.exact_value <= upper
