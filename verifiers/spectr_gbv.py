@@ -68,7 +68,7 @@ from typing import Any
 import numpy as np
 
 from . import ops
-from .law import BlockLaw, DraftTree, register
+from .law import MASS_TOLERANCE, BlockLaw, DraftTree, LawMassError, register
 from .multipath import canonical_paths, shared_prefix
 from .tree import all_paths, depth_offset, num_nodes, prefix_node_indices
 
@@ -236,8 +236,6 @@ def first_visit_law(model: Any, paths: int) -> tuple[np.ndarray, int, tuple[int,
     residual row at the stop (the target row after a full path), and a stop whose residual
     row is all zero is counted as undefined (module docstring).
     """
-    from .exact import MASS_TOLERANCE, LawMassError  # exact imports the registry, hence us
-
     vocab, depth, exact = model.vocab_size, model.depth, model.exact
     zero = model.target[0, 0] * 0 if exact else 0.0
     one = zero + 1
