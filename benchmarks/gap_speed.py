@@ -318,7 +318,7 @@ def markdown(records: list[dict]) -> str:
         opt = quiet.get("optimum") or {}
         cert = ("certified" if opt.get("certified") else
                 f"within {opt['certified_within']:.2g}" if opt.get("certified_within") is not None
-                else "NOT certified")
+                else _crash(quiet) or "NOT certified")
         side = r.get("side_by_side", {})
         if "skipped" in side or not side:
             pair = side.get("skipped", "")
@@ -344,6 +344,15 @@ def markdown(records: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _crash(run: dict) -> str:
+    """"gap exited N" (with "killed: out of memory?" for signal 9) when the run failed, else ""."""
+    code = run.get("exit")
+    if code in (None, 0):
+        return ""
+    killed = code in (137, -9) or "signal 9" in str(run.get("error", ""))
+    return f"gap exited {code}" + (" (killed by signal 9: out of memory?)" if killed else "")
+
+
 def _met(record: dict) -> str:
     """Issue 30 part 4: every verifier exact, the optimum certified (exactly or within w <=
     1e-9), quiet wall <= target (process start included), the 5 s shapes also <= 2x the LP
@@ -353,12 +362,12 @@ def _met(record: dict) -> str:
     wall = quiet.get("wall_seconds")
     if target is None or wall is None:
         return ""
-    missed = []
+    missed = [_crash(quiet)] if _crash(quiet) else []
     if quiet.get("estimates"):
         missed.append("estimated: " + ", ".join(quiet["estimates"]))
     opt = quiet.get("optimum") or {}
     within = opt.get("certified_within")
-    if not opt.get("certified") and (within is None or within > 1e-9):
+    if not opt.get("certified") and (within is None or within > 1e-9) and not _crash(quiet):
         missed.append("optimum not certified")
     if wall > target:
         missed.append(f"wall {wall:.3f} s > {target} s")

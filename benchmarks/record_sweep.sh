@@ -3,7 +3,7 @@
 # K in {1..4}, Dirichlet alpha 0.5 and 1, 2 seeds; every verifier the registry compares by
 # default (no list here: a registered verifier is in). Exact laws by the structure of i.i.d.
 # drafting: node recursion, selection law, or the verifier's own recursion (traversal: sibling
-# recursion; spectr_gbv: candidate recursion; bv_extended: fresh-start recursion); a law whose
+# recursion; spectr_gbv: first-visit recursion; bv_extended: fresh-start recursion); a law whose
 # work bound is over max(--max-enumerated, 5e7) evaluations is ESTIMATED (rows say estimate).
 # Optima certified exactly, or within w <= 1e-9 by exact bounds.
 # Resumable: rerun this script after an interrupt; finished tasks are kept.

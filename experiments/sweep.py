@@ -67,7 +67,17 @@ from ..rationals import fraction_text
 from ..verifiers.drafts import DRAFT_SAMPLING
 from ..verifiers.registry import REGISTRY, get_verifier
 from ..verifiers.tree import ESTIMATE_SAMPLES, MAX_TUPLES, ordered_tuple_count
-from .store import SpecMismatch, die_with_parent, open_folder, read_spec, spec_differences
+from .store import (
+    LOCK_FILE,
+    FolderBusy,
+    SpecMismatch,
+    _try_lock,
+    _unlock,
+    die_with_parent,
+    open_folder,
+    read_spec,
+    spec_differences,
+)
 
 FAMILIES = ("dirichlet", "temperature")
 FORMATS = ("parquet", "csv")
@@ -338,6 +348,50 @@ class ResultStore:
         if not frames:
             return pd.DataFrame(columns=list(ROW_COLUMNS))
         return pd.concat(frames, ignore_index=True)
+
+
+def forget_tasks(out: str | Path, instance_ids: Iterable[str]) -> dict[str, int]:
+    """Remove every row of the given tasks (instance_ids) from a sweep folder's part files,
+    so that rerunning the sweep's command recomputes exactly those tasks (a task with rows
+    is finished; the rest of the folder is kept). Holds the folder's lock (FolderBusy while
+    a sweep writes it); each changed part is rewritten atomically (temporary file +
+    os.replace), a part left without rows is removed, and so is results.parquet (written
+    when the grid was complete; the rerun writes it again). An id with no rows is a
+    BadArgument naming instance_ids. Returns {"rows": rows removed, "parts": part files
+    changed}.
+
+        python -c "from speclp.experiments.sweep import forget_tasks; print(forget_tasks(
+            'benchmarks/results/sweep_grid', ['dirichlet-V8-L4-a1-s0-K2-iid']))"
+    """
+    store = ResultStore(out)
+    wanted = set(instance_ids)
+    missing = wanted - store.done()
+    if missing:
+        raise BadArgument("instance_ids", f"no rows for {sorted(missing)} in {store.parts}")
+    handle = open(Path(out) / LOCK_FILE, "a+")  # noqa: SIM115 - closed below
+    try:
+        if not _try_lock(handle):
+            raise FolderBusy(f"{out} is being written by another speclp run; wait for it")
+        rows = parts = 0
+        for part in store.part_files():
+            frame = _read_table(part)
+            keep = ~frame["instance_id"].isin(wanted)
+            if keep.all():
+                continue
+            rows += int((~keep).sum())
+            parts += 1
+            if not keep.any():
+                part.unlink()
+                continue
+            tmp = part.with_name(f".{part.name}.tmp")
+            _write_table(frame[keep], tmp, "parquet" if part.suffix == ".parquet" else "csv")
+            os.replace(tmp, part)
+        if parts:
+            (Path(out) / "results.parquet").unlink(missing_ok=True)
+    finally:
+        _unlock(handle)
+        handle.close()
+    return {"rows": rows, "parts": parts}
 
 
 def _write_table(frame: pd.DataFrame, path: Path, fmt: str) -> None:

@@ -791,6 +791,8 @@ class _NodePricing:
     best: float = float("inf")
     center: np.ndarray | None = None
     best_nu: np.ndarray | None = None  # chain duals of the best bound (zeros before any)
+    notes: list[str] = field(default_factory=list)
+    failed: str | None = None  # the status of a cold re-solve that did not end optimal
     count: int = field(init=False)  # nodes of depth 1..L: budget rows, then as many chain rows
     target: np.ndarray = field(init=False)  # [N, V] float64 target rows
     leaf_paths: np.ndarray = field(init=False)  # [P, L] the budget rows of every leaf's prefixes
@@ -817,6 +819,18 @@ class _NodePricing:
     def price(self, iteration: int, started: float) -> bool:
         master, count, leaf_paths = self.master, self.count, self.leaf_paths
         self.value = 1.0 + float(self.h.getInfo().objective_function_value)
+        if self.value > self.best + self.tolerance:
+            # a master value above a weak-duality bound already proven (up to float error):
+            # the warm solve ended "optimal" at a wrong point (V = 8, L = 4, K = 2, alpha 1:
+            # 1.6e-6 above it, which ended the loop by the gap test with bounds 4.7e-8 apart);
+            # solve it cold and price that solve instead
+            status = _solve_cold(self.h, ("off", "on"))
+            self.notes.append(f"iteration {iteration}: master value {self.value:.17g} above the "
+                              f"bound {self.best:.17g}; solved cold ({status})")
+            if status != "optimal":
+                self.failed = status
+                return True
+            self.value = 1.0 + float(self.h.getInfo().objective_function_value)
         row_dual = np.asarray(self.h.getSolution().row_dual, dtype=np.float64)
         mu, sigma = np.abs(row_dual[:count]), abs(row_dual[-1])
         nu = np.abs(row_dual[count: 2 * count])
@@ -831,7 +845,7 @@ class _NodePricing:
         reduced = expected - sigma
         self.history.append({"iteration": iteration, "value": self.value, "bound": bound,
                              "max_reduced_cost": reduced})
-        if reduced <= self.tolerance or self.best - self.value <= self.tolerance:
+        if reduced <= self.tolerance or abs(self.best - self.value) <= self.tolerance:
             return True
         # the greedy priority of the current duals, plus those of the smoothed duals and of
         # the smallest feasible budget duals when they also improve the current master
@@ -874,11 +888,12 @@ def solve_node_master(master: MasterData, tolerance: float = 1e-10,
         # GBV's orders (docs/theory.md 9.1)
         pricing.add(lexicographic_priority(ratio, model.vocab_size, model.depth))
     status, iterations = _column_loop(pricing, max_iterations, _clock(time_limit, start))
+    status = pricing.failed or status
     weights_all = np.asarray(pricing.h.getSolution().col_value[pricing.count:], dtype=np.float64)
     chosen = [k for k, w in enumerate(weights_all) if w > 0]
     return NodeMasterResult(status, pricing.value, [pricing.priorities[k] for k in chosen],
                             [float(weights_all[k]) for k in chosen], pricing.best_nu, iterations,
-                            time.perf_counter() - start, pricing.history)
+                            time.perf_counter() - start, pricing.history, pricing.notes)
 
 
 def target_over_draft(model: TreeModel, clip: bool = False) -> np.ndarray:
@@ -935,17 +950,58 @@ def node_master_bounds(model: TreeModel, master: MasterData, result: NodeMasterR
     beta column is then dual feasible, and sigma = max over ALL priorities of r . Theta =
     E[max of Theta over the K drafts] (exact pricing of every priority at once), so
         upper = 1 + sum_t p(t) nu(t) + E[max_k Theta(X_k)].
-    Both in exact rationals of the model's rows (model exact)."""
-    vocab, depth = model.vocab_size, model.depth
-    count = num_nodes(vocab, depth) - 1
+    Both in exact rationals of the model's rows (model exact). The upper bound is the
+    smaller of those at the float duals and at the same duals snapped (_snapped_chain_duals):
+    weak duality holds at both."""
     weights = [Fraction(w) for w in result.weights]
     total = sum(weights, Fraction(0))
     leaf_law = np.array([Fraction(0)] * master.num_leaves, dtype=object)
     for weight, priority in zip(weights, result.priorities, strict=True):
         leaf_law = leaf_law + (weight / total) * priority_law(master, priority, exact=True)
     _, lower = node_optimum(model, exact=True, leaf_law=leaf_law)
-    nu = np.array([max(Fraction(float(v)), Fraction(0)) for v in result.chain_duals],
-                  dtype=object)
+    float_nu = np.array([max(Fraction(float(v)), Fraction(0)) for v in result.chain_duals],
+                        dtype=object)
+    upper = min(_dual_bound(model, master, nu)
+                for nu in (float_nu, _snapped_chain_duals(model, float_nu)))
+    return Fraction(lower), Fraction(upper)
+
+
+SNAP = Fraction(1, 10**8)  # _snapped_chain_duals: a float chain dual this near 0 or W(z) is set to it
+
+
+def _snapped_chain_duals(model: TreeModel, nu: np.ndarray) -> np.ndarray:
+    """[N-1] chain duals nu >= 0 repaired bottom-up in exact rationals (a second candidate
+    for node_master_bounds' weak-duality bound, which holds for ANY nu >= 0).
+
+    With W(z) = 1 + sum_t p(t|z) nu(z t) (W = 1 at depth L), a beta column is dual feasible
+    with mu(z) = max(0, W(z) - nu(z)); at an optimal dual point mu(z) + nu(z) = W(z) wherever
+    beta(z) > 0, so nu(z) lies in [0, W(z)]. The float duals of the master meet this only to
+    the solver's tolerance, and each small error adds a positive mu(z) (or raises W above)
+    over thousands of nodes (at V = 8, L = 4, K = 2, alpha 1 the bound was 4.7e-8 above the
+    lower one). Snapped: nu(z) = 0 when the float nu(z) <= SNAP, W(z) when it is within SNAP
+    of W(z) or above it (above W only raises the parents' mu), else its exact float value;
+    W from the already snapped children."""
+    vocab, depth = model.vocab_size, model.depth
+    inner = num_nodes(vocab, depth - 1) - 1  # rows 0..inner-1: nodes of depth 1..L-1
+    out = np.array(nu, dtype=object)
+    for z in range(len(nu) - 1, -1, -1):  # deepest rows first (shortlex order)
+        node = z + 1
+        whole = Fraction(1)
+        if z < inner:
+            first = node * vocab + 1
+            whole += sum((model.target[node, t] * out[first - 1 + t] for t in range(vocab)),
+                         Fraction(0))
+        value = out[z]
+        out[z] = (Fraction(0) if value <= SNAP else whole if value >= whole - SNAP else value)
+    return out
+
+
+def _dual_bound(model: TreeModel, master: MasterData, nu: np.ndarray) -> Fraction:
+    """Weak duality of the node-budget class LP at chain duals nu >= 0 (exact): with the
+    smallest feasible budget duals mu and every priority priced exactly,
+    1 + sum_t p(t) nu(t) + E[max_k Theta(X_k)] (node_master_bounds)."""
+    vocab, depth = model.vocab_size, model.depth
+    count = num_nodes(vocab, depth) - 1
     mu = np.empty(count, dtype=object)
     inner = num_nodes(vocab, depth - 1) - 1  # nodes of depth 1..L-1 have children rows
     for z in range(count):
@@ -963,4 +1019,4 @@ def node_master_bounds(model: TreeModel, master: MasterData, result: NodeMasterR
                                           [order], [theta[x] for x in order], strict=True)),
                    Fraction(0))
     upper = 1 + sum((model.target[0, t] * nu[t] for t in range(vocab)), Fraction(0)) + expected
-    return Fraction(lower), Fraction(upper)
+    return upper

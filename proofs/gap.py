@@ -129,7 +129,7 @@ def gap(instance: Instance, paths: int, draft_sampling: str = "iid", backend: st
                        ratio, tv, tv_exact (fraction string where exact), tv_kind ("exact",
                        "float64" or None), lossless_claimed, evaluation (how the exact law was
                        computed: "node recursion", "selection law", "sibling recursion" (traversal),
-                       "candidate recursion" (spectr_gbv), "single path", "ordered",
+                       "first-visit recursion" (spectr_gbv), "single path", "ordered",
                        "multisets", or "estimate"), estimate, undefined, seconds}};
                        undefined is None unless the rule as published is undefined on some
                        configurations (spectr_gbv: an all-zero correction row), then

@@ -375,7 +375,7 @@ def test_certified_within_w_by_exact_bounds(monkeypatch):
 
     def tampered_duals(master, **kw):
         out = real(master, **kw)
-        out.chain_duals = out.chain_duals * 1.01
+        out.chain_duals = out.chain_duals * 0  # (x 1.01 is repaired by the snap: certified)
         return out
 
     monkeypatch.setattr(engine, "solve_node_master", tampered_duals)
@@ -391,7 +391,7 @@ def test_structure_is_not_capped_by_the_enumeration_limit():
     assert rows["specinfer"]["evaluation"] == "node recursion"
     assert rows["nodeopt"]["evaluation"] == "selection law"
     assert rows["traversal"]["evaluation"] == "sibling recursion"
-    assert rows["spectr_gbv"]["evaluation"] == "candidate recursion"
+    assert rows["spectr_gbv"]["evaluation"] == "first-visit recursion"
 
 
 def test_undefined_spectr_gbv_has_no_block_efficiency():

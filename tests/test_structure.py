@@ -16,7 +16,7 @@ from speclp.lp.instance import dirichlet_instance, from_rows, ties_instance
 from speclp.verifiers.exact import enumeration_size, exact_result
 from speclp.verifiers.multipath import _naive_tree_rule
 from speclp.verifiers.registry import get_verifier, verifier_names
-from speclp.verifiers.spectr_gbv import candidate_states_bound
+from speclp.verifiers.spectr_gbv import first_visit_work
 from speclp.verifiers.structure import (
     evaluation_kind,
     rule_evaluations,
@@ -172,7 +172,7 @@ def test_traversal_recursion_equals_ordered_enumeration_exactly(case):
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=traversal_cases())
 def test_spectr_gbv_recursion_equals_ordered_enumeration_exactly(case):
-    """spectr_gbv's candidate recursion: the same law (also where the rule is undefined: the
+    """spectr_gbv's first-visit law: the same law (also where the rule is undefined: the
     same zero rows, the same undefined mass) as every ordered K-tuple."""
     instance, paths = case
     model = instance.model(exact=True)
@@ -180,19 +180,7 @@ def test_spectr_gbv_recursion_equals_ordered_enumeration_exactly(case):
     reference = exact_result(model, "spectr_gbv", paths, enumeration="ordered")
     assert fast.undefined_mass == reference.undefined_mass == 1 - fast.emit.sum()
     assert (fast.undefined_configurations == 0) == (reference.undefined_configurations == 0)
-    assert fast.configurations <= candidate_states_bound(model.vocab_size, model.depth, paths)
-
-
-def test_spectr_gbv_without_skips_is_caught(monkeypatch):
-    """The comparison can fail: the recursion with the skip rule dropped (no earlier prefix
-    ever shared) is not the released rule's law."""
-    from speclp.verifiers import spectr_gbv
-
-    model = dirichlet_instance(2, 3, alpha=0.7, seed=2, denominator=10).model(exact=True)
-    reference = exact_result(model, "spectr_gbv", 3, enumeration="ordered")
-    monkeypatch.setattr(spectr_gbv, "_common", lambda y, s: 0)
-    wrong, _, _ = spectr_gbv.candidate_recursion(model, 3)
-    assert not (wrong == reference.emit).all()
+    assert fast.configurations <= first_visit_work(model.vocab_size, model.depth, paths)
 
 
 @pytest.mark.parametrize("vocab,depth,paths", [(2, 2, 2), (2, 3, 3), (3, 2, 2), (3, 2, 3),

@@ -44,7 +44,7 @@ from .drafts import (
     ordered_configurations,
     positive_leaves,
 )
-from .law import BlockLaw, DraftTree
+from .law import MASS_TOLERANCE, BlockLaw, DraftTree, LawMassError
 from .registry import block_law, get_verifier
 from .structure import evaluation_kind, rule_evaluations, structured_law
 from .tree import TreeModel, all_paths, depth_offset, node_depths, num_nodes, prefix_node_indices
@@ -100,14 +100,6 @@ class ExactResult:
     # then that of a law of mass < 1 and is not reported
     undefined_configurations: int = 0
     undefined_mass: Any = 0
-
-
-MASS_TOLERANCE = 1e-12  # float64 laws sum to one within this; exact laws exactly
-
-
-class LawMassError(ArithmeticError):
-    """A verifier's law does not sum to one: an internal error of the verifier (never a bad
-    input), named with the verifier and the configuration."""
 
 
 def _is_one(value: Any, exact: bool) -> bool:

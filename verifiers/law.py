@@ -32,6 +32,14 @@ from .ops import torch  # imported on first use (ops._LazyTorch)
 
 Array = Any
 
+MASS_TOLERANCE = 1e-12  # float64 laws sum to one within this; exact laws exactly
+
+
+class LawMassError(ArithmeticError):
+    """A verifier's law does not sum to one: an internal error of the verifier (never a bad
+    input), named with the verifier and the configuration (re-exported by verifiers.exact;
+    defined here so that a law module can raise it without importing verifiers.exact)."""
+
 
 @dataclass
 class DraftTree:

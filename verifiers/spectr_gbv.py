@@ -41,10 +41,20 @@ there, so the law has mass < 1; it is registered may_be_undefined, and the exact
 the configurations and the mass where it is undefined (verifiers.exact.ExactResult), which
 `gap` prints instead of a block efficiency.
 
-Exact law on i.i.d. drafts: candidate_recursion (below; a Markov chain over the accepted
-length, the selected node and the set of earlier candidates' prefixes, calling
-spectr_gbv_tests), not the ordered K-tuples; its work grows with the number of those sets
-(candidate_states_bound), so at (8, 3, 4), (4, 4, 4) and (2, 8, 3) `gap` still estimates it.
+Exact law on i.i.d. drafts: first_visit_law (below). There IS structure: every node of the
+drafted prefix tree is tested at most once, at its first visit (candidate order, then depth),
+so the stop is the first-visited accepted node of the largest depth, and the law is a sum over
+the nodes of products of multinomial generating functions over subtrees (the memo on (node,
+paths through it): Psi_w; the state handed down: only the order of first visits at the stop's
+depth, split before / after the stop). It calls spectr_gbv_tests (the rule's own tests) once
+on the V^L leaves; its arithmetic is O(N K^4) (N nodes): 0.7 s in float64 at (8, 4, 3) and
+(8, 4, 4), under 0.3 s at (8, 3, 4), (4, 4, 4), (16, 2, 4) and (2, 8, 3) (Dirichlet 0.5, seed
+0, on a shared core), where the previous candidate recursion (a Markov chain over the sets of
+earlier prefixes) was over its work limit at (8, 4, 3) and (8, 4, 4) and took 10-18 s at
+(8, 3, 4) and (4, 4, 4) in the recorded grid, and the ordered enumeration has up to 4096^4
+tuples. Its docstring says why it is exact;
+tests/test_spectr_gbv.py checks it against the ordered enumeration entry by entry in exact
+rationals (hypothesis, ties, zeros, undefined stops).
 
 Shapes: tokens [B, K, L], target rows [B, K, L+1, V], draft rows [B, K, L, V];
 law.stop [B, K, L+1], law.correction [B, K, L+1, V].
@@ -58,9 +68,9 @@ from typing import Any
 import numpy as np
 
 from . import ops
-from .law import BlockLaw, DraftTree, register
+from .law import MASS_TOLERANCE, BlockLaw, DraftTree, LawMassError, register
 from .multipath import canonical_paths, shared_prefix
-from .tree import all_paths, num_nodes, prefix_node_indices
+from .tree import all_paths, depth_offset, num_nodes, prefix_node_indices
 
 Array = Any
 
@@ -176,214 +186,201 @@ def claimed_expected_accepted(target_nodes: np.ndarray, draft_nodes: np.ndarray,
 
 
 # ---------------------------------------------------------------------------
-# exact law on i.i.d. drafts by the candidate recursion
+# exact law on i.i.d. drafts: first-visit generating functions
 # ---------------------------------------------------------------------------
 
-def candidate_states_bound(vocab: int, depth: int, paths: int, last: bool = True) -> int:
-    """Upper bound on the (state, candidate prefix) pairs of candidate_recursion: states
-    (accepted length a, selected node, set S of earlier (L-1)-prefixes) before candidate j
-    number at most sum_{i<=j} C(U, i) (1 + j (L-1)) with U = V^(L-1); each meets U prefixes.
-    last=False: without the last candidate's pairs (those are evaluated vectorised)."""
-    prefixes = vocab ** max(depth - 1, 0)
-    total = 0
-    for j in range(paths if last else paths - 1):
-        sets = sum(math.comb(prefixes, i) for i in range(min(j, prefixes) + 1))
-        total += sets * (1 + j * max(depth - 1, 0)) * prefixes
-    return total
+def first_visit_work(vocab: int, depth: int, paths: int) -> int:
+    """Upper bound on the evaluations of first_visit_law: the V^L leaves whose tests are
+    evaluated (one vectorised call of spectr_gbv_tests), plus its polynomial products (one per
+    child of a node of depth < L-1, three per node of depth 1..L-1) weighted by (K+1)^2, the
+    coefficients of one product (gap's MAX_STRUCTURED compares this with its limit)."""
+    inner = num_nodes(vocab, depth - 2)  # nodes of depth 0..L-2 (0 when L = 1)
+    level = num_nodes(vocab, depth - 1) - 1  # nodes of depth 1..L-1
+    return vocab ** depth + (vocab * inner + 3 * level) * (paths + 1) ** 2
 
 
-def candidate_recursion(model: Any, paths: int) -> tuple[np.ndarray, int]:
-    """(emit [N, V], (state, prefix) pairs evaluated): the exact law of the released rule on
-    K i.i.d. draft paths without enumerating the ordered K-tuples.
+def first_visit_law(model: Any, paths: int) -> tuple[np.ndarray, int, tuple[int, Any]]:
+    """(emit [N, V], evaluations, (undefined nodes, undefined mass)): the exact law of the
+    released rule on K i.i.d. draft paths, with no enumeration of draft tuples and no state
+    set of earlier prefixes: O(V^L) rule tests and O(N K^4) arithmetic.
 
-    Why this is exact. The candidates are processed one by one and each is an i.i.d. q-path
-    x_j. What the rule does with x_j depends on the past only through (a, the selected node
-    z of length a) and, for the skips, on whether an earlier candidate shares x_j's prefix of
-    each length l <= L-1, i.e. on the SET S of the earlier candidates' (L-1)-prefixes
-    (lcp(x_j, S) = the longest shared prefix). The tests h are functions of the node
-    (spectr_gbv_tests, the rule's own code, evaluated on trees whose K paths are all one path
-    y, so that K enters as in the rule). So the law is a Markov chain on (a, z, S): candidate
-    j with (L-1)-prefix y (probability Q(y)) tests its prefixes of lengths max(a, lcp)+1 ..
-    L-1 in turn (accepting moves every state to (l, y_<=l), since every state then has a < l),
-    then its full path y t (t ~ q(.|y)): stop with the full path w.p. h_L(y t), else go on
-    with S + {y}. At the end a state (a, z) emits z with the residual row at z. With a =
-    L-1 no later test can move the state, so S is dropped there (merging states).
+    Why this is exact. Give every node u of depth 1..L-1 one coin c(u) ~ Bernoulli(h(u)) and
+    every candidate j one coin f_j ~ Bernoulli(h_L(x_j)), all independent given the paths
+    (h from spectr_gbv_tests, the rule's own code: a test depends on its node only). The rule
+    tests a node of the drafted prefix tree at most once, at its FIRST VISIT (candidate order,
+    then depth: a later candidate sharing the prefix skips it), and only while the accepted
+    length a is below its depth; an accepting test sets (a, z) to (depth, node). Hence:
+      - the block is the full path x_j iff f_0 = .. = f_(j-1) = 0 < f_j: P(full path x) =
+        sum_(j<K) g^j Q(x) h_L(x), g = sum_x Q(x) (1 - h_L(x)) (the node coins do not matter);
+      - otherwise (all f_j = 0: the K paths are i.i.d. from the tilted weights
+        Q'(x) = Q(x) (1 - h_L(x))) the rule stops at the first-visited node u among the
+        accepted nodes (c = 1) of the largest depth D (the root when none): every accepted
+        node deeper than a moves a, and a later accepted node of depth D does not.
+    So P(stop at u, |u| = D) = E over K i.i.d. Q'-paths of 1{u drafted} h(u)
+    prod_(v drafted, D < |v| < L) (1 - h(v)) prod_(w drafted, |w| = D, first visited before u)
+    (1 - h(w)). Below a node w the drafted subtree given m paths through w is m i.i.d. paths
+    below w, so Psi_w(x) = sum_m psi_w(m) x^m / m!, with psi_w(m) = the Q'-weighted sum over
+    ordered m-tuples through w of prod over their drafted nodes strictly below w (depth < L)
+    of (1 - h), satisfies the multinomial (exponential generating function) recursion
+        Psi_w = exp(Q'(w) x)                                  (|w| = L - 1),
+        Psi_w = prod_(children c) [1 + (1 - h(c)) (Psi_c - 1)]  (|w| < L - 1).
+    Order at depth D: split the K positions at u's first appearance j; a node w of depth D
+    drafted b times before j and a times after contributes psi_w(b + a) / (b! a!) x^b y^a,
+    times (1 - h(w)) when b >= 1, i.e. A_w(x, y) = Psi_w(y) + (1 - h(w)) (Psi_w(x + y) -
+    Psi_w(y)); u contributes h(u) Psi_u'(y). Then
+        P(stop at u) = sum_(j<K) j! (K-1-j)! [x^j y^(K-1-j)] h(u) Psi_u'(y) prod_(w != u) A_w,
+        P(stop at the root) = K! [x^K] Psi_root,
+    the products over w != u by prefix and suffix products. All in the model's numbers:
+    exact rationals stay rational. The outcome probabilities (full paths, stops) must sum to
+    one (checked here: exactly in rationals, within 1e-12 in float64); the law emits the
+    residual row at the stop (the target row after a full path), and a stop whose residual
+    row is all zero is counted as undefined (module docstring).
     """
+    vocab, depth, exact = model.vocab_size, model.depth, model.exact
+    zero = model.target[0, 0] * 0 if exact else 0.0
+    one = zero + 1
+    tests, rows, full, q_leaf, kept = _node_tests(model, paths)
+    target = model.target if exact else np.asarray(model.target, np.float64)
+    leaf_offset = depth_offset(vocab, depth)
+    # tilted leaf weights Q'(x) = Q(x) (1 - h_L(x)) and their sums at every node, by level
+    mass = [[zero] * vocab ** d for d in range(depth + 1)]
+    for x in kept:
+        mass[depth][x] = q_leaf[x] * (1 - full[x])
+    for d in range(depth - 1, -1, -1):
+        below = mass[d + 1]
+        mass[d] = [sum(below[i * vocab:(i + 1) * vocab], zero) for i in range(vocab ** d)]
+    g = mass[0][0]
+    emit = np.empty((num_nodes(vocab, depth), vocab), dtype=object if exact else np.float64)
+    emit[...] = zero
+    # full paths: stop at candidate j with prob g^j Q(x) h_L(x)
+    repeat = sum((g ** j for j in range(paths)), zero)
+    total = zero
+    for x in kept:
+        stop = repeat * q_leaf[x] * full[x]
+        if stop != 0:
+            total = total + stop
+            emit[leaf_offset + x] = emit[leaf_offset + x] + stop * target[leaf_offset + x]
+    factorial = [math.factorial(m) for m in range(paths + 1)]
+    products = 0
+    # Psi_w as EGF coefficient lists [K+1] (None where Q'(w) = 0), deepest level first
+    psi: list[list[Any]] = [[] for _ in range(depth)]
+    psi[depth - 1] = [None if m == 0 else [m ** k / factorial[k] for k in range(paths + 1)]
+                      for m in mass[depth - 1]]
+    for d in range(depth - 2, -1, -1):
+        level = []
+        for i in range(vocab ** d):
+            if mass[d][i] == 0:
+                level.append(None)
+                continue
+            poly = [one] + [zero] * paths
+            for t in range(vocab):
+                child = psi[d + 1][i * vocab + t]
+                if child is None:
+                    continue
+                keep = 1 - tests[depth_offset(vocab, d + 1) + i * vocab + t]
+                poly = _product(poly, [one] + [keep * c for c in child[1:]], zero)
+                products += 1
+            level.append(poly)
+        psi[d] = level
+    stops = {0: zero if psi[0][0] is None else factorial[paths] * psi[0][0][paths]}
+    for d in range(1, depth):
+        offset = depth_offset(vocab, d)
+        present = [i for i, poly in enumerate(psi[d]) if poly is not None]
+        blocks = [_before_after(psi[d][i], 1 - tests[offset + i], paths, zero)
+                  for i in present]
+        unit = _before_after([one] + [zero] * paths, zero, paths, zero)
+        prefix = [unit]
+        for block in blocks:
+            prefix.append(_product2(prefix[-1], block, paths, zero))
+        suffix = [unit]
+        for block in reversed(blocks):
+            suffix.append(_product2(suffix[-1], block, paths, zero))
+        suffix.reverse()
+        products += 3 * len(present)
+        for n, i in enumerate(present):
+            others = _product2(prefix[n], suffix[n + 1], paths, zero)
+            poly, test = psi[d][i], tests[offset + i]
+            derivative = [(a + 1) * poly[a + 1] for a in range(paths)]  # Psi_u'(y)
+            value = zero
+            for j in range(paths):
+                rest = paths - 1 - j
+                inner = sum((others[j][rest - a] * derivative[a] for a in range(rest + 1)), zero)
+                value = value + factorial[j] * factorial[rest] * inner
+            stops[offset + i] = test * value
+    undefined_nodes, undefined_mass = 0, zero
+    for node, stop in stops.items():
+        total = total + stop
+        if stop == 0:
+            continue
+        row = rows[node]
+        if sum(row, zero) == 0:  # the rule has no token here (module docstring)
+            undefined_nodes += 1
+            undefined_mass = undefined_mass + stop
+        emit[node] = emit[node] + stop * row
+    if (total != 1) if exact else abs(float(total) - 1) > MASS_TOLERANCE:
+        raise LawMassError(f"spectr_gbv: first-visit law on V={vocab}, L={depth}, K={paths} has "
+                           f"outcome mass {float(total)!r}, not 1")
+    return emit, len(kept) + products, (undefined_nodes, undefined_mass)
+
+
+first_visit_law.kind = "first-visit recursion"
+first_visit_law.work = first_visit_work
+
+
+def _node_tests(model: Any, paths: int) -> tuple[list[Any], np.ndarray, list[Any], list[Any],
+                                                  list[int]]:
+    """(tests [N] h(u) at the nodes of depth 1..L-1 (zero elsewhere), rows [N, V] the
+    residual rows at the nodes of depth 0..L-1, full [V^L] h_L(x), q [V^L] Q(x), kept: the
+    leaves with Q(x) > 0) from ONE call of spectr_gbv_tests on the kept leaves packed K to a
+    tree (the tests of a path read its own nodes only; K enters as the rule's K)."""
     vocab, depth = model.vocab_size, model.depth
     tokens = all_paths(vocab, depth)  # [P, L]
     nodes = prefix_node_indices(tokens, vocab)  # [P, L+1]
     q_path = model.draft_path_probabilities()
-    keep = np.nonzero(q_path != 0)[0]
-    # the trees whose K paths all equal one path y, rows as numpy arrays (object or float64:
-    # the ops serve both, and no torch is needed)
-    drafted = np.repeat(tokens[keep][:, None, :], paths, axis=1)  # [P', K, L]
-    at = np.repeat(nodes[keep][:, None, :], paths, axis=1)  # [P', K, L+1]
-    target_rows = model.target[at] if model.exact else np.asarray(model.target, np.float64)[at]
-    draft_rows = model.draft[at[..., :-1]] if model.exact else np.asarray(model.draft,
-                                                                           np.float64)[at[..., :-1]]
-    tree = DraftTree(drafted, target_rows, draft_rows)
-    tests, residuals, _ = spectr_gbv_tests(tree)
-    tests, residuals = _numpy(tests)[:, 0], _numpy(residuals)[:, 0]  # [P', L+1], [P', L+1, V]
-    zero = model.target[0, 0] * 0
-    one = zero + 1
-    h: dict[int, Any] = {}
-    rows: dict[int, Any] = {}
-    for r, path in enumerate(keep.tolist()):
-        for length in range(depth):
-            h[int(nodes[path, length])] = tests[r, length]
-            rows[int(nodes[path, length])] = residuals[r, length]
-    prefix_len = depth - 1
-    # candidate prefixes y (length L-1) with Q(y) > 0: their nodes, Q(y), and the full paths
-    prefix_of = {}
-    for r, path in enumerate(keep.tolist()):
-        y = tuple(tokens[path, :prefix_len].tolist())
-        prefix_of.setdefault(y, []).append((r, path))
-    emit = np.empty((num_nodes(vocab, depth), vocab), dtype=object)
-    emit[...] = zero
-    if not model.exact:
-        emit = np.zeros((num_nodes(vocab, depth), vocab))
-    candidates = []
-    for y, members in prefix_of.items():
-        q_y = zero
-        full_accept = zero
-        fulls = []
-        for r, path in members:
-            q_y = q_y + q_path[path]
-            fulls.append((int(nodes[path, depth]), q_path[path] * tests[r, depth]))
-        q_y_inverse_free = q_y
-        for _, mass in fulls:
-            full_accept = full_accept + mass
-        # P(full accept | y) = sum_t q(t|y) h_L(y t) = full_accept / Q(y)
-        candidates.append((y, [int(nodes[members[0][1], length]) for length in range(depth)],
-                           q_y_inverse_free, full_accept, fulls))
-    states: dict[tuple[int, int, frozenset], Any] = {(0, 0, frozenset()): one}
-    evaluations = 0
-    for j in range(paths):
-        if j == paths - 1:  # the last candidate: vectorised over the states, nothing carried on
-            emit, undefined = _last_candidate(model, states, candidates, h, rows, emit,
-                                              prefix_len, zero, one)
-            return emit, evaluations + len(states) * len(candidates), undefined
-        new: dict[tuple[int, int, frozenset], Any] = {}
-        for (a, selected, seen), mass in states.items():
-            for y, path_nodes, q_y, full_accept, fulls in candidates:
-                evaluations += 1
-                shared = max((_common(y, s) for s in seen), default=0)
-                dist = {(a, selected): one}
-                for length in range(max(a, shared) + 1, prefix_len + 1):
-                    test = h[path_nodes[length]]
-                    total = zero
-                    moved: dict[tuple[int, int], Any] = {}
-                    for key, value in dist.items():
-                        total = total + value
-                        moved[key] = value * (1 - test)
-                    moved[(length, path_nodes[length])] = (moved.get((length, path_nodes[length]),
-                                                                     zero) + total * test)
-                    dist = moved
-                weight = sum(dist.values(), zero) * mass
-                for leaf, leaf_mass in fulls:  # Q(y t) h_L(y t): the full path y t stops
-                    emit[leaf] = emit[leaf] + weight * leaf_mass * model.target[leaf]
-                go_on = q_y - full_accept  # Q(y) (1 - P(full accept | y))
-                if go_on == 0:
-                    continue
-                grown = seen | {y}
-                for (length, node), value in dist.items():
-                    key = (length, node, frozenset() if length == prefix_len else grown)
-                    new[key] = new.get(key, zero) + mass * value * go_on
-        states = new
-    raise AssertionError("unreachable: the last candidate returns")  # paths >= 1
+    kept = np.nonzero(q_path != 0)[0]
+    packed = np.concatenate([kept, np.repeat(kept[-1:], (-len(kept)) % paths)]).reshape(-1, paths)
+    at = nodes[packed]  # [B, K, L+1]
+    target = model.target if model.exact else np.asarray(model.target, np.float64)
+    draft = model.draft if model.exact else np.asarray(model.draft, np.float64)
+    tests, residuals, _ = spectr_gbv_tests(DraftTree(tokens[packed], target[at],
+                                                     draft[at[..., :-1]]))
+    tests = _numpy(tests).reshape(-1, depth + 1)[:len(kept)]
+    residuals = _numpy(residuals).reshape(-1, depth + 1, vocab)[:len(kept)]
+    at = at.reshape(-1, depth + 1)[:len(kept)]
+    zero = model.target[0, 0] * 0 if model.exact else 0.0
+    count = num_nodes(vocab, depth)
+    node_tests = [zero] * count
+    rows = np.empty((count, vocab), dtype=object if model.exact else np.float64)
+    rows[...] = zero
+    for length in range(depth):
+        rows[at[:, length]] = residuals[:, length]
+        if length:
+            for node, test in zip(at[:, length].tolist(), tests[:, length].tolist(), strict=True):
+                node_tests[node] = test
+    full = [zero] * vocab ** depth
+    q_leaf = [zero] * vocab ** depth
+    q_values = q_path.tolist()
+    for x, test in zip(kept.tolist(), tests[:, depth].tolist(), strict=True):
+        full[x], q_leaf[x] = test, q_values[x]
+    return node_tests, rows, full, q_leaf, kept.tolist()
 
 
-candidate_recursion.kind = "candidate recursion"
-# work in units of the node recursion's rule evaluations (gap's MAX_STRUCTURED): a (state,
-# prefix) pair before the last candidate is a few dict operations in Python (about 10 batched
-# evaluations), one of the last candidate a few vectorised array entries (about 1)
-candidate_recursion.work = lambda vocab, depth, paths: (
-    9 * candidate_states_bound(vocab, depth, paths, last=False)
-    + candidate_states_bound(vocab, depth, paths))
+def _product(a: list[Any], b: list[Any], zero: Any) -> list[Any]:
+    """Product of two power series truncated at the degree of a."""
+    return [sum((a[i] * b[m - i] for i in range(m + 1)), zero) for m in range(len(a))]
 
 
-LAST_CHUNK = 1 << 21  # (state, prefix) entries per array of the last candidate's step
+def _before_after(poly: list[Any], keep: Any, paths: int, zero: Any) -> list[list[Any]]:
+    """A_w(x, y) = Psi_w(y) + keep (Psi_w(x + y) - Psi_w(y)) as coefficients [b][a] of
+    x^b y^a, b + a <= K - 1 (first_visit_law): [0][a] = c_a, [b][a] = keep C(b+a, b) c_(b+a)."""
+    return [[poly[a] if b == 0 else keep * math.comb(b + a, b) * poly[b + a]
+             for a in range(paths - b)] for b in range(paths)]
 
 
-def _last_candidate(model: Any, states: dict, candidates: list, h: dict, rows: dict,
-                    emit: np.ndarray, prefix_len: int, zero: Any, one: Any
-                    ) -> tuple[np.ndarray, tuple[int, Any]]:
-    """The last candidate's step of candidate_recursion for every state at once, and the end:
-    with stay[n, y] = prod over the tested lengths l of (1 - h(y_<=l)) and moved to l w.p.
-    h(y_<=l) prod_{l' > l tested} (1 - h(y_<=l')), the final (a, z) of every (state, y) pair
-    is summed into coefficients per node; the full paths y t stop with the total state mass."""
-    exact = model.exact
-    dtype = object if exact else np.float64
-    count, width = len(states), len(candidates)
-    index = {y: i for i, (y, *_) in enumerate(candidates)}
-    keys = list(states)
-    accepted = np.array([k[0] for k in keys], dtype=np.int64)
-    selected = np.array([k[1] for k in keys], dtype=np.int64)
-    mass = np.array([states[k] for k in keys], dtype=dtype)
-    most = max((len(k[2]) for k in keys), default=0)
-    seen = np.full((count, max(most, 1)), -1, dtype=np.int64)
-    for n, k in enumerate(keys):
-        for c, y in enumerate(k[2]):
-            seen[n, c] = index[y]
-    common = np.array([[_common(y, s) for s, *_ in candidates] for y, *_ in candidates],
-                      dtype=np.int64).reshape(width, width)
-    depth = prefix_len + 1
-    test = np.empty((width, depth + 1), dtype=dtype)  # h(y_<=l), l = 1..L-1 (0 elsewhere)
-    test[...] = zero
-    for i, (_, path_nodes, *_) in enumerate(candidates):
-        for length in range(1, depth):
-            test[i, length] = h[path_nodes[length]]
-    tail = np.empty((width, depth + 2), dtype=dtype)  # prod_{l' >= l} (1 - h), l = 1..L
-    tail[...] = one
-    for length in range(depth - 1, 0, -1):
-        tail[:, length] = tail[:, length + 1] * (1 - test[:, length])
-    go_on = np.array([q_y - full for _, _, q_y, full, _ in candidates], dtype=dtype)  # [U]
-    total_mass = mass.sum() if count else zero
-    for _, _, _, _, fulls in candidates:  # the full paths y t stop w.p. h_L(y t)
-        for leaf, leaf_mass in fulls:
-            emit[leaf] = emit[leaf] + total_mass * leaf_mass * model.target[leaf]
-    rows_u = np.arange(width)[None, :]
-    coefficient: dict[int, Any] = {}
-    per_prefix = np.empty((depth, width), dtype=dtype)
-    per_prefix[...] = zero
-    chunk = max(1, LAST_CHUNK // max(width, 1))
-    for lo in range(0, count, chunk):  # [n, U] arrays a chunk of states at a time
-        part = slice(lo, lo + chunk)
-        shared = np.zeros((len(accepted[part]), width), dtype=np.int64)
-        for c in range(seen.shape[1]):
-            column = seen[part, c]
-            shared = np.where(column[:, None] >= 0, np.maximum(shared, common[column]), shared)
-        start = np.maximum(accepted[part, None], shared) + 1  # first tested length [n, U]
-        stay = tail[rows_u, np.minimum(start, depth)]  # [n, U] (start L: nothing tested, 1)
-        stay_mass = (stay * go_on[None, :]).sum(axis=1) * mass[part]  # [n]
-        for node, value in zip(selected[part].tolist(), stay_mass.tolist(), strict=True):
-            coefficient[node] = coefficient.get(node, zero) + value
-        for length in range(1, depth):
-            moved = np.where(start <= length, test[None, :, length] * tail[None, :, length + 1],
-                             zero)  # [n, U]
-            per_prefix[length] = per_prefix[length] + (moved * mass[part, None]).sum(axis=0)
-    for length in range(1, depth):
-        for i, value in enumerate((per_prefix[length] * go_on).tolist()):
-            node = candidates[i][1][length]
-            coefficient[node] = coefficient.get(node, zero) + value
-    undefined_nodes, undefined_mass = 0, zero
-    for node, value in coefficient.items():
-        row = rows[node]
-        if value != 0 and sum(row, zero) == 0:  # the rule has no token here (module docstring)
-            undefined_nodes += 1
-            undefined_mass = undefined_mass + value
-        emit[node] = emit[node] + value * row
-    return emit, (undefined_nodes, undefined_mass)
-
-
-def _common(y: tuple[int, ...], s: tuple[int, ...]) -> int:
-    """Length of the common prefix of two prefixes."""
-    n = 0
-    for u, v in zip(y, s, strict=True):
-        if u != v:
-            break
-        n += 1
-    return n
+def _product2(p: list[list[Any]], r: list[list[Any]], paths: int, zero: Any) -> list[list[Any]]:
+    """Product of two series in x, y truncated at total degree K - 1 (coefficients [b][a])."""
+    return [[sum((p[b1][a1] * r[b - b1][a - a1] for b1 in range(b + 1) for a1 in range(a + 1)),
+                 zero) for a in range(paths - b)] for b in range(paths)]
 
 
 def _numpy(values: Any) -> np.ndarray:
@@ -393,6 +390,6 @@ def _numpy(values: Any) -> np.ndarray:
 @register("spectr_gbv", "SpecTr-GBV (Lin et al. 2026) as released: multi-draft greedy block "
           "verification with path-probability tests (LOSSY by the audit)", multipath=True,
           lossless=False, draft_sampling=(), may_be_undefined=True,
-          exact_law=candidate_recursion)
+          exact_law=first_visit_law)
 def spectr_gbv(tree: DraftTree) -> BlockLaw:
     return spectr_gbv_law(tree)

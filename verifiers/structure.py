@@ -36,8 +36,9 @@ to trees whose K paths all equal one path y (the skewed rows along y depend only
 
 Verifiers with their own recursion (VerifierSpec.exact_law): traversal (sibling_recursion
 below: the (node, m, entry weight) recursion of a post-order walk whose parent state after
-a deleted child depends only on the child) and spectr_gbv (spectr_gbv.candidate_recursion:
-a Markov chain over (accepted length, selected node, set of earlier prefixes)). Each
+a deleted child depends only on the child) and spectr_gbv (spectr_gbv.first_visit_law:
+every node is tested at most once, at its first visit; multinomial generating functions per
+subtree and the order of first visits at the stop's depth). Each
 docstring says why it is exact; both call the rule's own steps.
 
 Everything else (single-path verifiers at K = 1, the deliberately broken variants, drafts
@@ -77,7 +78,7 @@ class StructuredLaw:
     """emit [N, V] P(output node = u, Y = t) and how it was obtained.
 
     kind: "node recursion", "selection law" or the kind of a verifier's own exact_law hook
-    ("sibling recursion", "candidate recursion"); evaluations: node-rule evaluations (node
+    ("sibling recursion", "first-visit recursion"); evaluations: node-rule evaluations (node
     recursion) or paths evaluated by BV (selection law)."""
 
     emit: np.ndarray
