@@ -301,3 +301,31 @@ def test_gap_prints_the_specs_refusal_as_its_flag(args, line, tmp_path):
 
     path = dirichlet_instance(2, 2, seed=0, denominator=10).save(tmp_path / "inst.json")
     assert _refusal(["gap", str(path), *args, "--save-dir", str(tmp_path / "saved")]) == line
+
+
+# ---------------------------------------------------------------------------------------
+# trees: TreesSpec is frozen; its folder's spec.json is the one written before it was
+# ---------------------------------------------------------------------------------------
+
+# spec.json's "spec" of a `speclp trees ... --budgets 1,2,3 --top 2 --depth 3 --engine-budgets 8`
+# folder written by the code before TreesSpec was frozen (lists, key order as written)
+RECORDED_TREES_SPEC = (
+    '{"pair": "smollm2-135m", "prompts": "humaneval:2", "budgets": [1, 2, 3], "rules": ["draft", '
+    '"rerank", "target-first", "target-first-gbv"], "top": 2, "depth": 3, "contexts_per_prompt": 1, '
+    '"every": 2, "temperature": 1.0, "draft_temperature": null, "no_timing": true, "engine_budgets": '
+    '[8], "engine_verifiers": ["bv", "gbv"], "engine_tokens": 3, "skip_trees": false, "seed": 0}')
+
+
+def test_trees_spec_is_frozen_and_writes_the_spec_json_of_earlier_folders():
+    spec = TreesSpec(pair="smollm2-135m", prompts="humaneval:2", budgets=[1, 2, 3], top=2, depth=3,
+                     contexts_per_prompt=1, every=2, no_timing=True, engine_budgets=[8],
+                     engine_tokens=3)
+    assert (spec.budgets, spec.engine_budgets, spec.engine_verifiers) == ((1, 2, 3), (8,), ("bv", "gbv"))
+    assert spec.as_dict() == json.loads(RECORDED_TREES_SPEC)  # lists, not tuples: equal to the file
+    assert json.dumps(spec.as_dict()) == RECORDED_TREES_SPEC  # the same bytes, key order included
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.budgets = (4,)  # type: ignore[misc]
+    assert dataclasses.replace(spec, draft_temperature=1.5).budgets == (1, 2, 3)
+    with pytest.raises(BadArgument) as caught:
+        TreesSpec(budgets=8)  # type: ignore[arg-type]
+    assert caught.value.field == "budgets"
