@@ -174,8 +174,9 @@ def test_ground_level_scan_sees_an_import(tmp_path):
 def test_no_library_value_error_is_mapped_to_a_flag():
     """cli/ maps a refusal to a flag only through BadArgument (cli.common.flag_of): no
     `except ValueError` (or a tuple holding it) in the command modules of gap, sweep, audit,
-    instance."""
-    for name in ("gap.py", "sweep.py", "audit.py", "instance.py"):
+    instance, bench, trees and realgap (a model that fails to load with a ValueError is not
+    a --pair error)."""
+    for name in ("gap.py", "sweep.py", "audit.py", "instance.py", "bench.py", "trees.py", "realgap.py"):
         tree = ast.parse((ROOT / "cli" / name).read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.ExceptHandler) and node.type is not None:
