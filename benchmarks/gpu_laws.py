@@ -47,7 +47,6 @@ their own rounding (row_defect, recorded), and the joint law sums correction row
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import time
@@ -63,6 +62,7 @@ from speclp.verifiers.registry import block_law
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _device import device_name, pick_device, synced_seconds  # noqa: E402
+from dump_trees import sha256_file  # noqa: E402  (the digest its manifests are written with)
 
 ROOT = Path(__file__).resolve().parents[1]
 DUMPS = ROOT / "benchmarks" / "results" / "gpu" / "trees"
@@ -80,14 +80,6 @@ class DumpError(ValueError):
 
 # ---------------------------------------------------------------------------------------
 # loading the dumps
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _shown(path: Path) -> str:
@@ -132,7 +124,7 @@ def load_dump(folder: Path, entry: dict[str, Any], max_trees: int | None = None)
     where = f"{path}"
     if not path.is_file():
         raise DumpError(f"{where}: missing")
-    digest = _sha256(path)
+    digest = sha256_file(path)
     if digest != entry["sha256"]:
         raise DumpError(f"{where}: sha256: the file's is {digest}, the manifest says {entry['sha256']}")
     try:

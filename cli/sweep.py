@@ -31,11 +31,12 @@ from ..experiments.sweep import (
 )
 from ..experiments.sweep import summarize as summarise_rows
 from ..lp.engine import BACKENDS
+from ..proofs.gap import GAP_METHODS, available_verifiers, check_estimation, check_gap_paths
 from ..verifiers.drafts import DRAFT_SAMPLING
 from . import options as option
 from . import validate as check
 from .common import BadInput, ClaimFailed, new_commands, progress, refuse_given, run, stderr, table
-from .gap import METHODS, check_estimation, check_gap_paths, parse_verifiers
+from .gap import parse_verifiers
 
 commands = new_commands()
 
@@ -196,8 +197,10 @@ def sweep_spec(*, vocab: str, depth: str, paths: str, alpha: str | None, tempera
     check.integer("--trials", trials, 1)
     check.seed("--seed", seed)
     check.integer("--max-variables", max_variables, 1)
-    check_estimation(max_enumerated, samples)
+    check_estimation(max_enumerated, samples)  # the rules of a gap spec (BadArgument, field -> flag)
     chosen = parse_verifiers("--verifiers", verifiers)
+    if chosen is not None:
+        available_verifiers(chosen)  # UnknownVerifier -> --verifiers
     out_path = check.output_dir("--out", default_out("sweep") if out is None else out)
     alphas = (check.float_list("--alpha", alpha, 0, low_open=True) if alpha is not None
               else [])
@@ -206,13 +209,13 @@ def sweep_spec(*, vocab: str, depth: str, paths: str, alpha: str | None, tempera
     if alpha is None and temperature is None:
         alphas = [1.0]  # default family: Dirichlet(1)
     path_counts = check.int_list("--paths", paths, 1)
-    check_gap_paths("--paths", max(path_counts))
+    check_gap_paths(max(path_counts))
     spec = SweepSpec(vocab=check.int_list("--vocab", vocab, 2),
                      depth=check.int_list("--depth", depth, 1), paths=path_counts, alpha=alphas,
                      temperature=temperatures, trials=trials, seed=seed,
                      draft_sampling=check.choice("--draft-sampling", draft_sampling, DRAFT_SAMPLING),
                      backend=check.choice("--backend", backend, BACKENDS), certify=not no_certify,
-                     method=check.choice("--method", method, METHODS),
+                     method=check.choice("--method", method, GAP_METHODS),
                      max_variables=max_variables, max_enumerated=max_enumerated,
                      samples=samples, verifiers=chosen)
     return spec, out_path

@@ -102,7 +102,7 @@ def load_run_pair(pair_name: str, prompts: list[dict[str, Any]], threads: int | 
         torch.set_num_threads(threads)
     try:
         pair = load_pair(pair_name)
-    except (ModelUnavailable, VocabularyMismatch, OSError, ValueError) as err:
+    except (ModelUnavailable, VocabularyMismatch, OSError) as err:  # VocabularyMismatch: a ValueError
         raise BadInput(f"--pair: {err}") from None
     for p in prompts:
         p["tokens"] = pair.target.tokenizer.encode(p["text"])

@@ -140,11 +140,16 @@ def row_shift(tree: DraftTree) -> BlockLaw:
     return _standard(tree, big_p[:, 1 : depth + 1], q, big_p[:, depth])
 
 
-def no_temperature(tree: DraftTree) -> BlockLaw:
+def _target_seen_as(tree: DraftTree, seen: Callable[[torch.Tensor], torch.Tensor]) -> BlockLaw:
+    """The standard law with the target rows (the bonus row too) as the engine sees them."""
     big_p, q, _ = _rows(tree)
     depth = q.shape[1]
-    seen = _tempered(big_p, TEMPERATURE)
-    return _standard(tree, seen[:, :depth], q, seen[:, depth])
+    rows = seen(big_p)
+    return _standard(tree, rows[:, :depth], q, rows[:, depth])
+
+
+def no_temperature(tree: DraftTree) -> BlockLaw:
+    return _target_seen_as(tree, lambda p: _tempered(p, TEMPERATURE))
 
 
 def topk_draft_only(tree: DraftTree) -> BlockLaw:
@@ -154,10 +159,7 @@ def topk_draft_only(tree: DraftTree) -> BlockLaw:
 
 
 def topp_target_only(tree: DraftTree) -> BlockLaw:
-    big_p, q, _ = _rows(tree)
-    depth = q.shape[1]
-    seen = _top_p(big_p, TOP_P)
-    return _standard(tree, seen[:, :depth], q, seen[:, depth])
+    return _target_seen_as(tree, lambda p: _top_p(p, TOP_P))
 
 
 def target_rows_overwritten(tree: DraftTree) -> BlockLaw:

@@ -38,6 +38,7 @@ from .store import append_jsonl, load_jsonl, record_key
 ENGINE_SHAPES = {8: (2, 4), 16: (2, 8), 32: (4, 8), 64: (8, 8)}  # budget N -> (K, L), K * L = N
 MAX_TREE_NODES = 2000  # candidate tree nodes (rows of V probabilities per model, per context)
 MAX_TREE_LEVEL = 1024  # nodes of the widest level (one batched forward)
+TUPLE_FIELDS = ("budgets", "rules", "engine_budgets", "engine_verifiers")  # TreesSpec's list fields
 
 
 def check_contexts(spec: Any) -> None:
@@ -52,7 +53,7 @@ def check_contexts(spec: Any) -> None:
     inputs.seed("seed", spec.seed)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class TreesSpec:
     """Everything that defines a `speclp trees` run; the CLI's defaults are these.
 
@@ -66,12 +67,14 @@ class TreesSpec:
     or 1.5 when the draft is the target model); no_timing: skip the measured round times;
     engine_budgets / engine_verifiers / engine_tokens: the engine's reuse runs
     (ENGINE_SHAPES); skip_trees: only those; seed: context sampling and engine seed.
+    Frozen; the list fields are tuples (a list given is kept as a tuple) and are lists in
+    spec.json (as_dict), as before.
     """
 
     pair: str = "qwen2.5-coder"
     prompts: str = "humaneval:10"
-    budgets: list[int] = dataclasses.field(default_factory=lambda: [2, 4, 8, 16, 32, 64])
-    rules: list[str] = dataclasses.field(default_factory=lambda: list(RULES))
+    budgets: tuple[int, ...] = (2, 4, 8, 16, 32, 64)
+    rules: tuple[str, ...] = RULES
     top: int = 4
     depth: int = 4
     contexts_per_prompt: int = 2
@@ -79,8 +82,8 @@ class TreesSpec:
     temperature: float = 1.0
     draft_temperature: float | None = None
     no_timing: bool = False
-    engine_budgets: list[int] = dataclasses.field(default_factory=list)
-    engine_verifiers: list[str] = dataclasses.field(default_factory=lambda: ["bv", "gbv"])
+    engine_budgets: tuple[int, ...] = ()
+    engine_verifiers: tuple[str, ...] = ("bv", "gbv")
     engine_tokens: int = 48
     skip_trees: bool = False
     seed: int = 0
@@ -89,6 +92,11 @@ class TreesSpec:
         """Construction is the validation: BadArgument naming the field, in the order
         `speclp trees` reports them (the prompts are read, and the pair resolved, by whoever
         runs the spec)."""
+        for name in TUPLE_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, str) or not hasattr(value, "__iter__"):
+                raise BadArgument(name, f"must be a list, got {inputs.short(value)}")
+            object.__setattr__(self, name, tuple(value))
         check_contexts(self)
         inputs.integer("engine_tokens", self.engine_tokens, 1, 100_000)
         self._check_tree()
@@ -133,8 +141,10 @@ class TreesSpec:
             raise BadArgument("skip_trees", "needs `engine_budgets` (otherwise nothing is computed)")
 
     def as_dict(self) -> dict[str, Any]:
-        """The folder's spec (engine settings only when engine budgets are given)."""
+        """The folder's spec (engine settings only when engine budgets are given), the tuple
+        fields as lists: the spec.json of a folder written before the spec was frozen."""
         out = dataclasses.asdict(self)
+        out.update({name: list(out[name]) for name in TUPLE_FIELDS})
         if not self.engine_budgets:
             out["engine_verifiers"], out["engine_tokens"] = [], None
         return out

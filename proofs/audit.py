@@ -626,27 +626,6 @@ def _instances(given: list[Instance] | None, count: int, vocab: int, depth: int,
     return out
 
 
-def _check_sampler_args(paths: int, vocab: int, depth: int, trials: int, runs: int,
-                        alpha: float, draft_sampling: str, layout: str, search: int) -> None:
-    for field_name, value, low in (("paths", paths, 1), ("vocab", vocab, 2), ("depth", depth, 1),
-                                   ("trials", trials, 1), ("runs", runs, 2), ("search", search, 0)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            raise BadArgument(field_name, f"must be an integer >= {low}, got {value!r}")
-    if runs > RUNS_LIMIT:
-        raise BadArgument("runs", f"at most {RUNS_LIMIT:,} per instance, got {runs:,}")
-    if not 0 < alpha < 1:
-        raise BadArgument("alpha", f"must be in (0, 1), got {alpha!r}")
-    if draft_sampling not in DRAFT_SAMPLING:
-        raise BadArgument("draft_sampling", f"must be one of {DRAFT_SAMPLING}, got {draft_sampling!r}")
-    if layout not in LAYOUTS:
-        raise BadArgument("layout", f"must be one of {LAYOUTS}, got {layout!r}")
-    if layout in ("ragged", "vllm") and paths != 1:
-        raise BadArgument("paths", f"the {layout} layout has one draft chain per request (K = 1), "
-                         f"got {paths}")
-    if search and search < trials:
-        raise BadArgument("search", f"must be at least the number of instances audited ({trials})")
-
-
 def audit_sampler(sampler: Callable[..., Any] | str, paths: int = 2, vocab: int = 3,
                   depth: int = 2, trials: int = SAMPLER_TRIALS, ties: bool = False,
                   runs: int = MAX_RUNS,
@@ -702,9 +681,11 @@ def audit_sampler(sampler: Callable[..., Any] | str, paths: int = 2, vocab: int 
     off (a lossy law may exceed the lossless optimum); law_name names it in the failures.
     """
     layout = layout or ("batched" if batched else "unbatched")
-    _check_sampler_args(paths, vocab, depth, trials, runs, alpha, draft_sampling, layout, search)
-    if time_limit is not None and (isinstance(time_limit, bool) or not time_limit > 0):
-        raise BadArgument("time_limit", f"must be a number of seconds > 0 or None, got {time_limit!r}")
+    SamplerAuditSpec(  # its construction is the validation (each rule in one place)
+        sampler, paths, vocab, depth, trials, ties, family if family is not None else
+        ("ties" if ties else "dirichlet"), seed, runs, alpha, draft_sampling, layout,
+        None if instances is None else tuple(instances), time_limit, call_timeout, load_timeout,
+        search if instances is None else 0, name)
     if law is not None and search:
         raise BadArgument("search", "screens against the target law; not available with a stated law")
     if law is not None and not callable(law):

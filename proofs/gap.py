@@ -33,12 +33,13 @@ in exact rationals on rational instances whose exact law is small (EXACT_WORK).
 
 from __future__ import annotations
 
-import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
+from .. import inputs
 from ..inputs import BadArgument
 from ..lp import tolerances
 from ..lp.engine import BACKENDS, DEFAULT_TIME_LIMIT, METHODS, check_choice, optimum
@@ -68,6 +69,10 @@ MAX_STRUCTURED = 50_000_000  # node-rule evaluations (or paths) of a structure-a
 # (verifiers.structure; about 1e6 per second in float64) above which it is estimated too
 ENUMERATED_KINDS = ("ordered", "multisets", "single path")  # ExactResult.enumeration by enumeration
 SAMPLES = ESTIMATE_SAMPLES  # sampled draft configurations per estimated verifier
+MAX_SAMPLES = 10_000_000  # the most sampled draft configurations a gap spec may ask for
+MAX_GAP_PATHS = 32  # paths K of a gap spec: every verifier's law holds [configurations, K, L+1, V] rows
+GAP_METHODS = tuple(m for m in METHODS if m != "closed-form")  # a gap spec's engines (auto picks
+# the closed form where it applies)
 ESTIMATE_CLAIM_Z = 5.0  # an estimate fails "BE <= optimum" only when mean - 5 SE > optimum + tol
 
 
@@ -311,13 +316,34 @@ def _compare(instance: Instance, name: str, paths: int, draft_sampling: str, rec
 # a gap computation as data: GapSpec in, GapResult out (issue 29)
 # ---------------------------------------------------------------------------
 
+def check_gap_paths(paths: object) -> int:
+    """The paths K of a gap computation (gap and sweep specs): an integer in 1..MAX_GAP_PATHS
+    (BadArgument naming `paths`)."""
+    paths = inputs.integer("paths", paths, 1)
+    if paths > MAX_GAP_PATHS:
+        raise BadArgument("paths", f"K = {paths} is over the limit of {MAX_GAP_PATHS} paths (every "
+                                   "verifier's law holds K paths per draft configuration); use fewer paths")
+    return paths
+
+
+def check_estimation(max_enumerated: object, samples: object) -> None:
+    """max_enumerated >= 1 and 2 <= samples <= MAX_SAMPLES (gap and sweep specs)."""
+    inputs.integer("max_enumerated", max_enumerated, 1)
+    inputs.integer("samples", samples, 2, MAX_SAMPLES)
+
+
 @dataclass(frozen=True)
 class GapSpec:
     """One gap computation as data (a problem is data before it is solved): the arguments of
     gap(), with its defaults. Construction is the validation: a wrong field raises
-    BadArgument naming it (verifiers: UnknownVerifier); run() computes it."""
+    BadArgument naming it (verifiers: UnknownVerifier), in the order the fields are listed;
+    run() computes it.
 
-    instance: Instance
+    instance: an Instance, or a function spec -> Instance called once every other field is
+    checked (the CLI reads the instance file there, refusing it by the checked paths,
+    draft_sampling and method before any row is parsed); the field then holds the Instance."""
+
+    instance: Instance | Callable[[GapSpec], Instance]
     paths: int = 2
     draft_sampling: str = "iid"
     backend: str = "highs"
@@ -330,17 +356,20 @@ class GapSpec:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        check_choice("draft_sampling", self.draft_sampling, DRAFT_SAMPLING)
-        check_choice("backend", self.backend, BACKENDS)
-        check_choice("method", self.method, METHODS)
-        for name, low in (("paths", 1), ("max_enumerated", 1), ("samples", 2), ("seed", 0)):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise BadArgument(name, f"must be an integer >= {low}, got {value!r}")
-        if self.time_limit is not None and not (math.isfinite(self.time_limit) and self.time_limit > 0):
-            raise BadArgument("time_limit", f"must be a finite number > 0 or None, got {self.time_limit!r}")
+        check_gap_paths(self.paths)
+        inputs.choice("draft_sampling", self.draft_sampling, DRAFT_SAMPLING)
         if self.verifiers is not None:
             object.__setattr__(self, "verifiers", tuple(available_verifiers(self.verifiers)))
+        inputs.choice("backend", self.backend, BACKENDS)
+        inputs.choice("method", self.method, GAP_METHODS)
+        if self.backend != "highs" and self.method != "full":
+            raise BadArgument("backend", f"{self.backend} solves the enumerated LP only; add `method` full")
+        if self.time_limit is not None:
+            inputs.number("time_limit", self.time_limit, 0, low_open=True)
+        check_estimation(self.max_enumerated, self.samples)
+        inputs.seed("seed", self.seed)
+        if not isinstance(self.instance, Instance):
+            object.__setattr__(self, "instance", self.instance(self))
 
     def run(self) -> GapResult:
         """The computation (gap()); OptimumNotFound when the optimum is not found."""

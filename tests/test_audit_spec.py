@@ -167,3 +167,20 @@ def test_a_spec_naming_nothing_callable_is_a_bad_sampler(tmp_path):
     with pytest.raises(BadArgument) as caught:
         run(spec)
     assert caught.value.field == "sampler" and "nothing" in caught.value.reason
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"layout": "ragged", "paths": 2}, {"runs": 1}, {"runs": 10**10}, {"alpha": 1.0},
+    {"time_limit": 0}, {"call_timeout": math.nan}, {"search": 3, "trials": 4},
+    {"draft_sampling": "sometimes"}, {"vocab": 1}, {"seed": -2},
+])
+def test_audit_sampler_refuses_by_the_specs_rules(kwargs):
+    """audit_sampler called directly (no spec) refuses a wrong argument with the very
+    BadArgument SamplerAuditSpec raises: the rules are written once, in the spec."""
+    from speclp.proofs.audit import audit_sampler
+
+    with pytest.raises(BadArgument) as from_spec:
+        SamplerAuditSpec(_first_token_sampler, **kwargs)
+    with pytest.raises(BadArgument) as direct:
+        audit_sampler(_first_token_sampler, **kwargs)
+    assert (direct.value.field, direct.value.reason) == (from_spec.value.field, from_spec.value.reason)

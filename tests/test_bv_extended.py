@@ -25,6 +25,7 @@ from speclp.verifiers.bv_extended import extended_bv_law, extended_bv_structured
 from speclp.verifiers.exact import block_efficiency_from_emit, exact_result, exact_total_variation
 from speclp.verifiers.registry import compared_verifiers, get_verifier
 from speclp.verifiers.tree import num_nodes
+from strategies import rational_instances
 
 HITS = (Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "beyond" / "adversarial"
         / "hits.jsonl")
@@ -106,24 +107,6 @@ def test_law_equals_independent_tree_walk(vocab, depth, paths, seed):
 
 
 # --- losslessness, structure = enumeration, floor: random rational instances ------------
-
-@st.composite
-def rational_instances(draw):
-    """Rows of small integers (zeros and ties frequent) normalised; every row positive somewhere."""
-    vocab = draw(st.integers(2, 3))
-    depth = draw(st.integers(1, 2))
-    count = num_nodes(vocab, depth)
-    weights = st.lists(st.integers(0, 3), min_size=vocab, max_size=vocab).filter(any)
-
-    def rows():
-        out = np.empty((count, vocab), dtype=object)
-        for i in range(count):
-            w = draw(weights)
-            out[i] = [Fraction(x, sum(w)) for x in w]
-        return out
-
-    return from_rows(rows(), rows(), depth, "hypothesis")
-
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(instance=rational_instances(), paths=st.integers(1, 3),

@@ -239,3 +239,93 @@ def test_a_bench_cell_is_inspectable_and_its_json_is_the_summary_row():
     assert (row["prompts"], row["row_steps"], row["generated_tokens"]) == (2, 6, 16)  # the run's
     assert row["decode_tokens_per_s"] == pytest.approx(16 / 2.0)  # one batch: its decode seconds
     assert json.loads(json.dumps(row)) == row  # plain JSON types
+
+
+# ---------------------------------------------------------------------------------------
+# gap: GapSpec's construction is the only validation; the instance file is read after it
+# ---------------------------------------------------------------------------------------
+
+def test_gap_spec_reads_its_instance_only_once_every_field_is_checked():
+    from speclp.lp.instance import bv_toy
+    from speclp.proofs.gap import GapSpec
+
+    calls, toy = [], bv_toy(1)
+
+    def read(spec):
+        calls.append((spec.paths, spec.draft_sampling, spec.method))
+        return toy
+
+    for bad in ({"paths": 0}, {"paths": 33}, {"method": "closed-form"}, {"seed": 2**32},
+                {"backend": "cvxpy"}, {"samples": 10**7 + 1}, {"verifiers": ("nope",)}):
+        with pytest.raises(BadArgument):
+            GapSpec(read, **bad)
+    assert calls == []  # a wrong field is refused before the file is read
+    spec = GapSpec(read, paths=3, draft_sampling="without-replacement", method="full")
+    assert calls == [(3, "without-replacement", "full")] and spec.instance is toy
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.paths = 2  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("kwargs, field, reason", [
+    ({"paths": 33}, "paths", "K = 33 is over the limit of 32 paths (every verifier's law holds K "
+                             "paths per draft configuration); use fewer paths"),
+    ({"backend": "cvxpy"}, "backend", "cvxpy solves the enumerated LP only; add `method` full"),
+    ({"method": "closed-form"}, "method", "must be one of auto, colgen, full, got 'closed-form'"),
+    ({"samples": 10**7 + 1}, "samples", "must be <= 10,000,000, got 10000001"),
+    ({"time_limit": 0.0}, "time_limit", "must be > 0, got 0"),
+])
+def test_gap_spec_refusals_name_the_field(kwargs, field, reason):
+    from speclp.lp.instance import bv_toy
+    from speclp.proofs.gap import GapSpec
+
+    with pytest.raises(BadArgument) as caught:
+        GapSpec(bv_toy(1), **kwargs)
+    assert (caught.value.field, caught.value.reason) == (field, reason)
+
+
+@pytest.mark.parametrize("args, line", [
+    (["--paths", "0"], "error: --paths: must be >= 1, got 0"),
+    (["--paths", "40"], "error: --paths: K = 40 is over the limit of 32 paths (every verifier's law "
+                        "holds K paths per draft configuration); use fewer paths"),
+    (["--backend", "cvxpy"], "error: --backend: cvxpy solves the enumerated LP only; add --method full"),
+    (["--method", "closed-form"], "error: --method: must be one of auto, colgen, full, got 'closed-form'"),
+    (["--time-limit", "nan"], "error: --time-limit: must be a finite number, got nan"),
+    (["--samples", "1"], "error: --samples: must be >= 2, got 1"),
+    (["--seed", "-1"], "error: --seed: must be >= 0, got -1"),
+    (["--verifiers", ","], "error: --verifiers: give at least one verifier name"),
+    (["--paths", "5", "--draft-sampling", "without-replacement"],  # V = 2, L = 2: 4 distinct paths
+     "error: --paths: cannot draft 5 distinct paths out of 4 (V=2, L=2, without replacement)"),
+])
+def test_gap_prints_the_specs_refusal_as_its_flag(args, line, tmp_path):
+    from speclp.lp.instance import dirichlet_instance
+
+    path = dirichlet_instance(2, 2, seed=0, denominator=10).save(tmp_path / "inst.json")
+    assert _refusal(["gap", str(path), *args, "--save-dir", str(tmp_path / "saved")]) == line
+
+
+# ---------------------------------------------------------------------------------------
+# trees: TreesSpec is frozen; its folder's spec.json is the one written before it was
+# ---------------------------------------------------------------------------------------
+
+# spec.json's "spec" of a `speclp trees ... --budgets 1,2,3 --top 2 --depth 3 --engine-budgets 8`
+# folder written by the code before TreesSpec was frozen (lists, key order as written)
+RECORDED_TREES_SPEC = (
+    '{"pair": "smollm2-135m", "prompts": "humaneval:2", "budgets": [1, 2, 3], "rules": ["draft", '
+    '"rerank", "target-first", "target-first-gbv"], "top": 2, "depth": 3, "contexts_per_prompt": 1, '
+    '"every": 2, "temperature": 1.0, "draft_temperature": null, "no_timing": true, "engine_budgets": '
+    '[8], "engine_verifiers": ["bv", "gbv"], "engine_tokens": 3, "skip_trees": false, "seed": 0}')
+
+
+def test_trees_spec_is_frozen_and_writes_the_spec_json_of_earlier_folders():
+    spec = TreesSpec(pair="smollm2-135m", prompts="humaneval:2", budgets=[1, 2, 3], top=2, depth=3,
+                     contexts_per_prompt=1, every=2, no_timing=True, engine_budgets=[8],
+                     engine_tokens=3)
+    assert (spec.budgets, spec.engine_budgets, spec.engine_verifiers) == ((1, 2, 3), (8,), ("bv", "gbv"))
+    assert spec.as_dict() == json.loads(RECORDED_TREES_SPEC)  # lists, not tuples: equal to the file
+    assert json.dumps(spec.as_dict()) == RECORDED_TREES_SPEC  # the same bytes, key order included
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.budgets = (4,)  # type: ignore[misc]
+    assert dataclasses.replace(spec, draft_temperature=1.5).budgets == (1, 2, 3)
+    with pytest.raises(BadArgument) as caught:
+        TreesSpec(budgets=8)  # type: ignore[arg-type]
+    assert caught.value.field == "budgets"

@@ -174,8 +174,9 @@ def test_ground_level_scan_sees_an_import(tmp_path):
 def test_no_library_value_error_is_mapped_to_a_flag():
     """cli/ maps a refusal to a flag only through BadArgument (cli.common.flag_of): no
     `except ValueError` (or a tuple holding it) in the command modules of gap, sweep, audit,
-    instance."""
-    for name in ("gap.py", "sweep.py", "audit.py", "instance.py"):
+    instance, bench, trees and realgap (a model that fails to load with a ValueError is not
+    a --pair error)."""
+    for name in ("gap.py", "sweep.py", "audit.py", "instance.py", "bench.py", "trees.py", "realgap.py"):
         tree = ast.parse((ROOT / "cli" / name).read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.ExceptHandler) and node.type is not None:
@@ -184,3 +185,40 @@ def test_no_library_value_error_is_mapped_to_a_flag():
                 # (a plotting bug reported as bad input: issue 28, not this layer)
                 if "ValueError" in names and not (name == "sweep.py" and "KeyError" in names):
                     raise AssertionError(f"cli/{name}:{node.lineno}: except ValueError")
+
+
+LONGEST = {"cli": 60, "decode": 80, "lp/colgen.py": 80}  # issue 29: the most lines of one function
+
+
+def long_functions(path: Path, limit: int) -> list[str]:
+    """`path:line name (N lines)` for every function (methods and nested functions too) whose
+    lines, from `def` to its last line, are more than `limit`."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            lines = (node.end_lineno or node.lineno) - node.lineno + 1
+            if lines > limit:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({lines} lines)")
+    return found
+
+
+def test_no_function_over_the_length_limits():
+    """No CLI function over 60 lines (a command is flags -> spec, run, render), no function in
+    decode/ or lp/colgen.py over 80."""
+    too_long = []
+    for where, limit in LONGEST.items():
+        paths = [ROOT / where] if where.endswith(".py") else sorted((ROOT / where).rglob("*.py"))
+        assert paths and all(p.is_file() for p in paths), where
+        for path in paths:
+            too_long += long_functions(path, limit)
+    assert too_long == []
+
+
+def test_function_length_scan_sees_a_long_function(tmp_path, monkeypatch):
+    """The scan is not blind: a 61-line function (nested in a class) is found at 60, not at 61."""
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    probe = tmp_path / "probe.py"
+    body = "".join(f"        x{i} = {i}\n" for i in range(60))
+    probe.write_text(f"class A:\n    def f(self):\n{body}\n\ndef g():\n    return 1\n")
+    assert long_functions(probe, 60) == ["probe.py:2 f (61 lines)"]
+    assert long_functions(probe, 61) == []

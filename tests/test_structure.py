@@ -6,13 +6,12 @@ with zeros in the draft and target rows and ties among the ratios p/q (hypothesi
 """
 
 import dataclasses
-from fractions import Fraction
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from speclp.lp.instance import dirichlet_instance, from_rows, ties_instance
+from speclp.lp.instance import dirichlet_instance, ties_instance
 from speclp.verifiers.exact import enumeration_size, exact_result
 from speclp.verifiers.multipath import _naive_tree_rule
 from speclp.verifiers.registry import get_verifier, verifier_names
@@ -23,31 +22,10 @@ from speclp.verifiers.structure import (
     sibling_evaluations_bound,
     structured_law,
 )
-from speclp.verifiers.tree import num_nodes
+from strategies import rational_instance, rational_instances
 
 STRUCTURED = [n for n in verifier_names(include_broken=True)
               if evaluation_kind(get_verifier(n), 2) is not None]
-
-
-@st.composite
-def rational_instances(draw):
-    """Rows of small integers (zeros allowed, many ties) normalised; at least one positive
-    entry per row, and the draft row of every node positive somewhere."""
-    vocab = draw(st.integers(2, 3))
-    depth = draw(st.integers(1, 2))
-    count = num_nodes(vocab, depth)
-    weights = st.lists(st.integers(0, 3), min_size=vocab, max_size=vocab).filter(any)
-
-    def rows():
-        out = np.empty((count, vocab), dtype=object)
-        for i in range(count):
-            w = draw(weights)
-            out[i] = [Fraction(x, sum(w)) for x in w]
-        return out
-
-    target = rows()
-    draft = rows()
-    return from_rows(target, draft, depth, "hypothesis")
 
 
 def assert_structure_equals_enumeration(model, name, paths):
@@ -146,17 +124,7 @@ def traversal_cases(draw):
     paths = draw(st.integers(1, 3))
     if vocab ** (depth * paths) > 4096:
         paths = max(p for p in (1, 2, 3) if vocab ** (depth * p) <= 4096)
-    count = num_nodes(vocab, depth)
-    weights = st.lists(st.integers(0, 3), min_size=vocab, max_size=vocab).filter(any)
-
-    def rows():
-        out = np.empty((count, vocab), dtype=object)
-        for i in range(count):
-            w = draw(weights)
-            out[i] = [Fraction(x, sum(w)) for x in w]
-        return out
-
-    return from_rows(rows(), rows(), depth, "hypothesis"), paths
+    return rational_instance(draw, vocab, depth), paths
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
