@@ -256,6 +256,7 @@ from speclp.lp.coarsen import (  # noqa: E402
     coarsened_instance,
     kept_count,
     kept_lower_values,
+    kept_tree_from_padded,
     mass_kept_edges,
     padded_edges,
 )
@@ -338,7 +339,7 @@ def test_mass_driven_bracket_holds_exactly(vocab, depth, paths, seed):
             (cap, epsilon, lower, upper)
         plain = bracket_bounds(target, draft, width, depth, [paths], LOWER_NAMES)["lower"]
         assert lower["exit_credit"] and plain[str(paths)]["value"] <= lower["value"]
-        mass = lumped_mass(target, draft, width, depth)
+        mass = lumped_mass(kept_tree_from_padded(target, draft, width, depth))
         if epsilon == 0.0:
             assert 0 <= mass["lumped_target"] <= 1
             assert parse_fraction(upper["exact"]) - opt < Fraction(1, 10**9)
@@ -356,7 +357,7 @@ def test_mass_driven_tree_is_non_uniform_where_the_mass_is():
     heavy = int(np.nonzero(tokens[0] == 0)[0][0])
     assert kept_children[heavy] >= 1
     assert all(kept_children[j] == 0 for j in range(width) if j != heavy)
-    mass = lumped_mass(target, draft, width, 2)
+    mass = lumped_mass(kept_tree_from_padded(target, draft, width, 2))
     # the lumped mass is the sum over kept nodes of p(u) (1 - kept mass), by hand
     reach = {0: 1.0}
     total = 0.0
