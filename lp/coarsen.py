@@ -584,6 +584,7 @@ def kept_tree(nodes: list[dict[str, Any]], depth: int) -> KeptTree:
                 raise ValueError(f"nodes[{i}]: kept nodes lie at depth 0..{depth - 1}")
             child[up][node["slot"]] = i
     zero = Fraction(0) if any(isinstance(x, Fraction) for row in p + q for x in row) else 0.0
+    has_overlap = any("overlap" in node for node in nodes)
     for n in range(count):  # kept children never listed: nodes keeping nothing
         if level[n] + 1 < depth:
             for j in range(len(child[n])):
@@ -597,7 +598,7 @@ def kept_tree(nodes: list[dict[str, Any]], depth: int) -> KeptTree:
                     child[n][j] = len(p) - 1
                     nodes = [*nodes, {"overlap": zero}]
     overlap = None
-    if any("overlap" in node for node in nodes):
+    if has_overlap:
         overlap = [node.get("overlap", zero) for node in nodes]
     width = max([1] + [len(row) for row in p])
     return KeptTree(depth, width, parent, slot, level, p, q, child, overlap)
@@ -776,18 +777,46 @@ def coarse_nodes(tree: KeptTree) -> CoarseNodes:
     return CoarseNodes(model, np.array(credit, dtype=np.int64), bonus_a)
 
 
+def padded_law_size(name: str, width: int, depth: int, paths: int, leaves: int) -> int:
+    """`verifiers.exact.enumeration_size` of a verifier on the padded coarse instance of a
+    kept tree of width W (vocabulary W + 1, depth L, `leaves` paths of positive draft
+    probability), without building it: the size `kept_lower_values` compares with its
+    max_size."""
+    from ..verifiers.drafts import count_configurations
+    from ..verifiers.registry import get_verifier
+    from ..verifiers.structure import evaluation_kind, rule_evaluations
+
+    spec, vocab = get_verifier(name), width + 1
+    kind = evaluation_kind(spec, paths)
+    if kind == "node recursion":
+        return rule_evaluations(vocab, depth, paths)
+    if kind == "selection law":
+        return vocab**depth
+    if kind is not None and spec.exact_law is not None:
+        return spec.exact_law.work(vocab, depth, paths)
+    if not spec.multipath:
+        return leaves
+    return count_configurations(leaves, paths, "iid", ordered=not spec.order_invariant)
+
+
 def tree_lower_values(tree: KeptTree, paths: int, names: list[str], max_size: int = 2_000_000,
-                      coarse: CoarseNodes | None = None, exit_credit: bool = True
-                      ) -> dict[str, Any]:
+                      coarse: CoarseNodes | None = None, exit_credit: bool = True,
+                      sizes: str = "ragged") -> dict[str, Any]:
     """`kept_lower_values` on a KeptTree, without the padded instance: every named verifier
     with a ragged law (verifiers.ragged) of work <= max_size, its law on the coarse nodes of
     positive draft probability credited as `kept_value` (with the exit credit when the tree
-    has overlaps and exit_credit). Returns {"values", "skipped", "unsupported"}: skipped the
-    verifiers over max_size, unsupported those without a ragged law (the caller may evaluate
-    them on the padded instance)."""
+    has overlaps and exit_credit). sizes "ragged": the work of the ragged law is compared
+    with max_size; "padded": the size of the law on the padded instance (`padded_law_size`,
+    as `kept_lower_values`: the same verifiers are evaluated, so the same values result).
+    Returns {"values", "skipped", "unsupported"}: skipped the verifiers over max_size,
+    unsupported those without a ragged law (the caller may evaluate them on the padded
+    instance)."""
     from ..verifiers.ragged import ragged_node_mass, ragged_work
 
+    if sizes not in ("ragged", "padded"):
+        raise ValueError(f"sizes must be 'ragged' or 'padded', got {sizes!r}")
     coarse = coarse or coarse_nodes(tree)
+    leaves = int((coarse.model.level == tree.depth).sum())
     values: dict[str, Any] = {}
     skipped, unsupported = [], []
     for name in names:
@@ -795,6 +824,8 @@ def tree_lower_values(tree: KeptTree, paths: int, names: list[str], max_size: in
         if work is None:
             unsupported.append(name)
             continue
+        if sizes == "padded":
+            work = padded_law_size(name, tree.width, tree.depth, paths, leaves)
         if work > max_size:
             skipped.append(name)
             continue
