@@ -661,3 +661,39 @@ def test_kept_limit_enters_the_keys_only_when_set():
     assert all('"kept_limit":500' in key for key in limited) and not set(limited) & set(base)
     assert width_schedule(8, 4, [30, 4, 8]) == [4, 8]
     assert width_schedule(8, 4, [30, 4, 8], padded=False) == [4, 8, 30]
+
+
+def test_the_kept_limit_flag_is_checked_and_reaches_run_realgap(tmp_path, monkeypatch):
+    from speclp.cli import app
+    from speclp.cli import realgap as cli_realgap
+    from speclp.cli.realgap import MODE_RENORMALISED, RealgapSpec
+    from speclp.inputs import BadArgument
+    from typer.testing import CliRunner
+
+    assert RealgapSpec(widths=(16,), depths=(4,), kept_limit=500).kept_limit == 500
+    for bad, field in (({"widths": (16,), "depths": (4,)}, "widths"),  # padded: 17^4 > 40,000
+                       ({"kept_limit": 0}, "kept_limit"),
+                       ({"instances": MODE_RENORMALISED, "widths": (2,), "depths": (2,), "paths": (1, 2),
+                         "kept_limit": 9}, "kept_limit")):
+        with pytest.raises(BadArgument) as caught:
+            RealgapSpec(**bad)
+        assert caught.value.field == field
+    seen: dict = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_run(target, draft, prompt_list, depths, paths, out_file, **kwargs):
+        seen.update(kwargs)
+        raise Stop
+
+    monkeypatch.setattr(cli_realgap, "run_realgap", fake_run)
+    monkeypatch.setattr(cli_realgap, "check_model_pair", lambda name: [name])
+    monkeypatch.setattr(cli_realgap, "recorded", lambda out_file, keys: True)
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("def f():\n")
+    result = CliRunner().invoke(app, ["realgap", "--pair", "nosuchmodel", "--prompts", f"file:{prompts}",
+                                      "--out", str(tmp_path / "out"), "--depth", "4", "--top", "8,16",
+                                      "--kept-limit", "3000"])
+    assert result.exit_code == 3 and "Stop" in result.stderr, result.output
+    assert seen["kept_limit"] == 3000 and seen["widths"] == [8, 16]
