@@ -148,12 +148,13 @@ def summarize(path: Path) -> None:
         r = json.loads(line)
         for k, v in r["by_paths"].items():
             key = (r.get("lp_paths", "padded"), ",".join(map(str, r["caps"])), r["budget"],
-                   r["temperature"], r["depth"], int(k), r.get("kept_limit") or 0)
+                   r["temperature"], r["depth"], int(k), r.get("kept_limit") or 0,
+                   r.get("label") or "")
             groups.setdefault(key, []).append({"width": v["width"], "seconds": r["seconds"]})
-    for (lp_paths, caps, budget, t, depth, k, limit), rows in sorted(groups.items()):
+    for (lp_paths, caps, budget, t, depth, k, limit, label), rows in sorted(groups.items()):
         widths = [x["width"] for x in rows]
         secs = [x["seconds"] for x in rows]
-        limit_text = f" kept<={limit}" if limit else ""
+        limit_text = (f" kept<={limit}" if limit else "") + (f" [{label}]" if label else "")
         print(f"{lp_paths:6s} caps {caps}{limit_text} budget {budget:g} T={t} L={depth} K={k} "
               f"n={len(rows)} width mean "
               f"{sum(widths) / len(widths):.4f} max {max(widths):.4f} (target "
