@@ -585,21 +585,24 @@ def kept_tree(nodes: list[dict[str, Any]], depth: int) -> KeptTree:
             child[up][node["slot"]] = i
     zero = Fraction(0) if any(isinstance(x, Fraction) for row in p + q for x in row) else 0.0
     has_overlap = any("overlap" in node for node in nodes)
+    overlap_list = [node.get("overlap", zero) for node in nodes]
+    extra_parent, extra_slot, extra_level = [], [], []
     for n in range(count):  # kept children never listed: nodes keeping nothing
         if level[n] + 1 < depth:
             for j in range(len(child[n])):
                 if child[n][j] < 0:
-                    parent = np.append(parent, n)
-                    slot = np.append(slot, j)
-                    level = np.append(level, level[n] + 1)
+                    extra_parent.append(n)
+                    extra_slot.append(j)
+                    extra_level.append(level[n] + 1)
                     p.append([])
                     q.append([])
                     child.append([])
                     child[n][j] = len(p) - 1
-                    nodes = [*nodes, {"overlap": zero}]
-    overlap = None
-    if has_overlap:
-        overlap = [node.get("overlap", zero) for node in nodes]
+                    overlap_list.append(zero)
+    parent = np.concatenate([parent, np.array(extra_parent, dtype=np.int64)])
+    slot = np.concatenate([slot, np.array(extra_slot, dtype=np.int64)])
+    level = np.concatenate([level, np.array(extra_level, dtype=np.int64)])
+    overlap = overlap_list if has_overlap else None
     width = max([1] + [len(row) for row in p])
     return KeptTree(depth, width, parent, slot, level, p, q, child, overlap)
 
