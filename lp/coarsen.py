@@ -54,7 +54,11 @@ from typing import Any
 
 import numpy as np
 
+from ..verifiers.drafts import count_configurations
 from ..verifiers.exact import enumeration_size, exact_result
+from ..verifiers.ragged import ragged_model, ragged_node_mass, ragged_work
+from ..verifiers.registry import get_verifier
+from ..verifiers.structure import evaluation_kind, rule_evaluations
 from ..verifiers.tree import all_paths, depth_offset, num_nodes
 from .instance import Instance, from_rows
 
@@ -729,8 +733,6 @@ def coarse_nodes(tree: KeptTree) -> CoarseNodes:
     """The coarse instance of `coarsened_instance` ("again": below R both rows are R) on the
     root and the coarse nodes of positive draft path probability, rows as in that instance's
     float or exact model (module section docstring; docs/theory.md 13.7, Lemma 13.10)."""
-    from ..verifiers.ragged import ragged_model  # the laws' layer, loaded on use
-
     width, depth, exact = tree.width, tree.depth, tree.exact
     vocab = width + 1
     one_hot = np.zeros(vocab, dtype=object if exact else np.float64)
@@ -785,10 +787,6 @@ def padded_law_size(name: str, width: int, depth: int, paths: int, leaves: int) 
     kept tree of width W (vocabulary W + 1, depth L, `leaves` paths of positive draft
     probability), without building it: the size `kept_lower_values` compares with its
     max_size."""
-    from ..verifiers.drafts import count_configurations
-    from ..verifiers.registry import get_verifier
-    from ..verifiers.structure import evaluation_kind, rule_evaluations
-
     spec, vocab = get_verifier(name), width + 1
     kind = evaluation_kind(spec, paths)
     if kind == "node recursion":
@@ -814,8 +812,6 @@ def tree_lower_values(tree: KeptTree, paths: int, names: list[str], max_size: in
     Returns {"values", "skipped", "unsupported"}: skipped the verifiers over max_size,
     unsupported those without a ragged law (the caller may evaluate them on the padded
     instance)."""
-    from ..verifiers.ragged import ragged_node_mass, ragged_work
-
     if sizes not in ("ragged", "padded"):
         raise ValueError(f"sizes must be 'ragged' or 'padded', got {sizes!r}")
     coarse = coarse or coarse_nodes(tree)
