@@ -57,6 +57,9 @@ def main(argv: list[str] | None = None) -> None:
                         "i.i.d. verifier, as realgap)")
     parser.add_argument("--lp-paths", default="ragged", choices=["ragged", "padded"],
                         help="the coarse LPs' path set (experiments.realgap.bracket_bounds)")
+    parser.add_argument("--kept-limit", type=int, default=None, help="at most this many kept "
+                        "tokens per tree, whose caps are then not bounded by the padded layout "
+                        "(experiments.realgap.mass_tree_rows; in the key only when set)")
     parser.add_argument("--label", default="", help="a tag in the key (e.g. the code version)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--summarize", action="store_true", help="print the means of the records "
@@ -84,11 +87,12 @@ def main(argv: list[str] | None = None) -> None:
         for depth in [int(x) for x in args.depths.split(",")]:
             caps = ([int(x) for x in args.caps.split(",")] if args.caps
                     else caps_default[depth])
-            widths = width_schedule(caps[0], depth, caps)
+            widths = width_schedule(caps[0], depth, caps, args.kept_limit is None)
             for prompt, c in [(p, int(c)) for p in prompts for c in args.contexts.split(",")]:
                 key = json.dumps([args.pair, prompt["id"], c, t, depth, widths,
                                   args.budget, paths, verifiers, BOUNDS_VERSION, args.label,
-                                  args.lp_paths])
+                                  args.lp_paths]
+                                 + ([args.kept_limit] if args.kept_limit is not None else []))
                 if key in done:
                     continue
                 if pair is None:
@@ -105,7 +109,7 @@ def main(argv: list[str] | None = None) -> None:
                 found = adaptive_bracket(pair.target.model, pair.draft.model, context, depth,
                                          paths, t, None, ready, verifiers, widths,
                                          WIDTH_TARGETS[depth], args.budget, "mass",
-                                         args.lp_paths)
+                                         args.lp_paths, kept_limit=args.kept_limit)
                 seconds = time.perf_counter() - start
                 by_k = {k: {"lower": found["lower"][k]["value"],
                             "lower_by": found["lower"][k]["verifier"],
@@ -117,7 +121,7 @@ def main(argv: list[str] | None = None) -> None:
                           "prompt_seed": args.prompt_seed, "context": c,
                           "context_tokens": len(context), "temperature": t, "depth": depth,
                           "caps": widths, "budget": args.budget, "label": args.label,
-                          "lp_paths": args.lp_paths,
+                          "lp_paths": args.lp_paths, "kept_limit": args.kept_limit,
                           "bounds_version": BOUNDS_VERSION, "target": WIDTH_TARGETS[depth],
                           "seconds": round(seconds, 2), "prefill_seconds": ready.seconds,
                           "by_paths": by_k, "expansion": found["expansion"],
@@ -127,7 +131,8 @@ def main(argv: list[str] | None = None) -> None:
                 widths_text = " ".join(f"K{k}={v['width']:.4f}" for k, v in by_k.items())
                 steps = "; ".join(
                     f"cap {s['cap']} W {s['width']} nodes {s['nodes']} tok {s['kept_tokens']} "
-                    f"(W+1)^L {s['padded_paths']} rows {sum(s['rows_seconds'].values()):.1f}s "
+                    f"(W+1)^L {s['padded_paths']} law nodes {s.get('law_nodes')} "
+                    f"rows {sum(s['rows_seconds'].values()):.1f}s "
                     f"lp {s['lp_seconds']:.1f}s upper {s['upper_seconds']:.1f}s "
                     f"laws {s['lower_seconds']:.1f}s"
                     for s in found["expansion"])
@@ -143,12 +148,15 @@ def summarize(path: Path) -> None:
         r = json.loads(line)
         for k, v in r["by_paths"].items():
             key = (r.get("lp_paths", "padded"), ",".join(map(str, r["caps"])), r["budget"],
-                   r["temperature"], r["depth"], int(k))
+                   r["temperature"], r["depth"], int(k), r.get("kept_limit") or 0,
+                   r.get("label") or "")
             groups.setdefault(key, []).append({"width": v["width"], "seconds": r["seconds"]})
-    for (lp_paths, caps, budget, t, depth, k), rows in sorted(groups.items()):
+    for (lp_paths, caps, budget, t, depth, k, limit, label), rows in sorted(groups.items()):
         widths = [x["width"] for x in rows]
         secs = [x["seconds"] for x in rows]
-        print(f"{lp_paths:6s} caps {caps} budget {budget:g} T={t} L={depth} K={k} n={len(rows)} width mean "
+        limit_text = (f" kept<={limit}" if limit else "") + (f" [{label}]" if label else "")
+        print(f"{lp_paths:6s} caps {caps}{limit_text} budget {budget:g} T={t} L={depth} K={k} "
+              f"n={len(rows)} width mean "
               f"{sum(widths) / len(widths):.4f} max {max(widths):.4f} (target "
               f"{WIDTH_TARGETS[depth]}) seconds mean {sum(secs) / len(secs):.1f} max {max(secs):.1f}")
 

@@ -81,6 +81,7 @@ class RealgapSpec:
     seed: int = 0
     width_target: float | None = None
     context_budget: float | None = None
+    kept_limit: int | None = None
 
     def __post_init__(self) -> None:
         inputs.choice("instances", self.instances, (MODE_FULL, MODE_RENORMALISED))
@@ -107,7 +108,7 @@ class RealgapSpec:
         self._integers("widths", 2, 5)
         if max(self.depths) > 3 or max(self.paths) > 3:
             raise BadArgument("depths/paths", "supported sizes are M <= 5, L <= 3, K <= 3 (LP size)")
-        for name in ("width_target", "context_budget"):
+        for name in ("width_target", "context_budget", "kept_limit"):
             if getattr(self, name) is not None:
                 raise BadArgument(name, f"applies to `instances` {MODE_FULL} only (the bracket "
                                         "expansion); drop it")
@@ -121,9 +122,11 @@ class RealgapSpec:
             inputs.number("width_target", self.width_target, 0)
         if self.context_budget is not None:
             inputs.number("context_budget", self.context_budget, 0, low_open=True)
+        if self.kept_limit is not None:
+            inputs.integer("kept_limit", self.kept_limit, 1, 10_000_000)
         width = min(self.widths)  # the schedule keeps at least its smallest width
-        for d in self.depths:
-            if d > 1 and (width + 1) ** d > MAX_COARSE_PATHS:
+        for d in self.depths:  # with kept_limit the trees are never padded (the caps are free)
+            if d > 1 and self.kept_limit is None and (width + 1) ** d > MAX_COARSE_PATHS:
                 raise BadArgument("widths", f"the coarsened LP at M = {width}, L = {d} has "
                                             f"{(width + 1) ** d:,} paths (limit {MAX_COARSE_PATHS:,}); "
                                             "lower `widths` or `depths`")
@@ -151,6 +154,9 @@ HELP = {
                     "per L, " + ", ".join(f"L={d}: {w:g}" for d, w in WIDTH_TARGETS.items()) + ").",
     "context_budget": "full-vocabulary: seconds of bracket expansion per context and depth "
                       "(default: no limit; checked between trees).",
+    "kept_limit": "full-vocabulary: at most this many kept tokens per mass-driven tree, whose "
+                  "per-depth caps (--top c: c 2^(L-1-d)) are then not bounded by the padded "
+                  "coarse layout ((W + 1)^L <= 40,000); default: bounded, no limit.",
     "verifiers": "Comma list (default: every verifier lossless under i.i.d. drafts but khisti, which "
                  "needs a small vocabulary).",
     "out": "Folder of the JSONL results and figures (default ./speclp-results/realgap).",
@@ -176,6 +182,7 @@ def realgap(
     width_target: float = typer.Option(DEFAULTS.width_target, "--width-target", help=HELP["width_target"]),
     context_budget: float = typer.Option(DEFAULTS.context_budget, "--context-budget", metavar="SECONDS",
                                          help=HELP["context_budget"]),
+    kept_limit: int = typer.Option(DEFAULTS.kept_limit, "--kept-limit", help=HELP["kept_limit"]),
     verifiers: str = typer.Option("", "--verifiers", help=HELP["verifiers"]),
     score_dtype: str = typer.Option(DEFAULTS.score_dtype, "--score-dtype",
                                     help="fp64 or fp32: rows of the scored laws."),
@@ -219,7 +226,8 @@ def realgap_spec(flags: dict[str, Any]) -> tuple[RealgapSpec, list[dict[str, Any
                        contexts_per_prompt=f["contexts_per_prompt"],
                        every=f["every"], temperature=f["temperature"],
                        draft_temperature=f["draft_temperature"], seed=f["seed"],
-                       width_target=f["width_target"], context_budget=f["context_budget"])
+                       width_target=f["width_target"], context_budget=f["context_budget"],
+                       kept_limit=f["kept_limit"])
     prompt_list = read_prompts(spec.prompts, seed=spec.prompt_seed)
     check_model_pair(spec.pair)
     return spec, prompt_list
@@ -243,7 +251,8 @@ def run_full(spec: RealgapSpec, prompt_list: list[dict[str, Any]], out: Path,
     schedule = {"widths": list(spec.widths)} if len(spec.widths) > 1 else {}  # one M: the old keys
     args = dict(samples=spec.samples, batch=spec.batch, width=spec.widths[0], **schedule,
                 width_target=spec.width_target, time_budget=spec.context_budget,
-                verifiers=list(spec.verifiers), contexts_per_prompt=spec.contexts_per_prompt,
+                kept_limit=spec.kept_limit, verifiers=list(spec.verifiers),
+                contexts_per_prompt=spec.contexts_per_prompt,
                 every=spec.every, temperature=spec.temperature, draft_temperature=draft_t,
                 seed=spec.seed, label=label, model_dtype=planned_dtype(),
                 score_dtype=torch.float64 if spec.score_dtype == "fp64" else torch.float32)

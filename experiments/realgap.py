@@ -73,18 +73,23 @@ from ..decode.engine import score_tree
 from ..decode.tree_rows import level_rows, prefill, sample_contexts, sample_trees, tree_rows
 from ..lp import optimum, tolerances
 from ..lp.closed_form import one_step_optimum
-from ..lp.coarse_lp import ragged_coarse, ragged_dual_bound, ragged_optimum
+from ..lp.coarse_lp import ragged_coarse_tree, ragged_dual_bound, ragged_optimum
 from ..lp.coarsen import (
+    KeptTree,
+    coarse_nodes,
     coarsened_instance,
     depth_caps,
     describe_coarsening,
     exit_overlap,
     kept_count,
     kept_lower_values,
-    kept_masses,
+    kept_tree,
+    kept_tree_from_padded,
     padded_edges,
-    prefix_upper_bound,
-    tail_bound,
+    tree_lower_values,
+    tree_masses,
+    tree_prefix_upper_bound,
+    tree_tail_bound,
 )
 from ..lp.dual_bound import dual_upper_bound
 from ..lp.instance import from_rows
@@ -134,8 +139,8 @@ def coarse_upper_bounds(target: Any, draft: Any, context: list[int], depth: int,
 
 
 @torch.no_grad()
-def mass_tree_rows(prefilled: Any, depth: int, cap: int, epsilon: float, paths: list[int]
-                   ) -> dict[str, Any]:
+def mass_tree_rows(prefilled: Any, depth: int, cap: int, epsilon: float, paths: list[int],
+                   kept_limit: int | None = None) -> dict[str, Any]:
     """The mass-driven kept tree below a prefilled context (docs/theory.md section 13.6).
 
     Level by level from the root: every kept node u of depth d < L keeps the top tokens of
@@ -144,10 +149,15 @@ def mass_tree_rows(prefilled: Any, depth: int, cap: int, epsilon: float, paths: 
     `lp.coarsen.depth_caps(cap, L)[d]`: cap 2^(L-1-d)); the kept tokens' children are
     the kept nodes of depth d + 1, and only they get model rows (one tree-masked forward
     per level and model, the caches of `prefilled`).
-    Returns {"target_edge", "draft_edge", "tokens", "width", "overlap"} in the padded
-    complete-tree layout of `lp.coarsen.padded_edges` (float64 full-vocabulary
-    probabilities; overlap: `lp.coarsen.exit_overlap` of every kept node), "nodes"
-    (kept nodes with rows), "kept_tokens" and "seconds" (forward passes per model).
+    kept_limit (None: the caps are also bounded by the padded layout, (W + 1)^L <=
+    MAX_COARSE_PATHS, as before): the caps are cap 2^(L-1-d) unbounded, and the tree keeps at
+    most kept_limit tokens in all (level by level, nodes in order: once the limit is reached
+    the remaining nodes keep fewer tokens, or none; any choice keeps the bounds valid).
+    Returns "tree" (`lp.coarsen.KeptTree`: float64 full-vocabulary probabilities, overlaps
+    `lp.coarsen.exit_overlap`), "width", "nodes" (kept nodes with rows), "kept_tokens",
+    "seconds" (forward passes per model) and, without kept_limit, "target_edge",
+    "draft_edge", "tokens", "overlap" in the padded complete-tree layout of
+    `lp.coarsen.padded_edges`.
     """
     prefilled.rewind()
     tgt, drf = prefilled.target, prefilled.draft
@@ -157,7 +167,8 @@ def mass_tree_rows(prefilled: Any, depth: int, cap: int, epsilon: float, paths: 
     p_rows, q_rows = tgt.root_row[None], drf.root_row[None]
     level = [(None, 0, 1.0, 1.0)]  # (parent, slot, p(u), q(u)) of this level's nodes
     masks = torch.zeros(1, 0, dtype=torch.bool)  # [n_level, tree slots] each node sees
-    caps = depth_caps(cap, depth, MAX_COARSE_PATHS)
+    caps = depth_caps(cap, depth, MAX_COARSE_PATHS if kept_limit is None else None)
+    left = kept_limit
     for d in range(depth):
         cap_here = min(caps[d], p_rows.shape[-1])
         top = torch.topk(p_rows + q_rows, cap_here, dim=-1).indices.cpu().numpy()  # [n, cap]
@@ -166,6 +177,9 @@ def mass_tree_rows(prefilled: Any, depth: int, cap: int, epsilon: float, paths: 
         for i, (parent, slot, reach_p, reach_q) in enumerate(level):
             k = kept_count(p_np[i], q_np[i], top[i], reach_p, reach_q, depth - d, cap_here,
                            epsilon, most)
+            if left is not None:
+                k = min(k, left)
+                left -= k
             chosen = top[i, :k]
             nodes.append({"parent": parent, "slot": slot, "tokens": [int(t) for t in chosen],
                           "p": p_np[i, chosen].tolist(), "q": q_np[i, chosen].tolist(),
@@ -182,34 +196,46 @@ def mass_tree_rows(prefilled: Any, depth: int, cap: int, epsilon: float, paths: 
         p_rows, q_rows, masks = level_rows(tgt, drf, torch.tensor(child_tokens), masks, len(level),
                                            torch.tensor(parent_local), d, seconds)
         level = children
-    te, de, tokens, width, overlap = padded_edges(nodes, depth)
-    return {"target_edge": te, "draft_edge": de, "tokens": tokens, "width": width,
-            "overlap": overlap,
-            "nodes": len(nodes), "kept_tokens": int(sum(len(n["tokens"]) for n in nodes)),
-            "seconds": seconds}
+    tree = kept_tree(nodes, depth)
+    out = {"tree": tree, "width": tree.width, "nodes": len(nodes),
+           "kept_tokens": int(sum(len(n["tokens"]) for n in nodes)), "seconds": seconds}
+    if kept_limit is None:
+        te, de, tokens, _, overlap = padded_edges(nodes, depth)
+        out.update(target_edge=te, draft_edge=de, tokens=tokens, overlap=overlap)
+    return out
 
 
-def lumped_mass(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, depth: int
-                ) -> dict[str, float]:
+def lumped_mass(tree: KeptTree) -> dict[str, float]:
     """The probability that a target (draft) sequence of length L leaves the kept tree:
     sum over kept nodes u of p(u) (1 - p(S(u)|u)) (and q), float64; with
-    `lp.coarsen.describe_coarsening` over the kept nodes that have rows."""
-    te, de = np.asarray(target_edge, np.float64), np.asarray(draft_edge, np.float64)
-    reach_p, reach_q = np.zeros(len(te)), np.zeros(len(te))
+    `lp.coarsen.describe_coarsening` over the kept nodes of positive path probability."""
+    count = len(tree)
+    reach_p, reach_q = np.zeros(count), np.zeros(count)
     reach_p[0] = reach_q[0] = 1.0
-    for n in range(len(te)):
-        below = width * n + 1
-        if below < len(te):
-            reach_p[below : below + width] = reach_p[n] * te[n]
-            reach_q[below : below + width] = reach_q[n] * de[n]
-    rest_p = np.maximum(1.0 - te.sum(axis=1), 0.0) * reach_p
-    rest_q = np.maximum(1.0 - de.sum(axis=1), 0.0) * reach_q
-    real = (reach_p > 0) | (reach_q > 0)  # kept nodes with rows (not below a dummy slot)
-    return {"lumped_target": float(rest_p.sum()), "lumped_draft": float(rest_q.sum()),
-            **describe_coarsening(te[real], de[real])}
+    raw_p, raw_q = np.ones(count), np.ones(count)  # 1 - kept mass, unclipped
+    for n in range(count):
+        pe = np.asarray(tree.p[n], dtype=np.float64)
+        qe = np.asarray(tree.q[n], dtype=np.float64)
+        raw_p[n], raw_q[n] = 1.0 - pe.sum(), 1.0 - qe.sum()
+        for j, c in enumerate(tree.child[n]):
+            if c >= 0:
+                reach_p[c], reach_q[c] = reach_p[n] * pe[j], reach_q[n] * qe[j]
+    real = (reach_p > 0) | (reach_q > 0)
+    rest_p, rest_q = np.maximum(raw_p, 0.0), np.maximum(raw_q, 0.0)
+    t, d = raw_p[real], raw_q[real]
+    return {"lumped_target": float((rest_p * reach_p).sum()),
+            "lumped_draft": float((rest_q * reach_q).sum()),
+            "remainder_target_mean": float(t.mean()), "remainder_target_max": float(t.max()),
+            "remainder_draft_mean": float(d.mean()), "remainder_draft_max": float(d.max()),
+            "remainder_target_root": float(raw_p[0]), "remainder_draft_root": float(raw_q[0])}
 
 
 MAX_LAW_EVALUATIONS = 2_000_000  # a verifier's exact law on the coarse instance: at most this
+# the work of a ragged law (law_sizes "ragged"): node-rule evaluations cost about 35 us each in
+# float64 (measured at L = 4 on synthetic rows: 14,386 in 0.5-0.9 s), the other laws' work is
+# the drafted leaves; at most this many (node-rule verifiers at K = 4 then are skipped on large
+# trees: they never gave the largest recorded lower value)
+MAX_RAGGED_WORK = 100_000
 
 
 def lower_verifiers(names: list[str] | None) -> list[str]:
@@ -220,15 +246,25 @@ def lower_verifiers(names: list[str] | None) -> list[str]:
     return [n for n in names if get_verifier(n).lossless and "iid" in get_verifier(n).draft_sampling]
 
 
-def bracket_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, depth: int,
-                   paths: list[int], verifiers: list[str] | None = None,
+def bracket_bounds(target_edge: np.ndarray | None, draft_edge: np.ndarray | None, width: int,
+                   depth: int, paths: list[int], verifiers: list[str] | None = None,
                    max_evaluations: int = MAX_LAW_EVALUATIONS,
                    time_limit: float | None = None, overlap: np.ndarray | None = None,
-                   skip_late_laws: bool = True, lp_paths: str = "ragged") -> dict[str, Any]:
+                   skip_late_laws: bool = True, lp_paths: str = "ragged",
+                   tree: KeptTree | None = None, law_sizes: str = "padded") -> dict[str, Any]:
     """Certified lower and upper bounds on the fine K-path optimum from the kept rows only.
 
     target_edge, draft_edge [N, M]: the FULL-vocabulary probabilities of the M kept children
-    of every kept node of depth 0..L-1 (shortlex over the child slots; float64 or Fractions).
+    of every kept node of depth 0..L-1 (shortlex over the child slots; float64 or Fractions);
+    or tree (`lp.coarsen.KeptTree`, the same kept tree without padding; then the edges may
+    be None, and width is tree.width): every bound below is computed on the ragged tree
+    (docs/theory.md 13.7), the padded layout only where asked for (lp_paths "padded") or
+    for the verifiers without a ragged law when the padded instance has at most
+    MAX_COARSE_PATHS paths (today: traversal, bv_extended, bv_extended_rrs; else skipped).
+    law_sizes "padded" (default): a verifier's law is skipped when its size on the padded
+    instance exceeds max_evaluations, as before (the same verifiers, so the same values, as
+    the padded computation); "ragged": when the work of its ragged law does (trees whose
+    padded instance is out of reach: `mass_tree_rows(kept_limit=...)`).
 
     upper (the smallest of, docs/theory.md section 13.5):
       coarse LP          weak-duality bound of the coarse instance (R accepted to depth L),
@@ -238,11 +274,13 @@ def bracket_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, 
       prefix + tail      1 + sum over kept z of min(p(z), 1 - (1 - q(z))^K) plus tail_bound
                          (Theorem 13.5; no LP).
     lower (the largest of): every lossless i.i.d. verifier's exact law on the coarse instance,
-    credited up to the first R (Lemma 13.3; lp.coarsen.kept_lower_values), and token-kept /
-    nss-kept (`kept_lower_bounds`). Exact numbers are stored as rationals.fraction_text.
+    credited up to the first R (Lemma 13.3; lp.coarsen.tree_lower_values on the coarse nodes
+    of positive draft probability, Lemma 13.10), and token-kept / nss-kept
+    (`tree_kept_lower_bounds`). Exact numbers are stored as rationals.fraction_text.
     overlap [n kept nodes] (optional; `lp.coarsen.exit_overlap` of every kept node, from
-    its full rows): the registered verifiers' kept values also credit an accepted remainder
-    token with it (section 13.6, Lemma 13.8; recorded as "exit_credit").
+    its full rows; a tree carries its own): the registered verifiers' kept values also
+    credit an accepted remainder token with it (section 13.6, Lemma 13.8; recorded as
+    "exit_credit").
     time_limit: seconds for all the LP solves together (each gets an equal share of what is
     left); an LP stopped by it gives no candidate unless its master has duals (weak duality
     holds for any multipliers), and the prefix bound always remains; past it (skip_late_laws)
@@ -253,24 +291,36 @@ def bracket_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, 
     """
     deadline = None if time_limit is None else time.perf_counter() + time_limit
     solves_left = 2 * len(paths)
-    te, de = np.asarray(target_edge), np.asarray(draft_edge)
-    exact = te.dtype == object
     if lp_paths not in LP_PATHS:
         raise ValueError(f"lp_paths must be one of {LP_PATHS}, got {lp_paths!r}")
-    instance = coarsened_instance(te, de, width, depth, name=f"coarse-M{width}-L{depth}")
+    if tree is None:
+        te, de = np.asarray(target_edge), np.asarray(draft_edge)
+        tree = kept_tree_from_padded(te, de, width, depth, overlap)
+    else:
+        width, te, de = tree.width, None, None
+    exact = tree.exact
+    padded_paths = (width + 1) ** depth
+
+    def padded_rows() -> tuple[np.ndarray, np.ndarray]:
+        nonlocal te, de
+        if te is None:
+            te, de, _ = tree.padded()
+        return te, de
+
     if lp_paths == "padded":
-        terminal = coarsened_instance(te, de, width, depth, name=f"terminal-M{width}-L{depth}",
-                                      below_r="terminal")
-        masters = {"terminal LP + tail": terminal, "coarse LP": instance}
+        masters = {label: coarsened_instance(*padded_rows(), width, depth, name=f"{label}-M{width}"
+                                             f"-L{depth}", below_r=below)
+                   for label, below in (("terminal LP + tail", "terminal"), ("coarse LP", "again"))}
     else:  # the same optima on the paths of positive probability only (section 13.7)
-        masters = {"terminal LP + tail": ragged_coarse(te, de, width, depth, "terminal"),
-                   "coarse LP": ragged_coarse(te, de, width, depth, "again")}
-    masses = kept_masses(te, de, width, depth)  # exact path masses, shared by the tails
-    lp_sizes = {label: (m.size() if lp_paths == "ragged" else {"padded_paths": (width + 1) ** depth})
+        masters = {"terminal LP + tail": ragged_coarse_tree(tree, "terminal"),
+                   "coarse LP": ragged_coarse_tree(tree, "again")}
+    masses = tree_masses(tree)  # exact path masses, shared by the tails
+    lp_sizes = {label: (m.size() if lp_paths == "ragged" else {"padded_paths": padded_paths})
                 for label, m in masters.items()}
-    float_edges = (np.asarray(te, dtype=np.float64), np.asarray(de, dtype=np.float64))
-    classic = kept_lower_bounds(*float_edges, width, depth, paths)
+    classic = tree_kept_lower_bounds(tree, paths)
     names = lower_verifiers(verifiers)
+    laws = coarse_nodes(tree)  # the coarse instance on its nodes of positive draft probability
+    padded_laws: dict[str, Any] = {}  # the padded coarse instance, for verifiers without ragged laws
     bounds: dict[str, Any] = {}
     lowers: dict[str, Any] = {}
     warm: dict[str, list[Any]] = {label: [] for label in masters}  # priorities of the last K
@@ -296,9 +346,9 @@ def bracket_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, 
             bound = (dual_upper_bound(inst, result.matching_duals, k) if lp_paths == "padded"
                      else ragged_dual_bound(inst, result.matching_duals, k))
             if label != "coarse LP":
-                bound += tail_bound(te, de, width, depth, k, skip=1, masses=masses)
+                bound += tree_tail_bound(tree, k, skip=1, masses=masses)
             candidates[label] = bound
-        candidates["prefix + tail"] = prefix_upper_bound(te, de, width, depth, k, masses=masses)
+        candidates["prefix + tail"] = tree_prefix_upper_bound(tree, k, masses=masses)
         best = min(candidates, key=candidates.get)
         value = candidates[best]
         bounds[str(k)] = {
@@ -314,10 +364,24 @@ def bracket_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, 
             "lp_seconds": round(lp_seconds, 3), "lp_paths": lp_paths,
             "lp_size": lp_sizes.get(best)}
         start = time.perf_counter()
-        coarse = instance if not exact else instance
         late = skip_late_laws and deadline is not None and time.perf_counter() > deadline
-        found = kept_lower_values(coarse, width, k, [] if late else names, max_evaluations,
-                                  overlap)
+        found = tree_lower_values(tree, k, [] if late else names,
+                                  max_evaluations if law_sizes == "padded"
+                                  else min(max_evaluations, MAX_RAGGED_WORK), laws,
+                                  sizes=law_sizes)
+        rest = found.pop("unsupported")
+        if rest and padded_paths <= MAX_COARSE_PATHS:  # their laws on the padded instance
+            if "instance" not in padded_laws:
+                padded_laws["instance"] = coarsened_instance(*padded_rows(), width, depth,
+                                                             name=f"coarse-M{width}-L{depth}")
+                padded_laws["overlap"] = (tree.padded()[2] if tree.overlap is not None
+                                          else None)
+            more = kept_lower_values(padded_laws["instance"], width, k, rest, max_evaluations,
+                                     padded_laws["overlap"])
+            found["values"].update(more["values"])
+            found["skipped"] += more["skipped"]
+        else:
+            found["skipped"] += rest
         if late:  # out of time: the cheap token-kept / nss-kept values only
             found["skipped"] = list(names)
         values = {f"{n}-kept": v for n, v in found["values"].items()}
@@ -328,11 +392,49 @@ def bracket_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, 
             "exact": fraction_text(values[best_low]) if exact else None,
             "values": {n: float(v) for n, v in values.items()}, "skipped": found["skipped"],
             "certified": True, "seconds": round(time.perf_counter() - start, 3),
-            "exit_credit": overlap is not None,
+            "exit_credit": tree.overlap is not None,
             "method": "exact value of a lossless verifier that uses only the kept rows: a "
                       "registered verifier's law on the coarse instance credited up to the "
                       "first lumped token, or token-kept / nss-kept (docs/theory.md 13.4-13.5)"}
-    return {"bounds": bounds, "lower": lowers}
+    return {"bounds": bounds, "lower": lowers, "lp_sizes": lp_sizes, "law_nodes": len(laws.model)}
+
+
+def tree_kept_lower_bounds(tree: KeptTree, paths: list[int]) -> dict[str, Any]:
+    """`kept_lower_bounds` on a ragged kept tree (the same two verifiers and formulas, summed
+    over its kept nodes and slots; float64)."""
+    most = max(paths)
+    count = len(tree)
+    reach = np.zeros(count)
+    reach[0] = 1.0
+    token = 1.0
+    f = np.zeros((count, most + 1))  # f[n, m]
+    for n in range(count):
+        pe = np.asarray(tree.p[n], dtype=np.float64)
+        qe = np.asarray(tree.q[n], dtype=np.float64)
+        step = reach[n] * np.minimum(pe, qe)
+        token += float(step.sum())
+        for j, c in enumerate(tree.child[n]):
+            if c >= 0:
+                reach[c] = step[j]
+    for n in range(count - 1, -1, -1):  # children after parents
+        pe = np.asarray(tree.p[n], dtype=np.float64)
+        qe = np.asarray(tree.q[n], dtype=np.float64)
+        if len(pe) == 0:
+            continue
+        below = np.array([f[c] if c >= 0 else np.zeros(most + 1) for c in tree.child[n]])
+        for m in range(1, most + 1):
+            j = np.arange(1, m + 1)
+            binom = (np.array([comb(m, int(i)) for i in j])[None]
+                     * qe[:, None] ** j[None] * (1 - qe[:, None]) ** (m - j)[None])
+            f[n, m] = float((pe * (binom * (1 + below[:, 1 : m + 1])).sum(1)).sum())
+    out = {}
+    for k in paths:
+        values = {"token-kept": token, "nss-kept": 1.0 + f[0, k]}
+        best = max(values, key=values.get)
+        out[str(k)] = {"value": values[best], "verifier": best, "values": values,
+                       "certified": True, "method": "exact value of a lossless verifier that "
+                       "uses only the kept rows (experiments.realgap.kept_lower_bounds)"}
+    return out
 
 
 def kept_lower_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: int, depth: int,
@@ -588,11 +690,13 @@ def exact_one_step(by_paths: dict[str, dict[str, Any]], p: np.ndarray, q: np.nda
 WIDTH_TARGETS = {1: 0.0, 2: 0.02, 3: 0.05, 4: 0.10}  # issue 33: mean bracket width per L
 
 
-def width_schedule(width: int, depth: int, widths: list[int] | None = None) -> list[int]:
-    """The kept widths tried in turn: `widths` when given, else [width]; widths whose coarse
-    LP would exceed MAX_COARSE_PATHS ((M + 1)^L paths) are dropped (the first is kept)."""
+def width_schedule(width: int, depth: int, widths: list[int] | None = None,
+                   padded: bool = True) -> list[int]:
+    """The kept widths tried in turn: `widths` when given, else [width]; with padded (the
+    padded layout bounds the trees: no kept_limit), widths whose coarse LP would exceed
+    MAX_COARSE_PATHS ((M + 1)^L paths) are dropped (the first is kept)."""
     chosen = sorted(set(widths)) if widths else [width]
-    fits = [m for m in chosen if (m + 1) ** depth <= MAX_COARSE_PATHS]
+    fits = [m for m in chosen if not padded or (m + 1) ** depth <= MAX_COARSE_PATHS]
     return fits or chosen[:1]
 
 
@@ -610,7 +714,8 @@ def adaptive_bracket(target: Any, draft: Any, context: list[int], depth: int, pa
                      temperature: float, draft_temperature: float | None, prefilled: Any,
                      verifiers: list[str] | None, widths: list[int],
                      width_target: float | None, time_budget: float | None,
-                     expansion: str = "uniform", lp_paths: str = "ragged") -> dict[str, Any]:
+                     expansion: str = "uniform", lp_paths: str = "ragged",
+                     kept_limit: int | None = None) -> dict[str, Any]:
     """Expand the kept tree until every K's bracket is at most width_target wide or
     time_budget seconds are spent (checked between trees; the LPs of one tree get the
     budget left as their time limit). expansion "uniform": the complete M-ary tree of the
@@ -618,7 +723,8 @@ def adaptive_bracket(target: Any, draft: Any, context: list[int], depth: int, pa
     `mass_tree_rows` with cap M in `widths` order and threshold `mass_epsilons` (section
     13.6). The bracket per K is [largest lower, smallest upper] over the trees tried (each
     is certified for the same fine instance). lp_paths: of the mass-driven trees' coarse LPs
-    (`bracket_bounds`).
+    (`bracket_bounds`). kept_limit: of the mass-driven trees (`mass_tree_rows`; None: the
+    padded layout bounds their caps, as before).
     Returns {"bounds", "lower", "coarsening" (of the last tree), "expansion": [...]}."""
     if expansion not in EXPANSIONS:
         raise ValueError(f"expansion must be one of {EXPANSIONS}, got {expansion!r}")
@@ -636,19 +742,21 @@ def adaptive_bracket(target: Any, draft: Any, context: list[int], depth: int, pa
             coarsening = found["coarsening"]
             step = {"width": m}
         else:
-            tree = mass_tree_rows(prefilled, depth, m, epsilons[i], paths)
+            tree = mass_tree_rows(prefilled, depth, m, epsilons[i], paths, kept_limit)
             w = tree["width"]
-            found = bracket_bounds(tree["target_edge"], tree["draft_edge"], w, depth, paths,
-                                   verifiers, time_limit=left, overlap=tree["overlap"],
+            found = bracket_bounds(None, None, w, depth, paths, verifiers, time_limit=left,
                                    skip_late_laws=i > 0,  # the first tree: every law
-                                   lp_paths=lp_paths)
+                                   lp_paths=lp_paths, tree=tree["tree"],
+                                   law_sizes="padded" if kept_limit is None else "ragged")
             coarsening = {"select": "mass-driven: top of p + q per node until the lumped "
                                     "weight is <= epsilon (docs/theory.md section 13.6)",
                           "cap": m, "epsilon": epsilons[i], "width": w, "nodes": tree["nodes"],
                           "kept_tokens": tree["kept_tokens"], "rows_seconds": tree["seconds"],
-                          **lumped_mass(tree["target_edge"], tree["draft_edge"], w, depth)}
+                          **lumped_mass(tree["tree"])}
             step = {"width": w, "cap": m, "epsilon": epsilons[i], "nodes": tree["nodes"],
                     "kept_tokens": tree["kept_tokens"], "padded_paths": (w + 1) ** depth,
+                    "coarse_lp_size": found["lp_sizes"]["coarse LP"],
+                    "law_nodes": found["law_nodes"],
                     "rows_seconds": tree["seconds"], "lumped_target": coarsening["lumped_target"]}
         step["upper_seconds"] = round(sum(b["seconds"] for b in found["bounds"].values()), 3)
         step["lp_seconds"] = round(sum(b["lp_seconds"] for b in found["bounds"].values()), 3)
@@ -676,12 +784,14 @@ def context_record(target: Any, draft: Any, context: list[int], depth: int, path
                    samples: int, batch: int, width: int, verifiers: list[str], temperature: float,
                    draft_temperature: float | None, generator: Any, score_dtype: Any = None,
                    widths: list[int] | None = None, width_target: float | None = None,
-                   time_budget: float | None = None, expansion: str = "mass") -> dict[str, Any]:
+                   time_budget: float | None = None, expansion: str = "mass",
+                   kept_limit: int | None = None) -> dict[str, Any]:
     """Bounds and verifier intervals at one context (module docstring); no I/O.
 
     widths / width_target / time_budget / expansion: the adaptive expansion of
     `adaptive_bracket` (default: the one width `width` (the cap of the mass-driven tree);
-    width_target defaults to WIDTH_TARGETS[depth])."""
+    width_target defaults to WIDTH_TARGETS[depth]); kept_limit: of the mass-driven trees
+    (`mass_tree_rows`; None: bounded by the padded layout, as before)."""
     start = time.perf_counter()
     record: dict[str, Any] = {}
     ready = prefill(target, draft, context, temperature, draft_temperature)  # once per context
@@ -702,8 +812,8 @@ def context_record(target: Any, draft: Any, context: list[int], depth: int, path
         target_width = WIDTH_TARGETS.get(depth) if width_target is None else width_target
         coarse = adaptive_bracket(target, draft, context, depth, paths, temperature,
                                   draft_temperature, ready, verifiers,
-                                  width_schedule(width, depth, widths), target_width, time_budget,
-                                  expansion)
+                                  width_schedule(width, depth, widths, kept_limit is None),
+                                  target_width, time_budget, expansion, kept_limit=kept_limit)
         bounds, lowers = coarse["bounds"], coarse["lower"]
         record["coarsening"] = coarse["coarsening"]
         record["expansion"] = coarse["expansion"]
@@ -764,12 +874,14 @@ def run_realgap(target: Any, draft: Any, prompts: list[dict[str, Any]], depths: 
                 progress: Callable[[Iterable[Any]], Iterable[Any]] = lambda it: it,
                 widths: list[int] | None = None, width_target: float | None = None,
                 time_budget: float | None = None, model_dtype: str | None = None,
-                ) -> dict[str, Any]:
+                kept_limit: int | None = None) -> dict[str, Any]:
     """Compute (or resume) full-vocabulary realgap records; returns {file, computed, reused,
     failures, keys} (keys: this call's records, so that summaries count only what was asked).
     prompts: [{"id", "tokens"[, "text"]}]. Contexts: prompt + k*every target-sampled tokens.
     widths, width_target, time_budget: the adaptive expansion at L >= 2 (`adaptive_bracket`;
-    default: the one width `width`, stopping early at WIDTH_TARGETS[L]). model_dtype (None:
+    default: the one width `width`, stopping early at WIDTH_TARGETS[L]); kept_limit: at most
+    this many kept tokens per mass-driven tree, whose caps are then not bounded by the padded
+    layout (None: bounded, as before; the key has it only when set). model_dtype (None:
     str(target.dtype)): the weights' dtype in the keys. The models are used only for records
     not yet in out_file: a fully resumed run may pass target = draft = None (realgap_keys
     says which keys a run asks for, without a model).
@@ -780,7 +892,7 @@ def run_realgap(target: Any, draft: Any, prompts: list[dict[str, Any]], depths: 
     failures: list[str] = []
     settings = _full_settings(label, every, temperature, draft_temperature, seed, paths, samples,
                               batch, names, dtype, model_dtype or str(getattr(target, "dtype", "")),
-                              width, widths, width_target, time_budget)
+                              width, widths, width_target, time_budget, kept_limit)
 
     def keys_of(prompt: dict[str, Any]) -> list[str]:
         return [realgap_key(settings(prompt, c, d))
@@ -799,7 +911,8 @@ def run_realgap(target: Any, draft: Any, prompts: list[dict[str, Any]], depths: 
                         seed + _stable_hash(f"{prompt['id']}|{c}|L{d}|trees"))
                     body = context_record(target, draft, context, d, sorted(paths), samples,
                                           batch, width, names, temperature, draft_temperature,
-                                          tree_gen, dtype, widths, width_target, time_budget)
+                                          tree_gen, dtype, widths, width_target, time_budget,
+                                          kept_limit=kept_limit)
                     record = {"key": key, **settings(prompt, c, d),
                               "context_tokens": len(context),
                               "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S"), **body}
@@ -814,6 +927,7 @@ def _full_settings(label: str, every: int, temperature: float, draft_temperature
                    seed: int, paths: list[int], samples: int, batch: int, names: list[str],
                    score_dtype: Any, model_dtype: str, width: int, widths: list[int] | None,
                    width_target: float | None, time_budget: float | None,
+                   kept_limit: int | None = None,
                    ) -> Callable[[dict[str, Any], int, int], dict[str, Any]]:
     """settings(prompt, context, depth): every setting of a full-vocabulary record (its key)."""
     common = {"mode": MODE_FULL, "pair": label, "every": every, "temperature": temperature,
@@ -824,6 +938,8 @@ def _full_settings(label: str, every: int, temperature: float, draft_temperature
     if widths or width_target is not None or time_budget is not None:
         common.update(widths=sorted(set(widths or [width])), width_target=width_target,
                       time_budget=time_budget)
+    if kept_limit is not None:  # only when set: the keys of earlier settings are unchanged
+        common["kept_limit"] = kept_limit
 
     def settings(prompt: dict[str, Any], c: int, d: int) -> dict[str, Any]:
         drawn = {} if prompt.get("prompt_seed") is None else {"prompt_seed": prompt["prompt_seed"]}
@@ -839,14 +955,14 @@ def realgap_keys(prompts: list[dict[str, Any]], depths: list[int], paths: list[i
                  temperature: float = 1.0, draft_temperature: float | None = None, seed: int = 0,
                  label: str = "", score_dtype: Any = None, widths: list[int] | None = None,
                  width_target: float | None = None, time_budget: float | None = None,
-                 **_: Any) -> list[str]:
+                 kept_limit: int | None = None, **_: Any) -> list[str]:
     """The record keys run_realgap asks for with the same arguments (other run_realgap
     arguments, eos and progress, are ignored), computed without a model: prompts need
     "id" and "text" (or "tokens")."""
     names = verifiers or verifier_names(draft_sampling="iid")
     settings = _full_settings(label, every, temperature, draft_temperature, seed, paths, samples,
                               batch, names, score_dtype or torch.float64, model_dtype, width,
-                              widths, width_target, time_budget)
+                              widths, width_target, time_budget, kept_limit)
     return [realgap_key(settings(p, c, d)) for p in prompts for c in range(contexts_per_prompt)
             for d in depths]
 

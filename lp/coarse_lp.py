@@ -30,7 +30,7 @@ from typing import Any
 import highspy
 import numpy as np
 
-from .coarsen import check_kept_rows
+from .coarsen import BELOW_R, KeptTree, check_kept_rows, kept_tree_from_padded
 from .colgen import _add_column, _clock, _column_loop, _recover_warm_start
 from .program import exact_fraction
 from .solve import FEASIBILITY_TOLERANCE, HIGHS_SMALL_MATRIX_VALUE, new_highs
@@ -87,11 +87,21 @@ def ragged_coarse(target_kept: np.ndarray, draft_kept: np.ndarray, width: int, d
     target probability 0; the rows at depth L are R). Floats are taken at their exact binary
     values. Nodes of probability 0 under both rows are left out (Lemma 13.9)."""
     check_kept_rows(target_kept, draft_kept, width, depth, below_r)
-    te = [[_fraction(x) for x in row] for row in np.asarray(target_kept)]
-    de = [[_fraction(x) for x in row] for row in np.asarray(draft_kept)]
+    return ragged_coarse_tree(kept_tree_from_padded(target_kept, draft_kept, width, depth), below_r)
+
+
+def ragged_coarse_tree(tree: KeptTree, below_r: str = "again") -> RaggedCoarse:
+    """`ragged_coarse` of a ragged kept tree (lp.coarsen.KeptTree: every kept node with its
+    own kept slots, no padding; the same nodes in the same order as the padded layout of
+    the same tree, whose dummy slots have probability 0 under both rows)."""
+    if below_r not in BELOW_R:
+        raise ValueError(f"below_r must be one of {BELOW_R}, got {below_r!r}")
+    depth, width = tree.depth, tree.width
+    te = [[_fraction(x) for x in row] for row in tree.p]
+    de = [[_fraction(x) for x in row] for row in tree.q]
     one, zero = Fraction(1), Fraction(0)
     parent, level, p_edge, q_edge, p_pos, q_pos = [-1], [0], [one], [one], [True], [True]
-    kind: list[tuple[str, int]] = [("kept", 0)]  # ("kept", layout index) or ("rest", 0)
+    kind: list[tuple[str, int]] = [("kept", 0)]  # ("kept", kept node) or ("rest", 0)
     frontier = [0]
     for d in range(depth):
         nxt = []
@@ -99,7 +109,7 @@ def ragged_coarse(target_kept: np.ndarray, draft_kept: np.ndarray, width: int, d
             what, k = kind[n]
             if what == "kept":
                 rest_p, rest_q = one - sum(te[k], zero), one - sum(de[k], zero)
-                kids = [(te[k][j], de[k][j], ("kept", width * k + 1 + j)) for j in range(width)]
+                kids = [(te[k][j], de[k][j], ("kept", tree.child[k][j])) for j in range(len(te[k]))]
                 kids.append((max(rest_p, zero), max(rest_q, zero), ("rest", 0)))
             elif below_r == "again":
                 kids = [(one, one, ("rest", 0))]

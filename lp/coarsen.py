@@ -48,12 +48,17 @@ Functions here build coarse instances from kept-node rows (real models:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
+from ..verifiers.drafts import count_configurations
 from ..verifiers.exact import enumeration_size, exact_result
+from ..verifiers.ragged import ragged_model, ragged_node_mass, ragged_work
+from ..verifiers.registry import get_verifier
+from ..verifiers.structure import evaluation_kind, rule_evaluations
 from ..verifiers.tree import all_paths, depth_offset, num_nodes
 from .instance import Instance, from_rows
 
@@ -424,12 +429,15 @@ def kept_count(target_row: np.ndarray, draft_row: np.ndarray, order: np.ndarray,
     return int(small[0]) if len(small) else min(cap, len(order))
 
 
-def depth_caps(cap: int, depth: int, max_paths: int = 40_000) -> list[int]:
+def depth_caps(cap: int, depth: int, max_paths: int | None = 40_000) -> list[int]:
     """Per-depth caps of a mass-driven tree: cap 2^(L-1-d) at depth d (the root widest: its
     lumped mass has the most levels below it), each at most the largest W with
-    (W + 1)^L <= max_paths (the padded coarse LP's paths)."""
+    (W + 1)^L <= max_paths (the padded coarse LP's paths; None: no such bound, for trees
+    that are never padded: docs/theory.md 13.7)."""
     if cap < 1 or depth < 1:
         raise ValueError(f"need cap >= 1 and depth >= 1, got {cap}, {depth}")
+    if max_paths is None:
+        return [cap * 2 ** (depth - 1 - d) for d in range(depth)]
     top = 1
     while (top + 2) ** depth <= max_paths:
         top += 1
@@ -498,3 +506,331 @@ def mass_kept_edges(instance: Instance, cap: int, epsilon: float, paths: int,
                               reach_q * float(instance.draft[u, t])) for j, t in enumerate(chosen)]
         level = children
     return padded_edges(nodes, depth)
+
+
+# ---------------------------------------------------------------------------------------
+# ragged kept trees: the same bounds without the complete W-ary layout (docs/theory.md 13.7)
+
+
+@dataclass
+class KeptTree:
+    """A kept tree without padding: every kept node of depth 0..L-1 with its own kept slots.
+
+    parent [n] (-1 at the root; parents before children), slot [n] (its slot under the
+    parent), level [n]; p[n], q[n]: the full-vocabulary probabilities of node n's kept
+    tokens (slot order; floats or Fractions); child[n]: the kept node of every slot (-1 at
+    depth L - 1, whose kept children are depth-L leaves without rows); overlap[n]:
+    `exit_overlap` of every node (None: no exit credit). width: the widest kept set (the
+    coarse vocabulary is width + 1, slot width being the remainder R), at least 1."""
+
+    depth: int
+    width: int
+    parent: np.ndarray
+    slot: np.ndarray
+    level: np.ndarray
+    p: list[list[Any]]
+    q: list[list[Any]]
+    child: list[list[int]]
+    overlap: list[Any] | None = None
+
+    @property
+    def exact(self) -> bool:
+        return any(isinstance(x, Fraction) for row in self.p + self.q for x in row)
+
+    def __len__(self) -> int:
+        return int(len(self.parent))
+
+    def kept_tokens(self) -> int:
+        return int(sum(len(row) for row in self.p))
+
+    def padded(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(target_edge, draft_edge, overlap) in the complete W-ary layout of `padded_edges`
+        (tokens omitted): for the padded computations, on small trees only."""
+        nodes = [{"parent": None if self.parent[n] < 0 else int(self.parent[n]),
+                  "slot": int(self.slot[n]), "tokens": list(range(len(self.p[n]))),
+                  "p": self.p[n], "q": self.q[n],
+                  **({} if self.overlap is None else {"overlap": self.overlap[n]})}
+                 for n in range(len(self))]
+        te, de, _, width, overlap = padded_edges(nodes, self.depth)
+        if width != self.width:  # a tree whose widest node was cut: pad to self.width
+            raise ValueError(f"width: the tree is {width} wide, not {self.width}")
+        return te, de, overlap
+
+
+def kept_tree(nodes: list[dict[str, Any]], depth: int) -> KeptTree:
+    """The KeptTree of `padded_edges`'s nodes (root first, parents before children; each
+    {"parent", "slot", "tokens", "p", "q"[, "overlap"]}). Children of the kept tokens of a
+    node of depth < L - 1 that are not listed keep no token (a row of R only)."""
+    if not nodes or nodes[0]["parent"] is not None:
+        raise ValueError("nodes: the root (parent None) must come first")
+    if depth < 1:
+        raise ValueError(f"depth: need >= 1, got {depth}")
+    count = len(nodes)
+    parent = np.full(count, -1, dtype=np.int64)
+    slot = np.zeros(count, dtype=np.int64)
+    level = np.zeros(count, dtype=np.int64)
+    p, q, child = [], [], []
+    for i, node in enumerate(nodes):
+        k = len(node["tokens"])
+        if len(node["p"]) != k or len(node["q"]) != k:
+            raise ValueError(f"nodes[{i}]: p and q need one value per kept token")
+        p.append(list(node["p"]))
+        q.append(list(node["q"]))
+        child.append([-1] * k)
+        if i:
+            up = node["parent"]
+            if up is None or not 0 <= up < i or not 0 <= node["slot"] < len(child[up]):
+                raise ValueError(f"nodes[{i}]: parent must be an earlier node with that slot")
+            if child[up][node["slot"]] >= 0:
+                raise ValueError(f"nodes[{i}]: slot {node['slot']} of node {up} listed twice")
+            parent[i], slot[i], level[i] = up, node["slot"], level[up] + 1
+            if level[i] >= depth:
+                raise ValueError(f"nodes[{i}]: kept nodes lie at depth 0..{depth - 1}")
+            child[up][node["slot"]] = i
+    zero = Fraction(0) if any(isinstance(x, Fraction) for row in p + q for x in row) else 0.0
+    has_overlap = any("overlap" in node for node in nodes)
+    overlap_list = [node.get("overlap", zero) for node in nodes]
+    extra_parent, extra_slot, extra_level = [], [], []
+    for n in range(count):  # kept children never listed: nodes keeping nothing
+        if level[n] + 1 < depth:
+            for j in range(len(child[n])):
+                if child[n][j] < 0:
+                    extra_parent.append(n)
+                    extra_slot.append(j)
+                    extra_level.append(level[n] + 1)
+                    p.append([])
+                    q.append([])
+                    child.append([])
+                    child[n][j] = len(p) - 1
+                    overlap_list.append(zero)
+    parent = np.concatenate([parent, np.array(extra_parent, dtype=np.int64)])
+    slot = np.concatenate([slot, np.array(extra_slot, dtype=np.int64)])
+    level = np.concatenate([level, np.array(extra_level, dtype=np.int64)])
+    overlap = overlap_list if has_overlap else None
+    width = max([1] + [len(row) for row in p])
+    return KeptTree(depth, width, parent, slot, level, p, q, child, overlap)
+
+
+def kept_tree_from_padded(target_kept: np.ndarray, draft_kept: np.ndarray, width: int, depth: int,
+                          overlap: np.ndarray | None = None) -> KeptTree:
+    """The KeptTree of a kept tree in the complete W-ary layout of `coarsened_rows` (every
+    node keeps all W slots, dummies included; nodes below a slot of probability 0 under both
+    rows are left out: they have probability 0 under both)."""
+    kept_nodes = check_kept_rows(target_kept, draft_kept, width, depth, "again")
+    te, de = np.asarray(target_kept), np.asarray(draft_kept)
+    nodes: list[dict[str, Any]] = []
+    index = {0: 0}  # layout index -> position in nodes
+    frontier = [(0, None, 0)]
+    while frontier:
+        n, up, j = frontier.pop(0)
+        index[n] = len(nodes)
+        node = {"parent": up, "slot": j, "tokens": list(range(width)), "p": list(te[n]),
+                "q": list(de[n])}
+        if overlap is not None:
+            node["overlap"] = overlap[n]
+        nodes.append(node)
+        for s in range(width):
+            c = width * n + 1 + s
+            if c < kept_nodes and (te[n, s] != 0 or de[n, s] != 0):
+                frontier.append((c, index[n], s))
+    return kept_tree(nodes, depth)
+
+
+def tree_masses(tree: KeptTree) -> tuple[list[Fraction], list[Fraction]]:
+    """(p(u), q(u)) of every kept node, exact Fractions (floats at their binary values)."""
+    p = [Fraction(0)] * len(tree)
+    q = [Fraction(0)] * len(tree)
+    p[0] = q[0] = Fraction(1)
+    for n in range(len(tree)):
+        if p[n] == 0 and q[n] == 0:
+            continue
+        for j, c in enumerate(tree.child[n]):
+            if c >= 0:
+                p[c], q[c] = p[n] * _frac(tree.p[n][j]), q[n] * _frac(tree.q[n][j])
+    return p, q
+
+
+def _frac(x: Any) -> Fraction:
+    return x if isinstance(x, Fraction) else Fraction(x)
+
+
+def tree_tail_bound(tree: KeptTree, paths: int, skip: int = 0, masses: Any = None) -> Fraction:
+    """`tail_bound` on a KeptTree (the same sum, over its kept nodes)."""
+    if paths < 1:
+        raise ValueError(f"paths must be >= 1, got {paths}")
+    p, q = masses if masses is not None else tree_masses(tree)
+    total = Fraction(0)
+    for n in range(len(tree)):
+        if p[n] == 0 and q[n] == 0:
+            continue
+        levels = max(0, tree.depth - int(tree.level[n]) - skip)
+        if levels == 0:
+            continue
+        rest_p = max(Fraction(0), 1 - sum((_frac(x) for x in tree.p[n]), Fraction(0)))
+        rest_q = max(Fraction(0), 1 - sum((_frac(x) for x in tree.q[n]), Fraction(0)))
+        total += levels * min(p[n] * rest_p, paths * q[n] * rest_q)
+    return total
+
+
+def tree_prefix_upper_bound(tree: KeptTree, paths: int, masses: Any = None) -> Fraction:
+    """`prefix_upper_bound` on a KeptTree: 1 + sum over kept nodes z of depth 1..L of
+    min(p(z), 1 - (1 - q(z))^K), plus tree_tail_bound."""
+    if masses is None:
+        masses = tree_masses(tree)
+    p, q = masses
+    head = Fraction(1)
+    for n in range(len(tree)):
+        if p[n] == 0 and q[n] == 0:
+            continue
+        for j in range(len(tree.p[n])):
+            pz = p[n] * _frac(tree.p[n][j])
+            if pz != 0:
+                head += min(pz, 1 - (1 - q[n] * _frac(tree.q[n][j])) ** paths)
+    return head + tree_tail_bound(tree, paths, masses=masses)
+
+
+def _coarse_row(values: list[Any], width: int, exact: bool) -> np.ndarray:
+    """The coarse row of a kept node (`coarsened_rows`: the kept slots, then R = the rest,
+    clipped at 0 for floats, summed over the W-wide padded row as there)."""
+    if exact:
+        row = np.full(width + 1, Fraction(0), dtype=object)
+        row[: len(values)] = [_frac(x) for x in values]
+        row[width] = Fraction(1) - row[:width].sum()
+        return row
+    block = np.zeros((1, width))
+    block[0, : len(values)] = values
+    row = np.zeros(width + 1)
+    row[:width] = block[0]
+    row[width] = np.maximum(1.0 - block.sum(axis=1), 0.0)[0]
+    return row
+
+
+def _as_instance_rows(row: np.ndarray, exact: bool) -> np.ndarray:
+    """A float row as `from_rows` stores it in a coarse instance (lp.instance._normalise: the
+    binary values renormalised exactly to sum to 1, then rounded), so that the laws see
+    bitwise the rows of the padded coarse instance; exact rows unchanged."""
+    if exact:
+        return row
+    values = [Fraction(float(x)) for x in row]
+    total = sum(values, Fraction(0))
+    if total != 1:
+        values = [x / total for x in values]
+    return np.array([float(x) for x in values], dtype=np.float64)
+
+
+@dataclass
+class CoarseNodes:
+    """The coarse ("again") instance of a KeptTree on its nodes of positive draft path
+    probability (verifiers.ragged.RaggedModel), with every node's kept credit (1 + its
+    leading kept tokens, `kept_credit`) and exit bonus (`exit_bonus`; 0 without overlap)."""
+
+    model: Any
+    credit: np.ndarray
+    bonus: np.ndarray | None
+
+
+def coarse_nodes(tree: KeptTree) -> CoarseNodes:
+    """The coarse instance of `coarsened_instance` ("again": below R both rows are R) on the
+    root and the coarse nodes of positive draft path probability, rows as in that instance's
+    float or exact model (module section docstring; docs/theory.md 13.7, Lemma 13.10)."""
+    width, depth, exact = tree.width, tree.depth, tree.exact
+    vocab = width + 1
+    one_hot = np.zeros(vocab, dtype=object if exact else np.float64)
+    if exact:
+        one_hot[:] = Fraction(0)
+        one_hot[width] = Fraction(1)
+    else:
+        one_hot[width] = 1.0
+    zero = Fraction(0) if exact else 0.0
+    parent, token, target, draft, credit, bonus = [], [], [], [], [], []
+    # frontier entries: (ragged node, kept node or -1 below R, kept tokens so far, exit kept node)
+    frontier = [(-1, -1, 0, 0, -1)]
+    for d in range(depth + 1):
+        nxt = []
+        for up, t, kept, lead, exit_at in frontier:
+            here = len(parent)
+            parent.append(up)
+            token.append(t)
+            credit.append(1 + lead)
+            bonus.append(zero if exit_at < 0 or tree.overlap is None else tree.overlap[exit_at])
+            if d == depth:
+                target.append(one_hot)
+                draft.append(one_hot)
+                continue
+            if kept >= 0:
+                row_t = _coarse_row(tree.p[kept], width, exact)
+                row_d = _coarse_row(tree.q[kept], width, exact)
+            else:
+                row_t = row_d = one_hot
+            target.append(_as_instance_rows(row_t, exact))
+            draft.append(_as_instance_rows(row_d, exact))
+            for s in range(vocab):
+                if row_d[s] == 0:
+                    continue
+                if kept >= 0 and s < width:
+                    below = tree.child[kept][s] if s < len(tree.child[kept]) else -1
+                    if d + 1 < depth and below < 0:
+                        raise AssertionError("a kept slot without its kept node")
+                    nxt.append((here, s, below, lead + 1, -1))
+                else:  # the first R (exit after this kept node) or R again
+                    nxt.append((here, s, -1, lead, kept if kept >= 0 else exit_at))
+        frontier = nxt
+    model = ragged_model(parent, token, np.array(target), np.array(draft), depth)
+    bonus_a = None
+    if tree.overlap is not None:
+        bonus_a = np.array(bonus, dtype=object if exact else np.float64)
+    return CoarseNodes(model, np.array(credit, dtype=np.int64), bonus_a)
+
+
+def padded_law_size(name: str, width: int, depth: int, paths: int, leaves: int) -> int:
+    """`verifiers.exact.enumeration_size` of a verifier on the padded coarse instance of a
+    kept tree of width W (vocabulary W + 1, depth L, `leaves` paths of positive draft
+    probability), without building it: the size `kept_lower_values` compares with its
+    max_size."""
+    spec, vocab = get_verifier(name), width + 1
+    kind = evaluation_kind(spec, paths)
+    if kind == "node recursion":
+        return rule_evaluations(vocab, depth, paths)
+    if kind == "selection law":
+        return vocab**depth
+    if kind is not None and spec.exact_law is not None:
+        return spec.exact_law.work(vocab, depth, paths)
+    if not spec.multipath:
+        return leaves
+    return count_configurations(leaves, paths, "iid", ordered=not spec.order_invariant)
+
+
+def tree_lower_values(tree: KeptTree, paths: int, names: list[str], max_size: int = 2_000_000,
+                      coarse: CoarseNodes | None = None, exit_credit: bool = True,
+                      sizes: str = "ragged") -> dict[str, Any]:
+    """`kept_lower_values` on a KeptTree, without the padded instance: every named verifier
+    with a ragged law (verifiers.ragged) of work <= max_size, its law on the coarse nodes of
+    positive draft probability credited as `kept_value` (with the exit credit when the tree
+    has overlaps and exit_credit). sizes "ragged": the work of the ragged law is compared
+    with max_size; "padded": the size of the law on the padded instance (`padded_law_size`,
+    as `kept_lower_values`: the same verifiers are evaluated, so the same values result).
+    Returns {"values", "skipped", "unsupported"}: skipped the verifiers over max_size,
+    unsupported those without a ragged law (the caller may evaluate them on the padded
+    instance)."""
+    if sizes not in ("ragged", "padded"):
+        raise ValueError(f"sizes must be 'ragged' or 'padded', got {sizes!r}")
+    coarse = coarse or coarse_nodes(tree)
+    leaves = int((coarse.model.level == tree.depth).sum())
+    values: dict[str, Any] = {}
+    skipped, unsupported = [], []
+    for name in names:
+        work = ragged_work(coarse.model, name, paths)
+        if work is None:
+            unsupported.append(name)
+            continue
+        if sizes == "padded":
+            work = padded_law_size(name, tree.width, tree.depth, paths, leaves)
+        if work > max_size:
+            skipped.append(name)
+            continue
+        mass = ragged_node_mass(coarse.model, name, paths)
+        value = (mass * coarse.credit).sum()
+        if exit_credit and coarse.bonus is not None:
+            value = value + (mass * coarse.bonus).sum()
+        values[name] = value
+    return {"values": values, "skipped": skipped, "unsupported": unsupported}

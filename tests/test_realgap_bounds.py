@@ -256,6 +256,7 @@ from speclp.lp.coarsen import (  # noqa: E402
     coarsened_instance,
     kept_count,
     kept_lower_values,
+    kept_tree_from_padded,
     mass_kept_edges,
     padded_edges,
 )
@@ -338,7 +339,7 @@ def test_mass_driven_bracket_holds_exactly(vocab, depth, paths, seed):
             (cap, epsilon, lower, upper)
         plain = bracket_bounds(target, draft, width, depth, [paths], LOWER_NAMES)["lower"]
         assert lower["exit_credit"] and plain[str(paths)]["value"] <= lower["value"]
-        mass = lumped_mass(target, draft, width, depth)
+        mass = lumped_mass(kept_tree_from_padded(target, draft, width, depth))
         if epsilon == 0.0:
             assert 0 <= mass["lumped_target"] <= 1
             assert parse_fraction(upper["exact"]) - opt < Fraction(1, 10**9)
@@ -356,7 +357,7 @@ def test_mass_driven_tree_is_non_uniform_where_the_mass_is():
     heavy = int(np.nonzero(tokens[0] == 0)[0][0])
     assert kept_children[heavy] >= 1
     assert all(kept_children[j] == 0 for j in range(width) if j != heavy)
-    mass = lumped_mass(target, draft, width, 2)
+    mass = lumped_mass(kept_tree_from_padded(target, draft, width, 2))
     # the lumped mass is the sum over kept nodes of p(u) (1 - kept mass), by hand
     reach = {0: 1.0}
     total = 0.0
@@ -608,3 +609,91 @@ def test_ragged_lp_out_of_time_gives_no_bound():
     te, de, _, width, _ = mass_kept_edges(inst, 2, 0.01, 1)
     bound, run = ragged_upper_bound(te, de, width, 2, 1, time_limit=0.0)
     assert bound is None and run.status == "time_limit" and run.matching_duals is None
+
+
+# ---------------------------------------------------------------------------------------
+# trees past the padded layout: kept_limit (docs/theory.md 13.6-13.7)
+
+
+def test_kept_limit_lifts_the_padded_caps_and_bounds_the_kept_tokens(tiny_models):
+    import torch
+    from speclp.decode.tree_rows import prefill
+    from speclp.experiments.realgap import adaptive_bracket, mass_tree_rows
+    from speclp.lp.coarsen import depth_caps
+
+    torch.set_num_threads(1)
+    target, draft = tiny_models
+    context = [4, 8, 15, 16]
+    ready = prefill(target, draft, context, 1.0, 1.3)
+    vocab = int(ready.target.root_row.shape[-1])
+    padded = mass_tree_rows(ready, 4, 8, 0.0, [1, 2])  # epsilon 0: every node keeps its cap
+    assert padded["width"] == 13 == depth_caps(8, 4)[0] and "target_edge" in padded
+    limited = mass_tree_rows(ready, 4, 8, 0.0, [1, 2], kept_limit=60)
+    tree = limited["tree"]
+    assert "target_edge" not in limited and limited["kept_tokens"] == tree.kept_tokens() == 60
+    # epsilon 0: in node order every node keeps min(its depth's cap 64 / 32 / 16 / 8, V, what
+    # is left of the 60), so the root keeps past the padded cap of 13
+    left, expected = 60, []
+    for n in range(len(tree)):
+        expected.append(min([64, 32, 16, 8][tree.level[n]], vocab, left))
+        left -= expected[-1]
+    assert [len(p) for p in tree.p] == expected and limited["width"] == expected[0] > 13
+    found = adaptive_bracket(target, draft, context, 4, [1, 2], 1.0, 1.3, ready, ["bv", "nodeopt"],
+                             [2, 4], None, None, "mass", kept_limit=40)
+    for step in found["expansion"]:
+        assert step["kept_tokens"] <= 40 and step["law_nodes"] >= step["kept_tokens"]
+    for k in ("1", "2"):
+        assert found["lower"][k]["value"] <= found["bounds"][k]["value"]
+        assert found["lower"][k]["skipped"] == []
+
+
+def test_kept_limit_enters_the_keys_only_when_set():
+    from speclp.experiments.realgap import realgap_keys, width_schedule
+
+    prompts = [{"id": "p0", "text": "def f():"}]
+    args = (prompts, [2, 4], [1, 2])
+    base = realgap_keys(*args, model_dtype="torch.float32", widths=[2, 4], time_budget=60.0)
+    assert base == realgap_keys(*args, model_dtype="torch.float32", widths=[2, 4], time_budget=60.0,
+                                kept_limit=None)
+    assert all("kept_limit" not in key for key in base)
+    limited = realgap_keys(*args, model_dtype="torch.float32", widths=[2, 4], time_budget=60.0,
+                           kept_limit=500)
+    assert all('"kept_limit":500' in key for key in limited) and not set(limited) & set(base)
+    assert width_schedule(8, 4, [30, 4, 8]) == [4, 8]
+    assert width_schedule(8, 4, [30, 4, 8], padded=False) == [4, 8, 30]
+
+
+def test_the_kept_limit_flag_is_checked_and_reaches_run_realgap(tmp_path, monkeypatch):
+    from speclp.cli import app
+    from speclp.cli import realgap as cli_realgap
+    from speclp.cli.realgap import MODE_RENORMALISED, RealgapSpec
+    from speclp.inputs import BadArgument
+    from typer.testing import CliRunner
+
+    assert RealgapSpec(widths=(16,), depths=(4,), kept_limit=500).kept_limit == 500
+    for bad, field in (({"widths": (16,), "depths": (4,)}, "widths"),  # padded: 17^4 > 40,000
+                       ({"kept_limit": 0}, "kept_limit"),
+                       ({"instances": MODE_RENORMALISED, "widths": (2,), "depths": (2,), "paths": (1, 2),
+                         "kept_limit": 9}, "kept_limit")):
+        with pytest.raises(BadArgument) as caught:
+            RealgapSpec(**bad)
+        assert caught.value.field == field
+    seen: dict = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake_run(target, draft, prompt_list, depths, paths, out_file, **kwargs):
+        seen.update(kwargs)
+        raise Stop
+
+    monkeypatch.setattr(cli_realgap, "run_realgap", fake_run)
+    monkeypatch.setattr(cli_realgap, "check_model_pair", lambda name: [name])
+    monkeypatch.setattr(cli_realgap, "recorded", lambda out_file, keys: True)
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("def f():\n")
+    result = CliRunner().invoke(app, ["realgap", "--pair", "nosuchmodel", "--prompts", f"file:{prompts}",
+                                      "--out", str(tmp_path / "out"), "--depth", "4", "--top", "8,16",
+                                      "--kept-limit", "3000"])
+    assert result.exit_code == 3 and "Stop" in result.stderr, result.output
+    assert seen["kept_limit"] == 3000 and seen["widths"] == [8, 16]
