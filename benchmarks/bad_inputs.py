@@ -606,7 +606,7 @@ def range_cases(b: _Builder) -> None:  # noqa: PLR0915 (a list of data)
         b.flag("trees", flag, value)
     b.add("trees/skip-trees-without-engine-budgets", BASES["trees"] + ["--skip-trees"], REFUSE,
           ("--skip-trees", "--engine-budgets"))
-    for flag, value in [("--instances", "nope"), ("--depth", "0"), ("--paths", ""), ("--top", "1"),
+    for flag, value in [("--instances", "nope"), ("--depth", "0"), ("--paths", ""), ("--top", "0"),
                         ("--samples", "1"), ("--batch", "0"), ("--verifiers", "nope"),
                         ("--score-dtype", "fp16"),
                         ("--contexts-per-prompt", "0")]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from ..experiments.plots import (
 )
 from ..experiments.store import RESULTS_ROOT, ResultsFolderError, default_out, load_jsonl
 from ..experiments.sweep import (
+    DEFAULT_ALPHA,
     FORMATS,
     ROW_COLUMNS,
     ResultStore,
@@ -31,36 +33,40 @@ from ..experiments.sweep import (
 )
 from ..experiments.sweep import summarize as summarise_rows
 from ..lp.engine import BACKENDS
-from ..proofs.gap import GAP_METHODS, available_verifiers, check_estimation, check_gap_paths
-from ..verifiers.drafts import DRAFT_SAMPLING
 from . import options as option
 from . import validate as check
 from .common import BadInput, ClaimFailed, new_commands, progress, refuse_given, run, stderr, table
 from .gap import parse_verifiers
 
 commands = new_commands()
+DEFAULTS = {f.name: f.default for f in dataclasses.fields(SweepSpec)}  # the flags' defaults
+
+
+def _listed(name: str) -> str:
+    """A list field's default as its comma-separated flag value."""
+    return ",".join(str(v) for v in DEFAULTS[name])
 
 
 @commands.command()
 def sweep(
     ctx: typer.Context,
-    vocab: str = typer.Option("2,3", "--vocab", help="Vocabulary sizes V, comma-separated."),
-    depth: str = typer.Option("1,2", "--depth", help="Depths L."),
-    paths: str = option.paths("1,2,3", "Numbers K of draft paths."),
+    vocab: str = typer.Option(_listed("vocab"), "--vocab", help="Vocabulary sizes V, comma-separated."),
+    depth: str = typer.Option(_listed("depth"), "--depth", help="Depths L."),
+    paths: str = option.paths(_listed("paths"), "Numbers K of draft paths."),
     alpha: str = typer.Option(None, "--alpha",
                               help="Dirichlet concentrations (family dirichlet; default 1 when "
                                    "no --temperature)."),
     temperature: str = typer.Option(None, "--temperature",
                                     help="Draft temperatures (family temperature)."),
-    trials: int = option.trials(4, "Instances per grid cell."),
-    seed: int = option.seed(0, "First seed (seeds seed..seed+trials-1)."),
+    trials: int = option.trials(DEFAULTS["trials"], "Instances per grid cell."),
+    seed: int = option.seed(DEFAULTS["seed"], "First seed (seeds seed..seed+trials-1)."),
     draft_sampling: str = option.draft_sampling(),
-    backend: str = option.backend(BACKENDS, "highs"),
+    backend: str = option.backend(BACKENDS, DEFAULTS["backend"]),
     no_certify: bool = typer.Option(False, "--no-certify",
                                     help="Skip exact certificates (optima labelled so)."),
     method: str = option.method("Optimum engine: auto (closed form at L = 1, else colgen), "
                                 "colgen or full (the enumerated LP)."),
-    max_variables: int = typer.Option(400_000, "--max-variables",
+    max_variables: int = typer.Option(DEFAULTS["max_variables"], "--max-variables",
                                       help="Size guard of --method full: full LP variables per "
                                            "cell."),
     max_enumerated: int = option.max_enumerated(
@@ -190,34 +196,22 @@ def sweep_spec(*, vocab: str, depth: str, paths: str, alpha: str | None, tempera
                method: str, max_variables: int, max_enumerated: int, samples: int,
                verifiers: str | None, out: str | None, fmt: str, workers: int
                ) -> tuple[SweepSpec, Path]:
-    """Flags -> (SweepSpec, results folder), checked in the order of the flags' rules (exit
-    2 before any work); SweepSpec's construction checks the rest (BadArgument)."""
+    """Flags -> (SweepSpec, results folder), exit 2 before any work: the flags that are not
+    spec fields (--format, --workers, --out) are checked here, the comma lists parsed; every
+    rule on a spec field is SweepSpec's (BadArgument, its field mapped to the flag)."""
     check.choice("--format", fmt, FORMATS)
     check.integer("--workers", workers, 1, check.MAX_WORKERS)
-    check.integer("--trials", trials, 1)
-    check.seed("--seed", seed)
-    check.integer("--max-variables", max_variables, 1)
-    check_estimation(max_enumerated, samples)  # the rules of a gap spec (BadArgument, field -> flag)
-    chosen = parse_verifiers("--verifiers", verifiers)
-    if chosen is not None:
-        available_verifiers(chosen)  # UnknownVerifier -> --verifiers
-    out_path = check.output_dir("--out", default_out("sweep") if out is None else out)
-    alphas = (check.float_list("--alpha", alpha, 0, low_open=True) if alpha is not None
-              else [])
-    temperatures = (check.float_list("--temperature", temperature, 0, low_open=True)
-                    if temperature is not None else [])
+    alphas = check.float_list("--alpha", alpha) if alpha is not None else []
+    temperatures = check.float_list("--temperature", temperature) if temperature is not None else []
     if alpha is None and temperature is None:
-        alphas = [1.0]  # default family: Dirichlet(1)
-    path_counts = check.int_list("--paths", paths, 1)
-    check_gap_paths(max(path_counts))
-    spec = SweepSpec(vocab=check.int_list("--vocab", vocab, 2),
-                     depth=check.int_list("--depth", depth, 1), paths=path_counts, alpha=alphas,
-                     temperature=temperatures, trials=trials, seed=seed,
-                     draft_sampling=check.choice("--draft-sampling", draft_sampling, DRAFT_SAMPLING),
-                     backend=check.choice("--backend", backend, BACKENDS), certify=not no_certify,
-                     method=check.choice("--method", method, GAP_METHODS),
-                     max_variables=max_variables, max_enumerated=max_enumerated,
-                     samples=samples, verifiers=chosen)
+        alphas = list(DEFAULT_ALPHA)
+    spec = SweepSpec(vocab=check.int_list("--vocab", vocab), depth=check.int_list("--depth", depth),
+                     paths=check.int_list("--paths", paths), alpha=alphas, temperature=temperatures,
+                     trials=trials, seed=seed, draft_sampling=draft_sampling, backend=backend,
+                     certify=not no_certify, method=method, max_variables=max_variables,
+                     max_enumerated=max_enumerated, samples=samples,
+                     verifiers=parse_verifiers("--verifiers", verifiers))
+    out_path = check.output_dir("--out", default_out("sweep") if out is None else out)
     return spec, out_path
 
 

@@ -56,13 +56,14 @@ from typing import Any
 import pandas as pd
 import torch
 
+from .. import inputs
 from ..inputs import BadArgument
 from ..lp import tolerances
 from ..lp.colgen import MAX_MASTER_COLUMNS, master_size
-from ..lp.engine import METHODS
+from ..lp.engine import BACKENDS
 from ..lp.full import MAX_VARIABLES, full_lp_size
 from ..lp.instance import Instance, dirichlet_instance, temperature_instance
-from ..proofs.gap import gap
+from ..proofs.gap import GAP_METHODS, available_verifiers, check_estimation, check_gap_paths, gap
 from ..rationals import fraction_text
 from ..verifiers.drafts import DRAFT_SAMPLING
 from ..verifiers.registry import REGISTRY, get_verifier
@@ -131,62 +132,85 @@ class Task:
                                     seed=self.seed)
 
 
-@dataclasses.dataclass
+LIST_FIELDS = ("vocab", "depth", "paths", "alpha", "temperature")  # tuples in a spec, lists in spec.json
+DEFAULT_ALPHA = (1.0,)  # the family of a sweep given neither alpha nor temperature values (the CLI's)
+
+
+@dataclasses.dataclass(frozen=True)
 class SweepSpec:
     """The grid and the options of every task (method: the optimum engine, see
     speclp.lp.engine.optimum; the selection-class optimum equals the optimum by the theorem
-    of speclp.lp.colgen and is not a column of the rows)."""
+    of speclp.lp.colgen and is not a column of the rows). The CLI's defaults are these.
 
-    vocab: list[int]
-    depth: list[int]
-    paths: list[int]
-    alpha: list[float] = dataclasses.field(default_factory=list)
-    temperature: list[float] = dataclasses.field(default_factory=list)
+    Construction is the validation: a wrong field raises BadArgument naming it (verifiers:
+    UnknownVerifier), in the order `speclp sweep` reports them. Frozen; the list fields (and
+    verifiers) are tuples (a list given is kept as a tuple) and are lists in spec.json
+    (as_dict), as before."""
+
+    vocab: tuple[int, ...] = (2, 3)
+    depth: tuple[int, ...] = (1, 2)
+    paths: tuple[int, ...] = (1, 2, 3)
+    alpha: tuple[float, ...] = ()
+    temperature: tuple[float, ...] = ()
     trials: int = 4
     seed: int = 0
     draft_sampling: str = "iid"
     backend: str = "highs"
     certify: bool = True
     method: str = "auto"
-    verifiers: list[str] | None = None
+    verifiers: tuple[str, ...] | None = None  # None: gap's default comparison
     max_variables: int = MAX_VARIABLES
     max_enumerated: int = MAX_TUPLES
     samples: int = ESTIMATE_SAMPLES
 
-    def validate(self) -> None:
-        """Raise BadArgument naming the offending field."""
-        for name in ("vocab", "depth", "paths"):
-            values = getattr(self, name)
-            if not values:
-                raise BadArgument(name, "give at least one value")
-            low = 2 if name == "vocab" else 1
-            if any(int(v) != v or v < low for v in values):
-                raise BadArgument(name, f"values must be integers >= {low}, got {values}")
-        if not self.alpha and not self.temperature:
-            raise BadArgument("alpha", "give --alpha and/or --temperature values (no family chosen)")
-        if any(not (a > 0 and math.isfinite(a)) for a in self.alpha):
-            raise BadArgument("alpha", f"values must be > 0, got {self.alpha}")
-        if any(not (t > 0 and math.isfinite(t)) for t in self.temperature):
-            raise BadArgument("temperature", f"values must be > 0, got {self.temperature}")
-        if self.trials < 1:
-            raise BadArgument("trials", f"must be >= 1, got {self.trials}")
+    def __post_init__(self) -> None:
+        for name in (*LIST_FIELDS, "verifiers"):
+            value = getattr(self, name)
+            if value is None and name == "verifiers":
+                continue
+            if isinstance(value, str) or not hasattr(value, "__iter__"):
+                raise BadArgument(name, f"must be a list, got {inputs.short(value)}")
+            object.__setattr__(self, name, tuple(value))
+        inputs.integer("trials", self.trials, 1)
+        inputs.seed("seed", self.seed)
+        inputs.integer("max_variables", self.max_variables, 1)
+        check_estimation(self.max_enumerated, self.samples)
+        if self.verifiers is not None:
+            if not self.verifiers:
+                raise BadArgument("verifiers", "give at least one verifier name")
+            available_verifiers(self.verifiers)  # UnknownVerifier; kept as given (spec.json)
+        self._check_grid()
+        inputs.choice("draft_sampling", self.draft_sampling, DRAFT_SAMPLING)
+        inputs.choice("backend", self.backend, BACKENDS)
+        inputs.choice("method", self.method, GAP_METHODS)
+        if self.backend != "highs" and self.method != "full":
+            raise BadArgument("backend", "cvxpy solves the enumerated LP only (method full)")
         count = len(self.cells()) * len(self.shapes()) * self.trials
         if count > MAX_TASKS:
             raise BadArgument("trials", f"the grid has {count:,} tasks (cells x alpha/temperature "
                              f"values x trials; limit {MAX_TASKS:,}); use fewer values or trials")
-        if self.draft_sampling not in DRAFT_SAMPLING:
-            raise BadArgument("draft_sampling", f"must be one of {', '.join(DRAFT_SAMPLING)}, "
-                             f"got {self.draft_sampling!r}")
-        if self.backend not in ("highs", "cvxpy"):
-            raise BadArgument("backend", f"must be highs or cvxpy, got {self.backend!r}")
-        if self.method not in METHODS:
-            raise BadArgument("method", f"must be one of {', '.join(METHODS)}, got {self.method!r}")
-        if self.backend != "highs" and self.method != "full":
-            raise BadArgument("backend", "cvxpy solves the enumerated LP only (method full)")
-        if self.max_enumerated < 1:
-            raise BadArgument("max_enumerated", f"must be >= 1, got {self.max_enumerated}")
-        if self.samples < 2:
-            raise BadArgument("samples", f"must be >= 2, got {self.samples}")
+
+    def _check_grid(self) -> None:
+        """alpha, temperature (> 0, finite; at least one family), paths (1..MAX_GAP_PATHS),
+        vocab (>= 2), depth (>= 1)."""
+        for name in ("alpha", "temperature"):
+            for value in getattr(self, name):
+                inputs.number(name, value, 0, low_open=True)
+        if not self.alpha and not self.temperature:
+            raise BadArgument("alpha", "give --alpha and/or --temperature values (no family chosen)")
+        for name, low in (("paths", 1), ("vocab", 2), ("depth", 1)):
+            values = getattr(self, name)
+            if not values:
+                raise BadArgument(name, "give at least one value")
+            for value in values:
+                inputs.integer(name, value, low)
+            if name == "paths":
+                check_gap_paths(max(values))
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields in order, the tuples as lists (the keys of spec.json, experiments.store)."""
+        fields = dataclasses.asdict(self)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}
 
     def cells(self) -> list[tuple[int, int, int]]:
         return [(v, d, k) for v in self.vocab for d in self.depth for k in self.paths]
@@ -210,7 +234,6 @@ def plan(spec: SweepSpec, skip_large: bool = False) -> tuple[list[Task], list[di
 
     Raises SweepTooLarge for a cell over the size guard unless skip_large.
     """
-    spec.validate()
     tasks: list[Task] = []
     skipped: list[dict[str, Any]] = []
     for vocab, depth, paths in spec.cells():
@@ -578,7 +601,7 @@ def folder_spec(spec: SweepSpec, fmt: str, skip_large: bool) -> dict[str, Any]:
     """What a sweep folder's spec.json records: every field of the spec (certify as
     no_certify, the command's flag), the format and skip_large (which decides the cells
     planned)."""
-    fields = dataclasses.asdict(spec)
+    fields = spec.as_dict()
     fields["no_certify"] = not fields.pop("certify")
     return {**fields, "format": fmt, "skip_large": skip_large}
 
@@ -593,7 +616,7 @@ def _refuse_legacy_mismatch(out: Path, spec: SweepSpec, new_folder: bool) -> Non
         stored = json.loads(legacy.read_text()).get("spec", {})
     except (OSError, ValueError, AttributeError):
         return
-    mine = dataclasses.asdict(spec)
+    mine = spec.as_dict()
     differences = spec_differences({k: v for k, v in stored.items() if k in mine},
                                    {k: v for k, v in mine.items() if k in stored})
     if differences:

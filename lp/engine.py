@@ -77,6 +77,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import inputs
 from ..inputs import BadArgument
 from ..rationals import fraction_text
 from ..verifiers.drafts import check_draft_sampling
@@ -193,13 +194,6 @@ class Optimum:
         return out
 
 
-def check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
-    """Raise BadArgument(name, "must be one of <choices>, got <value>") unless value is one of
-    choices (the argument checks of optimum, program_optimum and proofs.gap)."""
-    if value not in choices:
-        raise BadArgument(name, f"must be one of {', '.join(choices)}, got {value!r}")
-
-
 def _round(seconds: float | None) -> float | None:
     return None if seconds is None else round(seconds, 6)
 
@@ -218,7 +212,7 @@ def program_optimum(lp: LinearProgram, backend: str = "highs", certify: bool = T
     cvxpy's value from the exact optimum is recorded (details["backend_error"]).
     time_limit: seconds for the solver (None: none); a solve stopped by it gives a record
     with value None, status "time_limit", NOT certified."""
-    check_choice("backend", backend, BACKENDS)
+    inputs.choice("backend", backend, BACKENDS)
     start = time.perf_counter()
     solution = solve(lp, backend=backend, time_limit=time_limit)
     record = Optimum(
@@ -281,8 +275,8 @@ def optimum(instance: Instance | TreeModel, paths: int = 1, draft_sampling: str 
     [T] node indices of a fixed draft tree (then paths must be 1 and draft_sampling is
     ignored). Raises ValueError on bad arguments or an LP over the size limits.
     """
-    check_choice("method", method, METHODS)
-    check_choice("backend", backend, BACKENDS)
+    inputs.choice("method", method, METHODS)  # BadArgument(field, "must be one of ...")
+    inputs.choice("backend", backend, BACKENDS)
     if paths < 1:
         raise BadArgument("paths", f"must be >= 1, got {paths}")
     model, rational = _model_and_rational(instance, certify)

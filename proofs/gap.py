@@ -42,7 +42,7 @@ from typing import Any
 from .. import inputs
 from ..inputs import BadArgument
 from ..lp import tolerances
-from ..lp.engine import BACKENDS, DEFAULT_TIME_LIMIT, METHODS, check_choice, optimum
+from ..lp.engine import BACKENDS, DEFAULT_TIME_LIMIT, METHODS, optimum
 from ..lp.instance import Instance
 from ..rationals import fraction_text
 from ..verifiers.drafts import DRAFT_SAMPLING
@@ -161,9 +161,9 @@ def gap(instance: Instance, paths: int, draft_sampling: str = "iid", backend: st
     drafting without replacement, an enumerated LP over the builder's size limit), and
     OptimumNotFound (one line) when the optimum is not found, e.g. time_limit (seconds) hit.
     """
-    check_choice("draft_sampling", draft_sampling, DRAFT_SAMPLING)
-    check_choice("backend", backend, BACKENDS)
-    check_choice("method", method, METHODS)
+    inputs.choice("draft_sampling", draft_sampling, DRAFT_SAMPLING)
+    inputs.choice("backend", backend, BACKENDS)
+    inputs.choice("method", method, METHODS)
     if paths < 1:
         raise BadArgument("paths", f"must be >= 1, got {paths}")
     start = time.perf_counter()

@@ -16,6 +16,7 @@ from speclp.cli import app
 from speclp.cli import realgap as cli_realgap
 from speclp.cli.common import flag_of, flag_reason
 from speclp.cli.realgap import MODE_RENORMALISED, RealgapSpec
+from speclp.experiments import realgap_spec
 from speclp.experiments.bench import BenchSpec
 from speclp.experiments.realgap import realgap_keys
 from speclp.experiments.trees import TreesSpec
@@ -64,7 +65,7 @@ def test_flag_of_maps_fields_pairs_of_fields_and_references_in_a_reason():
     (TreesSpec, {"skip_trees": True}, "skip_trees"),
     (RealgapSpec, {"instances": "bogus"}, "instances"),
     (RealgapSpec, {"depths": (17,)}, "depths"),
-    (RealgapSpec, {"widths": (1,)}, "widths"),
+    (RealgapSpec, {"widths": (0,)}, "widths"),  # a cap of 1 is valid (full-vocabulary)
     (RealgapSpec, {"widths": (200,), "depths": (1, 3)}, "widths"),  # 201^3 paths > MAX_COARSE_PATHS
     (RealgapSpec, {"samples": 1}, "samples"),
     (RealgapSpec, {"verifiers": ("gbv_broken",)}, "verifiers"),
@@ -90,6 +91,8 @@ def test_the_specs_defaults_are_valid_and_hold_tuples():
     bench = BenchSpec(paths=[2, 4], depths=[3], temperatures=[0.5])  # lists are kept as tuples
     assert (bench.paths, bench.depths, bench.temperatures) == ((2, 4), (3,), (0.5,))
     realgap = RealgapSpec(widths=[4, 8])
+    assert RealgapSpec is realgap_spec.RealgapSpec  # the library's class (the CLI imports it)
+    assert RealgapSpec(widths=(1,)).widths == (1,)  # full-vocabulary: a cap of 1 token per node
     assert realgap.widths == (4, 8) and "khisti" not in realgap.verifiers and "bv" in realgap.verifiers
     assert RealgapSpec(instances=MODE_RENORMALISED, widths=(3,), paths=(1,)).verifiers == ()
     assert TreesSpec().as_dict()["engine_tokens"] is None  # the folder's spec is unchanged
@@ -130,7 +133,8 @@ def _refusal(args: list[str]) -> str:
     (["realgap", "--width-target", "nan"], "error: --width-target: must be a finite number, got nan"),
     (["realgap", "--width-target", "-1"], "error: --width-target: must be >= 0, got -1"),
     (["realgap", "--context-budget", "0"], "error: --context-budget: must be > 0, got 0"),
-    (["realgap", "--top", "8,1"], "error: --top: must be >= 2, got 1"),
+    (["realgap", "--top", "8,0"], "error: --top: must be >= 1, got 0"),
+    (["realgap", "--instances", "renormalised", "--top", "1"], "error: --top: must be >= 2, got 1"),
     (["realgap", "--instances", "renormalised", "--top", "3", "--paths", "1", "--context-budget", "5"],
      "error: --context-budget: applies to --instances full-vocabulary only (the bracket expansion); "
      "drop it"),

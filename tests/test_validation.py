@@ -412,3 +412,24 @@ def test_interrupt_with_json_is_one_object_exit_130(monkeypatch):
     result = runner.invoke(app, ["solve", "--json"])
     assert result.exit_code == 130 and result.stderr.strip() == "interrupted"
     assert json.loads(result.stdout) == {"error": "interrupted", "exit_status": 130, "field": None}
+
+
+@pytest.mark.parametrize("call, field, reason", [
+    (lambda m: m.optimum(dirichlet_instance(2, 1, seed=0), 1, method="simplex"), "method",
+     "must be one of auto, colgen, full, closed-form, got 'simplex'"),
+    (lambda m: m.optimum(dirichlet_instance(2, 1, seed=0), 1, backend="glpk"), "backend",
+     "must be one of highs, cvxpy, got 'glpk'"),
+])
+def test_the_lp_engine_refuses_a_choice_with_the_one_wording(call, field, reason):
+    """lp.engine checks its choices with speclp.inputs.choice (no second copy of the check)."""
+    import speclp.lp.engine as engine
+    from speclp.inputs import BadArgument
+    from speclp.proofs import gap
+    assert not hasattr(engine, "check_choice") and not hasattr(gap, "check_choice")
+    with pytest.raises(BadArgument) as caught:
+        call(engine)
+    assert (caught.value.field, caught.value.reason) == (field, reason)
+    with pytest.raises(BadArgument) as caught:
+        gap.gap(dirichlet_instance(2, 1, seed=0), 1, draft_sampling="sorted")
+    assert (caught.value.field, caught.value.reason) == (
+        "draft_sampling", "must be one of iid, without-replacement, got 'sorted'")
