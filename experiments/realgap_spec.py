@@ -32,8 +32,8 @@ class RealgapSpec:
     context_budget (seconds per context and depth, None: no limit): when the bracket
     expansion stops (full-vocabulary); kept_limit (None: the trees of the padded layout's
     limit): at most this many kept tokens per mass-driven tree, whose caps are then free;
-    contexts_per_prompt contexts `every` target-sampled tokens apart; draft_temperature None: the run's (1.5 for a single model,
-    trees.run_identity)."""
+    contexts_per_prompt contexts `every` target-sampled tokens apart; draft_temperature None:
+    the run's (1.5 for a single model, trees.run_identity)."""
 
     pair: str = "qwen2.5-coder"
     prompts: str = "humaneval:10"
