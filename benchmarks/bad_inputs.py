@@ -617,6 +617,10 @@ def range_cases(b: _Builder) -> None:  # noqa: PLR0915 (a list of data)
     for flag, value in [("--width-target", "-0.1"), ("--context-budget", "0"),
                         ("--context-budget", "inf")]:
         b.flag("realgap", flag, value)
+    for value in ("0", "x", "1e99"):
+        b.flag("realgap", "--kept-limit", value)
+    b.flag("realgap", "--kept-limit", "100", tag=":renormalised",
+           extra=("--instances", "renormalised", "--top", "3", "--paths", "1"))
     b.flag("realgap", "--context-budget", "60", tag=":renormalised",
            extra=("--instances", "renormalised", "--top", "3", "--paths", "1"))
     # prove
