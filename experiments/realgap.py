@@ -461,41 +461,13 @@ def kept_lower_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: in
     rounding below 1e-12), need no sampling, and are <= OPT_K (every lossless verifier is
     a feasible point; OPT_K >= OPT_1). Returns {K: {value, verifier, values, method}}.
     """
-
     te = np.asarray(target_edge, dtype=np.float64)
     de = np.asarray(draft_edge, dtype=np.float64)
     count = (width**depth - 1) // (width - 1) if width > 1 else depth
     if te.shape != (count, width) or de.shape != (count, width):
         raise ValueError(f"need edges [{count}, {width}] for M = {width}, L = {depth}, "
                          f"got {te.shape}, {de.shape}")
-    first_leaf = (width ** (depth - 1) - 1) // (width - 1) if width > 1 else depth - 1
-    # token-kept: path products of min(p, q), children of node n are width * n + 1 + j
-    reach = np.zeros(count)
-    reach[0] = 1.0
-    token = 1.0
-    for n in range(count):
-        step = reach[n] * np.minimum(te[n], de[n])  # [M]: reach of the children
-        token += float(step.sum())
-        if n < first_leaf:
-            reach[width * n + 1 : width * n + 1 + width] = step
-    most = max(paths)
-    f = np.zeros((count, most + 1))  # f[n, m], nodes of depth L-1 first (children at L: 0)
-    for n in range(count - 1, -1, -1):
-        below = (f[width * n + 1 : width * n + 1 + width] if n < first_leaf
-                 else np.zeros((width, most + 1)))
-        for m in range(1, most + 1):
-            j = np.arange(1, m + 1)
-            binom = (np.array([comb(m, int(i)) for i in j])[None]
-                     * de[n][:, None] ** j[None] * (1 - de[n][:, None]) ** (m - j)[None])
-            f[n, m] = float((te[n] * (binom * (1 + below[:, 1 : m + 1])).sum(1)).sum())
-    out = {}
-    for k in paths:
-        values = {"token-kept": token, "nss-kept": 1.0 + f[0, k]}
-        best = max(values, key=values.get)
-        out[str(k)] = {"value": values[best], "verifier": best, "values": values,
-                       "certified": True, "method": "exact value of a lossless verifier that "
-                       "uses only the kept rows (experiments.realgap.kept_lower_bounds)"}
-    return out
+    return tree_kept_lower_bounds(kept_tree_from_padded(te, de, width, depth), paths)
 
 
 # rounding of a scored law's E[tau + 1] in its score dtype: a float32 sum over a tree's nodes can
