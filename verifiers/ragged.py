@@ -44,12 +44,13 @@ from .law import DraftTree
 from .registry import _SELECTIONS, block_law, get_verifier
 from .single_path import bv_path_law
 from .structure import CHUNK, _index, _numpy, _rows, evaluation_kind
+from .tree import NodeRows
 
 __all__ = ["RaggedModel", "ragged_node_mass", "ragged_work"]
 
 
 @dataclass
-class RaggedModel:
+class RaggedModel(NodeRows):
     """Rows at the root and at every node of positive draft path probability, depth 0..L.
 
     parent [n] (-1 at the root, parents before children), token [n] (the token from the
@@ -64,14 +65,6 @@ class RaggedModel:
     draft: np.ndarray
     child: np.ndarray
     depth: int
-
-    @property
-    def vocab_size(self) -> int:
-        return int(self.target.shape[1])
-
-    @property
-    def exact(self) -> bool:
-        return self.target.dtype == object
 
     def __len__(self) -> int:
         return int(len(self.parent))

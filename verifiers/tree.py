@@ -145,8 +145,24 @@ def prefix_node_indices(tokens: Any, vocab_size: int) -> Any:
     return np.stack(out, axis=-1)
 
 
+class NodeRows:
+    """What a model with a `target` [n, V] row per node knows of itself (TreeModel and
+    verifiers.ragged.RaggedModel): its vocabulary size and whether it is exact."""
+
+    target: np.ndarray
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.target.shape[1])
+
+    @property
+    def exact(self) -> bool:
+        """Rows of exact rationals (a numpy object array), else float64."""
+        return self.target.dtype == object
+
+
 @dataclass(frozen=True)
-class TreeModel:
+class TreeModel(NodeRows):
     """Target and draft rows at every node of depth 0..depth, shortlex order.
 
     target, draft: [N, V] arrays, float64 or numpy object arrays of exact rationals.
@@ -155,14 +171,6 @@ class TreeModel:
     target: np.ndarray
     draft: np.ndarray
     depth: int
-
-    @property
-    def vocab_size(self) -> int:
-        return int(self.target.shape[1])
-
-    @property
-    def exact(self) -> bool:
-        return self.target.dtype == object
 
     def draft_path_probabilities(self, depth: int | None = None) -> np.ndarray:
         """[V^d] draft probability q(x) of every path of length d (default L), lexicographic."""
