@@ -248,11 +248,15 @@ def test_plots_written_and_counted(tmp_path):
     assert made["figures"]["gbv_vs_bv"]["pairs"] == len(gbv)
 
 
-def test_cli_plot_bad_input(tmp_path):
+def test_cli_plot_bad_input(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the default figure folder is ./speclp-results/NAME_figures
+    empty = tmp_path / "empty"
+    empty.mkdir()
     result = runner.invoke(app, ["plot", str(tmp_path / "nothing")])
     assert result.exit_code == 2 and "no such file" in result.output
-    result = runner.invoke(app, ["plot", str(tmp_path)])
+    result = runner.invoke(app, ["plot", str(empty)])
     assert result.exit_code == 2 and "no sweep results" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"]  # a refusal writes nothing
 
 
 def test_bench_results_are_dispatched(tmp_path, monkeypatch):

@@ -61,7 +61,6 @@ def plot_results(results: str | Path, out: str | Path | None = None) -> dict[str
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file or directory")
     target = Path(out) if out else path.with_name(path.stem + "_figures")
-    target.mkdir(parents=True, exist_ok=True)
     if is_bench_results(path):
         raise NotSweepResults(f"{path} holds benchmark results (JSONL), not a sweep: use "
                          "`speclp plot` (plot_bench below)")
@@ -69,6 +68,7 @@ def plot_results(results: str | Path, out: str | Path | None = None) -> dict[str
         frame = load_results(path)
     except (FileNotFoundError, ValueError) as err:
         raise NotSweepResults(str(err)) from None
+    target.mkdir(parents=True, exist_ok=True)  # only once the results are read: no empty folder
     # one gap heatmap per multi-path verifier the rows hold (whatever --verifiers chose);
     # GBV against BV only when both are there
     present = [v for v in dict.fromkeys(frame["verifier"])
