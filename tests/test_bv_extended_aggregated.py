@@ -186,16 +186,25 @@ def test_aggregated_float_equals_oracle_float_and_rationals(fallback):
     assert np.abs(floats - exact.astype(float)).max() < 1e-14
 
 
+def _count_rule_rows(monkeypatch) -> list[int]:
+    """Record the (node, ordered tuple) rows of every fallback rule call, through either
+    evaluation (the grouped optimal step or the generic _step)."""
+    calls: list[int] = []
+    step, grouped = bv_extended._step, bv_extended._optimal_step_grouped
+    monkeypatch.setattr(bv_extended, "_step", lambda *a: calls.append(len(a[1])) or step(*a))
+    monkeypatch.setattr(bv_extended, "_optimal_step_grouped",
+                        lambda *a: calls.append(len(a[2])) or grouped(*a))
+    return calls
+
+
 @pytest.mark.parametrize("fallback", ["optimal", "specinfer"])
 def test_chunks_of_one_node_give_the_same_law(monkeypatch, fallback):
     model = dirichlet_instance(3, 2, 0.3, seed=3).model(exact=True)
     whole = extended_bv_structured(model, 4, fallback)
     monkeypatch.setattr(bv_extended, "CHUNK_ELEMENTS", 1)  # one node per rule call
-    calls = []
-    real = bv_extended._step
-    monkeypatch.setattr(bv_extended, "_step", lambda *a: calls.append(len(a[1])) or real(*a))
+    calls = _count_rule_rows(monkeypatch)
     assert (extended_bv_structured(model, 4, fallback) == whole).all()
-    assert max(calls) <= 3**3  # one node's ordered 3-tuples at most
+    assert calls and max(calls) <= 3**3  # one node's ordered 3-tuples at most
 
 
 # --- the claim: BV's residual at v reads the prefix u..v only ---------------------------
@@ -251,11 +260,20 @@ def test_fresh_start_work_closed_form_and_counted_rule_rows(monkeypatch):
     vocab, depth, paths = 3, 3, 3
     model = dirichlet_instance(vocab, depth, 1.0, seed=5).model(exact=False)
     assert (model.draft > 0).all()
-    rows = []
-    real = bv_extended._step
-    monkeypatch.setattr(bv_extended, "_step", lambda *a: rows.append(len(a[1])) or real(*a))
+    rows = _count_rule_rows(monkeypatch)
     extended_bv_structured(model, paths, "optimal")
     root = num_nodes(vocab, depth - 1) * (vocab + vocab**2)
     bv_rows = sum(vocab**depth * (depth - d + 1) for d in range(depth + 1))
     assert root <= sum(rows) <= fresh_start_work(vocab, depth, paths) - bv_rows
     assert fresh_start_work(8, 4, 4) < 5e7 and fresh_start_work(16, 2, 4) < 5e7
+
+
+def test_torch_float_rows_take_the_generic_step_and_agree():
+    """Within ops.torch_float64() the rows are torch tensors: the optimal step runs as
+    optimal_step_rule on expanded rows, and gives the numpy grouped law to rounding."""
+    pytest.importorskip("torch")
+    model = dirichlet_instance(3, 2, 0.5, seed=9).model(exact=False)
+    numpy_law = extended_bv_structured(model, 4, "optimal")
+    with ops.torch_float64():
+        torch_law = extended_bv_structured(model, 4, "optimal")
+    assert np.abs(numpy_law - torch_law).max() < 1e-14

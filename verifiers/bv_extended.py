@@ -554,15 +554,41 @@ def extended_bv_structured(model: TreeModel, paths: int, fallback: str = DEFAULT
 CHUNK_ELEMENTS = 1 << 21  # (node, ordered tuple) rows x V per rule call: about 16 MB per float array
 
 
+def _optimal_step_grouped(residual: np.ndarray, draft: np.ndarray, node: np.ndarray,
+                          children: np.ndarray, support: int | None = DEFAULT_SUPPORT
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """optimal_step_rule on numpy rows (exact or float64) for many ordered child tuples at few
+    nodes: residual, draft [S, V] the nodes' rows, node [R] the node of each tuple row,
+    children [R, n] the n drafted children (every one a draw). Returns (accept [R, n],
+    correction [S, V]). The same values as optimal_step_rule on the rows expanded to R
+    (tests/test_bv_extended_aggregated.py, exactly in rationals): everything but the
+    selection is a function of the node (the ratio cells, the nested partitions for n draws
+    and their law r_n, the residual (a - r_n)_+ / Z), so it is built once per node, and the
+    selection reads it through rows = node (NestedPartitions.select)."""
+    n = children.shape[1]
+    cells = ratio_cells(residual, draft, support)
+    rule = nested_partitions_for(residual, draft, [n], cells=cells)[0]
+    chosen = rule.select(children, np.ones(children.shape, dtype=bool), node)
+    law = rule.law()  # [S, V]
+    p_c = residual[node[:, None], children]
+    r_c = law[node[:, None], children]
+    accept = chosen * ops.minimum(ops.safe_div(p_c, r_c), 1)
+    correction, _ = residual_rows(ops.ones((len(residual),), like=residual), residual, law)
+    return accept, correction
+
+
 def _fallback(model: TreeModel, rule: Any, fallback: str, v: np.ndarray, depth_v: int,
               chance: np.ndarray, residual: np.ndarray, emit: np.ndarray, fresh: np.ndarray) -> None:
     """The step at the distinct fallback nodes v [S] (target residual [S, V]): chance [S, n]
     is the mass reaching the step at v with n other paths through v, whose children are
-    i.i.d. q(.|v) (extended_bv_structured's docstring). One rule call per (v, ordered child
-    tuple of positive probability), in chunks of at most CHUNK_ELEMENTS row entries."""
+    i.i.d. q(.|v) (extended_bv_structured's docstring). One rule evaluation per (v, ordered
+    child tuple of positive probability), in chunks of at most CHUNK_ELEMENTS row entries;
+    the "optimal" step on numpy rows builds its per-node parts once per node
+    (_optimal_step_grouped), any other rule runs on the rows expanded per tuple (_step)."""
     vocab = model.vocab_size
     np.add.at(emit, v, chance[:, 0][:, None] * residual)
     code = v - depth_offset(vocab, depth_v)
+    grouped = fallback == "optimal" and not ops.is_torch(_as_rows(model, residual[:1]))
     for n in range(1, chance.shape[1]):
         live = np.nonzero(chance[:, n] != 0)[0]
         if len(live) == 0:
@@ -581,19 +607,27 @@ def _fallback(model: TreeModel, rule: Any, fallback: str, v: np.ndarray, depth_v
                 continue
             slot = rows[local]
             children = tuples[which]
-            through = np.ones(children.shape, dtype=bool)
-            firsts = first[which]
-            res = _as_rows(model, residual[slot])
-            drafts = _as_rows(model, model.draft[v[slot]])
-            children_t = children
-            if not model.exact:
-                through, children_t, firsts = (ops.host_index(through), ops.host_index(children),
-                                               ops.host_index(firsts))
-            accept, correction = _step(rule, res, drafts, through, children_t, firsts,
-                                       fallback in EMPTY_SAFE)
-            accept, correction = _as_numpy(accept), _as_numpy(correction)
             w = weight[local, which]
-            np.add.at(emit, v[slot], (w * (1 - accept.sum(axis=1)))[:, None] * correction)
+            if grouped:
+                accept, correction = _optimal_step_grouped(
+                    _as_rows(model, residual[rows]), _as_rows(model, model.draft[v[rows]]), local,
+                    children)
+                stopped = _zeros(model, (len(rows),))  # per node: sum of w (1 - accepted)
+                np.add.at(stopped, local, w * (1 - accept.sum(axis=1)))
+                np.add.at(emit, v[rows], stopped[:, None] * correction)
+            else:
+                through = np.ones(children.shape, dtype=bool)
+                firsts = first[which]
+                children_t = children
+                if not model.exact:
+                    through, children_t, firsts = (ops.host_index(through),
+                                                   ops.host_index(children),
+                                                   ops.host_index(firsts))
+                accept, correction = _step(rule, _as_rows(model, residual[slot]),
+                                           _as_rows(model, model.draft[v[slot]]), through,
+                                           children_t, firsts, fallback in EMPTY_SAFE)
+                accept, correction = _as_numpy(accept), _as_numpy(correction)
+                np.add.at(emit, v[slot], (w * (1 - accept.sum(axis=1)))[:, None] * correction)
             child = depth_offset(vocab, depth_v + 1) + code[slot][:, None] * vocab + children
             np.add.at(fresh, (child.reshape(-1), count[which].reshape(-1)),
                       (w[:, None] * accept).reshape(-1))
