@@ -19,6 +19,7 @@ from speclp.verifiers.structure import (
     _Level,
     _sibling_groups,
     _zeros,
+    sibling_evaluations_bound,
     sibling_recursion,
 )
 from speclp.verifiers.tree import TreeModel, depth_offset, num_nodes
@@ -168,3 +169,37 @@ def test_distinct_pairs_agrees_with_unique(keys, data):
     assert len(set(inverse.tolist())) == len(first)
     for r, g in enumerate(inverse.tolist()):
         assert keys[first[g]] == keys[r] and values[first[g]] == values[r]
+
+
+def _keys_without_merging(vocab: int, depth: int, paths: int) -> int:
+    """The (key, group) pairs of the recursion with a key per history instead of per weight:
+    a child key is (its parent key, the siblings deleted before it, its token, its n paths),
+    the groups read off _sibling_groups' enumeration of V^m ordered tuples."""
+    keys = {((), paths)}
+    pairs = 0
+    for _ in range(depth):
+        nxt = set()
+        for history, m in keys:
+            sequence, counts, _ = _sibling_groups(vocab, m)
+            pairs += len(sequence)
+            for g in range(len(sequence)):
+                for i in range(int((counts[g] > 0).sum())):
+                    n = int(counts[g, i])
+                    nxt.add((history + ((tuple(sequence[g, :i].tolist()), int(sequence[g, i]), n),), n))
+        keys = nxt
+    return pairs
+
+
+@pytest.mark.parametrize("vocab,depth,paths", [(2, 1, 2), (2, 2, 1), (2, 3, 3), (3, 3, 3),
+                                               (4, 2, 4), (3, 2, 4), (5, 2, 3)])
+def test_sibling_bound_counts_the_keys_without_weight_merging(vocab, depth, paths):
+    assert sibling_evaluations_bound(vocab, depth, paths) == _keys_without_merging(vocab, depth, paths)
+
+
+@pytest.mark.parametrize("vocab,depth,paths,seed", [(3, 3, 3, 0), (4, 2, 4, 1), (2, 4, 4, 2)])
+def test_evaluations_within_the_bound_on_generic_rows(vocab, depth, paths, seed):
+    """Positive irrational-ish float rows (alpha 5: ratios near 1, few weights clipped to 1,
+    so few merges): the pairs evaluated stay within the bound."""
+    model = dirichlet_instance(vocab, depth, 5.0, seed=seed).model(exact=False)
+    _, count = sibling_recursion(model, paths, traversal_child_weight, traversal_delete)
+    assert count <= sibling_evaluations_bound(vocab, depth, paths)

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -313,18 +314,24 @@ def _sibling_groups(vocab: int, size: int) -> tuple[np.ndarray, np.ndarray, np.n
 
 
 def sibling_evaluations_bound(vocab: int, depth: int, paths: int) -> int:
-    """Upper bound on the (key, child group) pairs of sibling_recursion: the keys counted
-    without merging equal entry weights (one per history of deleted siblings)."""
+    """Upper bound on the (key, child group) pairs of sibling_recursion, counting keys
+    without merging equal entry weights. A key with m paths meets every group (the distinct
+    children c_1..c_r in order of first appearance, V!/(V-r)! of them, with counts a
+    composition of m into r parts, C(m-1, r-1) of them). The child keys it makes are at most
+    the distinct (c_1..c_j deleted before, child c, its n paths): the entry weight of c is a
+    function of the parent's key and c_1..c_j only (the state after deleting them), whatever
+    follows c or how many paths the deleted siblings had; j + n <= m, so
+    V!/(V-j-1)! such keys with n paths for each j <= m - n."""
     keys = {paths: 1}
     pairs = 0
     for _ in range(depth):
         nxt: dict[int, int] = {}
         for m, count in keys.items():
-            _, counts, _ = _sibling_groups(vocab, m)
-            pairs += count * len(counts)
-            sizes, times = np.unique(counts[counts > 0], return_counts=True)
-            for n, t in zip(sizes.tolist(), times.tolist(), strict=True):
-                nxt[n] = nxt.get(n, 0) + count * t
+            pairs += count * sum(math.perm(vocab, r) * math.comb(m - 1, r - 1)
+                                 for r in range(1, m + 1))
+            for n in range(1, m + 1):
+                nxt[n] = nxt.get(n, 0) + count * sum(math.perm(vocab, j + 1)
+                                                     for j in range(m - n + 1))
         keys = nxt
     return pairs
 
