@@ -203,3 +203,28 @@ def test_evaluations_within_the_bound_on_generic_rows(vocab, depth, paths, seed)
     model = dirichlet_instance(vocab, depth, 5.0, seed=seed).model(exact=False)
     _, count = sibling_recursion(model, paths, traversal_child_weight, traversal_delete)
     assert count <= sibling_evaluations_bound(vocab, depth, paths)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), rows=st.integers(1, 6), vocab=st.integers(2, 5))
+def test_float_delete_equals_the_generic_delete(data, rows, vocab):
+    """traversal_delete's numpy float64 path against the generic formula (ops.safe_div),
+    on rows with zeros and ties, weights 0..1 (w = 1 and w p = q give mass 0 rows)."""
+    from speclp.verifiers import ops
+
+    def row():
+        w = data.draw(st.lists(st.integers(0, 3), min_size=vocab, max_size=vocab).filter(any))
+        return np.array(w, dtype=np.float64) / sum(w)
+
+    p_row, q_row = np.stack([row() for _ in range(rows)]), np.stack([row() for _ in range(rows)])
+    weight = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0]), min_size=rows,
+                                         max_size=rows)))
+    token = np.array(data.draw(st.lists(st.integers(0, vocab - 1), min_size=rows, max_size=rows)))
+    deleted = token[:, None] == np.arange(vocab)[None, :]
+    raw = ops.positive_part(weight[:, None] * p_row - q_row)
+    mass = ops.total(raw, -1)
+    removed = ops.where(deleted, 0, q_row)
+    expected = (ops.safe_div(mass, mass + 1 - weight), ops.safe_div(raw, mass[:, None]),
+                ops.safe_div(removed, ops.total(removed, -1, keepdim=True)))
+    for got, want in zip(traversal_delete(weight, p_row, q_row, deleted), expected, strict=True):
+        assert got.dtype == np.float64 and (got == want).all()
