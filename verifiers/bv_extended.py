@@ -469,6 +469,19 @@ def extended_bv_structured(model: TreeModel, paths: int, fallback: str = DEFAULT
     """emit [N, V] P(output node = u, Y = t) of extended BV on K = paths i.i.d. paths, by the
     recursion over fresh starts (u, m) (module docstring; docs/theory.md section 19.4).
 
+    Evaluation, per depth d of fresh starts: BV's law once on every path y below every
+    fresh-start node u of depth d (whatever m: BV on a path reads the path's rows only), and
+    the fallback step once per NODE v below u, not once per (path through v, m). Exact
+    because what the step at v reads is a function of v alone (given d): its target is BV's
+    residual at v, (w_i p(.|v) - q(.|v))_+ / Z_i with w_i = min(1, w_(i-1) p/q) along u..v
+    (verifiers.single_path.bv_path_law: the residual and weight at depth i read tokens and
+    rows of depths < i only, and u is v's ancestor of depth d), its draft q(.|v), and the
+    number n of other paths through v, Binomial(m - 1, q(v|u)). So the mass reaching the
+    step at v with n others is the sum over m and over the paths y through v of
+    fresh(u, m) P(BV on y stops at v) q(y|u) Binomial(n; m - 1, q(v|u)), and the step's
+    output is linear in it: summing that mass first (exactly, in rationals) gives the same
+    law with one rule call per (v, ordered tuple of n children), chunked (CHUNK_ELEMENTS).
+
     below: what runs at a fresh start below the root: "extended" (this rule again, the
     registered verifier) or a function (submodel: TreeModel, m) -> emit giving the exact law
     of another verifier on the subtree's m paths (e.g. through verifiers.exact.exact_result,
@@ -494,86 +507,130 @@ def extended_bv_structured(model: TreeModel, paths: int, fallback: str = DEFAULT
                 law = below(submodel, int(m))
                 emit[sub] = emit[sub] + fresh[start + u, m] * law
             continue
+        active = np.nonzero((fresh[start:start + width] != 0).any(axis=1))[0]
+        if len(active) == 0:
+            continue
         suffixes = all_paths(vocab, depth - d)  # [P, L-d] every path below a depth-d node
         codes = [np.zeros(len(suffixes), dtype=np.int64)]
         for i in range(depth - d):
             codes.append(codes[-1] * vocab + suffixes[:, i])
-        for m in range(1, paths + 1):
-            active = np.nonzero(fresh[start:start + width, m] != 0)[0]
-            if len(active) == 0:
-                continue
-            # absolute node of u y[:i] for every (active u, path y below), [A, P, L-d+1]
-            nodes = np.stack([depth_offset(vocab, d + i) + active[:, None] * vocab**i
-                              + codes[i][None, :] for i in range(depth - d + 1)], -1)
-            nodes = nodes.reshape(-1, depth - d + 1)
-            tokens = np.broadcast_to(suffixes[None], (len(active), *suffixes.shape)).reshape(
-                -1, depth - d)
-            # q(y[:i] | u), i = 0..L-d
-            reach = [np.full(len(nodes), one, dtype=object) if model.exact
-                     else np.ones(len(nodes))]
-            for i in range(depth - d):
-                reach.append(reach[-1] * model.draft[nodes[:, i], tokens[:, i]])
-            keep = np.nonzero(reach[-1] != 0)[0]
-            nodes, tokens = nodes[keep], tokens[keep]
-            reach = [r[keep] for r in reach]
-            mass = np.repeat(fresh[start + active, m], len(suffixes))[keep]  # [P']
-            index = tokens if model.exact else ops.host_index(tokens)
-            path_stop, path_rows = bv_path_law(index, _as_rows(model, model.target[nodes]),
-                                               _as_rows(model, model.draft[nodes[:, :-1]]))
-            weight = mass[:, None] * _as_numpy(path_stop) * reach[-1][:, None]  # [P', L-d+1]
-            path_rows = _as_numpy(path_rows)
-            leaf = nodes[:, -1]
-            np.add.at(emit, leaf, weight[:, -1, None] * model.target[leaf])
-            for i in range(depth - d):
-                v = nodes[:, i]
-                f = weight[:, i]
-                residual = path_rows[:, i]
-                _fallback(model, rule, fallback, v, d + i, f, residual, reach[i], m - 1, emit, fresh, one)
+        # absolute node of u y[:i] for every (active u, path y below), [A P, L-d+1]
+        nodes = np.stack([depth_offset(vocab, d + i) + active[:, None] * vocab**i
+                          + codes[i][None, :] for i in range(depth - d + 1)], -1)
+        nodes = nodes.reshape(-1, depth - d + 1)
+        tokens = np.broadcast_to(suffixes[None], (len(active), *suffixes.shape)).reshape(
+            -1, depth - d)
+        reach = [np.full(len(nodes), one, dtype=object) if model.exact else np.ones(len(nodes))]
+        for i in range(depth - d):  # q(y[:i] | u), i = 0..L-d
+            reach.append(reach[-1] * model.draft[nodes[:, i], tokens[:, i]])
+        keep = np.nonzero(reach[-1] != 0)[0]
+        nodes, tokens = nodes[keep], tokens[keep]
+        reach = [r[keep] for r in reach]
+        index = tokens if model.exact else ops.host_index(tokens)
+        path_stop, path_rows = bv_path_law(index, _as_rows(model, model.target[nodes]),
+                                           _as_rows(model, model.draft[nodes[:, :-1]]))
+        stop = _as_numpy(path_stop) * reach[-1][:, None]  # [P', L-d+1] P(y, BV stops at i)
+        path_rows = _as_numpy(path_rows)
+        mass = fresh[nodes[:, 0]]  # [P', K+1] fresh(u, m) of each path's start
+        leaf = nodes[:, -1]
+        np.add.at(emit, leaf, (mass.sum(axis=1) * stop[:, -1])[:, None] * model.target[leaf])
+        for i in range(depth - d):
+            v, first, group = np.unique(nodes[:, i], return_index=True, return_inverse=True)
+            ends = _zeros(model, (len(v),))  # sum over the paths y through v of P(y, stop at v)
+            np.add.at(ends, group.reshape(-1), stop[:, i])
+            u_mass = mass[first]  # [S, K+1]: u is v's ancestor, the same for every y through v
+            q_v = reach[i][first]  # q(v | u)
+            chance = _zeros(model, (len(v), paths))  # [S, n]: mass reaching v with n others
+            for m in range(1, paths + 1):
+                if not (u_mass[:, m] != 0).any():
+                    continue
+                for n in range(m):
+                    chance[:, n] = chance[:, n] + (u_mass[:, m] * ends * comb(m - 1, n)
+                                                   * q_v**n * (one - q_v) ** (m - 1 - n))
+            _fallback(model, rule, fallback, v, d + i, chance, path_rows[first, i], emit, fresh)
     return emit
 
 
-def _fallback(model: TreeModel, rule: Any, fallback: str, v: np.ndarray, depth_v: int, f: np.ndarray,
-              residual: np.ndarray, q_v: np.ndarray, others: int, emit: np.ndarray,
-              fresh: np.ndarray, one: Any) -> None:
-    """The step at fallback nodes v [S] (mass f, target residual [S, V]); the n other paths
-    through v are Binomial(others, q(v|u)), their children i.i.d. q(.|v)."""
+CHUNK_ELEMENTS = 1 << 21  # (node, ordered tuple) rows x V per rule call: about 16 MB per float array
+
+
+def _optimal_step_grouped(residual: np.ndarray, draft: np.ndarray, node: np.ndarray,
+                          children: np.ndarray, support: int | None = DEFAULT_SUPPORT
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """optimal_step_rule on numpy rows (exact or float64) for many ordered child tuples at few
+    nodes: residual, draft [S, V] the nodes' rows, node [R] the node of each tuple row,
+    children [R, n] the n drafted children (every one a draw). Returns (accept [R, n],
+    correction [S, V]). The same values as optimal_step_rule on the rows expanded to R
+    (tests/test_bv_extended_aggregated.py, exactly in rationals): everything but the
+    selection is a function of the node (the ratio cells, the nested partitions for n draws
+    and their law r_n, the residual (a - r_n)_+ / Z), so it is built once per node, and the
+    selection reads it through rows = node (NestedPartitions.select)."""
+    n = children.shape[1]
+    cells = ratio_cells(residual, draft, support)
+    rule = nested_partitions_for(residual, draft, [n], cells=cells)[0]
+    chosen = rule.select(children, np.ones(children.shape, dtype=bool), node)
+    law = rule.law()  # [S, V]
+    p_c = residual[node[:, None], children]
+    r_c = law[node[:, None], children]
+    accept = chosen * ops.minimum(ops.safe_div(p_c, r_c), 1)
+    correction, _ = residual_rows(ops.ones((len(residual),), like=residual), residual, law)
+    return accept, correction
+
+
+def _fallback(model: TreeModel, rule: Any, fallback: str, v: np.ndarray, depth_v: int,
+              chance: np.ndarray, residual: np.ndarray, emit: np.ndarray, fresh: np.ndarray) -> None:
+    """The step at the distinct fallback nodes v [S] (target residual [S, V]): chance [S, n]
+    is the mass reaching the step at v with n other paths through v, whose children are
+    i.i.d. q(.|v) (extended_bv_structured's docstring). One rule evaluation per (v, ordered
+    child tuple of positive probability), in chunks of at most CHUNK_ELEMENTS row entries;
+    the "optimal" step on numpy rows builds its per-node parts once per node
+    (_optimal_step_grouped), any other rule runs on the rows expanded per tuple (_step)."""
     vocab = model.vocab_size
-    live = np.nonzero(f != 0)[0]
-    v, f, residual, q_v = v[live], f[live], residual[live], q_v[live]
-    if len(v) == 0:
-        return
-    for n in range(others + 1):
-        chance = comb(others, n) * one * q_v**n * (one - q_v) ** (others - n)  # [S]
-        if n == 0:
-            np.add.at(emit, v, (f * chance)[:, None] * residual)
+    np.add.at(emit, v, chance[:, 0][:, None] * residual)
+    code = v - depth_offset(vocab, depth_v)
+    grouped = fallback == "optimal" and not ops.is_torch(_as_rows(model, residual[:1]))
+    for n in range(1, chance.shape[1]):
+        live = np.nonzero(chance[:, n] != 0)[0]
+        if len(live) == 0:
             continue
         tuples, first, count = _ordered_tuples(vocab, n)
-        q = model.draft[v][:, tuples]  # [S, T, n]
-        prob = q[..., 0]
-        for i in range(1, n):
-            prob = prob * q[..., i]
-        weight = (f * chance)[:, None] * prob  # [S, T]
-        slot, which = np.nonzero(weight != 0)
-        if len(slot) == 0:
-            continue
-        children = tuples[which]
-        through = np.ones(children.shape, dtype=bool)
-        firsts = first[which]
-        res = _as_rows(model, residual[slot])
-        drafts = _as_rows(model, model.draft[v[slot]])
-        children_t = children
-        if not model.exact:
-            through, children_t, firsts = (ops.host_index(through), ops.host_index(children),
-                                           ops.host_index(firsts))
-        accept, correction = _step(rule, res, drafts, through, children_t, firsts,
-                                   fallback in EMPTY_SAFE)
-        accept, correction = _as_numpy(accept), _as_numpy(correction)
-        w = weight[slot, which]
-        np.add.at(emit, v[slot], (w * (1 - accept.sum(axis=1)))[:, None] * correction)
-        code = v[slot] - depth_offset(vocab, depth_v)
-        child = depth_offset(vocab, depth_v + 1) + code[:, None] * vocab + children  # [S', n]
-        np.add.at(fresh, (child.reshape(-1), count[which].reshape(-1)),
-                  (w[:, None] * accept).reshape(-1))
+        per_chunk = max(1, CHUNK_ELEMENTS // (len(tuples) * max(n, vocab)))
+        for lo in range(0, len(live), per_chunk):
+            rows = live[lo:lo + per_chunk]
+            q = model.draft[v[rows]][:, tuples]  # [S', T, n]
+            prob = q[..., 0]
+            for i in range(1, n):
+                prob = prob * q[..., i]
+            weight = chance[rows, n][:, None] * prob  # [S', T]
+            local, which = np.nonzero(weight != 0)
+            if len(local) == 0:
+                continue
+            slot = rows[local]
+            children = tuples[which]
+            w = weight[local, which]
+            if grouped:
+                accept, correction = _optimal_step_grouped(
+                    _as_rows(model, residual[rows]), _as_rows(model, model.draft[v[rows]]), local,
+                    children)
+                stopped = _zeros(model, (len(rows),))  # per node: sum of w (1 - accepted)
+                np.add.at(stopped, local, w * (1 - accept.sum(axis=1)))
+                np.add.at(emit, v[rows], stopped[:, None] * correction)
+            else:
+                through = np.ones(children.shape, dtype=bool)
+                firsts = first[which]
+                children_t = children
+                if not model.exact:
+                    through, children_t, firsts = (ops.host_index(through),
+                                                   ops.host_index(children),
+                                                   ops.host_index(firsts))
+                accept, correction = _step(rule, _as_rows(model, residual[slot]),
+                                           _as_rows(model, model.draft[v[slot]]), through,
+                                           children_t, firsts, fallback in EMPTY_SAFE)
+                accept, correction = _as_numpy(accept), _as_numpy(correction)
+                np.add.at(emit, v[slot], (w * (1 - accept.sum(axis=1)))[:, None] * correction)
+            child = depth_offset(vocab, depth_v + 1) + code[slot][:, None] * vocab + children
+            np.add.at(fresh, (child.reshape(-1), count[which].reshape(-1)),
+                      (w[:, None] * accept).reshape(-1))
 
 
 # ---------------------------------------------------------------------------
@@ -581,10 +638,13 @@ def _fallback(model: TreeModel, rule: Any, fallback: str, v: np.ndarray, depth_v
 # ---------------------------------------------------------------------------
 
 def fresh_start_work(vocab: int, depth: int, paths: int) -> int:
-    """Upper bound on the work of extended_bv_structured: every fresh start (node u of depth
-    d, m <= K paths) runs BV on the V^(L-d) paths below u and the fallback step on at most
-    V^(K-1) ordered child tuples at each of their L - d nodes."""
-    return sum(vocab**d * paths * vocab ** (depth - d) * max(1, depth - d) * vocab ** (paths - 1)
+    """Upper bound on the work of extended_bv_structured: for every depth d of fresh starts,
+    BV's law on the V^L paths below the depth-d nodes (L - d + 1 rows each), and the fallback
+    step at each of the sum_(e=d..L-1) V^e nodes below them on at most sum_(n<K) V^n ordered
+    child tuples (the step runs once per node, whatever the number of paths through u)."""
+    tuples = sum(vocab**n for n in range(paths))
+    return sum(vocab**depth * (depth - d + 1)
+               + (num_nodes(vocab, depth - 1) - num_nodes(vocab, d - 1)) * tuples
                for d in range(depth + 1))
 
 

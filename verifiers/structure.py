@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -313,18 +314,24 @@ def _sibling_groups(vocab: int, size: int) -> tuple[np.ndarray, np.ndarray, np.n
 
 
 def sibling_evaluations_bound(vocab: int, depth: int, paths: int) -> int:
-    """Upper bound on the (key, child group) pairs of sibling_recursion: the keys counted
-    without merging equal entry weights (one per history of deleted siblings)."""
+    """Upper bound on the (key, child group) pairs of sibling_recursion, counting keys
+    without merging equal entry weights. A key with m paths meets every group (the distinct
+    children c_1..c_r in order of first appearance, V!/(V-r)! of them, with counts a
+    composition of m into r parts, C(m-1, r-1) of them). The child keys it makes are at most
+    the distinct (c_1..c_j deleted before, child c, its n paths): the entry weight of c is a
+    function of the parent's key and c_1..c_j only (the state after deleting them), whatever
+    follows c or how many paths the deleted siblings had; j + n <= m, so
+    V!/(V-j-1)! such keys with n paths for each j <= m - n."""
     keys = {paths: 1}
     pairs = 0
     for _ in range(depth):
         nxt: dict[int, int] = {}
         for m, count in keys.items():
-            _, counts, _ = _sibling_groups(vocab, m)
-            pairs += count * len(counts)
-            sizes, times = np.unique(counts[counts > 0], return_counts=True)
-            for n, t in zip(sizes.tolist(), times.tolist(), strict=True):
-                nxt[n] = nxt.get(n, 0) + count * t
+            pairs += count * sum(math.perm(vocab, r) * math.comb(m - 1, r - 1)
+                                 for r in range(1, m + 1))
+            for n in range(1, m + 1):
+                nxt[n] = nxt.get(n, 0) + count * sum(math.perm(vocab, j + 1)
+                                                     for j in range(m - n + 1))
         keys = nxt
     return pairs
 
@@ -347,6 +354,20 @@ class _Level:
             self.paths.append(paths)
             self.weight.append(weight)
         return found
+
+
+def _distinct_pairs(key: np.ndarray, value: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first [D], inverse [P]): the distinct (int key, float value) pairs, as the index of
+    one row of each and every row's pair id (equal floats by ==, as dict keys merge them).
+    One lexsort instead of np.unique(axis=0), which sorts structured rows far slower."""
+    order = np.lexsort((value, key))
+    k, v = key[order], value[order]
+    new = np.ones(len(order), dtype=bool)
+    new[1:] = (k[1:] != k[:-1]) | (v[1:] != v[:-1])
+    ids = np.cumsum(new) - 1
+    inverse = np.empty(len(order), dtype=np.int64)
+    inverse[order] = ids
+    return order[new], inverse
 
 
 def sibling_recursion(model: TreeModel, paths: int, child_weight: Callable[..., Any],
@@ -373,11 +394,16 @@ def sibling_recursion(model: TreeModel, paths: int, child_weight: Callable[..., 
     and u emits that times prod_j R_j w_final(x) with u's current row. Keys with equal
     (node, m, w) are merged (exact values in rationals, bitwise floats in float64: merging
     is only a saving). Three passes: keys and states top-down, R bottom-up, mass top-down.
+    The parent's state after deleting c_1..c_i is computed once per distinct (key, c_1..c_i)
+    and shared by every child group that starts with those siblings (the same function of
+    the same arguments: equal values, fewer [., V] rows), and u's final row is emitted once
+    per final state with the summed mass of its groups (a sum of equal rows times masses).
     """
     vocab, depth = model.vocab_size, model.depth
     target = model.target if model.exact else np.asarray(model.target, dtype=np.float64)
     draft = model.draft if model.exact else np.asarray(model.draft, dtype=np.float64)
     one = target[0, 0] * 0 + 1
+    kind = object if model.exact else np.float64
     levels = [_Level({}, [], [], [])]
     levels[0].key(0, paths, one)
     blocks: list[list[tuple[np.ndarray, ...]]] = []
@@ -399,17 +425,21 @@ def sibling_recursion(model: TreeModel, paths: int, child_weight: Callable[..., 
                 prob = prob * np.power(q[:, sequence[:, i]], counts[:, i][None, :])
             a_idx, g_idx = np.nonzero(prob != 0)
             evaluations += len(a_idx)
-            weight = np.array([level.weight[k] for k in ids[a_idx]],
-                              dtype=object if model.exact else np.float64)
             node = nodes[a_idx]
-            p_row, q_row = target[node], draft[node]
-            rows = np.arange(len(a_idx))
-            child = np.full((len(a_idx), m), -1, dtype=np.int64)
             code = node - depth_offset(vocab, d)
+            child = np.full((len(a_idx), m), -1, dtype=np.int64)
+            # the parent's state after deleting its first i children is a function of (key,
+            # the i deleted tokens): one state per distinct such prefix, `state` [pair]
+            # indexing it (the pairs sharing a prefix share the deletions)
+            keys, state = np.unique(a_idx, return_inverse=True)
+            state = state.reshape(-1)
+            weight = np.array([level.weight[k] for k in ids[keys]], dtype=kind)
+            p_rows, q_rows = target[nodes[keys]], draft[nodes[keys]]
+            owner = nodes[keys]  # the node of every state
             for i in range(m):
                 active = counts[g_idx, i] > 0
                 token = sequence[g_idx, i]
-                entry = child_weight(weight, p_row[rows, token], q_row[rows, token])
+                entry = child_weight(weight[state], p_rows[state, token], q_rows[state, token])
                 child_node = depth_offset(vocab, d + 1) + code * vocab + token
                 size = counts[g_idx, i]
                 live = np.nonzero(active)[0]
@@ -418,27 +448,41 @@ def sibling_recursion(model: TreeModel, paths: int, child_weight: Callable[..., 
                     for r in live.tolist():
                         child[r, i] = nxt.key(int(child_node[r]), int(size[r]), entry_list[r])
                 elif len(live):  # float64: merge equal (node, m, w) rows first, vectorised
-                    triples = np.stack([child_node[live].astype(np.float64),
-                                        size[live].astype(np.float64),
-                                        np.asarray(entry, dtype=np.float64)[live]], 1)
-                    distinct, inverse = np.unique(triples, axis=0, return_inverse=True)
-                    found = np.array([nxt.key(int(n), int(m), float(w)) for n, m, w in
-                                      distinct.tolist()], dtype=np.int64)
-                    child[live, i] = found[inverse.reshape(-1)]
-                w_new, p_new, q_new = delete(weight, p_row, q_row,
-                                             token[:, None] == np.arange(vocab)[None, :])
-                weight = np.where(active, w_new, weight)
-                p_row = np.where(active[:, None], p_new, p_row)
-                q_row = np.where(active[:, None], q_new, q_row)
-            accept = weight if d > 0 else weight * 0 + one  # the root is accepted w.p. 1
-            blocks[d].append((ids[a_idx], prob[a_idx, g_idx], child, accept, p_row, node))
+                    pair = child_node[live] * (paths + 1) + size[live]
+                    entry_live = np.asarray(entry, dtype=np.float64)[live]
+                    first, inverse = _distinct_pairs(pair, entry_live)
+                    found = np.array([nxt.key(int(n), int(c), float(w)) for n, c, w in
+                                      zip((pair[first] // (paths + 1)).tolist(),
+                                          (pair[first] % (paths + 1)).tolist(),
+                                          entry_live[first].tolist(), strict=True)],
+                                     dtype=np.int64)
+                    child[live, i] = found[inverse]
+                if not active.any():
+                    break
+                # the next prefixes: (state, token) for an active child, the state itself
+                # (code vocab) for a pair whose children are all walked
+                after, state = np.unique(state * (vocab + 1) + np.where(active, token, vocab),
+                                         return_inverse=True)
+                state = state.reshape(-1)
+                before, deleted = after // (vocab + 1), after % (vocab + 1)
+                w_new, p_new, q_new = delete(weight[before], p_rows[before], q_rows[before],
+                                             deleted[:, None] == np.arange(vocab)[None, :])
+                kept = deleted == vocab
+                owner = owner[before]
+                weight = np.where(kept, weight[before], w_new)
+                p_rows = np.where(kept[:, None], p_rows[before], p_new)
+                q_rows = np.where(kept[:, None], q_rows[before], q_new)
+            # the parent's final state: accepted w.p. its weight (the root w.p. 1), row p
+            accept = weight if d > 0 else weight * 0 + one
+            blocks[d].append((ids[a_idx], prob[a_idx, g_idx], child, accept[state], state,
+                              p_rows, owner))
     # R bottom-up
     leaves = levels[depth]
     reject = [None] * (depth + 1)
     reject[depth] = one - np.array(leaves.weight, dtype=object if model.exact else np.float64)
     for d in range(depth - 1, -1, -1):
         out = _zeros(model, (len(levels[d].node),))
-        for key, prob, child, accept, _, _ in blocks[d]:
+        for key, prob, child, accept, *_ in blocks[d]:
             term = prob * (one - accept)
             for i in range(child.shape[1]):
                 term = term * np.where(child[:, i] >= 0, reject[d + 1][child[:, i]], one)
@@ -450,13 +494,15 @@ def sibling_recursion(model: TreeModel, paths: int, child_weight: Callable[..., 
     mass[0] = mass[0] + one
     for d in range(depth):
         nxt_mass = _zeros(model, (len(levels[d + 1].node),))
-        for key, prob, child, accept, p_row, node in blocks[d]:
+        for key, prob, child, accept, state, p_rows, owner in blocks[d]:
             reach = mass[key] * prob
             for i in range(child.shape[1]):
                 active = child[:, i] >= 0
                 np.add.at(nxt_mass, child[active, i], reach[active])
                 reach = reach * np.where(active, reject[d + 1][child[:, i]], one)
-            np.add.at(emit, node, (reach * accept)[:, None] * p_row)
+            stopped = _zeros(model, (len(p_rows),))  # per final state: its row is emitted
+            np.add.at(stopped, state, reach * accept)
+            np.add.at(emit, owner, stopped[:, None] * p_rows)
         mass = nxt_mass
     leaf_nodes = np.asarray(leaves.node, dtype=np.int64)
     leaf_weight = np.array(leaves.weight, dtype=object if model.exact else np.float64)
