@@ -100,10 +100,12 @@ def available_verifiers(requested: tuple[str, ...] | list[str] | None = None) ->
     """The verifiers to compare, in order: `requested`, or by default every verifier of
     verifiers.registry.compared_verifiers (every lossless one, nodeopt included, and the
     published rules registered as not claimed lossless, e.g. spectr_gbv; a deliberately
-    broken variant only when requested by name). Raises UnknownVerifier naming the first
-    requested name that is not registered."""
+    broken variant only when requested by name). Raises BadArgument("verifiers") for an empty
+    list, and UnknownVerifier naming the first requested name that is not registered."""
     if requested is None:
         return compared_verifiers()
+    if not requested:
+        raise BadArgument("verifiers", "give at least one verifier name")
     unknown = unknown_verifiers(list(requested))
     if unknown:
         raise UnknownVerifier(f"unknown verifier {unknown[0]!r}; known: "

@@ -27,6 +27,15 @@ def test_a_wrong_field_is_refused_at_construction(changes, field):
         assert isinstance(caught.value, UnknownVerifier) and "'nope'" in caught.value.reason
 
 
+def test_an_empty_verifier_list_is_refused_once_by_the_spec():
+    """No verifier to compare: refused by the spec (the one check; the CLI parses only)."""
+    with pytest.raises(BadArgument) as caught:
+        GapSpec(bv_toy(1), verifiers=())
+    assert (caught.value.field, caught.value.reason) == ("verifiers", "give at least one verifier name")
+    from speclp.cli.gap import parse_verifiers
+    assert parse_verifiers("--verifiers", " , ") == []
+
+
 def test_defaults_are_gaps_defaults():
     import inspect
     defaults = {k: v.default for k, v in inspect.signature(gap).parameters.items()
