@@ -8,8 +8,8 @@ verifiers.tree.ordered_tuple_count) and refused with the size, the limit and a
 suggestion; files are checked to be regular files of bounded size before they are opened
 (lp.instance.readable_path); output folders are checked to be creatable.
 
-The value checks of a command whose spec validates itself (gap, audit, bench, trees, realgap: the
-spec's construction is the validation) live in the spec and raise speclp.inputs.BadArgument
+The value checks of a command whose spec validates itself (solve, instance, check, gap, audit,
+bench, trees, realgap: the spec's construction is the validation) live in the spec and raise speclp.inputs.BadArgument
 naming the field; here they remain only for what flags alone have (list parsing, files,
 folders). The number, choice and seed checks are written once, in speclp.inputs (integer,
 number, choice, seed); the functions here wrap them with the flag (flagged).
