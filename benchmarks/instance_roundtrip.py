@@ -15,15 +15,16 @@ import time
 from pathlib import Path
 
 import numpy as np
-from speclp.cli.instance import generate, same_rows
+from speclp.cli.instance import same_rows
 from speclp.lp.instance import instance_from_json
+from speclp.lp.instance_spec import InstanceSpec
 
 FAMILIES = ("dirichlet", "temperature", "ties")
 OUT = Path(__file__).resolve().parent / "results" / "instance_roundtrip.json"
 
 
 def one(family: str, vocab: int, depth: int, seed: int) -> bool:
-    inst = generate(family, vocab, depth, 1.0, 1.5, 0.5, seed, None).settled()
+    inst = InstanceSpec(family, vocab, depth, seed=seed).generate()  # the defaults, settled
     back = instance_from_json(json.loads(json.dumps(inst.to_json())))
     return bool(same_rows(back, inst))
 

@@ -5,7 +5,9 @@ class-equals-full and node-form are the claims on the selection class of docs/th
 sections 5.5 and 7.1 (class = full is Theorem 5.5; node-form is looser in general);
 bv-optimal is Theorem 3.3. Exit 0 when the claim held on every trial, 1 with the
 counterexample (printed and saved) on the first trial where it fails, 2 on bad input. The
-flags' defaults are the library's (ClaimSettings).
+flags build a spec of speclp.proofs.claim_specs (ClassClaimSpec, BvOptimalSpec: its
+construction is the validation, its defaults the library's ClaimSettings); only --save-dir
+(a folder) is checked here.
 """
 
 from __future__ import annotations
@@ -15,15 +17,12 @@ from typing import Any
 import typer
 
 from ..lp.engine import BACKENDS
-from ..proofs import bv_optimal, class_claims
+from ..proofs.claim_specs import BV, CLASS, BvOptimalSpec, ClassClaimSpec
 from ..verifiers.drafts import DRAFT_SAMPLING
-from ..verifiers.registry import get_verifier
 from . import options as option
 from . import validate as check
-from .common import BadInput, ClaimFailed, new_commands, progress, run, table
+from .common import ClaimFailed, new_commands, progress, run, table
 
-CLASS = class_claims.DEFAULTS
-BV = bv_optimal.DEFAULTS
 CLAIM_HELP = {
     "class-equals-full": 'Selection-class optimum ("select one path, then BV") = full K-path LP '
                          "optimum? (docs/theory.md Theorem 5.5: it is; this tests the proof and "
@@ -35,20 +34,6 @@ CLAIM_HELP = {
 commands = new_commands()
 check_group = new_commands(help="Check a claim of the theory; exit 1 with a counterexample if it fails.")
 commands.add_typer(check_group, name="check")
-
-
-def _validate(trials: int, vocab: int, depth: int, seed: int, alpha: float, denominator: int,
-              backend: str, save_dir: str) -> None:
-    """The flags every claim shares (cheap checks, before any LP)."""
-    check.integer("--trials", trials, 1, check.MAX_TRIALS)
-    check.integer("--vocab", vocab, 2)
-    check.integer("--depth", depth, 1)
-    check.seed("--seed", seed)
-    check.number("--alpha", alpha, 0, low_open=True)
-    check.integer("--denominator", denominator, 0, 2**31)
-    check.choice("--backend", backend, BACKENDS)
-    check.output_dir("--save-dir", save_dir)
-    check.instance_shape("--vocab/--depth", vocab, depth)
 
 
 def _counts(counts: Any, trials: int) -> str:
@@ -96,28 +81,11 @@ def _render(r: dict[str, Any]) -> None:
     table(f"counterexample to {r['claim']}", ["quantity", "value"], rows)
 
 
-def _check(claim: str, trials: int, vocab: int, depth: int, paths: int, seed: int, alpha: float,
-           denominator: int, draft_sampling: str, backend: str, save_dir: str,
-           against: str | None) -> dict[str, Any]:
-    """The body of class-equals-full / node-form: checks, then the claim; ClaimFailed on a
-    counterexample."""
-    _validate(trials, vocab, depth, seed, alpha, denominator, backend, save_dir)
-    check.integer("--paths", paths, 1)
-    check.choice("--draft-sampling", draft_sampling, DRAFT_SAMPLING)
-    if claim == "node-form":
-        check.choice("--against", against or "class", ("class", "full"))
-    elif against is not None:
-        raise BadInput("--against: only applies to `check node-form`")
-    check.full_lp("--paths", vocab, depth, paths, draft_sampling, suggestion="use a smaller V, L or K")
-    check.enumeration("--paths", vocab, depth, paths, suggestion="use a smaller V, L or K")
-    bar = lambda it: progress(it, trials, f"{claim} V={vocab} L={depth} K={paths}")  # noqa: E731
-    common = dict(seed=seed, alpha=alpha, progress=bar, denominator=denominator or None,
-                  draft_sampling=draft_sampling, backend=backend, save_dir=save_dir)
-    if claim == "class-equals-full":
-        result = class_claims.check_class_equals_full(trials, vocab, depth, paths, **common)
-    else:
-        result = class_claims.check_node_form(trials, vocab, depth, paths, against=against or "class",
-                                              **common)
+def _check(spec: ClassClaimSpec) -> dict[str, Any]:
+    """The body of class-equals-full / node-form: the claim; ClaimFailed on a counterexample."""
+    bar = lambda it: progress(it, spec.trials, f"{spec.claim} V={spec.vocab} L={spec.depth} "  # noqa: E731
+                                               f"K={spec.paths}")
+    result = spec.run(bar)
     if not result["passed"]:
         what = "BUG (a theorem failed)" if result["kind"] == "bug" else result["kind"]
         instance = result["counterexample"]["instance"]
@@ -149,8 +117,13 @@ def check_class_claim_cmd(
 ) -> None:
     """The two claims on the selection class (one command function, registered under both
     names: the name invoked, ctx.info_name, is the claim)."""
-    run(lambda: _check(ctx.info_name, trials, vocab, depth, paths, seed, alpha, denominator,
-                       draft_sampling, backend, save_dir, against), as_json, _render)
+
+    def body() -> dict[str, Any]:
+        check.output_dir("--save-dir", save_dir)
+        return _check(ClassClaimSpec(ctx.info_name, trials, vocab, depth, paths, seed, alpha,
+                                     denominator, draft_sampling, backend, against, save_dir))
+
+    run(body, as_json, _render)
 
 
 def _render_bv(r: dict[str, Any]) -> None:
@@ -176,7 +149,7 @@ def check_bv_optimal_cmd(
     seed: int = option.seed(BV.seed, "First seed."),
     alpha: float = option.concentration(BV.alpha),
     denominator: int = option.denominator(BV.denominator),
-    verifier: str = typer.Option("bv", "--verifier", help="Verifier claimed optimal (bv)."),
+    verifier: str = typer.Option(BvOptimalSpec.verifier, "--verifier", help="Verifier claimed optimal (bv)."),
     backend: str = option.backend(BACKENDS, BV.backend),
     save_dir: str = option.save_dir(BV.save_dir, option.COUNTEREXAMPLE_HELP),
     as_json: bool = option.json(),
@@ -185,17 +158,10 @@ def check_bv_optimal_cmd(
     (docs/theory.md Theorem 3.3)."""
 
     def body() -> dict[str, Any]:
-        _validate(trials, vocab, depth, seed, alpha, denominator, backend, save_dir)
-        check.full_lp("--vocab/--depth", vocab, depth, 1)
-        check.enumeration("--vocab/--depth", vocab, depth, 1)
-        try:
-            get_verifier(verifier)
-        except KeyError as err:
-            raise BadInput(f"--verifier: {err.args[0]}") from None
-        result = bv_optimal.check_bv_optimal(
-            trials, vocab, depth, seed=seed, alpha=alpha, denominator=denominator or None,
-            verifier=verifier, backend=backend, save_dir=save_dir,
-            progress=lambda it: progress(it, trials, f"bv-optimal V={vocab} L={depth}"))
+        check.output_dir("--save-dir", save_dir)
+        spec = BvOptimalSpec(trials, vocab, depth, seed, alpha, denominator, verifier, backend,
+                             save_dir)
+        result = spec.run(lambda it: progress(it, trials, f"bv-optimal V={vocab} L={depth}"))
         if not result["passed"]:
             failures = "; ".join(result["counterexample"]["failures"])
             name = result["counterexample"]["instance"]

@@ -1,57 +1,45 @@
-"""`speclp solve`: the single-path LPs and BV (the main job on a built-in default)."""
+"""`speclp solve`: the single-path LPs and BV (the main job on a built-in default). The flags
+build a speclp.proofs.single_path.SolveSpec (its construction is the validation, its defaults
+the library's); the CLI reads the instance file (refused by its sizes, naming the path) and
+refuses a file given with --builtin; solve(spec) computes; the table and "meaning" are here."""
 
 from __future__ import annotations
 
-import inspect
-import time
-from fractions import Fraction
 from typing import Any
 
 import typer
 
 from ..lp import tolerances
-from ..lp.engine import BACKENDS, optimum, program_optimum
-from ..lp.full import MAX_VARIABLES, full_lp_size
-from ..lp.instance import BUILTINS, builtin_instance
-from ..lp.node import node_lp
-from ..rationals import fraction_text, parse_fraction
-from ..verifiers.exact import exact_result
+from ..lp.engine import BACKENDS
+from ..lp.instance import BUILTINS, Instance
+from ..proofs.single_path import DEFAULT_BUILTIN, DEFAULT_DEPTH, STAGES, OptimumNotFound, SolveSpec, solve
 from . import options as option
 from . import validate as check
 from .common import BadInput, ClaimFailed, new_commands, progress, run, table
 
 commands = new_commands()
-DEFAULT_BUILTIN = next(iter(BUILTINS))  # bv-toy
-DEFAULT_DEPTH = inspect.signature(builtin_instance).parameters["depth"].default
 
 
-def _load(instance: str | None, builtin: str | None, depth: int | None) -> Any:
-    """The instance to solve, after refusing (exit 2) one whose single-path LP or exact laws
-    are over the size limits (before anything is built)."""
+def solve_spec(instance: str | None, builtin: str | None, depth: int | None, backend: str) -> SolveSpec:
+    """Flags -> SolveSpec (BadArgument naming the field, exit 2 before any work): a file with
+    --builtin refused here, the file read (check.instance_file) once the spec's other fields
+    are checked."""
     if instance and builtin:
         raise BadInput("INSTANCE: give either INSTANCE.json or --builtin, not both")
-    if instance:
-        if depth is not None:
-            raise BadInput("--depth: only applies to --builtin instances (a file fixes its depth)")
+
+    def read(spec: SolveSpec) -> Instance:
         return check.instance_file(instance)
-    name = check.choice("--builtin", DEFAULT_BUILTIN if builtin is None else builtin, BUILTINS)
-    depth = check.integer("--depth", DEFAULT_DEPTH if depth is None else depth, 1)
-    fits = check.largest(lambda d: full_lp_size(2, d, 1)["variables"] <= MAX_VARIABLES, min(depth, 64))
-    suggestion = f"use --depth {fits} or less"
-    check.instance_shape("--depth", 2, depth)
-    check.full_lp("--depth", 2, depth, 1, suggestion=suggestion)
-    check.enumeration("--depth", 2, depth, 1, suggestion=suggestion)
-    return builtin_instance(name, depth)
+
+    return SolveSpec(read if instance else None, builtin, depth, backend)
 
 
-
-@commands.command()
-def solve(
+@commands.command("solve")
+def solve_cmd(
     instance: str = typer.Argument(None, help=f"Instance JSON file (default: --builtin {DEFAULT_BUILTIN})."),
     builtin: str = typer.Option(None, "--builtin", help=f"Built-in instance: {', '.join(BUILTINS)}."),
     depth: int = typer.Option(None, "--depth",
                               help=f"Depth L of a built-in instance (default {DEFAULT_DEPTH})."),
-    backend: str = option.backend(BACKENDS, BACKENDS[0]),
+    backend: str = option.backend(BACKENDS, SolveSpec.backend),
     as_json: bool = option.json(),
 ) -> None:
     """Solve the single-path information-agnostic LPs and compare BV and token-level.
@@ -62,46 +50,12 @@ def solve(
     """
 
     def body() -> dict[str, Any]:
-        check.choice("--backend", backend, BACKENDS)
-        inst = _load(instance, builtin, depth)
-        records: dict[str, Any] = {}
-        verifiers, verifiers_exact = {}, {}
-        model = inst.model(exact=inst.rational)
-        stages = ["optimum", "lp_full", "lp_node", "bv", "token"]
-        for key in progress(stages, len(stages), f"solve {inst.name}"):
-            if key == "optimum":  # the engine (column generation, certified)
-                records[key] = optimum(inst, 1).to_json()
-            elif key == "lp_full":  # the enumerated LP: the independent oracle
-                full = optimum(inst, 1, method="full", backend=backend)
-                records[key] = full.to_json()
-            elif key == "lp_node":
-                start = time.perf_counter()
-                node = program_optimum(node_lp(inst), backend, rational=inst.rational)
-                node.seconds = time.perf_counter() - start  # build included
-                records[key] = node.to_json()
-            else:  # an exact verifier law
-                res = exact_result(model, key)
-                verifiers[key] = float(res.block_efficiency)
-                verifiers_exact[key] = (fraction_text(Fraction(res.block_efficiency)) if inst.rational
-                                        else None)
-        for key in ("optimum", "lp_full", "lp_node"):  # not found: one line, exit 1
-            if records[key]["value"] is None:
-                message = (f"{key}: optimum not found: {records[key]['status']} "
-                           f"({records[key]['certificate']})")
-                raise ClaimFailed(message, {"error": message, key: records[key]})
-        if full.exact_value is not None and inst.rational:
-            gaps = {n: fraction_text(full.exact_value - parse_fraction(verifiers_exact[n]))
-                    for n in verifiers}
-        else:
-            gaps = {n: full.value - v for n, v in verifiers.items()}
-        result = {
-            "instance": {"name": inst.name, "vocab_size": inst.vocab_size, "depth": inst.depth,
-                         "rational": inst.rational, "notes": inst.notes},
-            **records,
-            "verifiers": verifiers,
-            "verifiers_exact": verifiers_exact,
-            "gap_to_optimum": gaps,
-        }
+        spec = solve_spec(instance, builtin, depth, backend)
+        bar = lambda stages: progress(stages, len(STAGES), f"solve {spec.instance.name}")  # noqa: E731
+        try:
+            result = solve(spec, bar)
+        except OptimumNotFound as err:  # one line, exit 1
+            raise ClaimFailed(str(err), {"error": str(err), err.key: err.record}) from None
         return {**result, "meaning": meaning(result)}
 
     run(body, as_json, render_solve)

@@ -9,12 +9,12 @@ instance is solved and compared in exact arithmetic (ties: rows are compositions
 units). Float rows are written settled (lp.instance.Instance.settled: the loader's
 renormalisation leaves them bit for bit). The file is written to a temporary file, read back
 and compared with the generated rows, and only then renamed to --out: a failure leaves no
-file.
+file. The flags build an lp.instance_spec.InstanceSpec (its construction is the validation;
+the defaults are the generators'); only --out and --force are checked here.
 """
 
 from __future__ import annotations
 
-import inspect
 import os
 from pathlib import Path
 from typing import Any
@@ -22,53 +22,13 @@ from typing import Any
 import numpy as np
 import typer
 
-from ..lp.instance import (
-    Instance,
-    _round_rows,  # the rounding dirichlet_instance uses, reused for the other families
-    dirichlet_instance,
-    from_rows,
-    instance_size,
-    load_instance,
-    temperature_instance,
-    ties_instance,
-)
+from ..lp.instance import Instance, load_instance
+from ..lp.instance_spec import DEFAULTS, TIES_DENOMINATOR, InstanceSpec
 from . import options as option
 from . import validate as check
 from .common import BadInput, new_commands, run, working
 
-FAMILIES = ("dirichlet", "temperature", "ties")
-MAX_DENOMINATOR = 10**9
-
-
-def library_default(function: Any, name: str) -> Any:
-    """The default of parameter `name` of a library function (the one place it is set)."""
-    return inspect.signature(function).parameters[name].default
-
-
-TIES_DENOMINATOR = library_default(ties_instance, "denominator")  # composition units
-MAX_WRITTEN_ENTRIES = 1_000_000  # probabilities per model written by this command (~50 MB of JSON)
-DEFAULTS = {"alpha": library_default(dirichlet_instance, "alpha"),
-            "temperature": library_default(temperature_instance, "temperature"),
-            "noise": library_default(temperature_instance, "noise"),
-            "seed": library_default(dirichlet_instance, "seed")}
-FAMILY_FLAGS = {"dirichlet": ("alpha",), "temperature": ("temperature", "noise"), "ties": ()}
-
 commands = new_commands()
-
-
-def generate(family: str, vocab: int, depth: int, alpha: float, temperature: float, noise: float,
-             seed: int, denominator: int | None) -> Instance:
-    """The instance of `family` (module docstring); rows rounded to 1/denominator if given."""
-    if family == "dirichlet":
-        return dirichlet_instance(vocab, depth, alpha=alpha, seed=seed, denominator=denominator)
-    if family == "ties":
-        return ties_instance(vocab, depth, seed=seed, denominator=denominator or TIES_DENOMINATOR)
-    inst = temperature_instance(vocab, depth, temperature=temperature, noise=noise, seed=seed)
-    if denominator:
-        name = f"{inst.name}-d{denominator}"
-        inst = from_rows(_round_rows(inst.target, denominator), _round_rows(inst.draft, denominator),
-                         depth, name)
-    return inst
 
 
 def output_file(flag: str, path: Path, force: bool) -> Path:
@@ -113,11 +73,11 @@ def write_checked(inst: Instance, path: Path) -> None:
 @commands.command()
 def instance(
     out: Path = typer.Option(None, "--out", help="The instance file to write (JSON)."),
-    family: str = typer.Option("dirichlet", "--family",
+    family: str = typer.Option(InstanceSpec.family, "--family",
                                help="dirichlet, temperature (temperature-shifted draft) or ties "
                                     "(rational, many equal ratios)."),
-    vocab: int = option.vocab(2),
-    depth: int = option.depth(2, "Depth L (rows for every prefix of length 0..L)."),
+    vocab: int = option.vocab(InstanceSpec.vocab),
+    depth: int = option.depth(InstanceSpec.depth, "Depth L (rows for every prefix of length 0..L)."),
     alpha: float = typer.Option(None, "--alpha",
                                 help=f"Dirichlet concentration (--family dirichlet; default "
                                      f"{DEFAULTS['alpha']:g})."),
@@ -127,7 +87,7 @@ def instance(
     noise: float = typer.Option(None, "--noise",
                                 help=f"Standard deviation of the draft's logit noise (--family "
                                      f"temperature; default {DEFAULTS['noise']:g})."),
-    seed: int = option.seed(DEFAULTS["seed"], "Random seed of the rows."),
+    seed: int = option.seed(InstanceSpec.seed, "Random seed of the rows."),
     denominator: int = typer.Option(None, "--denominator",
                                     help="Rational rows: round every row to multiples of 1/D "
                                          "(exact arithmetic downstream); ties: composition units "
@@ -138,9 +98,10 @@ def instance(
     """Write an instance file (random target and draft rows) for solve, gap, audit and check."""
 
     def body() -> dict[str, Any]:
-        values = checked_values(out, family, vocab, depth, alpha, temperature, noise, seed,
-                                denominator)
-        return write_instance(Path(out), force, values, vocab, depth, seed, denominator)
+        if out is None:  # what the flags alone have: the file to write
+            raise BadInput("--out: give the file to write, e.g. --out instance.json")
+        spec = InstanceSpec(family, vocab, depth, alpha, temperature, noise, seed, denominator)
+        return write_instance(spec, Path(out), force)
 
     def render(r: dict[str, Any]) -> None:
         numbers = ("exact rationals (solved and compared in exact arithmetic)" if r["rational"]
@@ -152,50 +113,13 @@ def instance(
     run(body, as_json, render)
 
 
-def checked_values(out: Path | None, family: str, vocab: int, depth: int, alpha: float | None,
-                   temperature: float | None, noise: float | None, seed: int,
-                   denominator: int | None) -> dict[str, Any]:
-    """The checks of `speclp instance` (exit 2 before any work); returns the family ("family")
-    and its parameters with the library's defaults filled in (alpha, temperature, noise)."""
-    if out is None:
-        raise BadInput("--out: give the file to write, e.g. --out instance.json")
-    choice = check.choice("--family", family, FAMILIES)
-    check.integer("--vocab", vocab, 2)
-    check.integer("--depth", depth, 1)
-    check.instance_shape("--vocab/--depth", vocab, depth)
-    entries = instance_size(vocab, depth)["entries"]
-    if entries > MAX_WRITTEN_ENTRIES:
-        raise BadInput(f"--vocab/--depth: V={vocab}, L={depth} has {entries:,} probabilities per "
-                       f"model (this command writes at most {MAX_WRITTEN_ENTRIES:,}); use a "
-                       "smaller vocabulary or depth")
-    given = {"alpha": alpha, "temperature": temperature, "noise": noise}
-    for name, value in given.items():
-        if value is not None and name not in FAMILY_FLAGS[choice]:
-            raise BadInput(f"--{name}: does not apply to --family {choice} (it applies to "
-                           f"--family {next(f for f, names in FAMILY_FLAGS.items() if name in names)})")
-    values = {name: DEFAULTS[name] if value is None else value for name, value in given.items()}
-    check.number("--alpha", values["alpha"], 0, low_open=True)
-    check.number("--temperature", values["temperature"], 0, low_open=True)
-    check.number("--noise", values["noise"], 0)
-    check.seed("--seed", seed)
-    if denominator is not None:
-        check.integer("--denominator", denominator, 1, MAX_DENOMINATOR)
-    return {"family": choice, **values}
-
-
-def write_instance(out: Path, force: bool, values: dict[str, Any], vocab: int, depth: int,
-                   seed: int, denominator: int | None) -> dict[str, Any]:
-    """Generate the instance, write it checked (write_checked) and describe it."""
-    choice = values["family"]
+def write_instance(spec: InstanceSpec, out: Path, force: bool) -> dict[str, Any]:
+    """Generate the spec's instance, write it checked (write_checked) and describe it."""
     path = output_file("--out", out, force)
-    with working(f"instance {choice} V={vocab} L={depth}"):
-        inst = generate(choice, vocab, depth, values["alpha"], values["temperature"],
-                        values["noise"], seed, denominator).settled()
+    with working(f"instance {spec.family} V={spec.vocab} L={spec.depth}"):
+        inst = spec.generate()
         write_checked(inst, path)
-    settings = {"family": choice, "vocab": vocab, "depth": depth, "seed": seed,
-                "denominator": denominator if choice != "ties" else denominator or TIES_DENOMINATOR}
-    settings.update({name: values[name] for name in FAMILY_FLAGS[choice]})
     return {"path": str(path), "name": inst.name, "vocab_size": inst.vocab_size,
             "depth": inst.depth, "rational": inst.rational,
-            "rows_per_model": int(inst.target.shape[0]), "settings": settings,
+            "rows_per_model": int(inst.target.shape[0]), "settings": spec.settings(),
             "next": [f"speclp solve {path}", f"speclp gap {path} --paths 2"]}

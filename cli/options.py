@@ -17,8 +17,6 @@ FAILING_INSTANCE_HELP = "Where a failing instance is saved."
 COUNTEREXAMPLE_HELP = "Where a counterexample is saved."
 DENOMINATOR_HELP = "Round rows to multiples of 1/D (rational, exact comparison); 0: floats."
 SAVE_DIR = "counterexamples"
-MAX_ENUMERATED = 1_000_000
-SAMPLES = 4096
 
 
 def json() -> Any:
@@ -78,14 +76,16 @@ def method(help: str) -> Any:
     return typer.Option("auto", "--method", help=help)
 
 
-def max_enumerated(help: str) -> Any:
+def max_enumerated(default: int, help: str) -> Any:
     """--max-enumerated: draft configurations one verifier's exact law may enumerate
-    before its block efficiency is estimated from --samples (samples)."""
-    return typer.Option(MAX_ENUMERATED, "--max-enumerated", help=help)
+    before its block efficiency is estimated from --samples (samples); the default is the
+    command's spec's (the library's)."""
+    return typer.Option(default, "--max-enumerated", help=help)
 
 
-def samples() -> Any:
-    return typer.Option(SAMPLES, "--samples",
+def samples(default: int) -> Any:
+    """--samples: sampled draft configurations per estimated verifier (the spec's default)."""
+    return typer.Option(default, "--samples",
                         help="Sampled draft configurations per estimated verifier.")
 
 

@@ -69,10 +69,10 @@ def sweep(
     max_variables: int = typer.Option(DEFAULTS["max_variables"], "--max-variables",
                                       help="Size guard of --method full: full LP variables per "
                                            "cell."),
-    max_enumerated: int = option.max_enumerated(
+    max_enumerated: int = option.max_enumerated(DEFAULTS["max_enumerated"],
         "Configurations one verifier's exact law may enumerate; above it the block efficiency is "
         "ESTIMATED from --samples sampled configurations (rows say estimate, with a 95% CI)."),
-    samples: int = option.samples(),
+    samples: int = option.samples(DEFAULTS["samples"]),
     verifiers: str = typer.Option(None, "--verifiers",
                                   help="Verifiers, comma-separated (default: gap's default, every "
                                        "registered lossless verifier and the ones not claimed "

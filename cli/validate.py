@@ -8,8 +8,8 @@ verifiers.tree.ordered_tuple_count) and refused with the size, the limit and a
 suggestion; files are checked to be regular files of bounded size before they are opened
 (lp.instance.readable_path); output folders are checked to be creatable.
 
-The value checks of a command whose spec validates itself (gap, audit, bench, trees, realgap: the
-spec's construction is the validation) live in the spec and raise speclp.inputs.BadArgument
+The value checks of a command whose spec validates itself (solve, instance, check, gap, audit,
+bench, trees, realgap: the spec's construction is the validation) live in the spec and raise speclp.inputs.BadArgument
 naming the field; here they remain only for what flags alone have (list parsing, files,
 folders). The number, choice and seed checks are written once, in speclp.inputs (integer,
 number, choice, seed); the functions here wrap them with the flag (flagged).
@@ -32,7 +32,7 @@ from typing import Any
 from .. import inputs
 from ..inputs import BadArgument
 from ..lp.colgen import MAX_ENUMERATED_CONFIGURATIONS, MAX_MASTER_COLUMNS, master_size
-from ..lp.full import MAX_VARIABLES, full_lp_size
+from ..lp.full import check_distinct_paths, check_full_lp_size
 from ..lp.instance import (
     InstanceError,
     check_enumeration,
@@ -144,28 +144,15 @@ def instance_shape(flag: str, vocab: int, depth: int) -> None:
 
 def distinct_paths(flag: str, vocab: int, depth: int, paths: int, draft_sampling: str) -> None:
     """Refuse K paths drafted without replacement when there are fewer than K distinct
-    paths (V^L)."""
-    if draft_sampling == "without-replacement":
-        distinct = path_count(vocab, depth)
-        if paths > distinct:
-            raise BadInput(f"{flag}: cannot draft {paths} distinct paths out of {distinct:,} "
-                           f"(V={vocab}, L={depth}, without replacement)")
+    paths (V^L; lp.full.check_distinct_paths)."""
+    flagged(check_distinct_paths, flag, vocab, depth, paths, draft_sampling)
 
 
 def full_lp(flag: str, vocab: int, depth: int, paths: int, draft_sampling: str = "iid",
             limit: int | None = None, suggestion: str = "use a smaller V, L or K") -> dict[str, int]:
     """Refuse a K-path LP over `limit` variables (default lp.full.MAX_VARIABLES); returns
-    the size estimate (lp.full.full_lp_size)."""
-
-    limit = MAX_VARIABLES if limit is None else limit
-    distinct_paths(flag, vocab, depth, paths, draft_sampling)
-    size = full_lp_size(vocab, depth, paths, draft_sampling)
-    if size["variables"] > limit:
-        raise BadInput(f"{flag}: the K-path LP at V={vocab}, L={depth}, K={paths} would have "
-                       f"about {format_count(size['variables'])} variables "
-                       f"({format_count(size['configurations'])} draft configurations; limit "
-                       f"{limit:,}); {suggestion}")
-    return size
+    the size estimate (lp.full.check_full_lp_size, the one wording)."""
+    return flagged(check_full_lp_size, flag, vocab, depth, paths, draft_sampling, limit, suggestion)
 
 
 def master_lp(flag: str, vocab: int, depth: int, paths: int, draft_sampling: str = "iid",

@@ -173,12 +173,15 @@ class SweepSpec:
             object.__setattr__(self, name, tuple(value))
         inputs.integer("trials", self.trials, 1)
         inputs.seed("seed", self.seed)
+        last = self.seed + self.trials - 1  # the seeds are seed .. seed + trials - 1
+        if last > inputs.SEED_MAX:
+            raise BadArgument("seed/trials", f"the last seed, `seed` + `trials` - 1 = {last:,}, is over "
+                                             f"{inputs.SEED_MAX:,} (the largest seed numpy and torch "
+                                             "take); use a smaller `seed` or fewer `trials`")
         inputs.integer("max_variables", self.max_variables, 1)
         check_estimation(self.max_enumerated, self.samples)
-        if self.verifiers is not None:
-            if not self.verifiers:
-                raise BadArgument("verifiers", "give at least one verifier name")
-            available_verifiers(self.verifiers)  # UnknownVerifier; kept as given (spec.json)
+        if self.verifiers is not None:  # none, or an unknown name: refused (kept as given: spec.json)
+            available_verifiers(self.verifiers)
         self._check_grid()
         inputs.choice("draft_sampling", self.draft_sampling, DRAFT_SAMPLING)
         inputs.choice("backend", self.backend, BACKENDS)

@@ -64,7 +64,9 @@ The record (Optimum)
                      solve; any multipliers give a certified upper bound by weak duality
                      (speclp.lp.dual_bound.dual_upper_bound), tight when they are optimal.
                      Not in to_json().
-to_json() gives the JSON object the CLI prints (exact numbers as fraction strings).
+to_json() gives the JSON object the CLI prints (exact numbers as fraction strings);
+Optimum.from_json(data, rational) rebuilds the record from it (the mixture and the duals left
+out); .bounds gives the exact bounds (lower, upper) as Fractions of a record certified within w.
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ import numpy as np
 
 from .. import inputs
 from ..inputs import BadArgument
-from ..rationals import fraction_text
+from ..rationals import fraction_text, parse_fraction
 from ..verifiers.drafts import check_draft_sampling
 from ..verifiers.tree import TreeModel, num_nodes
 from .certify import refine_basis
@@ -181,6 +183,32 @@ class Optimum:
             return f"certified within {self.certified_within:.3g} (exact bounds)"
         return f"NOT certified: {self.certificate}"
 
+    @property
+    def bounds(self) -> tuple[Fraction, Fraction] | None:
+        """(lower, upper): the exact bounds lower <= optimum <= upper of a record certified by
+        exact bounds (details["lower_bound_exact"], ["upper_bound_exact"]), else None."""
+        lower, upper = self.details.get("lower_bound_exact"), self.details.get("upper_bound_exact")
+        if lower is None or upper is None:
+            return None
+        return parse_fraction(lower), parse_fraction(upper)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], rational: bool,
+                  exact_value: Fraction | None = None) -> Optimum:
+        """The record of a to_json() object (rational: whether the instance was given in exact
+        numbers, which to_json does not say). exact_value: the exact optimum when known (a
+        float instance's exact binary optimum is not in the JSON), else read from "exact".
+        Every key to_json does not name is a detail, in its order, so that to_json() gives
+        the object back; the mixture and the matching duals are not rebuilt (None)."""
+        if exact_value is None and data.get("exact"):
+            exact_value = parse_fraction(data["exact"])
+        details = {k: v for k, v in data.items() if k not in JSON_FIELDS}
+        return cls(value=data["value"], exact_value=exact_value, certified=data["certified"],
+                   certificate=data["certificate"], status=data["status"], method=data["method"],
+                   rational=rational, seconds=data["seconds"], solve_seconds=data.get("solve_seconds"),
+                   certify_seconds=data.get("certify_seconds"), size=dict(data.get("size", {})),
+                   notes=list(data.get("notes", [])), details=details, solver_status=data["status"])
+
     def to_json(self, mixture: bool = False) -> dict[str, Any]:
         """JSON object (the mixture only when asked: it has P entries per priority)."""
         out = {"value": self.value, "exact": self.exact, "certified": self.certified,
@@ -192,6 +220,11 @@ class Optimum:
         if mixture and self.mixture is not None:
             out["mixture"] = self.mixture.to_json()
         return out
+
+
+JSON_FIELDS = ("value", "exact", "certified", "certificate", "status", "method", "seconds",
+               "solve_seconds", "certify_seconds", "size", "notes", "mixture", "exact_value")
+"""The keys of Optimum.to_json that are not details (and "exact_value", which proofs.gap adds)."""
 
 
 def _round(seconds: float | None) -> float | None:

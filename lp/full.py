@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from ..inputs import BadArgument
 from ..verifiers.drafts import (
     DRAFT_SAMPLING,
     count_configurations,
@@ -63,12 +64,12 @@ from ..verifiers.tree import (
     num_nodes,
     prefix_node_indices,
 )
-from .instance import Instance
+from .instance import Instance, format_count
 from .program import Block, LinearProgram, ValueTable
 from .rows import depth_values, matching_a_entries, matching_rhs, target_refs
 
-__all__ = ["DRAFT_SAMPLING", "MAX_BYTES", "MAX_NONZEROS", "as_model", "check_tree_nodes",
-           "estimate_full_lp", "full_lp", "tree_lp"]
+__all__ = ["DRAFT_SAMPLING", "MAX_BYTES", "MAX_NONZEROS", "as_model", "check_distinct_paths",
+           "check_full_lp_size", "check_tree_nodes", "estimate_full_lp", "full_lp", "tree_lp"]
 
 MAX_VARIABLES = 400_000  # default refusal limit of the commands (V=3, L=3, K=4 is ~1.07M: minutes)
 MAX_NONZEROS = 20_000_000
@@ -123,6 +124,33 @@ def full_lp_size(vocab: int, depth: int, paths: int, draft_sampling: str = "iid"
                  SIZE_CAP)
     return {"configurations": configs, "variables": variables, "nonzeros": nonzeros,
             "bytes": memory}
+
+
+def check_distinct_paths(field: str, vocab: int, depth: int, paths: int, draft_sampling: str) -> None:
+    """BadArgument(field) for K paths drafted without replacement when there are fewer than
+    K distinct paths (V^L, capped)."""
+    if draft_sampling == "without-replacement":
+        distinct = capped_power(vocab, depth)
+        if paths > distinct:
+            raise BadArgument(field, f"cannot draft {paths} distinct paths out of {distinct:,} "
+                                     f"(V={vocab}, L={depth}, without replacement)")
+
+
+def check_full_lp_size(field: str, vocab: int, depth: int, paths: int, draft_sampling: str = "iid",
+                       limit: int | None = None, suggestion: str = "use a smaller V, L or K"
+                       ) -> dict[str, int]:
+    """The size estimate of the K-path LP (full_lp_size) after refusing, with
+    BadArgument(field), paths that cannot be drafted (check_distinct_paths) and an LP over
+    `limit` variables (default MAX_VARIABLES): the one wording of the commands' size refusal."""
+    limit = MAX_VARIABLES if limit is None else limit
+    check_distinct_paths(field, vocab, depth, paths, draft_sampling)
+    size = full_lp_size(vocab, depth, paths, draft_sampling)
+    if size["variables"] > limit:
+        raise BadArgument(field, f"the K-path LP at V={vocab}, L={depth}, K={paths} would have "
+                                 f"about {format_count(size['variables'])} variables "
+                                 f"({format_count(size['configurations'])} draft configurations; "
+                                 f"limit {limit:,}); {suggestion}")
+    return size
 
 
 def estimate_full_lp(model: TreeModel, paths: int, draft_sampling: str = "iid",

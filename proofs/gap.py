@@ -42,7 +42,7 @@ from typing import Any
 from .. import inputs
 from ..inputs import BadArgument
 from ..lp import tolerances
-from ..lp.engine import BACKENDS, DEFAULT_TIME_LIMIT, METHODS, optimum
+from ..lp.engine import BACKENDS, DEFAULT_TIME_LIMIT, METHODS, Optimum, optimum
 from ..lp.instance import Instance
 from ..rationals import fraction_text
 from ..verifiers.drafts import DRAFT_SAMPLING
@@ -100,10 +100,12 @@ def available_verifiers(requested: tuple[str, ...] | list[str] | None = None) ->
     """The verifiers to compare, in order: `requested`, or by default every verifier of
     verifiers.registry.compared_verifiers (every lossless one, nodeopt included, and the
     published rules registered as not claimed lossless, e.g. spectr_gbv; a deliberately
-    broken variant only when requested by name). Raises UnknownVerifier naming the first
-    requested name that is not registered."""
+    broken variant only when requested by name). Raises BadArgument("verifiers") for an empty
+    list, and UnknownVerifier naming the first requested name that is not registered."""
     if requested is None:
         return compared_verifiers()
+    if not requested:
+        raise BadArgument("verifiers", "give at least one verifier name")
     unknown = unknown_verifiers(list(requested))
     if unknown:
         raise UnknownVerifier(f"unknown verifier {unknown[0]!r}; known: "
@@ -161,6 +163,15 @@ def gap(instance: Instance, paths: int, draft_sampling: str = "iid", backend: st
     drafting without replacement, an enumerated LP over the builder's size limit), and
     OptimumNotFound (one line) when the optimum is not found, e.g. time_limit (seconds) hit.
     """
+    return _gap(instance, paths, draft_sampling, backend, verifiers, certify, method, time_limit,
+                max_enumerated, samples, seed)[1]
+
+
+def _gap(instance: Instance, paths: int, draft_sampling: str, backend: str,
+         verifiers: list[str] | tuple[str, ...] | None, certify: bool, method: str,
+         time_limit: float | None, max_enumerated: int, samples: int, seed: int
+         ) -> tuple[Optimum, dict[str, Any]]:
+    """gap(): the optimum record (typed) and gap()'s dict."""
     inputs.choice("draft_sampling", draft_sampling, DRAFT_SAMPLING)
     inputs.choice("backend", backend, BACKENDS)
     inputs.choice("method", method, METHODS)
@@ -187,7 +198,7 @@ def gap(instance: Instance, paths: int, draft_sampling: str = "iid", backend: st
                                            tolerance, max_enumerated, samples, seed)
         results[name]["seconds"] = round(time.perf_counter() - t0, 6)
         failures += problems
-    return {
+    return record, {
         "instance": {"name": instance.name, "vocab_size": instance.vocab_size,
                      "depth": instance.depth, "rational": instance.rational},
         "paths": paths,
@@ -195,13 +206,20 @@ def gap(instance: Instance, paths: int, draft_sampling: str = "iid", backend: st
         "backend": backend,
         "method": record.method,
         "optimum": {**record.to_json(), "exact_value": record.exact_value},
-        "class_optimum": {"value": record.value, "exact": record.exact,
-                          "certified": record.certified, "source": CLASS_SOURCE},
+        "class_optimum": class_optimum(record),
         "verifiers": results,
         "tolerance": tolerance,
         "failures": failures,
         "seconds": round(time.perf_counter() - start, 6),
     }
+
+
+def class_optimum(record: Optimum) -> dict[str, Any]:
+    """The selection-class optimum of a gap: the K-path optimum's own numbers (CLASS_SOURCE:
+    by the theorem class LP = full LP = selection master, the same solve; not a record of
+    its own)."""
+    return {"value": record.value, "exact": record.exact, "certified": record.certified,
+            "source": CLASS_SOURCE}
 
 
 def _estimated(model: Any, name: str, paths: int, draft_sampling: str, record: Any,
@@ -373,11 +391,10 @@ class GapSpec:
 
     def run(self) -> GapResult:
         """The computation (gap()); OptimumNotFound when the optimum is not found."""
-        return GapResult.from_json(self, gap(
-            self.instance, self.paths, draft_sampling=self.draft_sampling, backend=self.backend,
-            verifiers=self.verifiers, certify=self.certify, method=self.method,
-            time_limit=self.time_limit, max_enumerated=self.max_enumerated,
-            samples=self.samples, seed=self.seed))
+        record, data = _gap(self.instance, self.paths, self.draft_sampling, self.backend,
+                            self.verifiers, self.certify, self.method, self.time_limit,
+                            self.max_enumerated, self.samples, self.seed)
+        return GapResult.from_json(self, data, record)
 
 
 @dataclass(frozen=True)
@@ -396,31 +413,47 @@ class GapRow:
 
 @dataclass(frozen=True)
 class GapResult:
-    """The result of a GapSpec, inspectable like scipy's OptimizeResult: the optimum record,
-    one GapRow per verifier, the tolerance and the violated claims. to_json() is gap()'s dict
-    without the optimum's exact_value (a Fraction; its text is optimum["exact"])."""
+    """The result of a GapSpec, inspectable like scipy's OptimizeResult: the optimum as the
+    typed record of the one optimum engine (lp.engine.Optimum: .status a Status, .certified,
+    .certified_within, .bounds, .exact_value, .value), one GapRow per verifier, the tolerance
+    and the violated claims. class_optimum is the optimum's own numbers (the theorem class =
+    full: the same solve, not a second record). to_json() is gap()'s dict without the
+    optimum's exact_value (a Fraction; its text is optimum["exact"] on a rational instance)."""
 
     spec: GapSpec
     instance: dict[str, Any]
-    method: str
-    optimum: dict[str, Any]
-    exact_value: Fraction | None
-    class_optimum: dict[str, Any]
+    optimum: Optimum
     rows: tuple[GapRow, ...]
     tolerance: float
     failures: tuple[str, ...]
     seconds: float
 
     @classmethod
-    def from_json(cls, spec: GapSpec, data: dict[str, Any]) -> GapResult:
-        optimum = dict(data["optimum"])
-        exact_value = optimum.pop("exact_value", None)
+    def from_json(cls, spec: GapSpec, data: dict[str, Any], optimum: Optimum | None = None) -> GapResult:
+        """The result of gap()'s dict or of a to_json() object; optimum: the record itself when
+        at hand (GapSpec.run), else rebuilt from data["optimum"] (Optimum.from_json, with
+        gap()'s exact_value when the dict has it)."""
+        if optimum is None:
+            record = data["optimum"]
+            optimum = Optimum.from_json(record, data["instance"]["rational"], record.get("exact_value"))
         rows = tuple(GapRow(name, row["block_efficiency"], row["gap"], row["ratio"],
                             row["lossless_claimed"], row.get("evaluation"), row)
                      for name, row in data["verifiers"].items())
-        return cls(spec, data["instance"], data["method"], optimum, exact_value,
-                   data["class_optimum"], rows, data["tolerance"], tuple(data["failures"]),
+        return cls(spec, data["instance"], optimum, rows, data["tolerance"], tuple(data["failures"]),
                    data["seconds"])
+
+    @property
+    def method(self) -> str:
+        return self.optimum.method
+
+    @property
+    def exact_value(self) -> Fraction | None:
+        """The exact optimum (a float instance's: of its exact binary rows), None if not certified."""
+        return self.optimum.exact_value
+
+    @property
+    def class_optimum(self) -> dict[str, Any]:
+        return class_optimum(self.optimum)
 
     def row(self, name: str) -> GapRow:
         """The row of verifier `name` (KeyError if it was not compared)."""
@@ -432,7 +465,8 @@ class GapResult:
     def to_json(self) -> dict[str, Any]:
         return {"instance": self.instance, "paths": self.spec.paths,
                 "draft_sampling": self.spec.draft_sampling, "backend": self.spec.backend,
-                "method": self.method, "optimum": self.optimum, "class_optimum": self.class_optimum,
+                "method": self.method, "optimum": self.optimum.to_json(),
+                "class_optimum": self.class_optimum,
                 "verifiers": {row.name: row.record for row in self.rows},
                 "tolerance": self.tolerance, "failures": list(self.failures),
                 "seconds": self.seconds}

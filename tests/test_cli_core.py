@@ -201,7 +201,7 @@ def test_help_is_light():
 
 
 def test_solve_optimum_not_found_is_one_line_exit_1(monkeypatch):
-    import speclp.cli.core as core
+    import speclp.proofs.single_path as core  # where `speclp solve` asks for its optima
 
     real = core.optimum
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from speclp.cli import app
 from speclp.cli import instance as cli_instance
-from speclp.cli.instance import generate, same_rows, write_checked
+from speclp.cli.instance import same_rows, write_checked
 from speclp.lp.instance import (
     _renormalised,
     dirichlet_instance,
@@ -16,6 +16,7 @@ from speclp.lp.instance import (
     load_instance,
     temperature_instance,
 )
+from speclp.lp.instance_spec import InstanceSpec
 from typer.testing import CliRunner
 
 runner = CliRunner()
@@ -145,7 +146,7 @@ GRID = [(family, vocab, depth) for family in ("dirichlet", "temperature", "ties"
 
 def round_trip(family, vocab, depth, seed):
     """generate -> settle -> write -> read back, through the library (the command's path)."""
-    inst = generate(family, vocab, depth, 1.0, 1.5, 0.5, seed, None).settled()
+    inst = InstanceSpec(family, vocab, depth, seed=seed).generate()  # the defaults, settled
     back = instance_from_json(json.loads(json.dumps(inst.to_json())))
     return inst, back
 

@@ -222,3 +222,51 @@ def test_function_length_scan_sees_a_long_function(tmp_path, monkeypatch):
     probe.write_text(f"class A:\n    def f(self):\n{body}\n\ndef g():\n    return 1\n")
     assert long_functions(probe, 60) == ["probe.py:2 f (61 lines)"]
     assert long_functions(probe, 61) == []
+
+
+SCALAR_CHECKS = ("integer", "number", "choice", "seed")  # cli/validate's flag-named value checks
+SPEC_VALIDATED = ("core.py", "instance.py", "claims.py", "gap.py", "audit.py", "realgap.py")
+"""Command modules whose spec's construction is the whole value validation (issue 29): they
+parse lists and check files and folders, never a number, choice or seed themselves."""
+
+
+def spec_names(path: Path) -> set[str]:
+    """The names ending in `Spec` (a class, after its first letter) that a module uses or imports."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        name = (node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute)
+                else node.name if isinstance(node, ast.alias | ast.ClassDef) else "")
+        if name.endswith("Spec") and name[:1].isupper() and len(name) > 4:
+            found.add(name)
+    return found
+
+
+def scalar_checks(path: Path) -> list[str]:
+    """`line check.NAME` for every call of a scalar value check of cli/validate (SCALAR_CHECKS)."""
+    return [f"{node.lineno} check.{node.func.attr}" for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "check"
+            and node.func.attr in SCALAR_CHECKS]
+
+
+def test_every_command_module_builds_a_spec():
+    """Each command is flags -> a frozen *Spec -> run -> render (DESIGN.md "Seams")."""
+    from speclp import cli
+
+    for module in sorted({module for module, _ in cli.COMMANDS.values()}):
+        assert spec_names(ROOT / "cli" / f"{module}.py"), f"cli/{module}.py builds no *Spec"
+
+
+def test_spec_validated_commands_check_no_value_by_hand():
+    for name in SPEC_VALIDATED:
+        assert scalar_checks(ROOT / "cli" / name) == [], name
+
+
+def test_spec_and_check_scans_see_what_they_look_for(tmp_path):
+    """The two scans are not blind: a spec imported or built is seen, a plain name is not; a
+    value check by hand is found, a list parse is not."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("from x import GapSpec\nimport y\ny.Spec\ndef f():\n    return y.SolveSpec(1)\n")
+    assert spec_names(probe) == {"GapSpec", "SolveSpec"}
+    probe.write_text("def f(check):\n    check.int_list('--k', '1')\n    return check.seed('--s', 1)\n")
+    assert scalar_checks(probe) == ["3 check.seed"]

@@ -64,6 +64,20 @@ def test_construction_refuses_a_wrong_field_naming_it(kwargs, field, reason):
     assert (caught.value.field, caught.value.reason) == (field, reason)
 
 
+def test_seeds_past_the_largest_seed_are_refused_naming_seed_and_trials():
+    """The seeds are seed .. seed + trials - 1: the last one must be a seed numpy and torch take
+    (2^32 - 1 = 4,294,967,295), not only the first."""
+    largest = 2**32 - 1
+    assert _spec(seed=largest, trials=1).seed == largest  # the last seed is the largest: fine
+    assert _spec(seed=largest - 3, trials=4).trials == 4
+    with pytest.raises(BadArgument) as caught:
+        _spec(seed=largest - 2, trials=4)
+    assert caught.value.field == "seed/trials" and "4,294,967,296" in caught.value.reason
+    result = CliRunner().invoke(app, ["sweep", "--seed", str(largest), "--trials", "2", "--json"])
+    assert result.exit_code == 2
+    assert json.loads(result.stdout)["field"] == "--seed/--trials"
+
+
 def test_an_unknown_verifier_is_refused_as_verifiers():
     with pytest.raises(BadArgument) as caught:
         _spec(verifiers=["bv", "nope"])

@@ -252,7 +252,7 @@ def test_parser_errors_are_one_line(args, field):
 
 
 def test_internal_error_is_one_line_exit_3(monkeypatch):
-    from speclp.cli import core
+    from speclp.proofs import single_path as core  # where `speclp solve` builds its built-in
 
     def broken(*args, **kwargs):
         raise RuntimeError("simulated bug\nsecond line")
@@ -403,7 +403,7 @@ def test_json_error_object_for_a_missing_value_and_an_unknown_command():
 
 
 def test_interrupt_with_json_is_one_object_exit_130(monkeypatch):
-    from speclp.cli import core
+    from speclp.proofs import single_path as core  # where `speclp solve` builds its built-in
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

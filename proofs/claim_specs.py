@@ -1,0 +1,130 @@
+"""The randomized claim checks as data (what `speclp check class-equals-full | node-form |
+bv-optimal` run): a frozen spec whose construction is the validation, run() the check
+(issue 29: a spec in, the library's result out).
+
+    ClassClaimSpec  class-equals-full / node-form (speclp.proofs.class_claims)
+    BvOptimalSpec   bv-optimal (speclp.proofs.bv_optimal)
+
+The defaults are the library's (class_claims.DEFAULTS, bv_optimal.DEFAULTS). A wrong field
+raises speclp.inputs.BadArgument naming it, in the order the commands report them: the
+settings every claim shares (trials, vocab, depth, seed, alpha, denominator, backend, the
+instance shape), then the claim's own (paths, draft law, against, and the sizes of its LP
+and exact laws). save_dir is where a counterexample goes; the CLI checks that the folder
+can be written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .. import inputs
+from ..inputs import BadArgument
+from ..lp.engine import BACKENDS
+from ..lp.full import check_full_lp_size
+from ..lp.instance import check_enumeration, instance_size_problem
+from ..verifiers.drafts import DRAFT_SAMPLING
+from ..verifiers.registry import get_verifier
+from . import bv_optimal, class_claims
+
+CLASS = class_claims.DEFAULTS
+BV = bv_optimal.DEFAULTS
+CLASS_CLAIMS = ("class-equals-full", "node-form")
+AGAINST = ("class", "full")  # what the node form is compared with
+MAX_DENOMINATOR = 2**31
+Progress = Callable[[Iterable[int]], Iterable[int]] | None
+
+
+def _check_settings(spec: Any) -> None:
+    """The settings every claim shares (ClaimSettings' fields but paths, draft law, save_dir)."""
+    inputs.integer("trials", spec.trials, 1, inputs.MAX_TRIALS)
+    inputs.integer("vocab", spec.vocab, 2)
+    inputs.integer("depth", spec.depth, 1)
+    inputs.seed("seed", spec.seed)
+    inputs.number("alpha", spec.alpha, 0, low_open=True)
+    inputs.integer("denominator", spec.denominator, 0, MAX_DENOMINATOR)
+    inputs.choice("backend", spec.backend, BACKENDS)
+    problem = instance_size_problem(spec.vocab, spec.depth)
+    if problem:
+        raise BadArgument("vocab/depth", problem)
+
+
+@dataclass(frozen=True)
+class ClassClaimSpec:
+    """`check class-equals-full` or `check node-form` as data: `trials` Dirichlet(alpha)
+    instances (seeds seed .. seed + trials - 1; rows in multiples of 1/denominator, 0:
+    floats) of shape (V, L, K). against (node-form only): "class" (None: the default) or
+    "full"; None for class-equals-full."""
+
+    claim: str
+    trials: int = CLASS.trials
+    vocab: int = CLASS.vocab
+    depth: int = CLASS.depth
+    paths: int = CLASS.paths
+    seed: int = CLASS.seed
+    alpha: float = CLASS.alpha
+    denominator: int = CLASS.denominator
+    draft_sampling: str = CLASS.draft_sampling
+    backend: str = CLASS.backend
+    against: str | None = None
+    save_dir: str = CLASS.save_dir
+
+    def __post_init__(self) -> None:
+        inputs.choice("claim", self.claim, CLASS_CLAIMS)
+        _check_settings(self)
+        inputs.integer("paths", self.paths, 1)
+        inputs.choice("draft_sampling", self.draft_sampling, DRAFT_SAMPLING)
+        if self.claim == "node-form":
+            object.__setattr__(self, "against", inputs.choice("against", self.against or AGAINST[0],
+                                                              AGAINST))
+        elif self.against is not None:
+            raise BadArgument("against", "only applies to `check node-form`")
+        check_full_lp_size("paths", self.vocab, self.depth, self.paths, self.draft_sampling)
+        check_enumeration("paths", self.vocab, self.depth, self.paths)
+
+    def run(self, progress: Progress = None) -> dict[str, Any]:
+        """The check (class_claims.check_class_equals_full / check_node_form): its dict, with
+        passed False and the counterexample saved under save_dir on the first failing trial.
+        progress: optional wrapper of the seeds."""
+        common = dict(seed=self.seed, alpha=self.alpha, progress=progress,
+                      denominator=self.denominator or None, draft_sampling=self.draft_sampling,
+                      backend=self.backend, save_dir=self.save_dir)
+        if self.claim == "class-equals-full":
+            return class_claims.check_class_equals_full(self.trials, self.vocab, self.depth,
+                                                        self.paths, **common)
+        return class_claims.check_node_form(self.trials, self.vocab, self.depth, self.paths,
+                                            against=self.against, **common)
+
+
+@dataclass(frozen=True)
+class BvOptimalSpec:
+    """`check bv-optimal` as data (docs/theory.md Theorem 3.3): `trials` Dirichlet(alpha)
+    instances of shape (V, L), K = 1; verifier: the registered verifier claimed optimal."""
+
+    trials: int = BV.trials
+    vocab: int = BV.vocab
+    depth: int = BV.depth
+    seed: int = BV.seed
+    alpha: float = BV.alpha
+    denominator: int = BV.denominator
+    verifier: str = "bv"
+    backend: str = BV.backend
+    save_dir: str = BV.save_dir
+
+    def __post_init__(self) -> None:
+        _check_settings(self)
+        check_full_lp_size("vocab/depth", self.vocab, self.depth, 1)
+        check_enumeration("vocab/depth", self.vocab, self.depth, 1)
+        try:
+            get_verifier(self.verifier)
+        except KeyError as err:
+            raise BadArgument("verifier", err.args[0]) from None
+
+    def run(self, progress: Progress = None) -> dict[str, Any]:
+        """The check (bv_optimal.check_bv_optimal): its dict, with passed False and the
+        counterexample saved under save_dir on the first failing trial."""
+        return bv_optimal.check_bv_optimal(
+            self.trials, self.vocab, self.depth, seed=self.seed, alpha=self.alpha,
+            denominator=self.denominator or None, verifier=self.verifier, backend=self.backend,
+            save_dir=self.save_dir, progress=progress)
