@@ -41,9 +41,8 @@ def plot_realgap(records: list[dict[str, Any]], out_dir: Path) -> list[Path]:
             ax = axes[pi, ki]
             here = [r for r in mine if (r["temperature"], r["depth"]) == (temperature, depth)
                     and str(k) in r["by_paths"]]
-            span: list[float] = []
-            for ci, r in enumerate(here):
-                span += _context_column(ax, ci, r["by_paths"][str(k)], names, styles)
+            span = _panel_columns(ax, [r["by_paths"][str(k)] for r in here], names, styles)
+            for r in here:
                 missing = r["by_paths"][str(k)]["lower"].get("value") is None
                 no_lower, with_lower = no_lower or missing, with_lower or not missing
             if span:
@@ -94,29 +93,51 @@ def _run_key(record: dict[str, Any]) -> str:
                       + [sorted(record.get("verifiers") or [])], default=str)
 
 
-def _context_column(ax: Any, x: int, block: dict[str, Any], names: list[str],
-                    styles: dict[str, tuple[str, str]]) -> list[float]:
-    """One context: the bracket and every verifier's point; returns the y values drawn."""
-    upper = block["upper"]["value"]
-    lower = block["lower"].get("value")  # None: a record made before the certified lower
-    drawn = [upper]
-    if lower is not None:
-        ax.bar(x, max(upper - lower, 0.004), bottom=min(lower, upper - 0.002), width=0.8,
-               color="0.8", zorder=1)
-        drawn.append(lower)
-    else:
-        ax.hlines(upper, x - 0.4, x + 0.4, color="0.3", lw=2.5, zorder=1)
+def _panel_columns(ax: Any, blocks: list[dict[str, Any]], names: list[str],
+                   styles: dict[str, tuple[str, str]]) -> list[float]:
+    """One column per context (x = its index): the bracket and every verifier's point, drawn
+    with one call per kind of mark and verifier (not per context: a panel has up to 48
+    contexts); returns the y values drawn."""
+    drawn: list[float] = []
+    bars: list[tuple[int, float, float]] = []  # (x, height, bottom)
+    dashes: list[tuple[int, float]] = []  # (x, upper): a record made before the certified lower
+    for x, block in enumerate(blocks):
+        upper = block["upper"]["value"]
+        lower = block["lower"].get("value")
+        drawn.append(upper)
+        if lower is not None:
+            bars.append((x, max(upper - lower, 0.004), min(lower, upper - 0.002)))
+            drawn.append(lower)
+        else:
+            dashes.append((x, upper))
+    if bars:
+        xs, heights, bottoms = zip(*bars, strict=True)
+        ax.bar(xs, heights, bottom=bottoms, width=0.8, color="0.8", zorder=1)
+    if dashes:
+        xs, uppers = zip(*dashes, strict=True)
+        ax.hlines(uppers, [x - 0.4 for x in xs], [x + 0.4 for x in xs], color="0.3", lw=2.5, zorder=1)
     for i, name in enumerate(names):
-        iv = block["verifiers"].get(name)
-        if iv is None:
-            continue
         shift = 0.7 * (i - (len(names) - 1) / 2) / max(len(names), 1)
-        exact = iv.get("exact")
-        err = None if exact else [[iv["mean"] - iv["low"]], [iv["high"] - iv["mean"]]]
+        exact: list[tuple[float, float]] = []
+        interval: list[tuple[float, float, float, float]] = []
+        for x, block in enumerate(blocks):
+            iv = block["verifiers"].get(name)
+            if iv is None:
+                continue
+            if iv.get("exact"):
+                exact.append((x + shift, iv["mean"]))
+                drawn.append(iv["mean"])
+            else:
+                interval.append((x + shift, iv["mean"], iv["mean"] - iv["low"], iv["high"] - iv["mean"]))
+                drawn += [iv["low"], iv["high"]]
         colour, marker = styles[name]
-        ax.errorbar(x + shift, iv["mean"], yerr=err, fmt=marker, ms=3, capsize=2, lw=0.8,
-                    color=colour, zorder=2)
-        drawn += [iv["mean"]] if exact else [iv["low"], iv["high"]]
+        if exact:
+            xs, ys = zip(*exact, strict=True)
+            ax.errorbar(xs, ys, fmt=marker, ms=3, capsize=2, lw=0.8, color=colour, zorder=2)
+        if interval:
+            xs, ys, below, above = zip(*interval, strict=True)
+            ax.errorbar(xs, ys, yerr=[below, above], fmt=marker, ms=3, capsize=2, lw=0.8,
+                        color=colour, zorder=2)
     return drawn
 
 
