@@ -48,7 +48,8 @@ def new_commands(help: str | None = None) -> typer.Typer:
 T = TypeVar("T")
 
 FIELD_FLAGS = {"runs": "--max-runs", "results": "RESULTS", "fmt": "--format", "depths": "--depth",
-               "temperatures": "--temperature", "widths": "--top", "context_budget": "--context-budget"}
+               "temperatures": "--temperature", "widths": "--top", "context_budget": "--context-budget",
+               "claim": "CLAIM"}
 """Library parameters whose flag is not ``--`` + the name with dashes (flag_of)."""
 REFERENCE = re.compile(r"`([A-Za-z_]\w*)`")  # a parameter named inside a reason: `family`
 

@@ -12,15 +12,14 @@ bad input.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
 from typing import Any
 
 import typer
 
-from ..proofs.config_law import METHODS, ZERO_TV, AcceptanceConfig, config_report
+from ..proofs.config_law import METHODS, ZERO_TV, AcceptanceConfig
+from ..proofs.lossless_spec import SETTINGS, LosslessSpec
 from . import options as option
-from . import validate as check
-from .common import ClaimFailed, new_commands, refuse_given, run, table, working
+from .common import ClaimFailed, new_commands, run, table, working
 
 commands = new_commands()
 
@@ -45,21 +44,17 @@ HELP = {
 }
 """The help of each acceptance setting's flag (--NAME-WITH-DASHES)."""
 
-METHOD_SETTINGS = {"threshold": ("threshold_single", "threshold_acc"),
-                   "typical": ("typical_epsilon", "typical_delta"), "ensemble": ("weight",)}
-"""The settings of a method's own (refused with any other --method)."""
-
-
 def _setting(name: str, default: float | None = None) -> Any:
-    """The option of an acceptance setting (AcceptanceConfig field `name`)."""
+    """The option of an acceptance setting (AcceptanceConfig field `name`; None: not given,
+    the library's default)."""
     return typer.Option(default, "--" + name.replace("_", "-"), help=HELP[name])
 
 
 @commands.command("lossless")
 def lossless(
     ctx: typer.Context,
-    method: str = typer.Option("speculative", "--method", help=f"One of {', '.join(METHODS)}."),
-    temperature: float = _setting("temperature", 1.0),
+    method: str = typer.Option(LosslessSpec.method, "--method", help=f"One of {', '.join(METHODS)}."),
+    temperature: float = _setting("temperature", AcceptanceConfig.temperature),
     target_top_k: int = _setting("target_top_k"),
     target_top_p: float = _setting("target_top_p"),
     draft_top_k: int = _setting("draft_top_k"),
@@ -74,50 +69,20 @@ def lossless(
     typical_epsilon: float = _setting("typical_epsilon"),
     typical_delta: float = _setting("typical_delta"),
     weight: float = _setting("weight"),
-    vocab: int = option.vocab(3),
-    depth: int = option.depth(2),
-    trials: int = option.trials(6, "Instances of the audit's mixed family (one per family)."),
-    seed: int = option.seed(0, "Seed of the instances."),
+    vocab: int = option.vocab(LosslessSpec.vocab),
+    depth: int = option.depth(LosslessSpec.depth),
+    trials: int = option.trials(LosslessSpec.trials, "Instances of the audit's mixed family (one per "
+                                                     "family)."),
+    seed: int = option.seed(LosslessSpec.seed, "Seed of the instances."),
     as_json: bool = option.json(),
 ) -> None:
     """Is an acceptance configuration lossless? Exact TV if not."""
 
     def body() -> dict[str, Any]:
-        return run_lossless(lossless_spec(ctx, method, vocab, depth, trials, seed))
+        settings = {name: ctx.params[name] for name in SETTINGS if ctx.params[name] is not None}
+        return run_lossless(LosslessSpec(method, settings, vocab, depth, trials, seed))
 
     run(body, as_json, _render)
-
-
-@dataclass(frozen=True)
-class LosslessSpec:
-    """One `speclp lossless` question as data: the configuration and the audit instances
-    (proofs.config_law.config_report's arguments)."""
-
-    config: AcceptanceConfig
-    vocab: int
-    depth: int
-    trials: int
-    seed: int
-
-
-def lossless_spec(ctx: typer.Context, method: str, vocab: int, depth: int, trials: int,
-                  seed: int) -> LosslessSpec:
-    """Flags -> LosslessSpec: the method checked, a setting of another method's refused, the
-    instance flags checked (exit 2); every setting given (not None) is passed, the others are
-    the library's defaults, and the configuration's own check (BadArgument naming the
-    field) refuses the rest."""
-    check.choice("--method", method, METHODS)
-    foreign = tuple(name for names in METHOD_SETTINGS.values() for name in names
-                    if name not in METHOD_SETTINGS.get(method, ()))
-    refuse_given(ctx, foreign, f"does not apply to --method {method}")
-    check.integer("--vocab", vocab, 2, 6)
-    check.integer("--depth", depth, 1, 3)
-    check.integer("--trials", trials, 1, 60)
-    check.seed("--seed", seed)
-    config = AcceptanceConfig(**{f.name: ctx.params[f.name] for f in fields(AcceptanceConfig)
-                                 if ctx.params[f.name] is not None})
-    config.check()
-    return LosslessSpec(config, vocab, depth, trials, seed)
 
 
 def run_lossless(spec: LosslessSpec) -> dict[str, Any]:
@@ -125,7 +90,7 @@ def run_lossless(spec: LosslessSpec) -> dict[str, Any]:
     lossy."""
     method = spec.config.method
     with working(f"lossless {method}"):
-        report = config_report(spec.config, spec.vocab, spec.depth, spec.trials, spec.seed)
+        report = spec.run()
     if not report["lossless"]:
         raise ClaimFailed(f"{method} configuration is LOSSY: exact TV {report['max_tv']:.4g} "
                           f"from the target law on {report['worst_instance']}", report)

@@ -20,21 +20,15 @@ the shape has a shipped proof, its cell count and time are shown as the expected
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import typer
 
-from ..proofs.symbolic.export import strict_document
-from ..proofs.symbolic.markdown import render
-from ..proofs.symbolic.prove import ClaimInputError, proof_stem, prove, validate
+from ..proofs.symbolic.prove_spec import CLAIMS_NO_SAMPLING, SINGLE_PATH_CLAIMS, ProveSpec
 from ..proofs.symbolic.ship import CERTIFICATES
 from . import options as option
 from . import validate as check
-from .common import BadInput, ClaimFailed, Stopped, counting, new_commands, refuse_given, run, table
-
-DEFAULT_TIME_LIMIT_S = 3600.0
+from .common import ClaimFailed, Stopped, counting, new_commands, refuse_given, run, table
 
 CLAIM_HELP = ("bv-optimal, token-optimal, l1-optimum, gbv-k1-is-bv or gbv-l1-closed-form")
 
@@ -71,17 +65,17 @@ commands = new_commands()
 def prove_cmd(
     ctx: typer.Context,
     claim: str = typer.Argument(..., help=f"Claim: {CLAIM_HELP}."),
-    vocab: int = option.vocab(2),
-    depth: int = option.depth(1),
-    paths: int = option.paths(1),
-    draft_sampling: str = option.draft_sampling("iid", "iid or without-replacement (l1-optimum)."),
-    out: str = typer.Option("symbolic-proofs", "--out",
-                            help="Directory for the proof (JSON + Markdown)."),
-    save_dir: str = option.save_dir(help="Where a counterexample instance is saved."),
-    seed: int = option.seed(0, "Seed of the witness search."),
+    vocab: int = option.vocab(ProveSpec.vocab),
+    depth: int = option.depth(ProveSpec.depth),
+    paths: int = option.paths(ProveSpec.paths),
+    draft_sampling: str = option.draft_sampling(ProveSpec.draft_sampling,
+                                                "iid or without-replacement (l1-optimum)."),
+    out: str = typer.Option(ProveSpec.out, "--out", help="Directory for the proof (JSON + Markdown)."),
+    save_dir: str = option.save_dir(ProveSpec.save_dir, "Where a counterexample instance is saved."),
+    seed: int = option.seed(ProveSpec.seed, "Seed of the witness search."),
     all_cells: bool = typer.Option(False, "--all-cells",
                                    help="On failure, go on and map every failing cell."),
-    time_limit: float = option.time_limit(DEFAULT_TIME_LIMIT_S, "Seconds; past it the proof "
+    time_limit: float = option.time_limit(ProveSpec.time_limit, "Seconds; past it the proof "
                                                                 "stops (exit 4, nothing written)."),
     as_json: bool = option.json(),
 ) -> None:
@@ -95,115 +89,44 @@ def prove_cmd(
     shipped proof's total if any."""
 
     def body() -> dict[str, Any]:
-        spec = prove_spec(ctx, claim, vocab, depth, paths, draft_sampling, out, save_dir, seed,
-                          all_cells, time_limit)
+        if claim in SINGLE_PATH_CLAIMS:
+            refuse_given(ctx, ("paths",), f"{claim} is a single-path claim (K = 1); it takes no --paths")
+        if claim in CLAIMS_NO_SAMPLING:
+            refuse_given(ctx, ("draft_sampling",), f"{claim} is stated for i.i.d. drafts; only "
+                         "l1-optimum takes --draft-sampling")
+        spec = ProveSpec(claim, vocab, depth, paths, draft_sampling, out, save_dir, seed,
+                         all_cells, time_limit)
+        check.output_dir("--out", out)
+        check.output_dir("--save-dir", save_dir)
         return run_prove(spec)
 
     run(body, as_json, _render)
 
 
-@dataclass(frozen=True)
-class ProveSpec:
-    """One `speclp prove` run as data (prove_spec builds it from checked flags): the claim and
-    shape of speclp.proofs.symbolic.prove.prove, where the proof goes and how it runs."""
-
-    claim: str
-    vocab: int
-    depth: int
-    paths: int
-    draft_sampling: str
-    out: str
-    save_dir: str
-    seed: int
-    all_cells: bool
-    time_limit: float
-
-    @property
-    def stem(self) -> str:
-        return proof_stem(self.claim, self.vocab, self.depth, self.paths, self.draft_sampling)
-
-
-def prove_spec(ctx: typer.Context, claim: str, vocab: int, depth: int, paths: int,
-               draft_sampling: str, out: str, save_dir: str, seed: int, all_cells: bool,
-               time_limit: float) -> ProveSpec:
-    """Flags -> ProveSpec, refusing (BadInput, exit 2) a flag the claim does not use, a
-    claim / shape the proof does not define, and bad folders, seed or time limit."""
-    if claim in SINGLE_PATH_CLAIMS:
-        refuse_given(ctx, ("paths",), f"{claim} is a single-path claim (K = 1); it takes no --paths")
-    if claim in CLAIMS_NO_SAMPLING:
-        refuse_given(ctx, ("draft_sampling",), f"{claim} is stated for i.i.d. drafts; only "
-                     "l1-optimum takes --draft-sampling")
-    try:
-        validate(claim, vocab, depth, paths, draft_sampling)
-    except ClaimInputError as err:
-        raise BadInput(str(err)) from None
-    check.output_dir("--out", out)
-    check.output_dir("--save-dir", save_dir)
-    check.seed("--seed", seed)
-    check.number("--time-limit", time_limit, 0, low_open=True)
-    return ProveSpec(claim, vocab, depth, paths, draft_sampling, out, save_dir, seed, all_cells,
-                     time_limit)
-
-
 def run_prove(spec: ProveSpec) -> dict[str, Any]:
-    """The proof run as the command's JSON: written (JSON + Markdown) when it ends; Stopped
-    (exit 4, nothing written) at the time limit; ClaimFailed (exit 1) when refuted (the
-    counterexample instance saved) or incomplete."""
+    """The proof run (ProveSpec.run) as the command's JSON: Stopped (exit 4, nothing written)
+    at the time limit; ClaimFailed (exit 1) when refuted (the counterexample instance saved)
+    or incomplete."""
     with counting(PER_MILLE, _description(spec.claim, spec.vocab, spec.depth, spec.stem)) as count:
         bar = _ShareBar(count)
-        result = prove(spec.claim, spec.vocab, spec.depth, spec.paths, spec.draft_sampling,
-                       seed=spec.seed, progress=bar, stop_at_first_failure=not spec.all_cells,
-                       time_limit=spec.time_limit)
-    summary = result.summary()
-    if result.stopped.startswith("time limit"):
-        summary.update({"stopped": result.stopped, "status": "stopped: time limit",
-                        "proved": False})
+        result, summary = spec.run(bar)
+    if summary["status"] == "stopped: time limit":
         raise Stopped(f"{spec.claim}: stopped at the {result.stopped} after {bar.cells} cells "
                       f"(about {bar.done:.0%} of the decision tree): neither proved nor "
                       "refuted; nothing written (a larger --time-limit goes on)", summary)
-    summary["status"] = ("refuted" if result.counterexample is not None
-                         else "incomplete" if not result.complete else "proved")
-    summary.update(_write_proof(result.document, spec))
-    ce = result.counterexample
+    ce = summary.get("counterexample")
     if ce is not None:
-        summary["counterexample"] = ce
-        instance_path = _save_instance(ce["instance"], spec)
-        summary["counterexample_saved"] = str(instance_path)
         raise ClaimFailed(f"{spec.claim} fails on cell {ce['cell']}: {ce['identity']} is "
                           f"{ce['difference_on_cell']} there, {ce['difference_at_point']} at the "
-                          f"point {ce['point']} (instance saved to {instance_path})", summary)
-    if not result.complete:
+                          f"point {ce['point']} (instance saved to {summary['counterexample_saved']})",
+                          summary)
+    if summary["status"] == "incomplete":
         raise ClaimFailed(f"{spec.claim}: NOT PROVED, {result.counts['unresolved']} unresolved "
                           "cells (no witness and no emptiness certificate found)", summary)
     return summary
 
 
-def _write_proof(document: dict[str, Any], spec: ProveSpec) -> dict[str, str]:
-    """The strict JSON (what the checker reads) and the Markdown of the full document, in
-    --out; returns their paths under "json" and "markdown"."""
-    directory = Path(spec.out)
-    directory.mkdir(parents=True, exist_ok=True)
-    json_path = directory / f"{spec.stem}.json"
-    json_path.write_text(json.dumps(strict_document(document), indent=0, separators=(",", ":")))
-    md_path = directory / f"{spec.stem}.md"
-    md_path.write_text(render(document))
-    return {"json": str(json_path), "markdown": str(md_path)}
-
-
-def _save_instance(instance: dict[str, Any], spec: ProveSpec) -> Path:
-    """The counterexample's instance, in --save-dir."""
-    save = Path(spec.save_dir)
-    save.mkdir(parents=True, exist_ok=True)
-    instance_path = save / f"prove-{spec.stem}.json"
-    instance_path.write_text(json.dumps(instance, indent=1))
-    return instance_path
-
-
 PER_MILLE = 1000
-SINGLE_PATH_CLAIMS = ("bv-optimal", "token-optimal", "gbv-k1-is-bv")
-
-
-CLAIMS_NO_SAMPLING = ("bv-optimal", "token-optimal", "gbv-k1-is-bv", "gbv-l1-closed-form")
 
 
 class _ShareBar:

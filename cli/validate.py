@@ -9,10 +9,11 @@ suggestion; files are checked to be regular files of bounded size before they ar
 (lp.instance.readable_path); output folders are checked to be creatable.
 
 The value checks of a command whose spec validates itself (solve, instance, check, gap, audit,
-bench, trees, realgap: the spec's construction is the validation) live in the spec and raise speclp.inputs.BadArgument
-naming the field; here they remain only for what flags alone have (list parsing, files,
-folders). The number, choice and seed checks are written once, in speclp.inputs (integer,
-number, choice, seed); the functions here wrap them with the flag (flagged).
+bench, trees, realgap, lossless, prove: the spec's construction is the validation) live in the
+spec and raise speclp.inputs.BadArgument naming the field; here they remain only for what
+flags alone have (list parsing, files, folders). The number, choice and seed checks are
+written once, in speclp.inputs (integer, number, choice, seed); the functions here wrap them
+with the flag (flagged).
 
 The checks of one library idea live with it and raise speclp.inputs.BadArgument naming the
 field, which the CLI maps to its flag (cli.common.flag_of): devices, dtypes and model pairs

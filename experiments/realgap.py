@@ -69,6 +69,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .. import inputs
 from ..decode.engine import score_tree
 from ..decode.tree_rows import level_rows, prefill, sample_contexts, sample_trees, tree_rows
 from ..lp import optimum, tolerances
@@ -291,8 +292,7 @@ def bracket_bounds(target_edge: np.ndarray | None, draft_edge: np.ndarray | None
     """
     deadline = None if time_limit is None else time.perf_counter() + time_limit
     solves_left = 2 * len(paths)
-    if lp_paths not in LP_PATHS:
-        raise ValueError(f"lp_paths must be one of {LP_PATHS}, got {lp_paths!r}")
+    inputs.choice("lp_paths", lp_paths, LP_PATHS)
     if tree is None:
         te, de = np.asarray(target_edge), np.asarray(draft_edge)
         tree = kept_tree_from_padded(te, de, width, depth, overlap)
@@ -698,8 +698,7 @@ def adaptive_bracket(target: Any, draft: Any, context: list[int], depth: int, pa
     (`bracket_bounds`). kept_limit: of the mass-driven trees (`mass_tree_rows`; None: the
     padded layout bounds their caps, as before).
     Returns {"bounds", "lower", "coarsening" (of the last tree), "expansion": [...]}."""
-    if expansion not in EXPANSIONS:
-        raise ValueError(f"expansion must be one of {EXPANSIONS}, got {expansion!r}")
+    inputs.choice("expansion", expansion, EXPANSIONS)
     start = time.perf_counter()
     bounds: dict[str, Any] = {}
     lowers: dict[str, Any] = {}

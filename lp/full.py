@@ -297,16 +297,16 @@ def check_tree_nodes(tree_nodes: np.ndarray, vocab: int, depth: int) -> np.ndarr
     nodes = np.asarray(tree_nodes, dtype=np.int64).reshape(-1)
     total = num_nodes(vocab, depth)
     if len(np.unique(nodes)) != len(nodes):
-        raise ValueError("tree_nodes: repeated node index")
+        raise BadArgument("tree_nodes", "repeated node index")
     bad = nodes[(nodes < 1) | (nodes >= total)]
     if len(bad):
-        raise ValueError(f"tree_nodes: node {int(bad[0])} is not a non-root node of depth 1..{depth}")
+        raise BadArgument("tree_nodes", f"node {int(bad[0])} is not a non-root node of depth 1..{depth}")
     present = set(nodes.tolist())
     for n in nodes.tolist():
         parent = (n - 1) // vocab
         if parent != 0 and parent not in present:
-            raise ValueError(f"tree_nodes: node {node_prefix(n, vocab)} lacks its parent "
-                             f"{node_prefix(parent, vocab)} (trees must be prefix-closed)")
+            raise BadArgument("tree_nodes", f"node {node_prefix(n, vocab)} lacks its parent "
+                              f"{node_prefix(parent, vocab)} (trees must be prefix-closed)")
     return np.sort(nodes)
 
 

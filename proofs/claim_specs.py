@@ -31,7 +31,7 @@ from . import bv_optimal, class_claims
 CLASS = class_claims.DEFAULTS
 BV = bv_optimal.DEFAULTS
 CLASS_CLAIMS = ("class-equals-full", "node-form")
-AGAINST = ("class", "full")  # what the node form is compared with
+AGAINST = class_claims.AGAINST  # what the node form is compared with
 MAX_DENOMINATOR = 2**31
 Progress = Callable[[Iterable[int]], Iterable[int]] | None
 

@@ -30,6 +30,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from .. import inputs
 from ..lp import tolerances
 from ..lp.class_lp import class_lp_optimum
 from ..lp.engine import BACKENDS, Optimum, optimum
@@ -63,6 +64,7 @@ class ClaimSettings:
 
 
 DEFAULTS = ClaimSettings()
+AGAINST = ("class", "full")  # what check_node_form compares the node form with
 
 
 Record = Optimum | dict[str, Any]  # an optimum, or a verifier's exact block efficiency
@@ -248,8 +250,7 @@ def check_node_form(trials: int, vocab: int, depth: int, paths: int, seed: int =
                     save_dir: str | Path = DEFAULTS.save_dir) -> dict[str, Any]:
     """Node-form optimum = class optimum (against="class") or = full optimum
     (against="full"); all three optima are computed and their relations recorded."""
-    if against not in ("class", "full"):
-        raise ValueError(f"against must be 'class' or 'full', got {against!r}")
+    inputs.choice("against", against, AGAINST)
     return _run(f"node-form-vs-{against}", "node_form", against, trials, vocab, depth, paths, seed,
                 alpha, denominator, draft_sampling, method, backend, save_dir, progress,
                 node_form=True)

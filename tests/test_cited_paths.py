@@ -68,3 +68,32 @@ def test_every_cited_path_exists(name: str, text: str):
                      and p not in files and p not in folders
                      and not ("/" not in p and p in names))
     assert not missing, f"{name} cites paths the repository does not have: {missing}"
+
+
+CITES_A_SECTION = re.compile(r"docs/theory\.md|\b(?:section|Lemma|Theorem) \d")
+TABLE_ROW = re.compile(r"^\| `([\w/.-]+\.py):(\d+)` \|", re.MULTILINE)
+
+
+def applied_rows(text: str) -> list[tuple[str, int]]:
+    """docs/citations.md's Table A rows (file, line) of the files its "Applied" paragraph lists."""
+    applied_part = text.split("## Applied", 1)[1].split("\n## ", 1)[0]
+    applied = set(re.findall(r"`([\w/.-]+\.py)`", applied_part))
+    table_a = text.split("## Table A", 1)[1].split("\n## ", 1)[0]
+    return [(f, int(n)) for f, n in TABLE_ROW.findall(table_a) if f in applied]
+
+
+def test_applied_citation_rows_point_at_a_cited_section():
+    """Each Table A row of an applied file names the line where its docs/theory.md citation sits
+    now (not the line of commit 5226c37, which moved)."""
+    rows = applied_rows((ROOT / "docs" / "citations.md").read_text())
+    assert len(rows) >= 15  # the applied files' rows of Table A (a parse that finds none fails)
+    wrong = [f"{f}:{n}" for f, n in rows
+             if not CITES_A_SECTION.search(((ROOT / f).read_text().splitlines() + [""] * n)[n - 1])]
+    assert not wrong, f"docs/citations.md rows whose line cites no section: {wrong}"
+
+
+def test_applied_rows_scan_sees_a_wrong_line():
+    text = ("## Applied\n\napplied in `a.py`, `b.py`.\n\n## Table A\n\n| `a.py:3` | `x` | 1 |\n"
+            "| `c.py:1` | `y` | 2 |\n\n## Table B\n| `b.py:9` | z |\n")
+    assert applied_rows(text) == [("a.py", 3)]
+    assert CITES_A_SECTION.search("see docs/theory.md section 3") and not CITES_A_SECTION.search("x = 3")

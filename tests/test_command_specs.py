@@ -1,6 +1,6 @@
-"""The specs of `speclp solve`, `instance` and `check` (issue 29): frozen, construction is the
-validation (BadArgument naming the field), defaults are the library's, and run gives the
-library's numbers."""
+"""The specs of `speclp solve`, `instance`, `check`, `lossless` and `prove` (issue 29): frozen,
+construction is the validation (BadArgument naming the field), defaults are the library's, and
+run gives the library's numbers."""
 
 from __future__ import annotations
 
@@ -20,8 +20,13 @@ from speclp.lp.instance import (
 )
 from speclp.lp.instance_spec import InstanceSpec
 from speclp.proofs import bv_optimal, class_claims
+from speclp.proofs.certificates.check import check_file
 from speclp.proofs.claim_specs import BvOptimalSpec, ClassClaimSpec
+from speclp.proofs.config_law import ZERO_TV, AcceptanceConfig, config_report
+from speclp.proofs.lossless_spec import LosslessSpec
 from speclp.proofs.single_path import SolveSpec, solve
+from speclp.proofs.symbolic.prove import prove
+from speclp.proofs.symbolic.prove_spec import ProveSpec
 
 
 def default_of(function, name):
@@ -183,3 +188,103 @@ def test_claim_specs_run_the_library_checks(tmp_path):
     assert result["passed"] and result["certified"] == 2 and result["rational"]
     assert seen == [0, 1]  # seeds seed .. seed + trials - 1, through the progress wrapper
     assert list(tmp_path.iterdir()) == []  # nothing failed: nothing saved
+
+
+def test_check_node_form_refuses_a_bad_against_naming_it_before_any_work(tmp_path):
+    reason = refused(lambda: class_claims.check_node_form(10**6, 6, 6, 9, against="nodes",
+                                                          save_dir=str(tmp_path)), "against")
+    assert "class, full" in reason and "'nodes'" in reason
+
+
+# --- LosslessSpec ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"method": "nope"}, "method"), ({"method": "nope", "settings": {"weight": 0.5}}, "method"),
+    ({"settings": {"weight": 0.5}}, "weight"),
+    ({"method": "typical", "settings": {"threshold_acc": 0.5}}, "threshold_acc"),
+    ({"settings": {"weight": 0.5}, "vocab": 1}, "weight"),  # a foreign setting before the instances
+    ({"settings": {"nope": 1}}, "settings"), ({"settings": {"method": "typical"}}, "settings"),
+    ({"vocab": 1}, "vocab"), ({"vocab": 7}, "vocab"), ({"depth": 0}, "depth"), ({"depth": 4}, "depth"),
+    ({"trials": 0}, "trials"), ({"trials": 61}, "trials"), ({"seed": -1}, "seed"),
+    ({"vocab": 1, "settings": {"temperature": 0}}, "vocab"),  # the instances before the configuration
+    ({"settings": {"temperature": 0}}, "temperature"), ({"settings": {"target_top_k": 0}}, "target_top_k"),
+    ({"settings": {"draft_top_p": 1.5}}, "draft_top_p"),
+    ({"method": "threshold", "settings": {"threshold_acc": 1.5}}, "threshold_acc"),
+    ({"method": "ensemble", "settings": {"weight": 2}}, "weight"),
+])
+def test_lossless_spec_refuses_a_wrong_field_naming_it(kwargs, field):
+    refused(lambda: LosslessSpec(**kwargs), field)
+
+
+def test_a_setting_of_another_method_is_refused_naming_the_method():
+    reason = refused(lambda: LosslessSpec("typical", {"weight": 1.0}), "weight")
+    assert reason == "does not apply to `method` typical"  # the CLI writes `method` as --method
+
+
+def test_lossless_spec_defaults_are_the_libraries_and_it_is_frozen():
+    spec = LosslessSpec()
+    assert spec.config == AcceptanceConfig()
+    for name in ("vocab", "depth", "trials", "seed"):
+        assert getattr(spec, name) == default_of(config_report, name), name
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.vocab = 4
+    given = {"weight": 0.25}
+    spec = LosslessSpec("ensemble", given)
+    given["weight"] = 1.0  # the spec keeps its own copy, read-only
+    assert spec.config.weight == 0.25 and spec.config.method == "ensemble"
+    with pytest.raises(TypeError):
+        spec.settings["weight"] = 1.0
+
+
+def test_lossless_spec_runs_the_report():
+    """Speculative sampling is lossless (Leviathan et al.: a theorem, exact TV 0); an ensemble with
+    w = 0 is speculative sampling against the draft itself, which accepts every draft: its output
+    law is the draft's, away from the target's on these instances."""
+    report = LosslessSpec(vocab=2, depth=1, trials=2).run()
+    assert report["lossless"] and report["lossless_by_theorem"] and report["max_tv"] <= ZERO_TV
+    assert len(report["instances"]) == 2 and report["vocab"] == 2 and report["depth"] == 1
+    report = LosslessSpec("ensemble", {"weight": 0.0}, vocab=2, depth=1, trials=2).run()
+    assert not report["lossless"] and report["max_tv"] > 1e-3
+    assert report["config"]["weight"] == 0.0
+
+
+# --- ProveSpec ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"claim": "nope"}, "claim"), ({"vocab": 1}, "vocab"), ({"vocab": 2.5}, "vocab"), ({"depth": 0}, "depth"),
+    ({"vocab": 4}, "vocab/depth"), ({"vocab": 2, "depth": 4}, "vocab/depth"), ({"paths": 2}, "paths"),
+    ({"claim": "l1-optimum", "depth": 2}, "depth"), ({"claim": "l1-optimum", "paths": 5}, "paths"),
+    ({"claim": "l1-optimum", "paths": 3, "draft_sampling": "without-replacement"}, "paths"),
+    ({"draft_sampling": "nope"}, "draft_sampling"), ({"draft_sampling": "without-replacement"},
+                                                     "draft_sampling"),
+    ({"seed": -1}, "seed"), ({"time_limit": 0}, "time_limit"), ({"time_limit": float("nan")}, "time_limit"),
+])
+def test_prove_spec_refuses_a_wrong_field_naming_it(kwargs, field):
+    refused(lambda: ProveSpec(**({"claim": "bv-optimal"} | kwargs)), field)
+
+
+def test_prove_spec_defaults_are_the_libraries():
+    spec = ProveSpec("bv-optimal")
+    for name in ("paths", "draft_sampling", "seed"):
+        assert getattr(spec, name) == default_of(prove, name), name
+    assert (spec.vocab, spec.depth, spec.all_cells) == (2, 1, False)
+    assert spec.stem == "bv-optimal-V2-L1"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.vocab = 3
+
+
+def test_prove_spec_writes_a_proof_the_standalone_checker_accepts(tmp_path):
+    spec = ProveSpec("bv-optimal", out=str(tmp_path / "proofs"), save_dir=str(tmp_path / "ce"))
+    run, summary = spec.run()
+    assert summary["status"] == "proved" and summary["proved"] and run.complete
+    written = tmp_path / "proofs" / "bv-optimal-V2-L1.json"
+    assert summary["json"] == str(written) and (tmp_path / "proofs" / "bv-optimal-V2-L1.md").exists()
+    assert check_file(str(written))["claim"] == "bv-optimal"  # re-derived from the file alone
+    assert not (tmp_path / "ce").exists()  # nothing refuted: nothing saved
+
+
+def test_prove_spec_stopped_by_its_time_limit_writes_nothing(tmp_path):
+    spec = ProveSpec("bv-optimal", vocab=3, depth=2, out=str(tmp_path / "proofs"), time_limit=1e-9)
+    run, summary = spec.run()
+    assert summary["status"] == "stopped: time limit" and not summary["proved"]
+    assert run.stopped.startswith("time limit") and not (tmp_path / "proofs").exists()

@@ -225,7 +225,8 @@ def test_function_length_scan_sees_a_long_function(tmp_path, monkeypatch):
 
 
 SCALAR_CHECKS = ("integer", "number", "choice", "seed")  # cli/validate's flag-named value checks
-SPEC_VALIDATED = ("core.py", "instance.py", "claims.py", "gap.py", "audit.py", "realgap.py")
+SPEC_VALIDATED = ("core.py", "instance.py", "claims.py", "gap.py", "audit.py", "realgap.py", "lossless.py",
+                  "prove.py")
 """Command modules whose spec's construction is the whole value validation (issue 29): they
 parse lists and check files and folders, never a number, choice or seed themselves."""
 

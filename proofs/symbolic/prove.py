@@ -20,6 +20,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from ...inputs import BadArgument
 from ...lp.engine import optimum
 from ...lp.instance import instance_from_json
 from ...verifiers.exact import exact_result
@@ -51,8 +52,9 @@ STATEMENTS = {
 }
 
 
-class ClaimInputError(ValueError):
-    """A claim / shape combination that is not defined (message names the option)."""
+class ClaimInputError(BadArgument):
+    """A claim / shape combination that is not defined: BadArgument naming the parameter
+    (claim, vocab, depth, paths, draft_sampling; vocab/depth for a shape too large)."""
 
 
 MAX_SYMBOLIC_PATHS = 4  # the shapes of the issue need K <= 3; K = 4 is already slow
@@ -60,32 +62,32 @@ MAX_SYMBOLIC_PATHS = 4  # the shapes of the issue need K <= 3; K = 4 is already 
 
 def validate(claim: str, vocab: int, depth: int, paths: int, draft_sampling: str) -> None:
     if claim not in CLAIMS:
-        raise ClaimInputError(f"CLAIM: must be one of {', '.join(CLAIMS)}, got {claim!r}")
+        raise ClaimInputError("claim", f"must be one of {', '.join(CLAIMS)}, got {claim!r}")
     if vocab < 2:
-        raise ClaimInputError(f"--vocab: must be >= 2, got {vocab}")
+        raise ClaimInputError("vocab", f"must be >= 2, got {vocab}")
     if depth < 1:
-        raise ClaimInputError(f"--depth: must be >= 1, got {depth}")
+        raise ClaimInputError("depth", f"must be >= 1, got {depth}")
     if paths < 1:
-        raise ClaimInputError(f"--paths: must be >= 1, got {paths}")
+        raise ClaimInputError("paths", f"must be >= 1, got {paths}")
     if draft_sampling not in ("iid", "without-replacement"):
-        raise ClaimInputError(f"--draft-sampling: must be iid or without-replacement, got "
+        raise ClaimInputError("draft_sampling", f"must be iid or without-replacement, got "
                               f"{draft_sampling!r}")
     if claim in ("l1-optimum", "gbv-l1-closed-form") and depth != 1:
-        raise ClaimInputError(f"--depth: {claim} is a statement about L = 1, got {depth}")
+        raise ClaimInputError("depth", f"{claim} is a statement about L = 1, got {depth}")
     if claim in ("bv-optimal", "token-optimal", "gbv-k1-is-bv") and paths != 1:
-        raise ClaimInputError(f"--paths: {claim} is a single-path statement (K = 1), got {paths}")
+        raise ClaimInputError("paths", f"{claim} is a single-path statement (K = 1), got {paths}")
     if claim == "gbv-l1-closed-form" and draft_sampling != "iid":
-        raise ClaimInputError("--draft-sampling: GBV is defined for i.i.d. drafts")
+        raise ClaimInputError("draft_sampling", "GBV is defined for i.i.d. drafts")
     if claim != "l1-optimum" and draft_sampling != "iid":
-        raise ClaimInputError(f"--draft-sampling: {claim} is stated for i.i.d. drafts; only "
+        raise ClaimInputError("draft_sampling", f"{claim} is stated for i.i.d. drafts; only "
                               "l1-optimum takes without-replacement")
     if draft_sampling == "without-replacement" and paths > vocab**depth:
-        raise ClaimInputError(f"--paths: cannot draw {paths} distinct paths from {vocab**depth}")
+        raise ClaimInputError("paths", f"cannot draw {paths} distinct paths from {vocab**depth}")
     if paths > MAX_SYMBOLIC_PATHS:
-        raise ClaimInputError(f"--paths: at most {MAX_SYMBOLIC_PATHS} drafted paths in a symbolic proof "
+        raise ClaimInputError("paths", f"at most {MAX_SYMBOLIC_PATHS} drafted paths in a symbolic proof "
                               f"(the laws' polynomial degree grows with K), got {paths}")
     if vocab**depth > 9 or vocab > 3:
-        raise ClaimInputError(f"--vocab/--depth: ({vocab}, {depth}) is too large for a symbolic "
+        raise ClaimInputError("vocab/depth", f"({vocab}, {depth}) is too large for a symbolic "
                               "proof here (at most 9 paths, V <= 3)")
 
 
