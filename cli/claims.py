@@ -85,7 +85,7 @@ def _check(spec: ClassClaimSpec) -> dict[str, Any]:
     """The body of class-equals-full / node-form: the claim; ClaimFailed on a counterexample."""
     bar = lambda it: progress(it, spec.trials, f"{spec.claim} V={spec.vocab} L={spec.depth} "  # noqa: E731
                                                f"K={spec.paths}")
-    result = spec.run(bar)
+    result = spec.run(bar).to_json()
     if not result["passed"]:
         what = "BUG (a theorem failed)" if result["kind"] == "bug" else result["kind"]
         instance = result["counterexample"]["instance"]
@@ -161,7 +161,7 @@ def check_bv_optimal_cmd(
         check.output_dir("--save-dir", save_dir)
         spec = BvOptimalSpec(trials, vocab, depth, seed, alpha, denominator, verifier, backend,
                              save_dir)
-        result = spec.run(lambda it: progress(it, trials, f"bv-optimal V={vocab} L={depth}"))
+        result = spec.run(lambda it: progress(it, trials, f"bv-optimal V={vocab} L={depth}")).to_json()
         if not result["passed"]:
             failures = "; ".join(result["counterexample"]["failures"])
             name = result["counterexample"]["instance"]

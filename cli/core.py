@@ -1,7 +1,8 @@
 """`speclp solve`: the single-path LPs and BV (the main job on a built-in default). The flags
 build a speclp.proofs.single_path.SolveSpec (its construction is the validation, its defaults
 the library's); the CLI reads the instance file (refused by its sizes, naming the path) and
-refuses a file given with --builtin; solve(spec) computes; the table and "meaning" are here."""
+refuses a file given with --builtin; solve(spec) computes (a SolveResult); its to_json() is
+rendered, the table and "meaning" are here."""
 
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ def solve_cmd(
         spec = solve_spec(instance, builtin, depth, backend)
         bar = lambda stages: progress(stages, len(STAGES), f"solve {spec.instance.name}")  # noqa: E731
         try:
-            result = solve(spec, bar)
+            result = solve(spec, bar).to_json()
         except OptimumNotFound as err:  # one line, exit 1
             raise ClaimFailed(str(err), {"error": str(err), err.key: err.record}) from None
         return {**result, "meaning": meaning(result)}

@@ -90,7 +90,7 @@ def run_lossless(spec: LosslessSpec) -> dict[str, Any]:
     lossy."""
     method = spec.config.method
     with working(f"lossless {method}"):
-        report = spec.run()
+        report = spec.run().to_json()
     if not report["lossless"]:
         raise ClaimFailed(f"{method} configuration is LOSSY: exact TV {report['max_tv']:.4g} "
                           f"from the target law on {report['worst_instance']}", report)

@@ -24,7 +24,7 @@ from typing import Any
 
 import typer
 
-from ..proofs.symbolic.prove_spec import CLAIMS_NO_SAMPLING, SINGLE_PATH_CLAIMS, ProveSpec
+from ..proofs.symbolic.prove_spec import CLAIMS_NO_SAMPLING, SINGLE_PATH_CLAIMS, ProveSpec, ProveStatus
 from ..proofs.symbolic.ship import CERTIFICATES
 from . import options as option
 from . import validate as check
@@ -109,8 +109,9 @@ def run_prove(spec: ProveSpec) -> dict[str, Any]:
     or incomplete."""
     with counting(PER_MILLE, _description(spec.claim, spec.vocab, spec.depth, spec.stem)) as count:
         bar = _ShareBar(count)
-        result, summary = spec.run(bar)
-    if summary["status"] == "stopped: time limit":
+        outcome = spec.run(bar)
+    result, summary = outcome.proof, outcome.to_json()
+    if outcome.status is ProveStatus.STOPPED:
         raise Stopped(f"{spec.claim}: stopped at the {result.stopped} after {bar.cells} cells "
                       f"(about {bar.done:.0%} of the decision tree): neither proved nor "
                       "refuted; nothing written (a larger --time-limit goes on)", summary)
@@ -120,7 +121,7 @@ def run_prove(spec: ProveSpec) -> dict[str, Any]:
                           f"{ce['difference_on_cell']} there, {ce['difference_at_point']} at the "
                           f"point {ce['point']} (instance saved to {summary['counterexample_saved']})",
                           summary)
-    if summary["status"] == "incomplete":
+    if outcome.status is ProveStatus.INCOMPLETE:
         raise ClaimFailed(f"{spec.claim}: NOT PROVED, {result.counts['unresolved']} unresolved "
                           "cells (no witness and no emptiness certificate found)", summary)
     return summary

@@ -10,13 +10,17 @@ raises speclp.inputs.BadArgument naming it, in the order the commands report the
 settings every claim shares (trials, vocab, depth, seed, alpha, denominator, backend, the
 instance shape), then the claim's own (paths, draft law, against, and the sizes of its LP
 and exact laws). save_dir is where a counterexample goes; the CLI checks that the folder
-can be written.
+can be written. run() returns a ClaimCheckResult (status a Verdict; to_json() the library's
+dict, what `speclp check ... --json` prints).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+import copy
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
 from typing import Any
 
 from .. import inputs
@@ -34,6 +38,52 @@ CLASS_CLAIMS = ("class-equals-full", "node-form")
 AGAINST = class_claims.AGAINST  # what the node form is compared with
 MAX_DENOMINATOR = 2**31
 Progress = Callable[[Iterable[int]], Iterable[int]] | None
+
+
+class Verdict(StrEnum):
+    """The outcome of a claim check (a StrEnum: equal to its word)."""
+
+    PASSED = "passed"  # the claim held on every trial
+    FAILED = "failed"  # a trial failed: its counterexample is saved
+
+
+@dataclass(frozen=True)
+class ClaimCheckResult:
+    """The result of a claim check, inspectable without the CLI. claim: its name; status: a
+    Verdict; trials_run: the trials checked (all of them when passed, up to the failing one
+    when failed); kind: what failed (class_claims: "counterexample", "bug" or "undecided: an
+    optimum was not found"; bv-optimal: "counterexample"), None when passed; bugs: the
+    theorems that failed (class_claims), message: the failing comparison (None when passed or
+    for bv-optimal); counterexample: the failing trial's records; saved: where its instance
+    went. record: the library's dict (class_claims.check_* / bv_optimal.check_bv_optimal),
+    read-only; to_json() gives a copy of it."""
+
+    claim: str
+    status: Verdict
+    trials_run: int
+    kind: str | None
+    bugs: tuple[str, ...]
+    message: str | None
+    counterexample: Mapping[str, Any] | None
+    saved: str | None
+    record: Mapping[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ClaimCheckResult:
+        """The result of the library's dict (or of a to_json() object)."""
+        passed = bool(data["passed"])
+        return cls(data["claim"], Verdict.PASSED if passed else Verdict.FAILED,
+                   data["trials"] if passed else data["trials_run"],
+                   None if passed else data.get("kind", "counterexample"), tuple(data.get("bugs", ())),
+                   data.get("message"), data.get("counterexample"), data.get("saved"),
+                   MappingProxyType(copy.deepcopy(dict(data))))
+
+    @property
+    def passed(self) -> bool:
+        return self.status is Verdict.PASSED
+
+    def to_json(self) -> dict[str, Any]:
+        return copy.deepcopy(dict(self.record))
 
 
 def _check_settings(spec: Any) -> None:
@@ -83,18 +133,18 @@ class ClassClaimSpec:
         check_full_lp_size("paths", self.vocab, self.depth, self.paths, self.draft_sampling)
         check_enumeration("paths", self.vocab, self.depth, self.paths)
 
-    def run(self, progress: Progress = None) -> dict[str, Any]:
-        """The check (class_claims.check_class_equals_full / check_node_form): its dict, with
-        passed False and the counterexample saved under save_dir on the first failing trial.
-        progress: optional wrapper of the seeds."""
+    def run(self, progress: Progress = None) -> ClaimCheckResult:
+        """The check (class_claims.check_class_equals_full / check_node_form) as a
+        ClaimCheckResult: FAILED and the counterexample saved under save_dir on the first
+        failing trial. progress: optional wrapper of the seeds."""
         common = dict(seed=self.seed, alpha=self.alpha, progress=progress,
                       denominator=self.denominator or None, draft_sampling=self.draft_sampling,
                       backend=self.backend, save_dir=self.save_dir)
         if self.claim == "class-equals-full":
-            return class_claims.check_class_equals_full(self.trials, self.vocab, self.depth,
-                                                        self.paths, **common)
-        return class_claims.check_node_form(self.trials, self.vocab, self.depth, self.paths,
-                                            against=self.against, **common)
+            return ClaimCheckResult.from_json(class_claims.check_class_equals_full(
+                self.trials, self.vocab, self.depth, self.paths, **common))
+        return ClaimCheckResult.from_json(class_claims.check_node_form(
+            self.trials, self.vocab, self.depth, self.paths, against=self.against, **common))
 
 
 @dataclass(frozen=True)
@@ -121,10 +171,10 @@ class BvOptimalSpec:
         except KeyError as err:
             raise BadArgument("verifier", err.args[0]) from None
 
-    def run(self, progress: Progress = None) -> dict[str, Any]:
-        """The check (bv_optimal.check_bv_optimal): its dict, with passed False and the
+    def run(self, progress: Progress = None) -> ClaimCheckResult:
+        """The check (bv_optimal.check_bv_optimal) as a ClaimCheckResult: FAILED and the
         counterexample saved under save_dir on the first failing trial."""
-        return bv_optimal.check_bv_optimal(
+        return ClaimCheckResult.from_json(bv_optimal.check_bv_optimal(
             self.trials, self.vocab, self.depth, seed=self.seed, alpha=self.alpha,
             denominator=self.denominator or None, verifier=self.verifier, backend=self.backend,
-            save_dir=self.save_dir, progress=progress)
+            save_dir=self.save_dir, progress=progress))

@@ -7,14 +7,17 @@ instances it is asked on (config_report's vocab, depth, trials, seed; defaults c
 A wrong field raises speclp.inputs.BadArgument naming it, in the order `speclp lossless`
 reports them: the method, a setting of another method's (threshold_single, threshold_acc,
 typical_epsilon, typical_delta, weight belong to one method each), the instance fields, then
-the configuration's own check (AcceptanceConfig.check).
+the configuration's own check (AcceptanceConfig.check). run() returns a LosslessReport (status
+a Losslessness; to_json() config_report's dict, what `speclp lossless --json` prints).
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
@@ -28,6 +31,46 @@ METHOD_SETTINGS = {"threshold": ("threshold_single", "threshold_acc"),
                    "typical": ("typical_epsilon", "typical_delta"), "ensemble": ("weight",)}
 """The settings of a method's own (refused with any other method)."""
 MAX_VOCAB, MAX_DEPTH, MAX_TRIALS = 6, 3, 60  # the exact laws enumerate every draft configuration
+
+
+class Losslessness(StrEnum):
+    """The verdict of a lossless report (a StrEnum: equal to its word)."""
+
+    THEOREM = "lossless by theorem"  # the lossless conditions hold: exact TV 0 on every instance
+    NO_COUNTEREXAMPLE = "no counterexample"  # exact TV 0 on the audited instances, no theorem
+    LOSSY = "lossy"  # exact TV above ZERO_TV on some audited instance
+
+
+@dataclass(frozen=True)
+class LosslessReport:
+    """config_report's result, inspectable without the CLI. status: a Losslessness; config:
+    the AcceptanceConfig asked about; max_tv and worst_instance: the largest exact TV from the
+    target law and where; instances: one row per audited instance (instance, tv,
+    block_efficiency); record: config_report's dict, read-only; to_json() gives a copy."""
+
+    status: Losslessness
+    config: AcceptanceConfig
+    max_tv: float
+    worst_instance: str
+    instances: tuple[Mapping[str, Any], ...]
+    record: Mapping[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> LosslessReport:
+        """The report of config_report's dict (or of a to_json() object)."""
+        status = (Losslessness.LOSSY if not data["lossless"] else Losslessness.THEOREM
+                  if data["lossless_by_theorem"] else Losslessness.NO_COUNTEREXAMPLE)
+        record = copy.deepcopy(dict(data))
+        return cls(status, AcceptanceConfig(**data["config"]), data["max_tv"], data["worst_instance"],
+                   tuple(MappingProxyType(row) for row in record["instances"]), MappingProxyType(record))
+
+    @property
+    def lossless(self) -> bool:
+        """No audited instance has a positive exact TV (config_report's "lossless")."""
+        return self.status is not Losslessness.LOSSY
+
+    def to_json(self) -> dict[str, Any]:
+        return copy.deepcopy(dict(self.record))
 
 
 def foreign_settings(method: str) -> tuple[str, ...]:
@@ -68,7 +111,8 @@ class LosslessSpec:
         object.__setattr__(self, "settings", MappingProxyType(settings))
         object.__setattr__(self, "config", config)
 
-    def run(self) -> dict[str, Any]:
-        """config_report of the configuration on the audit instances (its dict; "lossless"
-        False when some exact TV is positive)."""
-        return config_report(self.config, self.vocab, self.depth, self.trials, self.seed)
+    def run(self) -> LosslessReport:
+        """config_report of the configuration on the audit instances, as a LosslessReport
+        (LOSSY when some exact TV is positive)."""
+        return LosslessReport.from_json(config_report(self.config, self.vocab, self.depth,
+                                                      self.trials, self.seed))

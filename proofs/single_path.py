@@ -9,7 +9,9 @@ default depth, or a given Instance), K = 1:
     lp_node   the node-budget LP (speclp.lp.node.node_lp), build included in its seconds
     bv, token the exact block efficiencies E[tau + 1] of BV and token-level verification
               (speclp.verifiers.exact.exact_result; exact fractions on a rational instance)
-and each verifier's gap to the full LP optimum (exact on a rational instance).
+and each verifier's gap to the full LP optimum (exact on a rational instance). solve(spec)
+returns a SolveResult (typed: the three Optimum records, the verifiers' values; to_json() is
+`speclp solve --json` but its "meaning").
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 
 from .. import inputs
 from ..inputs import BadArgument
-from ..lp.engine import BACKENDS, optimum, program_optimum
+from ..lp.engine import BACKENDS, Optimum, optimum, program_optimum
 from ..lp.full import MAX_VARIABLES, check_full_lp_size, full_lp_size
 from ..lp.instance import BUILTINS, Instance, builtin_instance, check_enumeration, instance_size_problem
 from ..lp.node import node_lp
@@ -94,44 +96,82 @@ class SolveSpec:
             object.__setattr__(self, field, value)
 
 
+@dataclass(frozen=True)
+class SolveResult:
+    """The result of a solve, inspectable like scipy's OptimizeResult. instance: its name,
+    vocab_size, depth, rational, notes; optimum, lp_full, lp_node: the typed records of the
+    engine (lp.engine.Optimum: .status a Status, .value, .exact_value, .certified); verifiers:
+    each verifier's float block efficiency; verifiers_exact: its fraction text on a rational
+    instance, else None; gap_to_optimum: full LP optimum minus each verifier's block
+    efficiency (a fraction text when exact, else a float). to_json() is `speclp solve
+    --json` but its "meaning"."""
+
+    instance: dict[str, Any]
+    optimum: Optimum
+    lp_full: Optimum
+    lp_node: Optimum
+    verifiers: dict[str, float]
+    verifiers_exact: dict[str, str | None]
+    gap_to_optimum: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SolveResult:
+        """The result of a to_json() object (or of `speclp solve --json`: "meaning" is not
+        kept); the Optimum records by Optimum.from_json."""
+        rational = data["instance"]["rational"]
+        return cls(data["instance"], *(Optimum.from_json(data[key], rational) for key in OPTIMA),
+                   data["verifiers"], data["verifiers_exact"], data["gap_to_optimum"])
+
+    @property
+    def rational(self) -> bool:
+        return bool(self.instance["rational"])
+
+    def exact_gap(self, verifier: str) -> Fraction | None:
+        """A verifier's gap to the full LP optimum as a Fraction (None when it is a float)."""
+        gap = self.gap_to_optimum[verifier]
+        return parse_fraction(gap) if isinstance(gap, str) else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"instance": dict(self.instance),
+                **{key: getattr(self, key).to_json() for key in OPTIMA},
+                "verifiers": dict(self.verifiers), "verifiers_exact": dict(self.verifiers_exact),
+                "gap_to_optimum": dict(self.gap_to_optimum)}
+
+
 def solve(spec: SolveSpec, progress: Callable[[Iterable[str]], Iterable[str]] | None = None
-          ) -> dict[str, Any]:
-    """The records of `speclp solve --json` but its "meaning": instance, optimum, lp_full,
-    lp_node (Optimum.to_json each), verifiers (float block efficiencies), verifiers_exact
-    (fraction strings on a rational instance, else None) and gap_to_optimum (full LP optimum
-    minus each verifier's block efficiency: a fraction string when exact, else a float).
-    progress: optional wrapper of the stages (STAGES). Raises OptimumNotFound for the first
-    of the three optima that was not found."""
+          ) -> SolveResult:
+    """The SolveResult of a spec (its to_json: the records of `speclp solve --json` but its
+    "meaning"). progress: optional wrapper of the stages (STAGES). Raises OptimumNotFound for
+    the first of the three optima that was not found."""
     inst = spec.instance
-    records: dict[str, Any] = {}
+    records: dict[str, Optimum] = {}
     verifiers, verifiers_exact = {}, {}
     model = inst.model(exact=inst.rational)
     for key in (progress or iter)(STAGES):
         if key == "optimum":  # the engine (column generation, certified)
-            records[key] = optimum(inst, 1).to_json()
+            records[key] = optimum(inst, 1)
         elif key == "lp_full":  # the enumerated LP: the independent oracle
-            full = optimum(inst, 1, method="full", backend=spec.backend)
-            records[key] = full.to_json()
+            full = records[key] = optimum(inst, 1, method="full", backend=spec.backend)
         elif key == "lp_node":
             start = time.perf_counter()
-            node = program_optimum(node_lp(inst), spec.backend, rational=inst.rational)
+            node = records[key] = program_optimum(node_lp(inst), spec.backend, rational=inst.rational)
             node.seconds = time.perf_counter() - start  # build included
-            records[key] = node.to_json()
         else:  # an exact verifier law
             res = exact_result(model, key)
             verifiers[key] = float(res.block_efficiency)
             verifiers_exact[key] = (fraction_text(Fraction(res.block_efficiency)) if inst.rational
                                     else None)
     for key in OPTIMA:
-        if records[key]["value"] is None:
-            raise OptimumNotFound(f"{key}: optimum not found: {records[key]['status']} "
-                                  f"({records[key]['certificate']})", key, records[key])
+        record = records[key].to_json()
+        if record["value"] is None:
+            raise OptimumNotFound(f"{key}: optimum not found: {record['status']} "
+                                  f"({record['certificate']})", key, record)
     if full.exact_value is not None and inst.rational:
         gaps: dict[str, Any] = {n: fraction_text(full.exact_value - parse_fraction(verifiers_exact[n]))
                                 for n in verifiers}
     else:
         gaps = {n: full.value - v for n, v in verifiers.items()}
-    return {"instance": {"name": inst.name, "vocab_size": inst.vocab_size, "depth": inst.depth,
-                         "rational": inst.rational, "notes": inst.notes},
-            **records, "verifiers": verifiers, "verifiers_exact": verifiers_exact,
-            "gap_to_optimum": gaps}
+    return SolveResult({"name": inst.name, "vocab_size": inst.vocab_size, "depth": inst.depth,
+                        "rational": inst.rational, "notes": inst.notes},
+                       records["optimum"], records["lp_full"], records["lp_node"], verifiers,
+                       verifiers_exact, gaps)

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 from fractions import Fraction
 
 import numpy as np
 import pytest
 from speclp.inputs import BadArgument
+from speclp.lp.engine import Optimum, Status, optimum, program_optimum
 from speclp.lp.instance import (
     Instance,
     bv_toy,
@@ -19,14 +21,18 @@ from speclp.lp.instance import (
     ties_instance,
 )
 from speclp.lp.instance_spec import InstanceSpec
+from speclp.lp.node import node_lp
 from speclp.proofs import bv_optimal, class_claims
 from speclp.proofs.certificates.check import check_file
-from speclp.proofs.claim_specs import BvOptimalSpec, ClassClaimSpec
+from speclp.proofs.claim_specs import BV as BV_DEFAULTS
+from speclp.proofs.claim_specs import CLASS as CLASS_DEFAULTS
+from speclp.proofs.claim_specs import BvOptimalSpec, ClassClaimSpec, Verdict
 from speclp.proofs.config_law import ZERO_TV, AcceptanceConfig, config_report
-from speclp.proofs.lossless_spec import LosslessSpec
-from speclp.proofs.single_path import SolveSpec, solve
+from speclp.proofs.lossless_spec import Losslessness, LosslessReport, LosslessSpec
+from speclp.proofs.single_path import SolveResult, SolveSpec, solve
 from speclp.proofs.symbolic.prove import prove
-from speclp.proofs.symbolic.prove_spec import ProveSpec
+from speclp.proofs.symbolic.prove_spec import ProveSpec, ProveStatus
+from speclp.verifiers.exact import exact_result
 
 
 def default_of(function, name):
@@ -130,7 +136,7 @@ def test_solve_spec_defaults_are_the_libraries():
 
 def test_solve_gives_bv_the_optimum_exactly_at_one_path():
     """docs/theory.md Theorem 3.3: BV attains the single-path optimum; the three LPs agree."""
-    result = solve(SolveSpec(depth=3))
+    result = solve(SolveSpec(depth=3)).to_json()
     exact = {key: result[key]["exact"] for key in ("optimum", "lp_full", "lp_node")}
     assert len(set(exact.values())) == 1 and None not in exact.values()
     assert result["verifiers_exact"]["bv"] == exact["optimum"]
@@ -180,11 +186,11 @@ def test_claim_spec_defaults_are_the_claim_settings():
 
 def test_claim_specs_run_the_library_checks(tmp_path):
     result = ClassClaimSpec("class-equals-full", trials=2, vocab=2, depth=1, paths=2,
-                            save_dir=str(tmp_path)).run()
+                            save_dir=str(tmp_path)).run().to_json()
     assert result["passed"] and result["trials"] == 2 and result["paths"] == 2
     seen = []
     result = BvOptimalSpec(trials=2, vocab=2, depth=2, denominator=10, save_dir=str(tmp_path)).run(
-        lambda seeds: (seen.append(s) or s for s in seeds))
+        lambda seeds: (seen.append(s) or s for s in seeds)).to_json()
     assert result["passed"] and result["certified"] == 2 and result["rational"]
     assert seen == [0, 1]  # seeds seed .. seed + trials - 1, through the progress wrapper
     assert list(tmp_path.iterdir()) == []  # nothing failed: nothing saved
@@ -240,10 +246,10 @@ def test_lossless_spec_runs_the_report():
     """Speculative sampling is lossless (Leviathan et al.: a theorem, exact TV 0); an ensemble with
     w = 0 is speculative sampling against the draft itself, which accepts every draft: its output
     law is the draft's, away from the target's on these instances."""
-    report = LosslessSpec(vocab=2, depth=1, trials=2).run()
+    report = LosslessSpec(vocab=2, depth=1, trials=2).run().to_json()
     assert report["lossless"] and report["lossless_by_theorem"] and report["max_tv"] <= ZERO_TV
     assert len(report["instances"]) == 2 and report["vocab"] == 2 and report["depth"] == 1
-    report = LosslessSpec("ensemble", {"weight": 0.0}, vocab=2, depth=1, trials=2).run()
+    report = LosslessSpec("ensemble", {"weight": 0.0}, vocab=2, depth=1, trials=2).run().to_json()
     assert not report["lossless"] and report["max_tv"] > 1e-3
     assert report["config"]["weight"] == 0.0
 
@@ -275,7 +281,8 @@ def test_prove_spec_defaults_are_the_libraries():
 
 def test_prove_spec_writes_a_proof_the_standalone_checker_accepts(tmp_path):
     spec = ProveSpec("bv-optimal", out=str(tmp_path / "proofs"), save_dir=str(tmp_path / "ce"))
-    run, summary = spec.run()
+    result = spec.run()
+    run, summary = result.proof, result.to_json()
     assert summary["status"] == "proved" and summary["proved"] and run.complete
     written = tmp_path / "proofs" / "bv-optimal-V2-L1.json"
     assert summary["json"] == str(written) and (tmp_path / "proofs" / "bv-optimal-V2-L1.md").exists()
@@ -285,6 +292,127 @@ def test_prove_spec_writes_a_proof_the_standalone_checker_accepts(tmp_path):
 
 def test_prove_spec_stopped_by_its_time_limit_writes_nothing(tmp_path):
     spec = ProveSpec("bv-optimal", vocab=3, depth=2, out=str(tmp_path / "proofs"), time_limit=1e-9)
-    run, summary = spec.run()
+    result = spec.run()
+    run, summary = result.proof, result.to_json()
     assert summary["status"] == "stopped: time limit" and not summary["proved"]
     assert run.stopped.startswith("time limit") and not (tmp_path / "proofs").exists()
+
+
+# --- the typed results (issue 29): to_json() is the library's dict, the fields agree with it --
+
+def timeless(obj):
+    """A JSON object without its timings (keys naming seconds): what two runs share."""
+    if isinstance(obj, dict):
+        return {k: timeless(v) for k, v in obj.items() if "seconds" not in k}
+    if isinstance(obj, list):
+        return [timeless(v) for v in obj]
+    return obj
+
+
+@pytest.mark.parametrize("make", [lambda: bv_toy(2), lambda: dirichlet_instance(3, 2, seed=2),
+                                  lambda: dirichlet_instance(2, 2, seed=1, denominator=12)])
+def test_solve_result_is_typed_and_its_json_is_the_engines_records(make):
+    inst = make()
+    result = solve(SolveSpec(inst))
+    data = result.to_json()
+    assert json.loads(json.dumps(data)) == data  # plain JSON
+    assert data["instance"] == {"name": inst.name, "vocab_size": inst.vocab_size, "depth": inst.depth,
+                                "rational": inst.rational, "notes": inst.notes}
+    independent = {"optimum": optimum(inst, 1), "lp_full": optimum(inst, 1, method="full"),
+                   "lp_node": program_optimum(node_lp(inst), "highs", rational=inst.rational)}
+    for key, record in independent.items():
+        assert timeless(data[key]) == timeless(record.to_json()), key
+        typed = getattr(result, key)
+        assert isinstance(typed, Optimum) and typed.status is Status.OPTIMAL
+        assert (typed.solver_status, typed.value, typed.certified) == (
+            data[key]["status"], data[key]["value"], data[key]["certified"])
+        assert typed.exact_value == (Fraction(data[key]["exact"]) if inst.rational else typed.exact_value)
+    model = inst.model(exact=inst.rational)
+    full = independent["lp_full"]
+    for name in ("bv", "token"):
+        efficiency = exact_result(model, name).block_efficiency
+        assert result.verifiers[name] == data["verifiers"][name] == float(efficiency)
+        if inst.rational:
+            assert Fraction(data["verifiers_exact"][name]) == efficiency
+            assert result.exact_gap(name) == Fraction(data["gap_to_optimum"][name]) \
+                == full.exact_value - efficiency
+        else:
+            assert data["verifiers_exact"][name] is None and result.exact_gap(name) is None
+            assert data["gap_to_optimum"][name] == full.value - float(efficiency)
+    assert result.rational is inst.rational
+    assert SolveResult.from_json({**data, "meaning": "x"}).to_json() == data
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.optimum = None
+
+
+def test_claim_check_result_is_the_library_dict_passed(tmp_path):
+    kwargs = dict(trials=2, vocab=2, depth=1, paths=2)
+    result = ClassClaimSpec("class-equals-full", save_dir=str(tmp_path), **kwargs).run()
+    library = class_claims.check_class_equals_full(
+        2, 2, 1, 2, seed=CLASS_DEFAULTS.seed, alpha=CLASS_DEFAULTS.alpha,
+        denominator=CLASS_DEFAULTS.denominator or None, draft_sampling=CLASS_DEFAULTS.draft_sampling,
+        backend=CLASS_DEFAULTS.backend, save_dir=str(tmp_path))
+    data = result.to_json()
+    assert timeless(data) == timeless(library) and data["passed"] is True
+    assert result.status is Verdict.PASSED and result.status == "passed" and result.passed
+    assert (result.claim, result.trials_run, result.kind, result.counterexample, result.saved) == (
+        "class-equals-full", 2, None, None, None)
+    data["claim"] = "changed"  # a copy: the result stays as it was
+    assert result.to_json()["claim"] == "class-equals-full" and result.record["claim"] == "class-equals-full"
+    bv = BvOptimalSpec(trials=2, vocab=2, depth=2, denominator=10, save_dir=str(tmp_path)).run()
+    library = bv_optimal.check_bv_optimal(2, 2, 2, seed=BV_DEFAULTS.seed, alpha=BV_DEFAULTS.alpha,
+                                          denominator=10, verifier="bv", backend=BV_DEFAULTS.backend,
+                                          save_dir=str(tmp_path))
+    assert timeless(bv.to_json()) == timeless(library)
+    assert bv.passed and bv.claim == "bv-optimal" and bv.trials_run == 2 and bv.bugs == ()
+
+
+def test_claim_check_result_of_a_failed_check_names_its_counterexample(tmp_path):
+    """Token-level verification claimed optimal at one path (docs/theory.md Theorem 3.3 says
+    BV is): it falls below the LP optimum on these Dirichlet float instances, as the
+    library's own run beside it says too; the result is the library's failed dict."""
+    spec = BvOptimalSpec(trials=3, vocab=2, depth=2, verifier="token", save_dir=str(tmp_path / "ce"))
+    result = spec.run()
+    data = result.to_json()
+    library = bv_optimal.check_bv_optimal(3, 2, 2, seed=BV_DEFAULTS.seed, alpha=BV_DEFAULTS.alpha,
+                                          denominator=None, verifier="token", backend=BV_DEFAULTS.backend,
+                                          save_dir=str(tmp_path / "again"))
+    assert data["passed"] is False and library["passed"] is False
+    assert timeless({**data, "saved": None}) == timeless({**library, "saved": None})
+    assert result.status is Verdict.FAILED and not result.passed and result.kind == "counterexample"
+    assert result.trials_run == data["trials_run"] and result.saved == data["saved"]
+    assert dict(result.counterexample) == data["counterexample"]
+    assert (tmp_path / "ce").is_dir() and any((tmp_path / "ce").iterdir())
+
+
+def test_lossless_report_is_config_reports_dict_with_a_typed_verdict():
+    for method, settings, status in (("speculative", {}, Losslessness.THEOREM),
+                                     ("ensemble", {"weight": 0.0}, Losslessness.LOSSY)):
+        spec = LosslessSpec(method, settings, vocab=2, depth=1, trials=2)
+        report = spec.run()
+        data = report.to_json()
+        assert data == config_report(AcceptanceConfig(method=method, **settings), 2, 1, 2, 0)
+        assert report.status is status and report.lossless == data["lossless"]
+        assert (status is Losslessness.THEOREM) == data["lossless_by_theorem"]
+        assert report.config == spec.config and report.max_tv == data["max_tv"]
+        assert report.worst_instance == data["worst_instance"]
+        assert [dict(row) for row in report.instances] == data["instances"]
+        assert LosslessReport.from_json(data).to_json() == data
+
+
+def test_prove_result_is_the_summary_with_a_typed_status(tmp_path):
+    spec = ProveSpec("bv-optimal", out=str(tmp_path / "proofs"), save_dir=str(tmp_path / "ce"))
+    result = spec.run()
+    data = result.to_json()
+    library = prove("bv-optimal", 2, 1).summary()
+    assert timeless(data) == timeless({**library, "status": "proved", "json": str(tmp_path / "proofs" /
+                                       "bv-optimal-V2-L1.json"), "markdown": str(tmp_path / "proofs" /
+                                                                                 "bv-optimal-V2-L1.md")})
+    assert result.status is ProveStatus.PROVED and result.proved and data["proved"]
+    assert dict(result.cells) == data["cells"] == result.proof.counts
+    assert (result.json_file, result.markdown_file) == (data["json"], data["markdown"])
+    assert result.counterexample is None and result.counterexample_saved is None
+    stopped = ProveSpec("bv-optimal", vocab=3, depth=2, out=str(tmp_path / "p2"), time_limit=1e-9).run()
+    data = stopped.to_json()
+    assert stopped.status is ProveStatus.STOPPED and data["status"] == stopped.status == "stopped: time limit"
+    assert not stopped.proved and not data["proved"] and stopped.json_file is None

@@ -6,16 +6,20 @@ rule of which claim / shape combinations are defined); out is where the proof go
 JSON the checker reads, export.strict_document, and the Markdown of the full document),
 save_dir where a refuted claim's counterexample instance goes (the CLI checks that both
 folders can be written). A wrong field raises speclp.inputs.BadArgument naming it: the claim
-and shape first (prove.validate's order), then seed and time_limit.
+and shape first (prove.validate's order), then seed and time_limit. run() returns a ProveResult
+(status a ProveStatus, the ProofRun itself; to_json() what `speclp prove --json` prints).
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from ... import inputs
@@ -30,6 +34,48 @@ DEFAULT_SAVE_DIR = "counterexamples"
 DEFAULT_TIME_LIMIT_S = 3600.0
 SINGLE_PATH_CLAIMS = ("bv-optimal", "token-optimal", "gbv-k1-is-bv")  # K = 1: no `paths` to give
 CLAIMS_NO_SAMPLING = SINGLE_PATH_CLAIMS + ("gbv-l1-closed-form",)  # stated for i.i.d. drafts only
+
+
+class ProveStatus(StrEnum):
+    """The outcome of a proof run (a StrEnum: equal to its word, the JSON's "status")."""
+
+    PROVED = "proved"  # the claim holds on every cell of the shape: the proof is written
+    REFUTED = "refuted"  # it fails on a cell: a counterexample, its instance saved
+    INCOMPLETE = "incomplete"  # unresolved cells (no witness, no emptiness certificate)
+    STOPPED = "stopped: time limit"  # neither proved nor refuted; nothing written
+
+
+@dataclass(frozen=True)
+class ProveResult:
+    """The result of a ProveSpec, inspectable without the CLI. status: a ProveStatus;
+    proof: the ProofRun (prove.prove: its document, counts, counterexample); cells: the
+    counts of kept, empty, excluded, failing and unresolved cells; json_file, markdown_file:
+    the files written (the JSON's "json", "markdown"; None when stopped); counterexample and
+    counterexample_saved: a refutation's (else None). record: the summary, what `speclp prove
+    --json` prints, read-only; to_json() gives a copy."""
+
+    status: ProveStatus
+    proof: ProofRun
+    cells: Mapping[str, int]
+    json_file: str | None
+    markdown_file: str | None
+    counterexample: Mapping[str, Any] | None
+    counterexample_saved: str | None
+    record: Mapping[str, Any] = field(repr=False)
+
+    @classmethod
+    def from_summary(cls, proof: ProofRun, summary: Mapping[str, Any]) -> ProveResult:
+        record = MappingProxyType(copy.deepcopy(dict(summary)))
+        return cls(ProveStatus(record["status"]), proof, MappingProxyType(record["cells"]),
+                   record.get("json"), record.get("markdown"), record.get("counterexample"),
+                   record.get("counterexample_saved"), record)
+
+    @property
+    def proved(self) -> bool:
+        return self.status is ProveStatus.PROVED
+
+    def to_json(self) -> dict[str, Any]:
+        return copy.deepcopy(dict(self.record))
 
 
 @dataclass(frozen=True)
@@ -61,13 +107,13 @@ class ProveSpec:
         """The proof's file stem (prove.proof_stem)."""
         return proof_stem(self.claim, self.vocab, self.depth, self.paths, self.draft_sampling)
 
-    def run(self, progress: Callable[[float], None] | None = None) -> tuple[ProofRun, dict[str, Any]]:
-        """The proof (prove.prove; progress(share) as there) and its summary with "status":
-        "stopped: time limit" (nothing written, "stopped" says why, "proved" False), else
-        "refuted" (the counterexample under "counterexample", its instance saved in save_dir,
-        path under "counterexample_saved"), "incomplete" (unresolved cells) or "proved"; the
-        proof (JSON + Markdown) is written to out unless stopped, paths under "json" and
-        "markdown"."""
+    def run(self, progress: Callable[[float], None] | None = None) -> ProveResult:
+        """The proof (prove.prove; progress(share) as there) as a ProveResult, its to_json()
+        the summary with "status": "stopped: time limit" (nothing written, "stopped" says why,
+        "proved" False), else "refuted" (the counterexample under "counterexample", its
+        instance saved in save_dir, path under "counterexample_saved"), "incomplete"
+        (unresolved cells) or "proved"; the proof (JSON + Markdown) is written to out unless
+        stopped, paths under "json" and "markdown"."""
         result = prove(self.claim, self.vocab, self.depth, self.paths, self.draft_sampling,
                        seed=self.seed, progress=progress, stop_at_first_failure=not self.all_cells,
                        time_limit=self.time_limit)
@@ -75,14 +121,14 @@ class ProveSpec:
         if result.stopped.startswith("time limit"):
             summary.update({"stopped": result.stopped, "status": "stopped: time limit",
                             "proved": False})
-            return result, summary
+            return ProveResult.from_summary(result, summary)
         summary["status"] = ("refuted" if result.counterexample is not None
                              else "incomplete" if not result.complete else "proved")
         summary.update(self.write_proof(result.document))
         if result.counterexample is not None:
             summary["counterexample"] = result.counterexample
             summary["counterexample_saved"] = str(self.save_instance(result.counterexample["instance"]))
-        return result, summary
+        return ProveResult.from_summary(result, summary)
 
     def write_proof(self, document: dict[str, Any]) -> dict[str, str]:
         """The strict JSON (what the checker reads) and the Markdown of the full document, in
