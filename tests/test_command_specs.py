@@ -326,7 +326,8 @@ def test_solve_result_is_typed_and_its_json_is_the_engines_records(make):
         assert isinstance(typed, Optimum) and typed.status is Status.OPTIMAL
         assert (typed.solver_status, typed.value, typed.certified) == (
             data[key]["status"], data[key]["value"], data[key]["certified"])
-        assert typed.exact_value == (Fraction(data[key]["exact"]) if inst.rational else typed.exact_value)
+        if inst.rational:
+            assert typed.exact_value == Fraction(data[key]["exact"])
     model = inst.model(exact=inst.rational)
     full = independent["lp_full"]
     for name in ("bv", "token"):
