@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from ..inputs import BadArgument
+
 LEVEL = 0.95
 RESAMPLES = 4000
 
@@ -75,7 +77,7 @@ def betting_interval(values: np.ndarray | list[float], low: float, high: float,
     if n == 0:
         raise ValueError("betting_interval needs at least one value")
     if high <= low:
-        raise ValueError(f"need low < high, got {low}, {high}")
+        raise BadArgument("low/high", f"need low < high, got {low}, {high}")
     if x.min() < -1e-9 or x.max() > 1 + 1e-9:
         raise ValueError(f"values outside [{low}, {high}]")
     x = np.clip(x, 0.0, 1.0)
@@ -220,11 +222,11 @@ def cluster_intervals(x: np.ndarray, method: str = CLUSTER_METHOD, level: float 
     """
     x = np.asarray(x, dtype=np.float64)
     if x.ndim != 2 or x.shape[1] < 2:
-        raise ValueError(f"x must be [R, n] with n >= 2, got shape {x.shape}")
+        raise BadArgument("x", f"must be [R, n] with n >= 2, got shape {x.shape}")
     if method not in CLUSTER_METHODS:
-        raise ValueError(f"method must be one of {', '.join(CLUSTER_METHODS)}, got {method!r}")
+        raise BadArgument("method", f"must be one of {', '.join(CLUSTER_METHODS)}, got {method!r}")
     if not 0 < level < 1:
-        raise ValueError(f"level must lie in (0, 1), got {level}")
+        raise BadArgument("level", f"must lie in (0, 1), got {level}")
     n = x.shape[1]
     alpha = 1 - level
     mean = x.mean(axis=1)
@@ -252,7 +254,7 @@ def cluster_intervals(x: np.ndarray, method: str = CLUSTER_METHOD, level: float 
             counts = resample_counts(n)
         counts = np.asarray(counts, dtype=np.float64)
         if counts.ndim != 2 or counts.shape[1] != n:
-            raise ValueError(f"counts must be [B, {n}], got shape {counts.shape}")
+            raise BadArgument("counts", f"must be [B, {n}], got shape {counts.shape}")
         resamples = counts.shape[0]
         shift = dev @ counts.T / n  # [R, B]: mean* - mean
         rank_low = max(int(np.floor((resamples + 1) * alpha / 2)) - 1, 0)
@@ -334,7 +336,7 @@ def cluster_mean_interval(sums: np.ndarray | list[float], counts: np.ndarray | l
     if (c <= 0).any():
         raise ValueError("every cluster needs a positive count")
     if method not in CLUSTER_METHODS:
-        raise ValueError(f"method must be one of {', '.join(CLUSTER_METHODS)}, got {method!r}")
+        raise BadArgument("method", f"must be one of {', '.join(CLUSTER_METHODS)}, got {method!r}")
     means = s / c
     n = len(means)
     record: dict[str, Any] = {"estimate": float(means.mean()), "low": None, "high": None,

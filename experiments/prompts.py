@@ -92,7 +92,7 @@ def random_prompts(prompts: list[dict[str, Any]], count: int, seed: int) -> list
     the first `count` of it, so a larger count extends a smaller one with the same seed); each
     carries "prompt_seed": seed."""
     if not 1 <= count <= len(prompts):
-        raise ValueError(f"need 1 <= count <= {len(prompts)}, got {count}")
+        raise BadArgument("count", f"need 1 <= count <= {len(prompts)}, got {count}")
     order = np.random.default_rng(seed).permutation(len(prompts))[:count]
     return [{**prompts[int(i)], "prompt_seed": seed} for i in order]
 

@@ -72,6 +72,7 @@ import torch
 from .. import inputs
 from ..decode.engine import score_tree
 from ..decode.tree_rows import level_rows, prefill, sample_contexts, sample_trees, tree_rows
+from ..inputs import BadArgument
 from ..lp import optimum, tolerances
 from ..lp.closed_form import one_step_optimum
 from ..lp.coarse_lp import ragged_coarse_tree, ragged_dual_bound, ragged_optimum
@@ -465,8 +466,8 @@ def kept_lower_bounds(target_edge: np.ndarray, draft_edge: np.ndarray, width: in
     de = np.asarray(draft_edge, dtype=np.float64)
     count = (width**depth - 1) // (width - 1) if width > 1 else depth
     if te.shape != (count, width) or de.shape != (count, width):
-        raise ValueError(f"need edges [{count}, {width}] for M = {width}, L = {depth}, "
-                         f"got {te.shape}, {de.shape}")
+        raise BadArgument("target_edge/draft_edge", f"need edges [{count}, {width}] for M = {width}, "
+                                                    f"L = {depth}, got {te.shape}, {de.shape}")
     return tree_kept_lower_bounds(kept_tree_from_padded(te, de, width, depth), paths)
 
 
@@ -601,7 +602,7 @@ def extended_bv_one_step(p: np.ndarray, q: np.ndarray, paths: int, fallback: str
     if fallback == "specinfer":
         return specinfer_one_step(p64, q64, paths)
     if fallback != "optimal":
-        raise ValueError(f"fallback: 'specinfer' or 'optimal', got {fallback!r}")
+        raise BadArgument("fallback", f"'specinfer' or 'optimal', got {fallback!r}")
     accept = float(np.minimum(p64, q64).sum())
     rest = np.maximum(p64 - q64, 0.0)
     total = float(rest.sum())

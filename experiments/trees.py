@@ -436,7 +436,8 @@ def run_engine_reuse(spec: TreesSpec, pair: Any, prompts: list[dict[str, Any]], 
     stopped = None
     for n in budgets:
         if n not in ENGINE_SHAPES:
-            raise ValueError(f"engine budget {n}: known shapes {sorted(ENGINE_SHAPES)}")
+            raise BadArgument("engine_budgets", f"{n} has no K x L shape; known: "
+                                                f"{', '.join(map(str, ENGINE_SHAPES))}")
         paths, depth = ENGINE_SHAPES[n]
         for name in verifiers:
             for prompt in prompts:

@@ -113,6 +113,71 @@ def test_library_refusals_are_bad_arguments():
     assert caught.value.field == "verifiers"
 
 
+
+def _experiment_refusals():
+    """(call, field, reason start) of each experiment refusal that was a plain ValueError before
+    issue 29's last seams; the argument it names is the field."""
+    import numpy as np
+    from speclp.experiments import intervals, prompts, realgap, trees
+
+    ones = np.ones((3, 4))
+    return [
+        (lambda: intervals.cluster_intervals(np.ones((3, 1))), "x",
+         "must be [R, n] with n >= 2, got shape (3, 1)"),
+        (lambda: intervals.cluster_intervals(ones, method="normal"), "method",
+         "must be one of t, hall, boot-t, boot-t-sym, bca, percentile, got 'normal'"),
+        (lambda: intervals.cluster_intervals(ones, level=1.0), "level", "must lie in (0, 1), got 1.0"),
+        (lambda: intervals.cluster_intervals(ones, method="bca", counts=np.ones((5, 3))), "counts",
+         "must be [B, 4], got shape (5, 3)"),
+        (lambda: intervals.cluster_mean_interval([1.0, 2.0], [1, 1], method="normal"), "method",
+         "must be one of t, hall, boot-t, boot-t-sym, bca, percentile, got 'normal'"),
+        (lambda: intervals.betting_interval([1.5], low=2.0, high=1.0), "low/high",
+         "need low < high, got 2.0, 1.0"),
+        (lambda: realgap.kept_lower_bounds(np.ones((2, 3)) / 3, np.ones((2, 3)) / 3, 3, 2, [1]),
+         "target_edge/draft_edge", "need edges [4, 3] for M = 3, L = 2, got (2, 3), (2, 3)"),
+        (lambda: realgap.extended_bv_one_step(np.ones(2) / 2, np.ones(2) / 2, 2, "nope"), "fallback",
+         "'specinfer' or 'optimal', got 'nope'"),
+        (lambda: prompts.random_prompts([{"id": "a", "text": "x"}], 2, 0), "count",
+         "need 1 <= count <= 1, got 2"),
+        (lambda: trees.run_engine_reuse(_unchecked_trees_spec(engine_budgets=(9,)), None, [],
+                                        "/nonexistent/engine.jsonl", dtype="float32"),
+         "engine_budgets", "9 has no K x L shape; known: 8, 16, 32, 64"),
+    ]
+
+
+def _unchecked_trees_spec(**fields):
+    """A TreesSpec with `fields` set after construction (the run's own guard, behind the spec's)."""
+    from speclp.experiments.trees import TreesSpec
+
+    spec = TreesSpec(engine_budgets=(8,), engine_verifiers=("bv",))
+    for name, value in fields.items():
+        object.__setattr__(spec, name, value)
+    return spec
+
+
+@pytest.mark.parametrize("index", range(10))
+def test_experiment_refusals_are_bad_arguments_naming_the_argument(index):
+    call, field, reason = _experiment_refusals()[index]
+    with pytest.raises(BadArgument) as caught:
+        call()
+    assert caught.value.field == field, caught.value
+    if reason is not None:
+        assert caught.value.reason == reason
+        assert str(caught.value) == f"{field}: {reason}"
+    assert isinstance(caught.value, ValueError)  # callers catching ValueError keep working
+
+
+def test_the_experiment_field_the_cli_can_reach_maps_to_its_flag():
+    """Of the fields above only trees' engine_budgets has a flag (TreesSpec refuses it first);
+    the others are arrays, a fallback or a count the commands compute themselves."""
+    from speclp.cli import load_command
+
+    flags = {opt for p in load_command("trees").params for opt in getattr(p, "opts", [])}
+    assert flag_of("engine_budgets") == "--engine-budgets" and "--engine-budgets" in flags
+    result = invoke(["trees", "--engine-budgets", "9", "--json"])
+    assert result.exit_code == 2 and json.loads(result.stdout)["field"] == "--engine-budgets"
+
+
 # Bad input (issue 28): each case is exit 2 with ONE stderr line naming the flag, no
 # traceback, and with --json one JSON object naming the same field. "@inst" is a small valid
 # instance file, "@out" a fresh folder. Flags a mode does not use are refused, not ignored.

@@ -33,9 +33,9 @@ def test_t_method_is_the_t_interval_of_per_cluster_means():
         cluster_mean_interval([1.0], [0])
     with pytest.raises(ValueError, match="equal, non-empty"):
         cluster_mean_interval([1.0, 2.0], [1])
-    with pytest.raises(ValueError, match="method must be one of"):
+    with pytest.raises(ValueError, match="method: must be one of"):
         cluster_mean_interval([1.0, 2.0], [1, 1], method="normal")
-    with pytest.raises(ValueError, match=r"x must be \[R, n\]"):
+    with pytest.raises(ValueError, match=r"x: must be \[R, n\]"):
         cluster_intervals(np.ones((3, 1)))
 
 
