@@ -20,7 +20,7 @@ from ..decode.models import (
     load_pair,
     parse_dtype,
 )
-from ..experiments.bench import BenchSpec, load_records
+from ..experiments.bench import BenchResult, BenchSpec, load_records
 from ..experiments.intervals import format_interval
 from ..experiments.plots import plot_bench
 from ..experiments.prompts import read_prompts
@@ -140,11 +140,11 @@ def bench_command(flags: dict[str, Any]) -> dict[str, Any]:
     status = spec.run(load, prompt_list, out / f"{slug(spec.pair)}.jsonl",
                       progress=lambda it, total: reporting(it, total, "bench", "batch runs"))
     records = [r for r in load_records(out) if r.get("pair") == spec.pair]
-    rows = spec.rows(records)
-    figures = []
-    if any(r["drive"] != "autoregressive" for r in rows):
-        figures = [str(f) for f in plot_bench(records, out / f"bench_{slug(spec.pair)}")]
-    return {**status, "runs": rows, "figures": figures}
+    cells = tuple(spec.cells(records))
+    figures: tuple[str, ...] = ()
+    if any(c.to_json()["drive"] != "autoregressive" for c in cells):
+        figures = tuple(str(f) for f in plot_bench(records, out / f"bench_{slug(spec.pair)}"))
+    return BenchResult(status["file"], status["computed"], status["reused"], cells, figures).to_json()
 
 
 def render(r: dict[str, Any], pair: str) -> None:

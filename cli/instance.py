@@ -23,7 +23,7 @@ import numpy as np
 import typer
 
 from ..lp.instance import Instance, load_instance
-from ..lp.instance_spec import DEFAULTS, TIES_DENOMINATOR, InstanceSpec
+from ..lp.instance_spec import DEFAULTS, TIES_DENOMINATOR, InstanceResult, InstanceSpec
 from . import options as option
 from . import validate as check
 from .common import BadInput, new_commands, run, working
@@ -101,7 +101,7 @@ def instance(
         if out is None:  # what the flags alone have: the file to write
             raise BadInput("--out: give the file to write, e.g. --out instance.json")
         spec = InstanceSpec(family, vocab, depth, alpha, temperature, noise, seed, denominator)
-        return write_instance(spec, Path(out), force)
+        return write_instance(spec, Path(out), force).to_json()
 
     def render(r: dict[str, Any]) -> None:
         numbers = ("exact rationals (solved and compared in exact arithmetic)" if r["rational"]
@@ -113,13 +113,10 @@ def instance(
     run(body, as_json, render)
 
 
-def write_instance(spec: InstanceSpec, out: Path, force: bool) -> dict[str, Any]:
+def write_instance(spec: InstanceSpec, out: Path, force: bool) -> InstanceResult:
     """Generate the spec's instance, write it checked (write_checked) and describe it."""
     path = output_file("--out", out, force)
     with working(f"instance {spec.family} V={spec.vocab} L={spec.depth}"):
         inst = spec.generate()
         write_checked(inst, path)
-    return {"path": str(path), "name": inst.name, "vocab_size": inst.vocab_size,
-            "depth": inst.depth, "rational": inst.rational,
-            "rows_per_model": int(inst.target.shape[0]), "settings": spec.settings(),
-            "next": [f"speclp solve {path}", f"speclp gap {path} --paths 2"]}
+    return InstanceResult.written(spec, inst, path)

@@ -20,6 +20,8 @@ from ..experiments.plots import plot_realgap, plot_renormalised
 from ..experiments.prompts import read_prompts
 from ..experiments.realgap import (
     WIDTH_TARGETS,
+    RealgapResult,
+    RealgapStatus,
     full_records,
     realgap_keys,
     renormalised_keys,
@@ -134,12 +136,12 @@ def realgap_command(flags: dict[str, Any]) -> dict[str, Any]:
     """`speclp realgap`: the spec (checked), then the run of its mode into --out."""
     spec, prompt_list = realgap_spec(flags)
     if spec.instances == MODE_RENORMALISED:
-        return run_renormalised(spec, prompt_list, flags["out"], flags["threads"])
-    return run_full(spec, prompt_list, flags["out"], flags["threads"])
+        return run_renormalised(spec, prompt_list, flags["out"], flags["threads"]).to_json()
+    return run_full(spec, prompt_list, flags["out"], flags["threads"]).to_json()
 
 
 def run_full(spec: RealgapSpec, prompt_list: list[dict[str, Any]], out: Path,
-             threads: int | None) -> dict[str, Any]:
+             threads: int | None) -> RealgapResult:
     """The full-vocabulary run (experiments.realgap.run_realgap) and its report; the pair is
     loaded only when a record asked for is missing from --out (realgap_keys)."""
     label, draft_t = run_identity(spec.pair, spec.draft_temperature)
@@ -164,19 +166,19 @@ def run_full(spec: RealgapSpec, prompt_list: list[dict[str, Any]], out: Path,
     # only this invocation's records (keys) are summarised and plotted
     records = full_records(select_records(load_jsonl(out_file), status.pop("keys")))
     figures = plot_realgap(records, out)
-    result = {"pair": label, "instances": MODE_FULL, **status, "records": len(records),
-              "figures": [str(f) for f in figures],
-              "contexts": [_context_view(r) for r in records],
-              "summary": summarize_realgap(records)}
-    if status["failures"]:
-        raise ClaimFailed(f"{len(status['failures'])} bracket failure(s) (a verifier "
+    result = RealgapResult.from_json({
+        "pair": label, "instances": MODE_FULL, **status, "records": len(records),
+        "figures": [str(f) for f in figures], "contexts": [_context_view(r) for r in records],
+        "summary": summarize_realgap(records)})
+    if result.status is RealgapStatus.FAILED:
+        raise ClaimFailed(f"{len(result.failures)} bracket failure(s) (a verifier "
                           "interval or the lower bound above the upper bound) "
-                          f"(records in {out_file})", result)
+                          f"(records in {out_file})", result.to_json())
     return result
 
 
 def run_renormalised(spec: RealgapSpec, prompt_list: list[dict[str, Any]], out: Path,
-                     threads: int | None) -> dict[str, Any]:
+                     threads: int | None) -> RealgapResult:
     """The labelled renormalised run (experiments.realgap.run_realgap_renormalised) and its
     report; the pair is loaded only when a record asked for is missing (renormalised_keys)."""
     label, draft_t = run_identity(spec.pair, spec.draft_temperature)
@@ -194,11 +196,12 @@ def run_renormalised(spec: RealgapSpec, prompt_list: list[dict[str, Any]], out: 
         model_dtype=fixed["dtype"])
     records = select_records(load_jsonl(out_file), status.pop("keys"))
     figures = plot_renormalised(records, out)
-    return {"pair": label, "instances": MODE_RENORMALISED, **status, "records": len(records),
-            "figures": [str(f) for f in figures],
-            "label": "TRUNCATED: top-M of the TARGET row per node, rows RENORMALISED over the M "
-                     "tokens (neither an upper nor a lower bound on the real pair)",
-            "summary": summarize_renormalised(records)}
+    return RealgapResult.from_json({
+        "pair": label, "instances": MODE_RENORMALISED, **status, "records": len(records),
+        "figures": [str(f) for f in figures],
+        "label": "TRUNCATED: top-M of the TARGET row per node, rows RENORMALISED over the M "
+                 "tokens (neither an upper nor a lower bound on the real pair)",
+        "summary": summarize_renormalised(records)})
 
 
 def render(r: dict[str, Any]) -> None:

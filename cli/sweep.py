@@ -6,7 +6,6 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import typer
 
 from ..experiments.plots import (
@@ -24,14 +23,12 @@ from ..experiments.store import RESULTS_ROOT, ResultsFolderError, default_out, l
 from ..experiments.sweep import (
     DEFAULT_ALPHA,
     FORMATS,
-    ROW_COLUMNS,
+    PlotResult,
     ResultStore,
     SweepSpec,
+    SweepStatus,
     check_cluster,
-    load_results,
-    run_sweep,
 )
-from ..experiments.sweep import summarize as summarise_rows
 from ..lp.engine import BACKENDS
 from . import options as option
 from . import validate as check
@@ -164,11 +161,12 @@ def plot(
         default = RESULTS_ROOT / f"{path.resolve().name}_figures"
         target = check.output_dir("--out", default if out is None else out)
         if is_bench_results(path):
-            return _plot_records(path, target)
+            return PlotResult.of(_plot_records(path, target)).to_json()
         try:  # only the reading of RESULTS is bad input; a drawing error is internal (exit 3)
-            return plot_results(path, target)
+            drawn = plot_results(path, target)
         except (FileNotFoundError, NotSweepResults) as err:
             raise BadInput(f"RESULTS: {err}") from None
+        return PlotResult.of(drawn).to_json()
 
     def render(r: dict[str, Any]) -> None:
         for name, reason in r.get("skipped", {}).items():
@@ -217,11 +215,12 @@ def sweep_spec(*, vocab: str, depth: str, paths: str, alpha: str | None, tempera
 
 def run_sweep_command(spec: SweepSpec, out_path: Path, out: str | None, fmt: str, workers: int,
                       address: str | None, skip_large: bool, new_out: bool) -> dict[str, Any]:
-    """Run (or resume) the sweep into out_path and summarise its rows; ClaimFailed (exit 1)
-    on a claim violation; an interrupt keeps the finished instances (exit 130)."""
+    """Run (or resume) the sweep into out_path (SweepSpec.run: a SweepResult) as the command's
+    JSON; ClaimFailed (exit 1) on a claim violation; an interrupt keeps the finished instances
+    (exit 130)."""
     try:
-        summary = run_sweep(
-            spec, out_path, fmt=fmt, workers=workers, cluster=address,
+        result = spec.run(
+            out_path, fmt=fmt, workers=workers, cluster=address,
             skip_large=skip_large, new_folder=new_out,
             progress=lambda it, total: progress(it, total, f"sweep -> {out_path}"))
     except ResultsFolderError as err:
@@ -231,15 +230,10 @@ def run_sweep_command(spec: SweepSpec, out_path: Path, out: str | None, fmt: str
         stderr.print(f"interrupted: {done} finished instances are saved in {out_path}; rerun "
                      "the same command to resume", markup=False)
         raise typer.Exit(130) from None
-    out_path = Path(summary["out"])
-    if summary["rows"]:
-        summary["summary"] = summarise_rows(load_results(out_path))
-    else:  # every cell skipped (--skip-large): nothing to summarise
-        summary["summary"] = summarise_rows(pd.DataFrame(columns=list(ROW_COLUMNS)))
-    if summary["violations"]:
-        raise ClaimFailed(f"{len(summary['violations'])} claim violations, first: "
-                          f"{summary['violations'][0]} (rows saved in {out})", summary)
-    return summary
+    if result.status is SweepStatus.VIOLATED:
+        raise ClaimFailed(f"{len(result.violations)} claim violations, first: "
+                          f"{result.violations[0]} (rows saved in {out})", result.to_json())
+    return result.to_json()
 
 
 def render_sweep(r: dict[str, Any]) -> None:

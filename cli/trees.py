@@ -44,6 +44,7 @@ from ..experiments.store import (
 )
 from ..experiments.trees import (
     Deadline,
+    TreesResult,
     TreesSpec,
     engine_keys,
     run_engine_reuse,
@@ -227,7 +228,7 @@ def trees_command(flags: dict[str, Any]) -> dict[str, Any]:
     except ResultsFolderError as err:
         raise BadInput(f"--out: {err}") from None
     with folder:
-        return compute(folder.path, spec, flags["threads"], Deadline(flags["time_limit"]))
+        return compute(folder.path, spec, flags["threads"], Deadline(flags["time_limit"])).to_json()
 
 
 @dataclasses.dataclass
@@ -264,16 +265,17 @@ def plan(out: Path, spec: TreesSpec, threads: int | None) -> TreesRun:
     return work
 
 
-def compute(out: Path, spec: TreesSpec, threads: int | None, deadline: Deadline) -> dict[str, Any]:
+def compute(out: Path, spec: TreesSpec, threads: int | None, deadline: Deadline) -> TreesResult:
     """Plan (load the pair only if needed), run the engine part (if asked) and the trees
-    part into `out`."""
+    part into `out` (a TreesResult)."""
     work = plan(out, spec, threads)
     spec, label = work.spec, work.label
     engine = engine_part(work, deadline) if spec.engine_budgets else {}
     stopped = [f"engine runs: {engine['stopped']}"] if engine.get("stopped") else []
     if spec.skip_trees:
-        return {"pair": label, "engine": engine, "summary": [], "contexts": 0, "figures": [],
-                "file": None, "computed": 0, "reused": 0, "notes": [], "stopped": stopped or None}
+        return TreesResult.from_json({
+            "pair": label, "engine": engine, "summary": [], "contexts": 0, "figures": [], "file": None,
+            "computed": 0, "reused": 0, "notes": [], "stopped": stopped or None})
     pair = work.pair
     status = run_trees(spec, pair and pair.target.model, pair and pair.draft.model, work.prompts,
                        work.out_file, label, work.eos,
@@ -286,10 +288,11 @@ def compute(out: Path, spec: TreesSpec, threads: int | None, deadline: Deadline)
     records = select_records(load_jsonl(work.out_file), status.pop("keys"))
     figures = plot_trees(records, out, title=trees_title(records))
     summary = summarize_trees(records)
-    return {"pair": label, **status, "out": str(out), "contexts": len(records),
-            "figures": [str(f) for f in figures], "rules": RULE_HELP, "references": REFERENCE_HELP,
-            "notes": notes(summary), "walltime": "MODELLED from measured component times",
-            "engine": engine, "summary": summary, "stopped": stopped or None}
+    return TreesResult.from_json({
+        "pair": label, **status, "out": str(out), "contexts": len(records),
+        "figures": [str(f) for f in figures], "rules": RULE_HELP, "references": REFERENCE_HELP,
+        "notes": notes(summary), "walltime": "MODELLED from measured component times",
+        "engine": engine, "summary": summary, "stopped": stopped or None})
 
 
 def engine_part(work: TreesRun, deadline: Deadline) -> dict[str, Any]:

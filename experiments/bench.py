@@ -248,6 +248,26 @@ class BenchCell:
                 "relative": self.relative, **self.run, "realised": self.realised}
 
 
+
+@dataclasses.dataclass(frozen=True)
+class BenchResult:
+    """One `speclp bench` invocation, inspectable without the CLI: file: the pair's records
+    (JSONL); computed / reused: batch runs decoded now / found recorded (run_bench); cells:
+    the BenchCells of the runs the spec asks for (BenchSpec.cells); figures: the files drawn
+    (none when every run is autoregressive). to_json() is the command's --json object (the
+    cells as its "runs" rows)."""
+
+    file: str
+    computed: int
+    reused: int
+    cells: tuple[BenchCell, ...]
+    figures: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "computed": self.computed, "reused": self.reused,
+                "runs": [c.to_json() for c in self.cells], "figures": list(self.figures)}
+
+
 def run_bench(
     load: Callable[[], Any],
     pair_name: str,

@@ -58,12 +58,16 @@ through `experiments.store.open_records` (one writer at a time, its run logged i
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from enum import StrEnum
 from math import comb
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -1165,3 +1169,48 @@ def summarize_renormalised(records: list[dict[str, Any]]) -> list[dict[str, Any]
 def _stable_hash(text: str) -> int:
 
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "little")
+
+
+class RealgapStatus(StrEnum):
+    """The outcome of a realgap run (a StrEnum: equal to its word)."""
+
+    BRACKETED = "bracketed"  # full-vocabulary: every interval and lower bound <= the certified upper
+    FAILED = "bracket failed"  # full-vocabulary: some interval or lower bound above it (exit 1)
+    UNBOUNDED = "renormalised"  # renormalised rows bound nothing: no bracket to check
+
+
+@dataclasses.dataclass(frozen=True)
+class RealgapResult:
+    """One `speclp realgap` invocation, inspectable without the CLI. mode: MODE_FULL or
+    MODE_RENORMALISED (the JSON's "instances"); pair: the run's label; file: the records
+    (JSONL); computed / reused: records computed now / found recorded; records: this
+    invocation's records (summarised); failures: the bracket failures (full mode; empty
+    otherwise); summary: summarize_realgap or summarize_renormalised of the records; figures:
+    files drawn. record: the command's --json object, read-only; to_json() gives a copy."""
+
+    status: RealgapStatus
+    mode: str
+    pair: str
+    file: str
+    computed: int
+    reused: int
+    records: int
+    failures: tuple[str, ...]
+    summary: tuple[Mapping[str, Any], ...]
+    figures: tuple[str, ...]
+    record: Mapping[str, Any] = dataclasses.field(repr=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RealgapResult:
+        """The result of the command's object (cli.realgap.run_full / run_renormalised)."""
+        record = copy.deepcopy(dict(data))
+        failures = tuple(record.get("failures") or ())
+        status = (RealgapStatus.UNBOUNDED if record["instances"] == MODE_RENORMALISED
+                  else RealgapStatus.FAILED if failures else RealgapStatus.BRACKETED)
+        return cls(status, record["instances"], record["pair"], record["file"], record["computed"],
+                   record["reused"], record["records"], failures,
+                   tuple(MappingProxyType(row) for row in record["summary"]), tuple(record["figures"]),
+                   MappingProxyType(record))
+
+    def to_json(self) -> dict[str, Any]:
+        return copy.deepcopy(dict(self.record))

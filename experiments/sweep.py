@@ -38,6 +38,7 @@ standard_error and the 95% interval [ci_low, ci_high]; tv is NaN (not checked).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import math
@@ -50,6 +51,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -221,6 +223,11 @@ class SweepSpec:
     def shapes(self) -> list[tuple[str, float | None, float | None]]:
         return ([("dirichlet", a, None) for a in self.alpha]
                 + [("temperature", None, t) for t in self.temperature])
+
+    def run(self, out: str | Path, **options: Any) -> SweepResult:
+        """Run (or resume) the sweep into `out` (run_sweep with `options`) and summarise the
+        rows of this spec's tasks (SweepResult.of_run)."""
+        return SweepResult.of_run(run_sweep(self, out, **options))
 
 
 def estimate_cell(vocab: int, depth: int, paths: int, draft_sampling: str = "iid"
@@ -709,6 +716,92 @@ def _run_in_folder(spec: SweepSpec, out: Path, tasks: list[Task], skipped: list[
         "seconds": round(time.perf_counter() - start, 3), "parts_written": sequence,
         "complete": complete, "results_file": results_file,
     }
+
+
+class SweepStatus(StrEnum):
+    """The outcome of a sweep run (a StrEnum: equal to its word)."""
+
+    COMPLETE = "complete"  # every planned task has its rows, no claim violated
+    INCOMPLETE = "incomplete"  # some planned task has no rows yet (an error, or not run): rerun
+    VIOLATED = "claim violated"  # a verifier above a certified optimum, or lossy: exit 1
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepResult:
+    """One sweep run, inspectable without the CLI (like scipy's OptimizeResult). The fields are
+    run_sweep's summary (out: the folder, format, tasks planned, done_before, computed,
+    errors [{instance_id, error}], skipped_cells [{vocab, depth, paths, reason}], rows of this
+    spec's tasks, violations, run_id, seconds, parts_written, complete, results_file) and
+    summary: `summarize` of those rows. status: SweepStatus. to_json() is `speclp sweep
+    --json`'s object."""
+
+    out: str
+    format: str
+    tasks: int
+    done_before: int
+    computed: int
+    errors: tuple[dict[str, str], ...]
+    skipped_cells: tuple[dict[str, Any], ...]
+    rows: int
+    violations: tuple[str, ...]
+    run_id: str
+    seconds: float
+    parts_written: int
+    complete: bool
+    results_file: str | None
+    summary: dict[str, Any] = dataclasses.field(repr=False)
+
+    @classmethod
+    def of_run(cls, summary: dict[str, Any]) -> SweepResult:
+        """The result of run_sweep's summary: its rows (this spec's tasks) summarised."""
+        rows = (load_results(summary["out"]) if summary["rows"]  # else every cell skipped
+                else pd.DataFrame(columns=list(ROW_COLUMNS)))
+        fields = {**summary, "errors": tuple(summary["errors"]),
+                  "skipped_cells": tuple(summary["skipped_cells"]),
+                  "violations": tuple(summary["violations"])}
+        return cls(**fields, summary=summarize(rows))
+
+    @property
+    def status(self) -> SweepStatus:
+        if self.violations:
+            return SweepStatus.VIOLATED
+        return SweepStatus.COMPLETE if self.complete else SweepStatus.INCOMPLETE
+
+    def to_json(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        for name in ("errors", "skipped_cells", "violations"):
+            out[name] = list(out[name])
+        return copy.deepcopy(out)
+
+
+@dataclasses.dataclass(frozen=True)
+class PlotResult:
+    """What `speclp plot` drew (the figures of a sweep folder, or of bench / realgap / trees
+    records): out: the figure folder; kind: "sweep", or the record kinds joined by "+";
+    figures: {name: {"files", "note", ...}}; instances: a sweep's instance count (None for
+    records); skipped: {file: why} of record files not drawn (None for a sweep). to_json()
+    is the command's --json object."""
+
+    out: str
+    kind: str
+    figures: dict[str, Any]
+    instances: int | None = None
+    skipped: dict[str, str] | None = None
+
+    @classmethod
+    def of(cls, drawn: dict[str, Any]) -> PlotResult:
+        """The result of plots.plot_results' dict (a sweep) or of the records' figures."""
+        return cls(drawn["out"], drawn["kind"], drawn["figures"], drawn.get("instances"),
+                   drawn.get("skipped"))
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"out": self.out, "kind": self.kind}
+        if self.instances is not None:
+            out["instances"] = self.instances
+        out["figures"] = self.figures
+        if self.skipped is not None:
+            out["skipped"] = self.skipped
+        return copy.deepcopy(out)
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

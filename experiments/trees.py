@@ -8,10 +8,13 @@ TreesSpec (the CLI reads its defaults); run_trees and run_engine_reuse take one.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from enum import StrEnum
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -486,3 +489,47 @@ def summarize_engine_reuse(records: list[dict[str, Any]]) -> list[dict[str, Any]
                     "ms_per_token": float(np.mean([r["metrics"].get("ms_per_token", np.nan)
                                                    for r in recs]))})
     return out
+
+
+class TreesStatus(StrEnum):
+    """The outcome of a `trees` run (a StrEnum: equal to its word)."""
+
+    COMPLETE = "complete"  # every context and engine run asked for is recorded
+    STOPPED = "stopped"  # the time limit stopped it first; finished records are kept (rerun)
+
+
+@dataclasses.dataclass(frozen=True)
+class TreesResult:
+    """One `speclp trees` invocation, inspectable without the CLI. pair: the run's label;
+    file: the contexts' records (None with skip_trees); computed / reused: contexts computed
+    now / found recorded; contexts: records of this invocation summarised; summary: one row
+    per (rule, budget) (summarize_trees); engine: the engine's reuse runs ({} when not asked:
+    file, computed, stopped, runs, summary); figures: files drawn; stopped: why each part
+    stopped early (empty when none). record: the command's --json object, read-only;
+    to_json() gives a copy."""
+
+    status: TreesStatus
+    pair: str
+    file: str | None
+    computed: int
+    reused: int
+    contexts: int
+    summary: tuple[Mapping[str, Any], ...]
+    engine: Mapping[str, Any]
+    figures: tuple[str, ...]
+    stopped: tuple[str, ...]
+    record: Mapping[str, Any] = dataclasses.field(repr=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TreesResult:
+        """The result of the command's object (cli.trees.compute builds it)."""
+        record = copy.deepcopy(dict(data))
+        stopped = tuple(record["stopped"] or ())
+        return cls(TreesStatus.STOPPED if stopped else TreesStatus.COMPLETE, record["pair"],
+                   record["file"], record["computed"], record["reused"], record["contexts"],
+                   tuple(MappingProxyType(row) for row in record["summary"]),
+                   MappingProxyType(record["engine"]), tuple(record["figures"]), stopped,
+                   MappingProxyType(record))
+
+    def to_json(self) -> dict[str, Any]:
+        return copy.deepcopy(dict(self.record))

@@ -11,7 +11,10 @@ default TIES_DENOMINATOR). The defaults are the generators' own (read from their
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from .. import inputs
@@ -28,7 +31,7 @@ from .instance import (
 )
 
 __all__ = ["DEFAULTS", "FAMILIES", "FAMILY_PARAMETERS", "MAX_DENOMINATOR", "MAX_WRITTEN_ENTRIES",
-           "TIES_DENOMINATOR", "InstanceSpec", "library_default"]
+           "TIES_DENOMINATOR", "InstanceResult", "InstanceSpec", "library_default"]
 
 FAMILIES = ("dirichlet", "temperature", "ties")
 MAX_DENOMINATOR = 10**9
@@ -121,3 +124,33 @@ class InstanceSpec:
                                "seed": self.seed, "denominator": denominator}
         out.update({name: getattr(self, name) for name in FAMILY_PARAMETERS[self.family]})
         return out
+
+
+@dataclass(frozen=True)
+class InstanceResult:
+    """What `speclp instance` wrote, inspectable without the CLI. path: the file; name,
+    vocab_size, depth, rational: the instance's (lp.instance.Instance); rows_per_model: the
+    target's (and the draft's) rows, one per prefix of length 0..L ((V^(L+1) - 1) / (V - 1)); settings:
+    the spec's (InstanceSpec.settings), read-only; next: the commands that read the file.
+    to_json() is the command's --json object."""
+
+    path: str
+    name: str
+    vocab_size: int
+    depth: int
+    rational: bool
+    rows_per_model: int
+    settings: Mapping[str, Any]
+    next: tuple[str, ...]
+
+    @classmethod
+    def written(cls, spec: InstanceSpec, inst: Instance, path: str | Path) -> InstanceResult:
+        """The result of `inst` (generated from `spec`) written to `path`."""
+        return cls(str(path), inst.name, inst.vocab_size, inst.depth, inst.rational,
+                   int(inst.target.shape[0]), MappingProxyType(spec.settings()),
+                   (f"speclp solve {path}", f"speclp gap {path} --paths 2"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "name": self.name, "vocab_size": self.vocab_size,
+                "depth": self.depth, "rational": self.rational, "rows_per_model": self.rows_per_model,
+                "settings": dict(self.settings), "next": list(self.next)}

@@ -10,8 +10,8 @@ import json
 import pytest
 from speclp.cli import app
 from speclp.cli import audit as cli_audit
-from speclp.cli import sweep as cli_sweep
 from speclp.cli.common import flag_of
+from speclp.experiments import sweep as experiments_sweep
 from speclp.inputs import BadArgument
 from speclp.lp.instance import InstanceError, dirichlet_instance
 from speclp.proofs import audit as proofs_audit
@@ -37,8 +37,8 @@ def boom(*args, **kwargs):
 def crash_cases(instance_file, tmp_path):
     return {
         "gap": (proofs_gap, "optimum", ["gap", instance_file, "--paths", "1"]),  # inside the library
-        "sweep": (cli_sweep, "run_sweep", ["sweep", "--vocab", "2", "--depth", "1", "--paths", "1",
-                                           "--trials", "1", "--out", str(tmp_path / "sw")]),
+        "sweep": (experiments_sweep, "run_sweep", ["sweep", "--vocab", "2", "--depth", "1", "--paths", "1",
+                                                   "--trials", "1", "--out", str(tmp_path / "sw")]),
         "audit": (cli_audit, "run_audit", ["audit", "--verifier", "bv", "--trials", "1"]),
         "audit-sampler": (proofs_audit, "audit_sampler",  # inside the library's run(spec)
                           ["audit", "--sampler", "speclp.verifiers:nothing", "--trials", "1"]),
@@ -233,7 +233,7 @@ def test_bad_input_is_one_line_exit_2_naming_the_flag(args, field, instance_file
 def test_sweep_flags_of_their_mode_are_accepted(tmp_path, monkeypatch):
     """--max-variables with --method full, --workers with --cluster local: not refused (the
     sweep itself is replaced: only the refusal is tested)."""
-    monkeypatch.setattr(cli_sweep, "run_sweep", boom)
+    monkeypatch.setattr(experiments_sweep, "run_sweep", boom)
     for extra in (["--method", "full", "--max-variables", "10"], ["--cluster", "local",
                                                                   "--workers", "2"]):
         result = invoke(["sweep", "--vocab", "2", "--depth", "1", "--paths", "1", "--trials", "1",

@@ -417,3 +417,114 @@ def test_prove_result_is_the_summary_with_a_typed_status(tmp_path):
     data = stopped.to_json()
     assert stopped.status is ProveStatus.STOPPED and data["status"] == stopped.status == "stopped: time limit"
     assert not stopped.proved and not data["proved"] and stopped.json_file is None
+
+
+# --- the typed results of instance, sweep, plot, bench, trees and realgap ----------------------
+
+def test_instance_result_is_the_written_file_described(tmp_path):
+    from speclp.cli.instance import write_instance
+    from speclp.lp.instance import load_instance
+    from speclp.lp.instance_spec import InstanceResult
+
+    spec = InstanceSpec("dirichlet", vocab=3, depth=2, seed=4, denominator=12)
+    result = write_instance(spec, tmp_path / "i.json", force=False)
+    path = str(tmp_path / "i.json")
+    back = load_instance(path)
+    assert isinstance(result, InstanceResult)
+    assert result.to_json() == {  # the dict the command built by hand before
+        "path": path, "name": dirichlet_instance(3, 2, seed=4, denominator=12).name, "vocab_size": 3,
+        "depth": 2, "rational": True, "rows_per_model": (3**3 - 1) // (3 - 1),  # prefixes of length 0..L
+        "settings": {"family": "dirichlet", "vocab": 3, "depth": 2, "seed": 4, "denominator": 12,
+                     "alpha": default_of(dirichlet_instance, "alpha")},
+        "next": [f"speclp solve {path}", f"speclp gap {path} --paths 2"]}
+    data = result.to_json()
+    assert list(data) == ["path", "name", "vocab_size", "depth", "rational", "rows_per_model", "settings",
+                          "next"]  # the order of the JSON object
+    assert (result.path, result.vocab_size, result.rows_per_model, dict(result.settings)) == (
+        data["path"], back.vocab_size, back.target.shape[0], data["settings"])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.path = "x"  # type: ignore[misc]
+
+
+def timeless_sweep(data):
+    return {k: v for k, v in data.items() if k not in ("run_id", "seconds", "out", "results_file")}
+
+
+def test_sweep_result_is_run_sweeps_summary_with_its_rows_summarised(tmp_path):
+    from speclp.experiments.sweep import (
+        SweepResult,
+        SweepSpec,
+        SweepStatus,
+        load_results,
+        run_sweep,
+        summarize,
+    )
+
+    spec = SweepSpec(vocab=(2,), depth=(1,), paths=(1, 2), alpha=(1.0,), trials=2)
+    raw = run_sweep(spec, tmp_path / "old")
+    old = {**raw, "summary": summarize(load_results(raw["out"]))}  # the old command's object
+    assert SweepResult.of_run(raw).to_json() == old
+    result = spec.run(tmp_path / "new")
+    data = result.to_json()
+    assert timeless_sweep(data) == timeless_sweep(old) and list(data) == list(old)
+    assert result.status is SweepStatus.COMPLETE and result.tasks == 4 and result.rows == data["rows"] > 0
+    assert (result.complete, result.violations, result.errors) == (True, (), ())
+    assert result.summary == data["summary"] and result.summary["instances"] == 4  # (instance, K) ids
+    violated = dataclasses.replace(result, violations=("x: bv above the optimum",))
+    assert violated.status is SweepStatus.VIOLATED
+    assert violated.to_json()["violations"] == ["x: bv above the optimum"]
+    assert dataclasses.replace(result, complete=False).status is SweepStatus.INCOMPLETE
+
+
+def test_plot_result_keeps_either_objects_keys_in_order():
+    from speclp.experiments.sweep import PlotResult
+
+    sweep = {"out": "f", "kind": "sweep", "instances": 3, "figures": {"gap": {"files": ["a.png"]}}}
+    records = {"out": "g", "kind": "bench+trees", "figures": {}, "skipped": {"x.jsonl": "why"}}
+    for drawn in (sweep, records):
+        data = PlotResult.of(drawn).to_json()
+        assert data == drawn and list(data) == list(drawn)
+    assert PlotResult.of(sweep).instances == 3 and PlotResult.of(records).skipped == {"x.jsonl": "why"}
+
+
+def test_bench_result_rows_are_its_cells():
+    from speclp.experiments.bench import BenchCell, BenchResult
+
+    config = {"pair": "a,b", "drive": "bv", "paths": 2, "depth": 3, "temperature": 0.0}
+    cell = BenchCell(config, 1, 2, {"bv": {"estimate": 1.5}}, {}, {}, {"prompts": 2}, None)
+    result = BenchResult("f.jsonl", 1, 2, (cell,), ("fig.png",))
+    assert result.to_json() == {
+        "file": "f.jsonl", "computed": 1, "reused": 2,
+        "runs": [{"pair": "a,b", "drive": "bv", "paths": 1, "depth": 2, "temperature": 0.0, "tree_paths": 2,
+                  "tree_depth": 3, "verifiers": {"bv": {"estimate": 1.5}}, "differences": {}, "relative": {},
+                  "prompts": 2, "realised": None}],
+        "figures": ["fig.png"]}
+    assert result.cells[0].estimate("bv") == result.to_json()["runs"][0]["verifiers"]["bv"]["estimate"]
+
+
+def test_trees_and_realgap_results_are_their_objects_with_typed_fields():
+    from speclp.experiments.realgap import MODE_FULL, MODE_RENORMALISED, RealgapResult, RealgapStatus
+    from speclp.experiments.trees import TreesResult, TreesStatus
+
+    trees = {"pair": "p", "file": "t.jsonl", "computed": 1, "reused": 2, "contexts": 3, "stopped": None,
+             "out": "o", "figures": ["a.png"], "notes": [], "engine": {}, "summary": [{"rule": "draft"}]}
+    result = TreesResult.from_json(trees)
+    assert result.to_json() == trees and list(result.to_json()) == list(trees)
+    assert (result.status, result.pair, result.file, result.computed, result.reused, result.contexts) == (
+        TreesStatus.COMPLETE, "p", "t.jsonl", 1, 2, 3)
+    assert [dict(r) for r in result.summary] == trees["summary"] and result.figures == ("a.png",)
+    stopped = TreesResult.from_json({**trees, "stopped": ["contexts: time limit of 1 s"]})
+    assert stopped.status is TreesStatus.STOPPED and stopped.stopped == ("contexts: time limit of 1 s",)
+    result.to_json()["summary"].append("changed")  # a copy: the result is unchanged
+    assert result.to_json() == trees
+
+    full = {"pair": "p", "instances": MODE_FULL, "file": "r.jsonl", "computed": 2, "reused": 0,
+            "failures": [], "records": 2, "figures": [], "contexts": [], "summary": [{"depth": 1}]}
+    result = RealgapResult.from_json(full)
+    assert result.to_json() == full and result.status is RealgapStatus.BRACKETED
+    assert (result.mode, result.records, result.failures) == (MODE_FULL, 2, ())
+    failed = RealgapResult.from_json({**full, "failures": ["p0 context 0 L=1: bv above"]})
+    assert failed.status is RealgapStatus.FAILED and failed.failures == ("p0 context 0 L=1: bv above",)
+    renormalised = {k: v for k, v in full.items() if k not in ("failures", "contexts")}
+    renormalised = RealgapResult.from_json({**renormalised, "instances": MODE_RENORMALISED, "label": "T"})
+    assert renormalised.status is RealgapStatus.UNBOUNDED and renormalised.failures == ()
