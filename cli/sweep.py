@@ -29,7 +29,7 @@ from ..experiments.sweep import (
     SweepStatus,
     check_cluster,
 )
-from ..lp.engine import BACKENDS
+from ..lp.engine import BACKENDS, DEFAULT_TIME_LIMIT
 from . import options as option
 from . import validate as check
 from .common import BadInput, ClaimFailed, new_commands, progress, refuse_given, run, stderr, table
@@ -37,6 +37,8 @@ from .gap import parse_verifiers
 
 commands = new_commands()
 DEFAULTS = {f.name: f.default for f in dataclasses.fields(SweepSpec)}  # the flags' defaults
+TASK_TIME_LIMIT_HELP = ("Seconds for each task's optimum; a task past it is an error (said on stderr), "
+                        "left unfinished for a rerun.")
 
 
 def _listed(name: str) -> str:
@@ -81,6 +83,7 @@ def sweep(
     new_out: bool = option.new_out("sweep"),
     fmt: str = typer.Option("parquet", "--format", help="parquet or csv."),
     workers: int = typer.Option(1, "--workers", help="Worker processes."),
+    time_limit: float = option.time_limit(DEFAULT_TIME_LIMIT, TASK_TIME_LIMIT_HELP),
     cluster: str = typer.Option(None, "--cluster",
                                 help="Dask scheduler address, or 'local' for a LocalCluster."),
     as_json: bool = option.json(),
@@ -100,7 +103,8 @@ def sweep(
             max_enumerated=max_enumerated, samples=samples, verifiers=verifiers, out=out, fmt=fmt,
             workers=workers)
         address = check_cluster(cluster)  # BadArgument("cluster") -> --cluster
-        return run_sweep_command(spec, out_path, out, fmt, workers, address, skip_large, new_out)
+        return run_sweep_command(spec, out_path, out, fmt, workers, address, skip_large, new_out,
+                                 time_limit)
 
     run(body, as_json, render_sweep)
 
@@ -214,15 +218,17 @@ def sweep_spec(*, vocab: str, depth: str, paths: str, alpha: str | None, tempera
 
 
 def run_sweep_command(spec: SweepSpec, out_path: Path, out: str | None, fmt: str, workers: int,
-                      address: str | None, skip_large: bool, new_out: bool) -> dict[str, Any]:
+                      address: str | None, skip_large: bool, new_out: bool,
+                      time_limit: float = DEFAULT_TIME_LIMIT) -> dict[str, Any]:
     """Run (or resume) the sweep into out_path (SweepSpec.run: a SweepResult) as the command's
     JSON; ClaimFailed (exit 1) on a claim violation; an interrupt keeps the finished instances
-    (exit 130)."""
+    (exit 130). A task that ends in an error says so on stderr when it happens."""
     try:
         result = spec.run(
             out_path, fmt=fmt, workers=workers, cluster=address,
-            skip_large=skip_large, new_folder=new_out,
-            progress=lambda it, total: progress(it, total, f"sweep -> {out_path}"))
+            skip_large=skip_large, new_folder=new_out, time_limit=time_limit,
+            progress=lambda it, total: progress(it, total, f"sweep -> {out_path}"),
+            on_result=_say_error)
     except ResultsFolderError as err:
         raise BadInput(f"--out: {err}") from None
     except KeyboardInterrupt:
@@ -234,6 +240,13 @@ def run_sweep_command(spec: SweepSpec, out_path: Path, out: str | None, fmt: str
         raise ClaimFailed(f"{len(result.violations)} claim violations, first: "
                           f"{result.violations[0]} (rows saved in {out})", result.to_json())
     return result.to_json()
+
+
+def _say_error(result: dict[str, Any]) -> None:
+    """One stderr line for a task that ended in an error (it stays unfinished)."""
+    if "error" in result:
+        stderr.print(f"task {result['instance_id']} not finished: {result['error']}", markup=False,
+                     highlight=False, soft_wrap=True)
 
 
 def render_sweep(r: dict[str, Any]) -> None:

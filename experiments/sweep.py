@@ -62,7 +62,7 @@ from .. import inputs
 from ..inputs import BadArgument
 from ..lp import tolerances
 from ..lp.colgen import MAX_MASTER_COLUMNS, master_size
-from ..lp.engine import BACKENDS
+from ..lp.engine import BACKENDS, DEFAULT_TIME_LIMIT
 from ..lp.full import MAX_VARIABLES, full_lp_size
 from ..lp.instance import Instance, dirichlet_instance, temperature_instance
 from ..proofs.gap import GAP_METHODS, available_verifiers, check_estimation, check_gap_paths, gap
@@ -280,8 +280,11 @@ def plan(spec: SweepSpec, skip_large: bool = False) -> tuple[list[Task], list[di
 # one task (runs in a worker)
 # ---------------------------------------------------------------------------
 
-def run_task(task: Task, spec: SweepSpec, run_id: str) -> dict[str, Any]:
-    """Compute one task: {"instance_id", "rows": [...]} or {"instance_id", "error": text}."""
+def run_task(task: Task, spec: SweepSpec, run_id: str,
+             time_limit: float | None = DEFAULT_TIME_LIMIT) -> dict[str, Any]:
+    """Compute one task: {"instance_id", "rows": [...]} or {"instance_id", "error": text}.
+    time_limit: seconds for the task's optimum (gap's time_limit; None: none); past it the
+    task is an error (OptimumNotFound) and stays unfinished."""
     torch.set_num_threads(1)
     start = time.perf_counter()
     try:
@@ -289,7 +292,7 @@ def run_task(task: Task, spec: SweepSpec, run_id: str) -> dict[str, Any]:
         result = gap(instance, task.paths, draft_sampling=task.draft_sampling,
                      backend=spec.backend, verifiers=spec.verifiers, certify=spec.certify,
                      method=spec.method, max_enumerated=spec.max_enumerated,
-                     samples=spec.samples, seed=task.seed)
+                     samples=spec.samples, seed=task.seed, time_limit=time_limit)
     except Exception as err:  # recorded, not fatal: the task stays unfinished
         return {"instance_id": task.instance_id, "error": f"{type(err).__name__}: {err}"}
     seconds = time.perf_counter() - start
@@ -492,19 +495,21 @@ def folder_tasks(path: str | Path) -> list[Task] | None:
 # execution
 # ---------------------------------------------------------------------------
 
-def _in_process(tasks: list[Task], spec: SweepSpec, run_id: str) -> Iterator[dict[str, Any]]:
+def _in_process(tasks: list[Task], spec: SweepSpec, run_id: str, time_limit: float | None
+                ) -> Iterator[dict[str, Any]]:
     for task in tasks:
-        yield run_task(task, spec, run_id)
+        yield run_task(task, spec, run_id, time_limit)
 
 
-def _process_pool(tasks: list[Task], spec: SweepSpec, run_id: str, workers: int
-                  ) -> Iterator[dict[str, Any]]:
+def _process_pool(tasks: list[Task], spec: SweepSpec, run_id: str, time_limit: float | None,
+                  workers: int) -> Iterator[dict[str, Any]]:
     executor = ProcessPoolExecutor(max_workers=workers,
                                    mp_context=multiprocessing.get_context("spawn"),
                                    initializer=die_with_parent, initargs=(os.getpid(),))
     finished = False
     try:
-        futures: list[Future] = [executor.submit(run_task, t, spec, run_id) for t in tasks]
+        futures: list[Future] = [executor.submit(run_task, t, spec, run_id, time_limit)
+                                 for t in tasks]
         for future in as_completed(futures):
             yield future.result()
         finished = True
@@ -515,8 +520,8 @@ def _process_pool(tasks: list[Task], spec: SweepSpec, run_id: str, workers: int
         executor.shutdown(wait=finished, cancel_futures=True)
 
 
-def _dask(tasks: list[Task], spec: SweepSpec, run_id: str, cluster: Any, workers: int
-          ) -> Iterator[dict[str, Any]]:
+def _dask(tasks: list[Task], spec: SweepSpec, run_id: str, time_limit: float | None, cluster: Any,
+          workers: int) -> Iterator[dict[str, Any]]:
     from dask.distributed import Client, LocalCluster  # lazy: optional dependency
     from dask.distributed import as_completed as dask_completed  # lazy: optional dependency
 
@@ -531,7 +536,7 @@ def _dask(tasks: list[Task], spec: SweepSpec, run_id: str, cluster: Any, workers
     else:
         client = own_client = Client(str(cluster), timeout="20s")
     try:
-        futures = [client.submit(run_task, t, spec, run_id, pure=False) for t in tasks]
+        futures = [client.submit(run_task, t, spec, run_id, time_limit, pure=False) for t in tasks]
         try:
             for future in dask_completed(futures):
                 yield future.result()
@@ -586,7 +591,8 @@ def run_sweep(spec: SweepSpec, out: str | Path, fmt: str = "parquet", workers: i
               | None = None,
               batch: int = 8, flush_seconds: float = 10.0,
               on_result: Callable[[dict[str, Any]], None] | None = None,
-              new_folder: bool = False) -> dict[str, Any]:
+              new_folder: bool = False,
+              time_limit: float | None = DEFAULT_TIME_LIMIT) -> dict[str, Any]:
     """Run (or resume) a sweep into `out`; returns a summary.
 
     cluster: None (process pool when workers > 1), a dask Client, "local" (a LocalCluster
@@ -596,15 +602,21 @@ def run_sweep(spec: SweepSpec, out: str | Path, fmt: str = "parquet", workers: i
     sibling out-2, out-3, ... is used) and no other run may be writing it
     (store.FolderBusy). Summary keys: out, format, tasks, done_before, computed, errors,
     skipped_cells, rows, violations, run_id, seconds, parts_written, complete, results_file
-    (rows and results count this spec's tasks only).
+    (rows and results count this spec's tasks only). time_limit: seconds for each task's
+    optimum (None: none); a task past it is an error of this run and stays unfinished (a
+    rerun with a larger limit computes it). It is a setting of the run, not of the folder
+    (a task that finishes has the same rows under any limit): spec.json records it in the
+    run's argv only.
     """
     if workers < 1:
         raise BadArgument("workers", f"must be >= 1, got {workers}")
+    if time_limit is not None:
+        inputs.number("time_limit", time_limit, 0, low_open=True)
     tasks, skipped = plan(spec, skip_large=skip_large)
     _refuse_legacy_mismatch(Path(out), spec, new_folder)
     with open_folder(out, "sweep", folder_spec(spec, fmt, skip_large), new_folder) as folder:
         return _run_in_folder(spec, folder.path, tasks, skipped, fmt, workers, cluster, progress,
-                              batch, flush_seconds, on_result)
+                              batch, flush_seconds, on_result, time_limit)
 
 
 def folder_spec(spec: SweepSpec, fmt: str, skip_large: bool) -> dict[str, Any]:
@@ -638,7 +650,7 @@ def _refuse_legacy_mismatch(out: Path, spec: SweepSpec, new_folder: bool) -> Non
 
 def _run_in_folder(spec: SweepSpec, out: Path, tasks: list[Task], skipped: list[dict[str, Any]],
                    fmt: str, workers: int, cluster: Any, progress: Any, batch: int,
-                   flush_seconds: float, on_result: Any) -> dict[str, Any]:
+                   flush_seconds: float, on_result: Any, time_limit: float | None) -> dict[str, Any]:
     store = ResultStore(out, fmt)
     done_before = store.done()
     todo = [t for t in tasks if t.instance_id not in done_before]
@@ -662,11 +674,11 @@ def _run_in_folder(spec: SweepSpec, out: Path, tasks: list[Task], skipped: list[
     if not todo:
         results: Iterator[dict[str, Any]] = iter(())
     elif cluster is not None:
-        results = _dask(todo, spec, run_id, cluster, workers)
+        results = _dask(todo, spec, run_id, time_limit, cluster, workers)
     elif workers > 1:
-        results = _process_pool(todo, spec, run_id, workers)
+        results = _process_pool(todo, spec, run_id, time_limit, workers)
     else:
-        results = _in_process(todo, spec, run_id)
+        results = _in_process(todo, spec, run_id, time_limit)
     stream: Iterable[dict[str, Any]] = progress(results, len(todo)) if progress else results
 
     previous = signal.getsignal(signal.SIGTERM)

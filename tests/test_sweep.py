@@ -184,6 +184,9 @@ def test_csv_format_and_cli_json(tmp_path):
     (["--samples", "1"], "--samples"),
     (["--max-enumerated", "0"], "--max-enumerated"),
     (["--verifiers", "bv,nope"], "--verifiers"),
+    (["--time-limit", "0"], "--time-limit"),
+    (["--time-limit", "-1"], "--time-limit"),
+    (["--time-limit", "nan"], "--time-limit"),
 ])
 def test_cli_sweep_bad_input_exit_2(tmp_path, args, field):
     base = ["sweep", "--vocab", "2", "--depth", "1", "--paths", "1", "--alpha", "1",
@@ -323,3 +326,31 @@ def test_sweep_of_bv_and_nodeopt_plots_and_summarises_both(tmp_path):
     assert "nodeopt_gap_heatmap" in made["figures"] and "gbv_vs_bv" not in made["figures"]
     assert (tmp_path / "figs" / "nodeopt_gap_heatmap.png").exists()
     assert set(frame["evaluation"]) == {"single path", "selection law"}
+
+
+def test_task_past_its_time_limit_is_an_error_left_for_a_rerun(tmp_path):
+    """--time-limit bounds each task's optimum: a task past it (here a limit no solve can
+    meet: 1e-9 s) is said on stderr, counted as an error and left unfinished, the other
+    tasks (L = 1: the closed form, no time limit) are saved; a rerun with the default limit
+    computes only the unfinished task, and its rows are those of a run that never stopped."""
+    args = ["sweep", "--vocab", "2", "--depth", "1,2", "--paths", "2", "--alpha", "1",
+            "--trials", "1", "--verifiers", "bv,gbv", "--json"]
+    out = tmp_path / "o"
+    first = runner.invoke(app, args + ["--out", str(out), "--time-limit", "1e-9"])
+    assert first.exit_code == 0, first.output
+    summary = json.loads(first.stdout)
+    assert summary["computed"] == 1 and summary["complete"] is False
+    assert [e["instance_id"] for e in summary["errors"]] == ["dirichlet-V2-L2-a1-s0-K2-iid"]
+    assert "time limit" in summary["errors"][0]["error"]
+    assert "task dirichlet-V2-L2-a1-s0-K2-iid not finished: OptimumNotFound" in first.stderr
+    assert ResultStore(out, "parquet").done() == {"dirichlet-V2-L1-a1-s0-K2-iid"}
+    second = runner.invoke(app, args + ["--out", str(out)])
+    assert second.exit_code == 0, second.output
+    resumed = json.loads(second.stdout)
+    assert resumed["done_before"] == 1 and resumed["computed"] == 1 and resumed["complete"]
+    fresh = runner.invoke(app, args + ["--out", str(tmp_path / "fresh")])
+    assert fresh.exit_code == 0, fresh.output
+    columns = ["instance_id", "verifier", "block_efficiency", "optimum_exact"]
+    resumed_rows = load_results(out)[columns].sort_values(columns[:2]).reset_index(drop=True)
+    fresh_rows = load_results(tmp_path / "fresh")[columns].sort_values(columns[:2])
+    pd.testing.assert_frame_equal(resumed_rows, fresh_rows.reset_index(drop=True))
