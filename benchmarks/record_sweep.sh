@@ -11,10 +11,14 @@
 # niced: nice -n 15 bash benchmarks/record_sweep.sh
 set -u
 OUT=${OUT:-benchmarks/results/sweep_grid}  # supersedes sweep/ and sweep_L4/ (older grids)
+# seconds for each task's optimum (a task past it is left for a rerun; V = 8, L >= 3, K = 4 needs
+# more than gap's default 600 s on some instances)
+TIME_LIMIT=${TIME_LIMIT:-3600}
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
 start=$(date +%s)
 python -m speclp sweep --vocab 2,3,4,8 --depth 1,2,3,4 --paths 1,2,3,4 --alpha 0.5,1 --trials 2 \
-    --seed 0 --max-enumerated 100000 --samples 4096 --workers 1 --out "$OUT" --json \
+    --seed 0 --max-enumerated 100000 --samples 4096 --workers 1 --time-limit "$TIME_LIMIT" \
+    --out "$OUT" --json \
     > "$OUT"_summary.json
 status=$?
 echo "sweep exit $status after $(( $(date +%s) - start )) s"
