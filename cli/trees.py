@@ -22,6 +22,7 @@ from typing import Any
 import torch
 import typer
 
+from ..deadline import Deadline
 from ..decode.models import (
     ModelUnavailable,
     VocabularyMismatch,
@@ -43,7 +44,6 @@ from ..experiments.store import (
     slug,
 )
 from ..experiments.trees import (
-    Deadline,
     TreesResult,
     TreesSpec,
     engine_keys,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import time
 from collections.abc import Callable, Iterator, Mapping
 from enum import StrEnum
 from pathlib import Path
@@ -21,6 +20,7 @@ import numpy as np
 import torch
 
 from .. import inputs
+from ..deadline import Deadline
 from ..decode.engine import EngineConfig, SpeculativeEngine
 from ..decode.tree_rows import sample_contexts, time_tree_round, tree_rows
 from ..inputs import BadArgument
@@ -151,18 +151,6 @@ class TreesSpec:
         if not self.engine_budgets:
             out["engine_verifiers"], out["engine_tokens"] = [], None
         return out
-
-
-class Deadline:
-    """A time limit in seconds from now (None: none); `passed` once it is over."""
-
-    def __init__(self, seconds: float | None):
-        self.seconds = seconds
-        self.end = None if seconds is None else time.monotonic() + seconds
-
-    @property
-    def passed(self) -> bool:
-        return self.end is not None and time.monotonic() >= self.end
 
 
 def no_progress(items: Any, total: int | None = None) -> Any:
