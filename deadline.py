@@ -11,7 +11,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-__all__ = ["Deadline"]
+__all__ = ["STOPPED", "Deadline"]
+
+STOPPED = "stopped: time limit"  # the "status" of a result that its deadline stopped
 
 
 class Deadline:

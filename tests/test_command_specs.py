@@ -11,6 +11,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from speclp.deadline import STOPPED, Deadline
 from speclp.inputs import BadArgument
 from speclp.lp.engine import Optimum, Status, optimum, program_optimum
 from speclp.lp.instance import (
@@ -252,6 +253,88 @@ def test_lossless_spec_runs_the_report():
     report = LosslessSpec("ensemble", {"weight": 0.0}, vocab=2, depth=1, trials=2).run().to_json()
     assert not report["lossless"] and report["max_tv"] > 1e-3
     assert report["config"]["weight"] == 0.0
+
+
+# --- time limits of lossless and check (issue 29): a deadline checked between units ---------
+
+class Ticks:
+    """A clock that reads 0, 1, 2, ... (one tick a call): a deadline of L seconds, made at tick
+    0, has passed at the check that reads ceil(L), whatever the speed of the machine."""
+
+    def __init__(self) -> None:
+        self.now = -1
+
+    def __call__(self) -> float:
+        self.now += 1
+        return float(self.now)
+
+
+def test_a_deadline_passes_at_its_end_on_its_own_clock():
+    clock = Ticks()
+    deadline = Deadline(2.5, clock)  # made at 0: ends at 2.5
+    assert [deadline.passed for _ in range(4)] == [False, False, True, True]  # read at 1, 2, 3, 4
+    assert deadline.reason == "time limit of 2.5 s"
+    never = Deadline(None, Ticks())
+    assert not any(never.passed for _ in range(100))
+    assert not Deadline(1.0, lambda: 7.0).passed  # a clock that stands still never reaches it
+
+
+TIME_LIMITED = {
+    "lossless": lambda **kw: LosslessSpec(vocab=2, depth=1, trials=4, **kw),
+    "class-equals-full": lambda **kw: ClassClaimSpec("class-equals-full", trials=4, vocab=2, depth=1,
+                                                     paths=2, **kw),
+    "node-form": lambda **kw: ClassClaimSpec("node-form", trials=4, vocab=2, depth=1, paths=2, **kw),
+    "bv-optimal": lambda **kw: BvOptimalSpec(trials=4, vocab=2, depth=2, **kw),
+}
+
+
+@pytest.mark.parametrize("name", TIME_LIMITED)
+@pytest.mark.parametrize("limit", [0, 0.0, -1.0, float("nan"), float("inf"), "5", True])
+def test_a_spec_refuses_a_bad_time_limit_naming_it(name, limit):
+    refused(lambda: TIME_LIMITED[name](time_limit=limit), "time_limit")
+
+
+@pytest.mark.parametrize("name", TIME_LIMITED)
+def test_no_time_limit_is_the_default(name):
+    assert TIME_LIMITED[name]().time_limit is None
+
+
+@pytest.mark.parametrize("name", TIME_LIMITED)
+def test_a_time_limit_stops_between_units_keeping_those_done(name, tmp_path):
+    """A limit of 2.5 ticks: the checks before units 0 and 1 read 1 and 2, the one before unit 2
+    reads 3: two units done, then STOPPED (no verdict, nothing saved). Without a limit (and
+    with one the clock never reaches) the run is the unlimited one, key for key."""
+    extra = {} if name == "lossless" else {"save_dir": str(tmp_path / "ce")}
+    make = TIME_LIMITED[name]
+    full = make(**extra).run().to_json()
+    assert timeless(make(time_limit=1.0, **extra).run(clock=lambda: 0.0).to_json()) == timeless(full)
+    assert "status" not in full and "stopped" not in full  # an unlimited answer is as before
+    result = make(time_limit=2.5, **extra).run(clock=Ticks())
+    data = result.to_json()
+    assert result.status == STOPPED == data["status"] == "stopped: time limit"
+    assert data["stopped"] == "time limit of 2.5 s" and data["trials_run"] == 2 and data["trials"] == 4
+    assert not (tmp_path / "ce").exists()
+    if name == "lossless":
+        assert result.status is Losslessness.STOPPED and not result.lossless and data["lossless"] is None
+        assert data["instances"] == full["instances"][:2]  # the two instances done, as in a full run
+        assert result.max_tv is None and result.worst_instance is None
+        return
+    assert result.status is Verdict.STOPPED and not result.passed and not data["passed"]
+    assert result.trials_run == 2 and result.kind is None and result.counterexample is None
+    if name == "bv-optimal":
+        assert data["certified"] == 2  # both done certified, as in the full run (4 of 4)
+        assert full["certified"] == 4
+    else:
+        assert sum(data["relations"]["class vs full"].values()) == 2
+        assert data["relations"]["class vs full"]["="] == 2  # Theorem 5.5 on both
+
+
+@pytest.mark.parametrize("name", TIME_LIMITED)
+def test_an_expired_time_limit_stops_before_the_first_unit(name, tmp_path):
+    extra = {} if name == "lossless" else {"save_dir": str(tmp_path / "ce")}
+    times = iter([0.0, 10.0])
+    data = TIME_LIMITED[name](time_limit=1.0, **extra).run(clock=lambda: next(times)).to_json()
+    assert data["status"] == STOPPED and data["trials_run"] == 0 and not (tmp_path / "ce").exists()
 
 
 # --- ProveSpec ------------------------------------------------------------------------------
