@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import itertools
 import json
 from fractions import Fraction
 
@@ -611,3 +612,65 @@ def test_trees_and_realgap_results_are_their_objects_with_typed_fields():
     renormalised = {k: v for k, v in full.items() if k not in ("failures", "contexts")}
     renormalised = RealgapResult.from_json({**renormalised, "instances": MODE_RENORMALISED, "label": "T"})
     assert renormalised.status is RealgapStatus.UNBOUNDED and renormalised.failures == ()
+
+
+# --- realgap and trees: the library returns the typed result (no CLI) -----------------------
+
+def _tiny_loader(name, prompts, loads):
+    """A loader of tiny models standing in for the pair `name` (tests/tiny_models), counting
+    its calls; each prompt gets its tokens as cli.trees.load_run_pair gives them."""
+    from tiny_models import tiny_loaded_pair
+
+    def load():
+        loads.append(name)
+        pair = tiny_loaded_pair(name)
+        for p in prompts:
+            p["tokens"] = pair.target.tokenizer.encode(p["text"])
+        return pair
+    return load
+
+
+def test_realgap_full_is_the_typed_result_of_the_library_and_resumes_without_a_model(tmp_path):
+    """At L = 1, K = 1 the optimum is 1 + sum min(p, q) (closed form) and BV attains it
+    (docs/theory.md Theorem 3.3): the upper bound and BV's exact value agree in every context."""
+    from speclp.experiments.prompts import read_prompts
+    from speclp.experiments.realgap import RealgapResult, RealgapStatus, realgap_full
+    from speclp.experiments.realgap_spec import RealgapSpec
+
+    spec = RealgapSpec(pair="smollm2-135m", prompts="humaneval:1", depths=(1,), paths=(1, 2),
+                       widths=(3,), samples=8, batch=8, contexts_per_prompt=2, every=2,
+                       verifiers=("bv", "gbv"))
+    prompts, loads = read_prompts(spec.prompts, seed=spec.prompt_seed), []
+    result = realgap_full(spec, prompts, tmp_path, _tiny_loader(spec.pair, prompts, loads))
+    assert isinstance(result, RealgapResult) and result.status is RealgapStatus.BRACKETED
+    assert loads == ["smollm2-135m"] and result.figures == () and result.failures == ()
+    assert result.computed == result.records == 2 and result.reused == 0  # 1 prompt x 2 contexts x L = 1
+    data = result.to_json()
+    for context in data["contexts"]:
+        upper, bv = context["by_paths"]["1"]["upper"], context["by_paths"]["1"]["verifiers"]["bv"]
+        assert upper.endswith("(closed form)") and upper.split()[0] == f"{bv[0]:.4f}"
+    again = realgap_full(spec, prompts, tmp_path, lambda: pytest.fail("a model was loaded"))
+    assert (again.computed, again.reused) == (0, 2)
+    assert again.to_json()["contexts"] == data["contexts"]
+
+
+def test_trees_result_is_the_typed_result_of_the_library_and_stops_at_its_deadline(tmp_path):
+    from speclp.experiments.prompts import read_prompts
+    from speclp.experiments.trees import TreesResult, TreesSpec, TreesStatus, trees_result
+
+    spec = TreesSpec(pair="smollm2-135m", prompts="humaneval:1", budgets=[1, 2], top=2, depth=2,
+                     contexts_per_prompt=2, every=2, no_timing=True)
+    prompts, loads = read_prompts(spec.prompts), []
+    times = itertools.chain([0.0], itertools.repeat(10.0))  # made at 0, then 10: over before any context
+    stopped = trees_result(spec, prompts, tmp_path / "a", _tiny_loader(spec.pair, prompts, loads),
+                           Deadline(1.0, lambda: next(times)))
+    assert stopped.status is TreesStatus.STOPPED and stopped.computed == stopped.contexts == 0
+    assert stopped.stopped[0].startswith("contexts: time limit of 1 s (0 of 2 done")
+    result = trees_result(spec, prompts, tmp_path / "b", _tiny_loader(spec.pair, prompts, loads))
+    assert isinstance(result, TreesResult) and result.status is TreesStatus.COMPLETE
+    assert result.computed == result.contexts == 2 and result.figures == ()
+    budgets = {(row["rule"], row["budget"]) for row in result.summary}
+    assert {(rule, n) for rule in spec.rules for n in (1, 2)} <= budgets
+    again = trees_result(spec, prompts, tmp_path / "b", lambda: pytest.fail("a model was loaded"))
+    assert (again.computed, again.reused) == (0, 2)
+    assert again.to_json()["summary"] == result.to_json()["summary"]
