@@ -4,7 +4,9 @@ Dirichlet instances (speclp.proofs.class_claims, speclp.proofs.bv_optimal).
 class-equals-full and node-form are the claims on the selection class of docs/theory.md
 sections 5.5 and 7.1 (class = full is Theorem 5.5; node-form is looser in general);
 bv-optimal is Theorem 3.3. Exit 0 when the claim held on every trial, 1 with the
-counterexample (printed and saved) on the first trial where it fails, 2 on bad input. The
+counterexample (printed and saved) on the first trial where it fails, 2 on bad input, 4 when
+--time-limit passed before the last trial (no trial starts after it; nothing saved; the JSON
+payload has "passed": false and "status": "stopped: time limit"). The
 flags build a spec of speclp.proofs.claim_specs (ClassClaimSpec, BvOptimalSpec: its
 construction is the validation, its defaults the library's ClaimSettings); only --save-dir
 (a folder) is checked here.
@@ -21,7 +23,7 @@ from ..proofs.claim_specs import BV, CLASS, BvOptimalSpec, ClassClaimSpec
 from ..verifiers.drafts import DRAFT_SAMPLING
 from . import options as option
 from . import validate as check
-from .common import ClaimFailed, new_commands, progress, run, table
+from .common import ClaimFailed, Stopped, new_commands, progress, run, table
 
 CLAIM_HELP = {
     "class-equals-full": 'Selection-class optimum ("select one path, then BV") = full K-path LP '
@@ -30,6 +32,8 @@ CLAIM_HELP = {
     "node-form": "Node-level form (per-depth set budgets on beta) optimum = class (or full) "
                  "optimum? (docs/theory.md section 7.1: looser in general; counterexamples exist.)",
 }
+
+TIME_LIMIT_HELP = "Seconds; no trial starts after it (exit 4, nothing saved)."
 
 commands = new_commands()
 check_group = new_commands(help="Check a claim of the theory; exit 1 with a counterexample if it fails.")
@@ -43,7 +47,19 @@ def _counts(counts: Any, trials: int) -> str:
     return ", ".join(f"{name} {count}/{trials}" for name, count in counts.items())
 
 
+def _stop_if_stopped(result: dict[str, Any]) -> None:
+    """Stopped (exit 4) when the check's time limit ended it before its last trial."""
+    if result.get("stopped"):
+        done = result["trials_run"]
+        held = " (each of them held)" if done else ""
+        raise Stopped(f"{result['claim']}: stopped at the {result['stopped']} after {done} of "
+                      f"{result['trials']} trials{held}: neither passed nor failed; nothing saved "
+                      "(a larger --time-limit goes on)", result)
+
+
 def _render(r: dict[str, Any]) -> None:
+    if r.get("stopped"):
+        return  # the STOPPED line says how far it got
     if r["passed"]:
         rows = [[key, counts["<"], counts["="], counts[">"], f"{r['max_abs_difference'][key]:.3g}"]
                 for key, counts in r["relations"].items()]
@@ -84,8 +100,9 @@ def _render(r: dict[str, Any]) -> None:
 def _check(spec: ClassClaimSpec) -> dict[str, Any]:
     """The body of class-equals-full / node-form: the claim; ClaimFailed on a counterexample."""
     bar = lambda it: progress(it, spec.trials, f"{spec.claim} V={spec.vocab} L={spec.depth} "  # noqa: E731
-                                               f"K={spec.paths}")
+                                               f"K={spec.paths}", spec.time_limit)
     result = spec.run(bar).to_json()
+    _stop_if_stopped(result)
     if not result["passed"]:
         what = "BUG (a theorem failed)" if result["kind"] == "bug" else result["kind"]
         instance = result["counterexample"]["instance"]
@@ -113,6 +130,7 @@ def check_class_claim_cmd(
                                      "or full."),
     backend: str = option.backend(BACKENDS, CLASS.backend),
     save_dir: str = option.save_dir(CLASS.save_dir, option.COUNTEREXAMPLE_HELP),
+    time_limit: float = option.time_limit(ClassClaimSpec.time_limit, TIME_LIMIT_HELP),
     as_json: bool = option.json(),
 ) -> None:
     """The two claims on the selection class (one command function, registered under both
@@ -121,12 +139,15 @@ def check_class_claim_cmd(
     def body() -> dict[str, Any]:
         check.output_dir("--save-dir", save_dir)
         return _check(ClassClaimSpec(ctx.info_name, trials, vocab, depth, paths, seed, alpha,
-                                     denominator, draft_sampling, backend, against, save_dir))
+                                     denominator, draft_sampling, backend, against, save_dir,
+                                     time_limit))
 
     run(body, as_json, _render)
 
 
 def _render_bv(r: dict[str, Any]) -> None:
+    if r.get("stopped"):
+        return  # the STOPPED line says how far it got
     if r["passed"]:
         table("claim bv-optimal: HOLDS", ["trials", "V", "L", "certified", "max |LP - BV| (float)",
                                           "max TV (float64)"],
@@ -152,6 +173,7 @@ def check_bv_optimal_cmd(
     verifier: str = typer.Option(BvOptimalSpec.verifier, "--verifier", help="Verifier claimed optimal (bv)."),
     backend: str = option.backend(BACKENDS, BV.backend),
     save_dir: str = option.save_dir(BV.save_dir, option.COUNTEREXAMPLE_HELP),
+    time_limit: float = option.time_limit(BvOptimalSpec.time_limit, TIME_LIMIT_HELP),
     as_json: bool = option.json(),
 ) -> None:
     """Full LP optimum = node LP optimum = exact BV block efficiency, BV lossless
@@ -160,8 +182,10 @@ def check_bv_optimal_cmd(
     def body() -> dict[str, Any]:
         check.output_dir("--save-dir", save_dir)
         spec = BvOptimalSpec(trials, vocab, depth, seed, alpha, denominator, verifier, backend,
-                             save_dir)
-        result = spec.run(lambda it: progress(it, trials, f"bv-optimal V={vocab} L={depth}")).to_json()
+                             save_dir, time_limit)
+        result = spec.run(lambda it: progress(it, trials, f"bv-optimal V={vocab} L={depth}",
+                                              time_limit)).to_json()
+        _stop_if_stopped(result)
         if not result["passed"]:
             failures = "; ".join(result["counterexample"]["failures"])
             name = result["counterexample"]["instance"]

@@ -7,7 +7,8 @@ laws the tokens are sampled from, and the method is speculative sampling, the on
 thresholds 1 / 1, or an ensemble with w = 1), else the exact TV of the configuration's output
 law from the target law on the instances of the audit's families (proofs.config_law), with
 the worst instance named. Exit 0 lossless, 1 lossy (the counterexample instance named), 2
-bad input.
+bad input, 4 stopped by --time-limit before the last instance (no verdict; the JSON payload
+has "status": "stopped: time limit" and "lossless": null).
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from typing import Any
 import typer
 
 from ..proofs.config_law import METHODS, ZERO_TV, AcceptanceConfig
-from ..proofs.lossless_spec import SETTINGS, LosslessSpec
+from ..proofs.lossless_spec import SETTINGS, Losslessness, LosslessSpec
 from . import options as option
-from .common import ClaimFailed, new_commands, run, table, working
+from .common import ClaimFailed, Stopped, new_commands, run, table, working
 
 commands = new_commands()
 
@@ -74,23 +75,30 @@ def lossless(
     trials: int = option.trials(LosslessSpec.trials, "Instances of the audit's mixed family (one per "
                                                      "family)."),
     seed: int = option.seed(LosslessSpec.seed, "Seed of the instances."),
+    time_limit: float = option.time_limit(LosslessSpec.time_limit, "Seconds; no instance starts "
+                                                                   "after it (exit 4, no verdict)."),
     as_json: bool = option.json(),
 ) -> None:
     """Is an acceptance configuration lossless? Exact TV if not."""
 
     def body() -> dict[str, Any]:
         settings = {name: ctx.params[name] for name in SETTINGS if ctx.params[name] is not None}
-        return run_lossless(LosslessSpec(method, settings, vocab, depth, trials, seed))
+        return run_lossless(LosslessSpec(method, settings, vocab, depth, trials, seed, time_limit))
 
     run(body, as_json, _render)
 
 
 def run_lossless(spec: LosslessSpec) -> dict[str, Any]:
-    """config_report as the command's JSON; ClaimFailed (exit 1) when the configuration is
-    lossy."""
+    """config_report as the command's JSON; Stopped (exit 4) when the time limit passed before
+    the last instance; ClaimFailed (exit 1) when the configuration is lossy."""
     method = spec.config.method
     with working(f"lossless {method}"):
-        report = spec.run().to_json()
+        result = spec.run()
+    report = result.to_json()
+    if result.status is Losslessness.STOPPED:
+        raise Stopped(f"lossless {method}: stopped at the {report['stopped']} after "
+                      f"{report['trials_run']} of {spec.trials} instances: no verdict (a larger "
+                      "--time-limit goes on)", report)
     if not report["lossless"]:
         raise ClaimFailed(f"{method} configuration is LOSSY: exact TV {report['max_tv']:.4g} "
                           f"from the target law on {report['worst_instance']}", report)
@@ -98,6 +106,8 @@ def run_lossless(spec: LosslessSpec) -> dict[str, Any]:
 
 
 def _render(r: dict[str, Any]) -> None:
+    if r.get("stopped"):
+        return  # the STOPPED line says how far it got
     print(f"verdict: {r['verdict']}")
     table(f"exact TV of the output law from the target law (V = {r['vocab']}, "
           f"L = {r['depth']}, family {r['family']}, seed {r['seed']})",

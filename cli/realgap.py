@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import torch
 import typer
 
 from ..decode.models import check_model_pair
@@ -22,20 +21,16 @@ from ..experiments.realgap import (
     WIDTH_TARGETS,
     RealgapResult,
     RealgapStatus,
-    full_records,
-    realgap_keys,
-    renormalised_keys,
-    run_realgap,
-    run_realgap_renormalised,
-    summarize_realgap,
-    summarize_renormalised,
+    realgap_full,
+    realgap_renormalised,
 )
+from ..experiments.realgap import context_view as _context_view  # noqa: F401 - benchmarks/results/realgap/README.md
 from ..experiments.realgap_spec import MODE_FULL, MODE_RENORMALISED, RealgapSpec
-from ..experiments.store import load_jsonl, select_records, slug
+from ..experiments.store import slug
 from . import options as option
 from . import validate as check
 from .common import ClaimFailed, new_commands, reporting, run, table
-from .trees import check_run_flags, load_run_pair, planned_dtype, recorded, run_identity
+from .trees import check_run_flags, load_run_pair
 
 REALGAP_OUT = Path("speclp-results/realgap")
 
@@ -142,66 +137,35 @@ def realgap_command(flags: dict[str, Any]) -> dict[str, Any]:
 
 def run_full(spec: RealgapSpec, prompt_list: list[dict[str, Any]], out: Path,
              threads: int | None) -> RealgapResult:
-    """The full-vocabulary run (experiments.realgap.run_realgap) and its report; the pair is
-    loaded only when a record asked for is missing from --out (realgap_keys)."""
-    label, draft_t = run_identity(spec.pair, spec.draft_temperature)
-    out_file = out / f"{slug(spec.pair)}.jsonl"
-    depths, ks = list(spec.depths), list(spec.paths)
-    schedule = {"widths": list(spec.widths)} if len(spec.widths) > 1 else {}  # one M: the old keys
-    args = dict(samples=spec.samples, batch=spec.batch, width=spec.widths[0], **schedule,
-                width_target=spec.width_target, time_budget=spec.context_budget,
-                kept_limit=spec.kept_limit, verifiers=list(spec.verifiers),
-                contexts_per_prompt=spec.contexts_per_prompt,
-                every=spec.every, temperature=spec.temperature, draft_temperature=draft_t,
-                seed=spec.seed, label=label, model_dtype=planned_dtype(),
-                score_dtype=torch.float64 if spec.score_dtype == "fp64" else torch.float32)
-    pair = None
-    if not recorded(out_file, realgap_keys(prompt_list, depths, ks, **args)):
+    """The full-vocabulary run (experiments.realgap.realgap_full) with the CLI's loader
+    (--pair, then --verifiers checked against the vocabulary), progress and figures;
+    ClaimFailed (exit 1) on a bracket failure."""
+    def load() -> Any:
         pair = load_run_pair(spec.pair, prompt_list, threads)
-        check.vocabulary_limits("--verifiers", list(spec.verifiers), ks, pair.target.vocab_size)
-    status = run_realgap(
-        pair and pair.target.model, pair and pair.draft.model, prompt_list, depths, ks, out_file,
-        eos=pair and set(pair.target.eos_token_ids),
-        progress=lambda it: reporting(it, len(prompt_list), "realgap", "prompts"), **args)
-    # only this invocation's records (keys) are summarised and plotted
-    records = full_records(select_records(load_jsonl(out_file), status.pop("keys")))
-    figures = plot_realgap(records, out)
-    result = RealgapResult.from_json({
-        "pair": label, "instances": MODE_FULL, **status, "records": len(records),
-        "figures": [str(f) for f in figures], "contexts": [_context_view(r) for r in records],
-        "summary": summarize_realgap(records)})
+        check.vocabulary_limits("--verifiers", list(spec.verifiers), list(spec.paths),
+                                pair.target.vocab_size)
+        return pair
+
+    result = realgap_full(spec, prompt_list, out, load, _progress(prompt_list), plot_realgap)
     if result.status is RealgapStatus.FAILED:
         raise ClaimFailed(f"{len(result.failures)} bracket failure(s) (a verifier "
                           "interval or the lower bound above the upper bound) "
-                          f"(records in {out_file})", result.to_json())
+                          f"(records in {out / f'{slug(spec.pair)}.jsonl'})", result.to_json())
     return result
 
 
 def run_renormalised(spec: RealgapSpec, prompt_list: list[dict[str, Any]], out: Path,
                      threads: int | None) -> RealgapResult:
-    """The labelled renormalised run (experiments.realgap.run_realgap_renormalised) and its
-    report; the pair is loaded only when a record asked for is missing (renormalised_keys)."""
-    label, draft_t = run_identity(spec.pair, spec.draft_temperature)
-    out_file = out / f"{slug(spec.pair)}_renormalised.jsonl"
-    widths, depths, ks = list(spec.widths), list(spec.depths), list(spec.paths)
-    fixed = {"pair": label, "every": spec.every, "temperature": spec.temperature,
-             "draft_temperature": draft_t, "seed": spec.seed, "dtype": planned_dtype()}
-    keys = renormalised_keys(prompt_list, widths, depths, ks, spec.contexts_per_prompt, **fixed)
-    pair = None if recorded(out_file, keys) else load_run_pair(spec.pair, prompt_list, threads)
-    status = run_realgap_renormalised(
-        pair and pair.target.model, pair and pair.draft.model, prompt_list, widths, depths, ks,
-        out_file, spec.contexts_per_prompt, spec.every, spec.temperature, draft_t, spec.seed, label,
-        pair and set(pair.target.eos_token_ids),
-        progress=lambda it: reporting(it, len(prompt_list), "realgap", "prompts"),
-        model_dtype=fixed["dtype"])
-    records = select_records(load_jsonl(out_file), status.pop("keys"))
-    figures = plot_renormalised(records, out)
-    return RealgapResult.from_json({
-        "pair": label, "instances": MODE_RENORMALISED, **status, "records": len(records),
-        "figures": [str(f) for f in figures],
-        "label": "TRUNCATED: top-M of the TARGET row per node, rows RENORMALISED over the M "
-                 "tokens (neither an upper nor a lower bound on the real pair)",
-        "summary": summarize_renormalised(records)})
+    """The labelled renormalised run (experiments.realgap.realgap_renormalised) with the
+    CLI's loader, progress and figures."""
+    return realgap_renormalised(spec, prompt_list, out,
+                                lambda: load_run_pair(spec.pair, prompt_list, threads),
+                                _progress(prompt_list), plot_renormalised)
+
+
+def _progress(prompt_list: list[dict[str, Any]]) -> Any:
+    """Progress over the prompts on stderr (a bar on a terminal, plain lines elsewhere)."""
+    return lambda it: reporting(it, len(prompt_list), "realgap", "prompts")
 
 
 def render(r: dict[str, Any]) -> None:
@@ -257,27 +221,3 @@ def _summary_cells(value: dict[str, Any], gap: dict[str, Any]) -> list[str]:
         return [f"ESTIMATE {value['estimate']:.3f} (no interval over 1 prompt; per-context "
                 "intervals in the records)", "n/a (estimate)"]
     return [f"ESTIMATE {format_interval(value)}", format_interval(gap)]
-
-
-def _context_view(record: dict[str, Any]) -> dict[str, Any]:
-    """Per-context statement: certified lower <= optimum <= certified upper, and the best
-    verifier's estimate with its interval (an estimate: it may lie either side of lower)."""
-    view: dict[str, Any] = {"prompt": record["prompt"], "context": record["context"],
-                            "depth": record["depth"], "by_paths": {}}
-    for k, block in record["by_paths"].items():
-        upper, lower = block["upper"], block["lower"]
-        best = block.get("best_estimate") or lower  # records made before the certified lower
-        tag = ("closed form" if upper.get("closed_form")
-               else "certified" if upper["certified"] else "NOT certified")
-        exact = best.get("exact")
-        view["by_paths"][k] = {
-            "lower": (f"{lower['value']:.4f} ({lower['verifier']})" if "value" in lower
-                      else "n/a (older record)"),
-            "upper": f"{upper['value']:.4f} ({tag})",
-            "best": best["verifier"],
-            "estimate": (f"{best['mean']:.4f} (exact)" if exact else
-                         f"{best['mean']:.4f} [{best['low']:.4f}, {best['high']:.4f}]"),
-            "verifiers": {n: [iv["mean"], iv["low"], iv["high"]]
-                          for n, iv in block["verifiers"].items()},
-        }
-    return view

@@ -15,44 +15,29 @@ printed as plain lines on stderr (common.reporting).
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
 import torch
 import typer
 
+from ..deadline import Deadline
 from ..decode.models import (
     ModelUnavailable,
     VocabularyMismatch,
     check_model_pair,
-    default_device,
-    default_dtype,
     load_pair,
-    pair_label,
-    pair_names,
 )
 from ..experiments.plots import plot_trees, trees_title
 from ..experiments.prompts import read_prompts
-from ..experiments.store import (
-    KeyedRecords,
-    ResultsFolderError,
-    load_jsonl,
-    open_folder,
-    select_records,
-    slug,
+from ..experiments.realgap import (  # noqa: F401 - re-exported (benchmarks/dump_trees.py)
+    SELF_DRAFT_TEMPERATURE,
+    planned_dtype,
+    recorded,
+    run_identity,
 )
-from ..experiments.trees import (
-    Deadline,
-    TreesResult,
-    TreesSpec,
-    engine_keys,
-    run_engine_reuse,
-    run_trees,
-    summarize_engine_reuse,
-    summarize_trees,
-    trees_keys,
-)
+from ..experiments.store import ResultsFolderError, open_folder
+from ..experiments.trees import REFERENCE_HELP, RULE_HELP, TreesSpec, trees_result
 from ..proofs.tree_selection import RULES
 from ..verifiers.registry import verifier_names
 from . import options as option
@@ -60,7 +45,6 @@ from . import validate as check
 from .common import BadInput, counting_lines, new_commands, reporting, run, table
 
 TREES_OUT = Path("speclp-results/trees")
-SELF_DRAFT_TEMPERATURE = 1.5  # a single model drafts for itself at this temperature by default
 
 
 commands = new_commands()
@@ -71,29 +55,6 @@ def check_run_flags(out: Path, threads: int | None) -> None:
     if threads is not None:
         check.integer("--threads", threads, 1, 1024)
     check.output_dir("--out", out)
-
-
-def run_identity(pair_name: str, draft_temperature: float | None) -> tuple[str, float | None]:
-    """(label, draft temperature) of a run on the pair `pair_name`, from the name alone: a
-    single model drafts for itself at SELF_DRAFT_TEMPERATURE unless --draft-temperature."""
-    if pair_names(pair_name) is not None:
-        return pair_label(pair_name), draft_temperature
-    if draft_temperature is None:
-        draft_temperature = SELF_DRAFT_TEMPERATURE
-    return f"{pair_label(pair_name)}, draft temperature {draft_temperature}", draft_temperature
-
-
-def planned_dtype() -> str:
-    """The dtype of the weights load_run_pair loads (the default device's), as the record
-    keys name it: known before anything is loaded."""
-    return str(default_dtype(default_device()))
-
-
-def recorded(out_file: Path, keys: list[str]) -> bool:
-    """Every one of `keys` is already in out_file: the run has nothing to compute (and loads
-    no model)."""
-    done = KeyedRecords(out_file).done
-    return all(k in done for k in keys)
 
 
 def load_run_pair(pair_name: str, prompts: list[dict[str, Any]], threads: int | None) -> Any:
@@ -112,20 +73,6 @@ def load_run_pair(pair_name: str, prompts: list[dict[str, Any]], threads: int | 
 
 DEFAULTS = TreesSpec()
 DEFAULT_TIME_LIMIT_S = 4 * 3600.0
-RULE_HELP = {
-    "draft": "top-N nodes by draft path probability",
-    "rerank": "top-N with the target's first-token row in place of the draft's (+1 target pass)",
-    "target-first": "draw the first token from the target (free, +1 target pass), then the "
-                    "draft-ranked N-node tree below it",
-    "target-first-gbv": "the same first token, then K x L' i.i.d. draft paths below it verified by "
-                        "GBV (K x L' <= N, capped by exact enumeration)",
-}
-REFERENCE_HELP = {
-    "oracle": "best FIXED N-node tree (top-N by target probability): a bound for draft and rerank "
-              "only; the target-first rules can exceed it",
-    "target-first-oracle": "first token from the target, then the best N-node tree below it: a "
-                           "bound for target-first",
-}
 HELP = {
     "pair": "Pair name, TARGET,DRAFT, or one model (draft = same model at --draft-temperature, "
             "default 1.5).",
@@ -221,114 +168,28 @@ def trees_command(flags: dict[str, Any]) -> dict[str, Any]:
     """`speclp trees`: the spec (checked), the pair's name (checked), the folder (opened
     through the store), then the run."""
     spec = trees_spec(flags)
-    read_prompts(spec.prompts)
+    prompts = read_prompts(spec.prompts)
     check_model_pair(spec.pair)
     try:
         folder = open_folder(flags["out"], "trees", spec.as_dict(), new_folder=flags["new_out"])
     except ResultsFolderError as err:
         raise BadInput(f"--out: {err}") from None
     with folder:
-        return compute(folder.path, spec, flags["threads"], Deadline(flags["time_limit"])).to_json()
+        return trees_result(spec, prompts, folder.path,
+                            lambda: load_run_pair(spec.pair, prompts, flags["threads"]),
+                            Deadline(flags["time_limit"]), _contexts, _engine_runs, _plot).to_json()
 
 
-@dataclasses.dataclass
-class TreesRun:
-    """What a `trees` run works on: the spec with the draft temperature resolved, the label
-    and weights' dtype of its keys, its prompts and record files, and the pair (None when
-    every record asked for is already recorded: nothing is loaded)."""
-
-    spec: TreesSpec
-    label: str
-    dtype: str
-    prompts: list[dict[str, Any]]
-    out_file: Path
-    engine_file: Path
-    pair: Any = None
-
-    @property
-    def eos(self) -> set[int] | None:
-        return None if self.pair is None else set(self.pair.target.eos_token_ids)
+def _contexts(items: Any, total: int) -> Any:
+    return reporting(items, total, "trees", "contexts")
 
 
-def plan(out: Path, spec: TreesSpec, threads: int | None) -> TreesRun:
-    """The run's keys from the flags and the prompts alone; the pair is loaded only when a
-    record is missing."""
-    label, draft_t = run_identity(spec.pair, spec.draft_temperature)
-    spec = dataclasses.replace(spec, draft_temperature=draft_t)  # the rows' temperature
-    work = TreesRun(spec, label, planned_dtype(), read_prompts(spec.prompts),
-                    out / f"{slug(spec.pair)}.jsonl", out / f"{slug(spec.pair)}_engine.jsonl")
-    missing = ((not spec.skip_trees
-                and not recorded(work.out_file, trees_keys(spec, label, work.dtype, work.prompts)))
-               or not recorded(work.engine_file, engine_keys(spec, label, work.dtype, work.prompts)))
-    if missing:
-        work.pair = load_run_pair(spec.pair, work.prompts, threads)
-    return work
+def _engine_runs(total: int) -> Any:
+    return counting_lines(total, "trees: engine runs", "runs")
 
 
-def compute(out: Path, spec: TreesSpec, threads: int | None, deadline: Deadline) -> TreesResult:
-    """Plan (load the pair only if needed), run the engine part (if asked) and the trees
-    part into `out` (a TreesResult)."""
-    work = plan(out, spec, threads)
-    spec, label = work.spec, work.label
-    engine = engine_part(work, deadline) if spec.engine_budgets else {}
-    stopped = [f"engine runs: {engine['stopped']}"] if engine.get("stopped") else []
-    if spec.skip_trees:
-        return TreesResult.from_json({
-            "pair": label, "engine": engine, "summary": [], "contexts": 0, "figures": [], "file": None,
-            "computed": 0, "reused": 0, "notes": [], "stopped": stopped or None})
-    pair = work.pair
-    status = run_trees(spec, pair and pair.target.model, pair and pair.draft.model, work.prompts,
-                       work.out_file, label, work.eos,
-                       lambda it, total: reporting(it, total, "trees", "contexts"), deadline,
-                       dtype=work.dtype)
-    if status["stopped"]:
-        stopped.append(f"contexts: {status['stopped']} ({status['computed'] + status['reused']} "
-                       f"of {status['contexts']} done; rerun the same command to continue)")
-    # only this invocation's records (keys) are counted and plotted
-    records = select_records(load_jsonl(work.out_file), status.pop("keys"))
-    figures = plot_trees(records, out, title=trees_title(records))
-    summary = summarize_trees(records)
-    return TreesResult.from_json({
-        "pair": label, **status, "out": str(out), "contexts": len(records),
-        "figures": [str(f) for f in figures], "rules": RULE_HELP, "references": REFERENCE_HELP,
-        "notes": notes(summary), "walltime": "MODELLED from measured component times",
-        "engine": engine, "summary": summary, "stopped": stopped or None})
-
-
-def engine_part(work: TreesRun, deadline: Deadline) -> dict[str, Any]:
-    """The engine's reuse runs (experiments.trees.run_engine_reuse) and their summary."""
-    spec = work.spec
-    if work.pair is not None and work.pair.same_model:
-        work.pair.draft_temperature = spec.draft_temperature
-    runs = len(spec.engine_budgets) * len(spec.engine_verifiers) * len(work.prompts)
-    with counting_lines(runs, "trees: engine runs", "runs") as advance:
-        engine = run_engine_reuse(spec, work.pair, work.prompts, work.engine_file, work.label,
-                                  advance, deadline, dtype=work.dtype)
-    engine["summary"] = summarize_engine_reuse(select_records(load_jsonl(work.engine_file),
-                                                              engine.pop("keys")))
-    return engine
-
-
-def notes(summary: list[dict[str, Any]]) -> list[str]:
-    """The lines printed under the trees table: what the columns and rows mean, and what a
-    reader would otherwise misread (the references, target-first-gbv's shape)."""
-    out = ["tokens per round = E[accepted] + 1; rerank and the target-first rules need one extra "
-           "target pass per round (reuse probability 0 for target-sampling verification of a "
-           "deterministic tree). 'renorm.': exact on the top-M of (p+q)/2 per node, renormalised "
-           "over the M tokens; 'real p, cand.': exact with the real probabilities on the candidate "
-           "tree (a lower bound); '+- se': standard error of that mean over prompts (sd of the per-prompt "
-           "means / sqrt(prompts)).",
-           "references (not rules, they read the target everywhere): " + "; ".join(
-               f"{k} = {v}" for k, v in REFERENCE_HELP.items()) + ". At budget N, target-first "
-           "verifies as much as a fixed tree of up to V (N + 1) nodes (proofs/tree_selection.py)."]
-    gbv = [s for s in summary if s["rule"] == "target-first-gbv" and s["shape"]]
-    if gbv:
-        shapes = ", ".join(f"N={s['budget']}: {s['shape'][0]}x{s['shape'][1]}" for s in gbv)
-        out.append(f"target-first-gbv drafts K x L' paths below the first token ({shapes}). It is "
-                   "not monotone in N: GBV is not monotone in K (it is not always >= BV, its K = 1 "
-                   "case; docs/theory.md section 9.4), while the K-path optimum is; 'saturated' = the "
-                   "exact-enumeration cap fixed the shape, so the value repeats.")
-    return out
+def _plot(records: list[dict[str, Any]], out: Path) -> list[Path]:
+    return plot_trees(records, out, title=trees_title(records))
 
 
 def _shown(value: float | None, scale: float, spec: str) -> str:

@@ -75,6 +75,7 @@ import torch
 
 from .. import inputs
 from ..decode.engine import score_tree
+from ..decode.models import default_device, default_dtype, pair_label, pair_names
 from ..decode.tree_rows import level_rows, prefill, sample_contexts, sample_trees, tree_rows
 from ..inputs import BadArgument
 from ..lp import optimum, tolerances
@@ -107,7 +108,14 @@ from ..verifiers.ops import safe_div
 from ..verifiers.registry import get_verifier, verifier_names
 from ..verifiers.single_step import nested_partitions_for, ratio_cells
 from .intervals import betting_interval, cluster_mean_interval
-from .store import KeyedRecords, load_jsonl, open_records, record_key, slug  # noqa: F401 - load_jsonl re-exported
+from .store import (  # noqa: F401 - load_jsonl re-exported
+    KeyedRecords,
+    load_jsonl,
+    open_records,
+    record_key,
+    select_records,
+    slug,
+)
 
 MODE_FULL = "full-vocabulary"
 MODE_RENORMALISED = "renormalised"
@@ -1202,7 +1210,7 @@ class RealgapResult:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RealgapResult:
-        """The result of the command's object (cli.realgap.run_full / run_renormalised)."""
+        """The result of the command's object (realgap_full / realgap_renormalised build it)."""
         record = copy.deepcopy(dict(data))
         failures = tuple(record.get("failures") or ())
         status = (RealgapStatus.UNBOUNDED if record["instances"] == MODE_RENORMALISED
@@ -1214,3 +1222,120 @@ class RealgapResult:
 
     def to_json(self) -> dict[str, Any]:
         return copy.deepcopy(dict(self.record))
+
+
+# ---------------------------------------------------------------------------
+# a run as its typed result (what `speclp realgap` prints; `speclp trees` shares the helpers)
+# ---------------------------------------------------------------------------
+
+SELF_DRAFT_TEMPERATURE = 1.5  # a single model drafts for itself at this temperature by default
+RENORMALISED_LABEL = ("TRUNCATED: top-M of the TARGET row per node, rows RENORMALISED over the M "
+                      "tokens (neither an upper nor a lower bound on the real pair)")
+Loader = Callable[[], Any]
+"""Loads the pair (decode.models.ModelPair), each prompt given its "tokens"; called only when a
+record asked for is missing (a fully recorded run loads no model)."""
+Plotter = Callable[[list[dict[str, Any]], Path], list[Path]]
+"""(records, folder) -> the figures written (experiments.plots; None: no figures)."""
+Progress = Callable[[Iterable[Any]], Iterable[Any]]
+
+
+def run_identity(pair_name: str, draft_temperature: float | None) -> tuple[str, float | None]:
+    """(label, draft temperature) of a run on the pair `pair_name`, from the name alone: a
+    single model drafts for itself at SELF_DRAFT_TEMPERATURE unless a draft temperature is given."""
+    if pair_names(pair_name) is not None:
+        return pair_label(pair_name), draft_temperature
+    if draft_temperature is None:
+        draft_temperature = SELF_DRAFT_TEMPERATURE
+    return f"{pair_label(pair_name)}, draft temperature {draft_temperature}", draft_temperature
+
+
+def planned_dtype() -> str:
+    """The dtype of the weights a run loads (the default device's), as the record keys name
+    it: known before anything is loaded."""
+    return str(default_dtype(default_device()))
+
+
+def recorded(out_file: Path, keys: list[str]) -> bool:
+    """Every one of `keys` is already in out_file: the run has nothing to compute (and loads
+    no model)."""
+    done = KeyedRecords(out_file).done
+    return all(k in done for k in keys)
+
+
+def realgap_full(spec: Any, prompts: list[dict[str, Any]], out: Path, load: Loader,
+                 progress: Progress | None = None, plot: Plotter | None = None) -> RealgapResult:
+    """The full-vocabulary run of `spec` (an experiments.realgap_spec.RealgapSpec, instances
+    MODE_FULL) on `prompts` into out/SLUG.jsonl (run_realgap, resumable), as its RealgapResult:
+    status FAILED when a bracket fails (a verifier interval or the lower bound above the upper
+    bound), else COMPLETE. The pair is loaded (`load`) only when a record asked for is missing
+    (realgap_keys); only this run's records are summarised and plotted."""
+    label, draft_t = run_identity(spec.pair, spec.draft_temperature)
+    out_file = out / f"{slug(spec.pair)}.jsonl"
+    depths, ks = list(spec.depths), list(spec.paths)
+    schedule = {"widths": list(spec.widths)} if len(spec.widths) > 1 else {}  # one M: the old keys
+    args = dict(samples=spec.samples, batch=spec.batch, width=spec.widths[0], **schedule,
+                width_target=spec.width_target, time_budget=spec.context_budget,
+                kept_limit=spec.kept_limit, verifiers=list(spec.verifiers),
+                contexts_per_prompt=spec.contexts_per_prompt,
+                every=spec.every, temperature=spec.temperature, draft_temperature=draft_t,
+                seed=spec.seed, label=label, model_dtype=planned_dtype(),
+                score_dtype=torch.float64 if spec.score_dtype == "fp64" else torch.float32)
+    pair = None if recorded(out_file, realgap_keys(prompts, depths, ks, **args)) else load()
+    status = run_realgap(pair and pair.target.model, pair and pair.draft.model, prompts, depths, ks,
+                         out_file, eos=pair and set(pair.target.eos_token_ids),
+                         progress=progress or (lambda it: it), **args)
+    records = full_records(select_records(load_jsonl(out_file), status.pop("keys")))
+    figures = plot(records, out) if plot is not None else []
+    return RealgapResult.from_json({
+        "pair": label, "instances": MODE_FULL, **status, "records": len(records),
+        "figures": [str(f) for f in figures], "contexts": [context_view(r) for r in records],
+        "summary": summarize_realgap(records)})
+
+
+def realgap_renormalised(spec: Any, prompts: list[dict[str, Any]], out: Path, load: Loader,
+                         progress: Progress | None = None, plot: Plotter | None = None) -> RealgapResult:
+    """The labelled renormalised run of `spec` (instances MODE_RENORMALISED) into
+    out/SLUG_renormalised.jsonl (run_realgap_renormalised, resumable), as its RealgapResult;
+    the pair is loaded only when a record asked for is missing (renormalised_keys)."""
+    label, draft_t = run_identity(spec.pair, spec.draft_temperature)
+    out_file = out / f"{slug(spec.pair)}_renormalised.jsonl"
+    widths, depths, ks = list(spec.widths), list(spec.depths), list(spec.paths)
+    fixed = {"pair": label, "every": spec.every, "temperature": spec.temperature,
+             "draft_temperature": draft_t, "seed": spec.seed, "dtype": planned_dtype()}
+    keys = renormalised_keys(prompts, widths, depths, ks, spec.contexts_per_prompt, **fixed)
+    pair = None if recorded(out_file, keys) else load()
+    status = run_realgap_renormalised(
+        pair and pair.target.model, pair and pair.draft.model, prompts, widths, depths, ks,
+        out_file, spec.contexts_per_prompt, spec.every, spec.temperature, draft_t, spec.seed, label,
+        pair and set(pair.target.eos_token_ids), progress=progress or (lambda it: it),
+        model_dtype=fixed["dtype"])
+    records = select_records(load_jsonl(out_file), status.pop("keys"))
+    figures = plot(records, out) if plot is not None else []
+    return RealgapResult.from_json({
+        "pair": label, "instances": MODE_RENORMALISED, **status, "records": len(records),
+        "figures": [str(f) for f in figures], "label": RENORMALISED_LABEL,
+        "summary": summarize_renormalised(records)})
+
+
+def context_view(record: dict[str, Any]) -> dict[str, Any]:
+    """Per-context statement: certified lower <= optimum <= certified upper, and the best
+    verifier's estimate with its interval (an estimate: it may lie either side of lower)."""
+    view: dict[str, Any] = {"prompt": record["prompt"], "context": record["context"],
+                            "depth": record["depth"], "by_paths": {}}
+    for k, block in record["by_paths"].items():
+        upper, lower = block["upper"], block["lower"]
+        best = block.get("best_estimate") or lower  # records made before the certified lower
+        tag = ("closed form" if upper.get("closed_form")
+               else "certified" if upper["certified"] else "NOT certified")
+        exact = best.get("exact")
+        view["by_paths"][k] = {
+            "lower": (f"{lower['value']:.4f} ({lower['verifier']})" if "value" in lower
+                      else "n/a (older record)"),
+            "upper": f"{upper['value']:.4f} ({tag})",
+            "best": best["verifier"],
+            "estimate": (f"{best['mean']:.4f} (exact)" if exact else
+                         f"{best['mean']:.4f} [{best['low']:.4f}, {best['high']:.4f}]"),
+            "verifiers": {n: [iv["mean"], iv["low"], iv["high"]]
+                          for n, iv in block["verifiers"].items()},
+        }
+    return view

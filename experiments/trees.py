@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import time
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from enum import StrEnum
 from pathlib import Path
 from types import MappingProxyType
@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from .. import inputs
+from ..deadline import Deadline
 from ..decode.engine import EngineConfig, SpeculativeEngine
 from ..decode.tree_rows import sample_contexts, time_tree_round, tree_rows
 from ..inputs import BadArgument
@@ -35,8 +36,8 @@ from ..proofs.tree_selection import (
 )
 from ..verifiers.registry import verifier_names
 from ..verifiers.tree import TreeModel
-from .realgap import _stable_hash, prompt_digest
-from .store import append_jsonl, load_jsonl, record_key
+from .realgap import _stable_hash, planned_dtype, prompt_digest, recorded, run_identity
+from .store import append_jsonl, load_jsonl, record_key, select_records, slug
 
 ENGINE_SHAPES = {8: (2, 4), 16: (2, 8), 32: (4, 8), 64: (8, 8)}  # budget N -> (K, L), K * L = N
 MAX_TREE_NODES = 2000  # candidate tree nodes (rows of V probabilities per model, per context)
@@ -151,18 +152,6 @@ class TreesSpec:
         if not self.engine_budgets:
             out["engine_verifiers"], out["engine_tokens"] = [], None
         return out
-
-
-class Deadline:
-    """A time limit in seconds from now (None: none); `passed` once it is over."""
-
-    def __init__(self, seconds: float | None):
-        self.seconds = seconds
-        self.end = None if seconds is None else time.monotonic() + seconds
-
-    @property
-    def passed(self) -> bool:
-        return self.end is not None and time.monotonic() >= self.end
 
 
 def no_progress(items: Any, total: int | None = None) -> Any:
@@ -522,7 +511,7 @@ class TreesResult:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> TreesResult:
-        """The result of the command's object (cli.trees.compute builds it)."""
+        """The result of the command's object (trees_result builds it)."""
         record = copy.deepcopy(dict(data))
         stopped = tuple(record["stopped"] or ())
         return cls(TreesStatus.STOPPED if stopped else TreesStatus.COMPLETE, record["pair"],
@@ -533,3 +522,138 @@ class TreesResult:
 
     def to_json(self) -> dict[str, Any]:
         return copy.deepcopy(dict(self.record))
+
+# ---------------------------------------------------------------------------
+# a `speclp trees` run as its typed result (what the command prints)
+# ---------------------------------------------------------------------------
+
+RULE_HELP = {
+    "draft": "top-N nodes by draft path probability",
+    "rerank": "top-N with the target's first-token row in place of the draft's (+1 target pass)",
+    "target-first": "draw the first token from the target (free, +1 target pass), then the "
+                    "draft-ranked N-node tree below it",
+    "target-first-gbv": "the same first token, then K x L' i.i.d. draft paths below it verified by "
+                        "GBV (K x L' <= N, capped by exact enumeration)",
+}
+REFERENCE_HELP = {
+    "oracle": "best FIXED N-node tree (top-N by target probability): a bound for draft and rerank "
+              "only; the target-first rules can exceed it",
+    "target-first-oracle": "first token from the target, then the best N-node tree below it: a "
+                           "bound for target-first",
+}
+Loader = Callable[[], Any]
+"""Loads the pair (decode.models.ModelPair), each prompt given its "tokens"."""
+Counter = Callable[[int], AbstractContextManager[Callable[[], None]]]
+"""count(total): a context giving the function that counts one engine run."""
+Plotter = Callable[[list[dict[str, Any]], Path], list[Path]]
+"""(records, folder) -> the figures written (experiments.plots)."""
+
+
+def no_counter(total: int) -> AbstractContextManager[Callable[[], None]]:
+    return nullcontext(lambda: None)
+
+
+@dataclasses.dataclass
+class TreesRun:
+    """What a `trees` run works on: the spec with the draft temperature resolved, the label
+    and weights' dtype of its keys, its prompts and record files, and the pair (None when
+    every record asked for is already recorded: nothing is loaded)."""
+
+    spec: TreesSpec
+    label: str
+    dtype: str
+    prompts: list[dict[str, Any]]
+    out_file: Path
+    engine_file: Path
+    pair: Any = None
+
+    @property
+    def eos(self) -> set[int] | None:
+        return None if self.pair is None else set(self.pair.target.eos_token_ids)
+
+
+def plan(out: Path, spec: TreesSpec, prompts: list[dict[str, Any]], load: Loader) -> TreesRun:
+    """The run's keys from the spec and the prompts alone; the pair is loaded (`load`) only
+    when a record is missing."""
+    label, draft_t = run_identity(spec.pair, spec.draft_temperature)
+    spec = dataclasses.replace(spec, draft_temperature=draft_t)  # the rows' temperature
+    work = TreesRun(spec, label, planned_dtype(), prompts,
+                    out / f"{slug(spec.pair)}.jsonl", out / f"{slug(spec.pair)}_engine.jsonl")
+    missing = ((not spec.skip_trees
+                and not recorded(work.out_file, trees_keys(spec, label, work.dtype, work.prompts)))
+               or not recorded(work.engine_file, engine_keys(spec, label, work.dtype, work.prompts)))
+    if missing:
+        work.pair = load()
+    return work
+
+
+def trees_result(spec: TreesSpec, prompts: list[dict[str, Any]], out: Path, load: Loader,
+                 deadline: Deadline | None = None,
+                 progress: Callable[[Any, int], Iterator[Any]] = no_progress,
+                 count: Counter = no_counter, plot: Plotter | None = None) -> TreesResult:
+    """The run of `spec` on `prompts` (read from spec.prompts) into the folder `out`, as its
+    TreesResult: plan (the pair loaded by `load` only if a record is missing), the engine
+    part (if spec.engine_budgets), then the trees part (unless spec.skip_trees); past the
+    deadline no new context or engine run starts (status STOPPED, finished records kept).
+    progress(items, total) wraps the contexts, count(total) gives the engine runs' counter,
+    plot(records, out) the figures (None: none); only this run's records are summarised."""
+    work = plan(out, spec, prompts, load)
+    spec, label = work.spec, work.label
+    deadline = deadline or Deadline(None)
+    engine = engine_part(work, deadline, count) if spec.engine_budgets else {}
+    stopped = [f"engine runs: {engine['stopped']}"] if engine.get("stopped") else []
+    if spec.skip_trees:
+        return TreesResult.from_json({
+            "pair": label, "engine": engine, "summary": [], "contexts": 0, "figures": [], "file": None,
+            "computed": 0, "reused": 0, "notes": [], "stopped": stopped or None})
+    pair = work.pair
+    status = run_trees(spec, pair and pair.target.model, pair and pair.draft.model, work.prompts,
+                       work.out_file, label, work.eos, progress, deadline, dtype=work.dtype)
+    if status["stopped"]:
+        stopped.append(f"contexts: {status['stopped']} ({status['computed'] + status['reused']} "
+                       f"of {status['contexts']} done; rerun the same command to continue)")
+    # only this invocation's records (keys) are counted and plotted
+    records = select_records(load_jsonl(work.out_file), status.pop("keys"))
+    figures = plot(records, out) if plot is not None else []
+    summary = summarize_trees(records)
+    return TreesResult.from_json({
+        "pair": label, **status, "out": str(out), "contexts": len(records),
+        "figures": [str(f) for f in figures], "rules": RULE_HELP, "references": REFERENCE_HELP,
+        "notes": notes(summary), "walltime": "MODELLED from measured component times",
+        "engine": engine, "summary": summary, "stopped": stopped or None})
+
+
+def engine_part(work: TreesRun, deadline: Deadline, count: Counter = no_counter) -> dict[str, Any]:
+    """The engine's reuse runs (run_engine_reuse) and their summary."""
+    spec = work.spec
+    if work.pair is not None and work.pair.same_model:
+        work.pair.draft_temperature = spec.draft_temperature
+    runs = len(spec.engine_budgets) * len(spec.engine_verifiers) * len(work.prompts)
+    with count(runs) as advance:
+        engine = run_engine_reuse(spec, work.pair, work.prompts, work.engine_file, work.label,
+                                  advance, deadline, dtype=work.dtype)
+    engine["summary"] = summarize_engine_reuse(select_records(load_jsonl(work.engine_file),
+                                                              engine.pop("keys")))
+    return engine
+
+
+def notes(summary: list[dict[str, Any]]) -> list[str]:
+    """The lines printed under the trees table: what the columns and rows mean, and what a
+    reader would otherwise misread (the references, target-first-gbv's shape)."""
+    out = ["tokens per round = E[accepted] + 1; rerank and the target-first rules need one extra "
+           "target pass per round (reuse probability 0 for target-sampling verification of a "
+           "deterministic tree). 'renorm.': exact on the top-M of (p+q)/2 per node, renormalised "
+           "over the M tokens; 'real p, cand.': exact with the real probabilities on the candidate "
+           "tree (a lower bound); '+- se': standard error of that mean over prompts (sd of the per-prompt "
+           "means / sqrt(prompts)).",
+           "references (not rules, they read the target everywhere): " + "; ".join(
+               f"{k} = {v}" for k, v in REFERENCE_HELP.items()) + ". At budget N, target-first "
+           "verifies as much as a fixed tree of up to V (N + 1) nodes (proofs/tree_selection.py)."]
+    gbv = [s for s in summary if s["rule"] == "target-first-gbv" and s["shape"]]
+    if gbv:
+        shapes = ", ".join(f"N={s['budget']}: {s['shape'][0]}x{s['shape'][1]}" for s in gbv)
+        out.append(f"target-first-gbv drafts K x L' paths below the first token ({shapes}). It is "
+                   "not monotone in N: GBV is not monotone in K (it is not always >= BV, its K = 1 "
+                   "case; docs/theory.md section 9.4), while the K-path optimum is; 'saturated' = the "
+                   "exact-enumeration cap fixed the shape, so the value repeats.")
+    return out

@@ -15,13 +15,14 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from ..deadline import Deadline
 from ..lp import tolerances
 from ..lp.engine import optimum, program_optimum
 from ..lp.instance import Instance, dirichlet_instance
 from ..lp.node import node_lp, node_optimum
 from ..rationals import fraction_text
 from ..verifiers.exact import exact_result
-from .class_claims import ClaimSettings
+from .class_claims import ClaimSettings, stopped_record
 
 FLOAT_TOLERANCE = tolerances.FLOAT_AGREEMENT
 TV_TOLERANCE = tolerances.TOTAL_VARIATION
@@ -80,11 +81,13 @@ def check_bv_optimal(trials: int, vocab: int, depth: int, seed: int = DEFAULTS.s
                      alpha: float = DEFAULTS.alpha, denominator: int | None = None,
                      verifier: str = "bv", backend: str = DEFAULTS.backend,
                      save_dir: str | Path = DEFAULTS.save_dir,
-                     progress: Callable[[Iterable[int]], Iterable[int]] | None = None) -> dict[str, Any]:
+                     progress: Callable[[Iterable[int]], Iterable[int]] | None = None,
+                     deadline: Deadline | None = None) -> dict[str, Any]:
     """Run the claim on `trials` random Dirichlet(alpha) instances (seeds seed..seed+trials-1).
 
     The first failing instance is saved as JSON under save_dir and returned in
-    `counterexample`; `passed` is False then.
+    `counterexample`; `passed` is False then. deadline (None: none): checked before each
+    trial; once it has passed, class_claims.stopped_record (nothing saved).
     """
     seeds: Iterable[int] = range(seed, seed + trials)
     if progress is not None:
@@ -93,6 +96,9 @@ def check_bv_optimal(trials: int, vocab: int, depth: int, seed: int = DEFAULTS.s
     worst_tv = 0.0
     certified = 0
     for s in seeds:
+        if deadline is not None and deadline.passed:
+            return stopped_record("bv-optimal", trials, s - seed, deadline.reason, vocab=vocab,
+                                  depth=depth, seed=seed, verifier=verifier, certified=certified)
         inst = dirichlet_instance(vocab, depth, alpha=alpha, seed=s, denominator=denominator)
         result = check_instance(inst, verifier=verifier, backend=backend)
         certified += (result["optimum"]["certified"] and result["lp_full"]["certified"]

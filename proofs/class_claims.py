@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import inputs
+from ..deadline import STOPPED, Deadline
 from ..lp import tolerances
 from ..lp.class_lp import class_lp_optimum
 from ..lp.engine import BACKENDS, Optimum, optimum
@@ -167,7 +168,7 @@ def _run(claim: str, left: str, right: str, trials: int, vocab: int, depth: int,
          seed: int, alpha: float, denominator: int | None, draft_sampling: str, method: str,
          backend: str, save_dir: str | Path,
          progress: Callable[[Iterable[int]], Iterable[int]] | None,
-         node_form: bool) -> dict[str, Any]:
+         node_form: bool, deadline: Deadline | None) -> dict[str, Any]:
     seeds: Iterable[int] = range(seed, seed + trials)
     if progress is not None:
         seeds = progress(seeds)
@@ -177,6 +178,10 @@ def _run(claim: str, left: str, right: str, trials: int, vocab: int, depth: int,
     gbv_checked = 0
     gbv_gap_min = None
     for s in seeds:
+        if deadline is not None and deadline.passed:
+            return stopped_record(claim, trials, s - seed, deadline.reason, vocab=vocab, depth=depth,
+                                  paths=paths, seed=seed, draft_sampling=draft_sampling,
+                                  relations=relations)
         inst = dirichlet_instance(vocab, depth, alpha=alpha, seed=s, denominator=denominator)
         optima = _optima(inst, paths, draft_sampling, method, backend, node_form)
         for name in certified:
@@ -227,8 +232,8 @@ def check_class_equals_full(trials: int, vocab: int, depth: int, paths: int, see
                             alpha: float = DEFAULTS.alpha, progress: Callable[[Iterable[int]], Iterable[int]]
                             | None = None, denominator: int | None = None,
                             draft_sampling: str = DEFAULTS.draft_sampling, method: str = "auto",
-                            backend: str = DEFAULTS.backend,
-                            save_dir: str | Path = DEFAULTS.save_dir) -> dict[str, Any]:
+                            backend: str = DEFAULTS.backend, save_dir: str | Path = DEFAULTS.save_dir,
+                            deadline: Deadline | None = None) -> dict[str, Any]:
     """Class optimum = K-path optimum on `trials` Dirichlet(alpha) instances (seeds
     seed..seed+trials-1; rational with rows in multiples of 1/denominator when given).
     method / backend: how the K-path optimum is computed (speclp.lp.optimum).
@@ -236,10 +241,11 @@ def check_class_equals_full(trials: int, vocab: int, depth: int, paths: int, see
     Returns passed, relations (per pair: counts of <, =, >), max_abs_difference, certified
     counts, GBV comparison; on the first failing trial: kind ("counterexample" for the
     open claim, "bug" for a violated theorem), the trial's optima, saved (JSON path).
+    deadline (None: none): checked before each trial; once it has passed, stopped_record.
     """
     return _run("class-equals-full", "class", "full", trials, vocab, depth, paths, seed, alpha,
                 denominator, draft_sampling, method, backend, save_dir, progress,
-                node_form=False)
+                node_form=False, deadline=deadline)
 
 
 def check_node_form(trials: int, vocab: int, depth: int, paths: int, seed: int = DEFAULTS.seed,
@@ -247,10 +253,20 @@ def check_node_form(trials: int, vocab: int, depth: int, paths: int, seed: int =
                     | None = None, denominator: int | None = None,
                     draft_sampling: str = DEFAULTS.draft_sampling, method: str = "auto",
                     backend: str = DEFAULTS.backend, against: str = "class",
-                    save_dir: str | Path = DEFAULTS.save_dir) -> dict[str, Any]:
+                    save_dir: str | Path = DEFAULTS.save_dir,
+                    deadline: Deadline | None = None) -> dict[str, Any]:
     """Node-form optimum = class optimum (against="class") or = full optimum
-    (against="full"); all three optima are computed and their relations recorded."""
+    (against="full"); all three optima are computed and their relations recorded. deadline
+    as check_class_equals_full's."""
     inputs.choice("against", against, AGAINST)
     return _run(f"node-form-vs-{against}", "node_form", against, trials, vocab, depth, paths, seed,
                 alpha, denominator, draft_sampling, method, backend, save_dir, progress,
-                node_form=True)
+                node_form=True, deadline=deadline)
+
+
+def stopped_record(claim: str, trials: int, trials_run: int, reason: str, **done: Any) -> dict[str, Any]:
+    """A claim check's answer when its deadline stopped it after `trials_run` of `trials`
+    trials (all of which held): neither passed nor failed ("passed" False, "status"
+    "stopped: time limit", "stopped" why); `done`: what the check reports of them."""
+    return {"claim": claim, "passed": False, "status": STOPPED, "stopped": reason, "trials": trials,
+            "trials_run": trials_run, **done}

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from ..deadline import STOPPED, Deadline
 from ..inputs import BadArgument
 from ..lp.instance import Instance, from_rows
 from ..verifiers.exact import exact_result
@@ -210,12 +211,16 @@ def sampled_instance(config: AcceptanceConfig, raw: Instance) -> Instance:
 
 
 def config_report(config: AcceptanceConfig, vocab: int = 3, depth: int = 2, trials: int = 6,
-                  seed: int = 0, family: str = MIXED) -> dict[str, Any]:
+                  seed: int = 0, family: str = MIXED, deadline: Deadline | None = None) -> dict[str, Any]:
     """The configuration's exact TV from the target law on `trials` instances of the audit's
-    family, and the verdict (module docstring)."""
+    family, and the verdict (module docstring). deadline (None: none): checked before each
+    instance; once it has passed, the report of the instances done so far, "stopped" (why),
+    "status": "stopped: time limit" and "lossless" None (no verdict; _stopped_report)."""
     config.check()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for trial in range(trials):
+        if deadline is not None and deadline.passed:
+            return _stopped_report(config, vocab, depth, trials, seed, family, rows, deadline.reason)
         raw = audit_instance(vocab, depth, trial, seed=seed, family=family)
         model = raw.model().to_float()
         law = config_law(config, np.asarray(model.target, dtype=np.float64),
@@ -238,3 +243,14 @@ def config_report(config: AcceptanceConfig, vocab: int = 3, depth: int = 2, tria
                         f"LOSSY: exact TV {max_tv:.4g} on {worst['instance']}" if max_tv > ZERO_TV
                         else "no counterexample on these instances (exact TV 0), but not "
                              "covered by the lossless conditions")}
+
+
+def _stopped_report(config: AcceptanceConfig, vocab: int, depth: int, trials: int, seed: int,
+                    family: str, rows: list[dict[str, Any]], reason: str) -> dict[str, Any]:
+    """config_report's answer when its deadline stopped it before instance len(rows): the rows
+    done, no verdict ("lossless" None)."""
+    return {"config": asdict(config), "verifier_views": config.views(), "vocab": vocab,
+            "depth": depth, "family": family, "seed": seed, "trials": trials,
+            "trials_run": len(rows), "instances": rows, "status": STOPPED, "stopped": reason,
+            "lossless": None, "lossless_by_theorem": config.lossless_by_theorem(),
+            "verdict": f"stopped by the {reason} after {len(rows)} of {trials} instances: no verdict"}

@@ -213,6 +213,12 @@ BAD_INPUTS = [
     (["sweep", "--vocab", "1", "--out", "@out"], "--vocab"),
     (["sweep", "--backend", "cvxpy", "--out", "@out"], "--backend"),
     (["sweep", "--alpha", "0", "--out", "@out"], "--alpha"),
+    # --time-limit of lossless and the claim checks (seconds > 0, finite)
+    (["lossless", "--time-limit", "0"], "--time-limit"),
+    (["lossless", "--time-limit", "inf"], "--time-limit"),
+    (["check", "class-equals-full", "--time-limit", "-1"], "--time-limit"),
+    (["check", "node-form", "--time-limit", "nan"], "--time-limit"),
+    (["check", "bv-optimal", "--time-limit", "0"], "--time-limit"),
 ]
 
 

@@ -111,3 +111,41 @@ def test_prove_refusal_is_one_json_object_naming_the_flag(tmp_path, argv, error)
     assert result.exit_code == 2
     assert json.loads(result.stdout) == {"error": error, "exit_status": 2, "field": error.split(":")[0]}
     assert not (tmp_path / "x").exists()
+
+
+# --time-limit of `lossless` and the claim checks (issue 29): a limit already over when the
+# work starts stops it before its first unit (1e-9 s is over before any instance or trial on
+# any machine): exit 4, one STOPPED line saying how far it got, nothing saved, and with --json
+# the payload's status says stopped.
+STOPPABLE = [
+    (["lossless", "--vocab", "2", "--depth", "1", "--trials", "3"], "instances"),
+    (["check", "class-equals-full", "--trials", "3", "--vocab", "2", "--depth", "1"], "trials"),
+    (["check", "node-form", "--trials", "3", "--vocab", "2", "--depth", "1"], "trials"),
+    (["check", "bv-optimal", "--trials", "3", "--vocab", "2", "--depth", "2"], "trials"),
+]
+
+
+@pytest.mark.parametrize("argv,unit", STOPPABLE, ids=[" ".join(a[:2]) for a, _ in STOPPABLE])
+def test_an_expired_time_limit_is_exit_4_with_one_stopped_line(tmp_path, argv, unit):
+    save = [] if argv[0] == "lossless" else ["--save-dir", str(tmp_path / "ce")]
+    result = runner.invoke(app, [*argv, *save, "--time-limit", "1e-9"])
+    assert result.exit_code == 4, (result.output, result.exception)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("STOPPED: "), result.stderr
+    assert f"stopped at the time limit of 1e-09 s after 0 of 3 {unit}" in lines[0]
+    assert result.stdout == ""  # no table, no verdict
+    as_json = runner.invoke(app, [*argv, *save, "--time-limit", "1e-9", "--json"])
+    payload = json.loads(as_json.stdout)
+    assert as_json.exit_code == 4 and payload["status"] == "stopped: time limit"
+    assert payload["trials_run"] == 0 and payload["stopped"] == "time limit of 1e-09 s"
+    assert payload.get("lossless", False) is None if argv[0] == "lossless" else payload["passed"] is False
+    assert not (tmp_path / "ce").exists()
+
+
+@pytest.mark.parametrize("argv,unit", STOPPABLE, ids=[" ".join(a[:2]) for a, _ in STOPPABLE])
+def test_a_time_limit_the_work_does_not_reach_changes_nothing(tmp_path, argv, unit):
+    save = [] if argv[0] == "lossless" else ["--save-dir", str(tmp_path / "ce")]
+    plain = runner.invoke(app, [*argv, *save, "--json"])
+    limited = runner.invoke(app, [*argv, *save, "--time-limit", "3600", "--json"])
+    assert plain.exit_code == limited.exit_code == 0, plain.output
+    assert _without_seconds(json.loads(limited.stdout)) == _without_seconds(json.loads(plain.stdout))

@@ -16,6 +16,7 @@ from speclp.cli import app
 from speclp.cli import realgap as cli_realgap
 from speclp.cli.common import flag_of, flag_reason
 from speclp.cli.realgap import MODE_RENORMALISED, RealgapSpec
+from speclp.experiments import realgap as realgap_library
 from speclp.experiments import realgap_spec
 from speclp.experiments.bench import BenchSpec
 from speclp.experiments.realgap import realgap_keys
@@ -175,9 +176,9 @@ def captured_run(tmp_path, monkeypatch):
         seen.update(kwargs, depths=depths, paths=paths, prompts=prompt_list)
         raise Captured
 
-    monkeypatch.setattr(cli_realgap, "run_realgap", fake_run)
+    monkeypatch.setattr(realgap_library, "run_realgap", fake_run)  # realgap_full calls it
     monkeypatch.setattr(cli_realgap, "check_model_pair", lambda name: [name])
-    monkeypatch.setattr(cli_realgap, "recorded", lambda out_file, keys: True)  # nothing is loaded
+    monkeypatch.setattr(realgap_library, "recorded", lambda out_file, keys: True)  # nothing is loaded
 
     def invoke(*args: str) -> dict[str, object]:
         seen.clear()

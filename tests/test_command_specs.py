@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import itertools
 import json
 from fractions import Fraction
 
 import numpy as np
 import pytest
+from speclp.deadline import STOPPED, Deadline
 from speclp.inputs import BadArgument
 from speclp.lp.engine import Optimum, Status, optimum, program_optimum
 from speclp.lp.instance import (
@@ -252,6 +254,88 @@ def test_lossless_spec_runs_the_report():
     report = LosslessSpec("ensemble", {"weight": 0.0}, vocab=2, depth=1, trials=2).run().to_json()
     assert not report["lossless"] and report["max_tv"] > 1e-3
     assert report["config"]["weight"] == 0.0
+
+
+# --- time limits of lossless and check (issue 29): a deadline checked between units ---------
+
+class Ticks:
+    """A clock that reads 0, 1, 2, ... (one tick a call): a deadline of L seconds, made at tick
+    0, has passed at the check that reads ceil(L), whatever the speed of the machine."""
+
+    def __init__(self) -> None:
+        self.now = -1
+
+    def __call__(self) -> float:
+        self.now += 1
+        return float(self.now)
+
+
+def test_a_deadline_passes_at_its_end_on_its_own_clock():
+    clock = Ticks()
+    deadline = Deadline(2.5, clock)  # made at 0: ends at 2.5
+    assert [deadline.passed for _ in range(4)] == [False, False, True, True]  # read at 1, 2, 3, 4
+    assert deadline.reason == "time limit of 2.5 s"
+    never = Deadline(None, Ticks())
+    assert not any(never.passed for _ in range(100))
+    assert not Deadline(1.0, lambda: 7.0).passed  # a clock that stands still never reaches it
+
+
+TIME_LIMITED = {
+    "lossless": lambda **kw: LosslessSpec(vocab=2, depth=1, trials=4, **kw),
+    "class-equals-full": lambda **kw: ClassClaimSpec("class-equals-full", trials=4, vocab=2, depth=1,
+                                                     paths=2, **kw),
+    "node-form": lambda **kw: ClassClaimSpec("node-form", trials=4, vocab=2, depth=1, paths=2, **kw),
+    "bv-optimal": lambda **kw: BvOptimalSpec(trials=4, vocab=2, depth=2, **kw),
+}
+
+
+@pytest.mark.parametrize("name", TIME_LIMITED)
+@pytest.mark.parametrize("limit", [0, 0.0, -1.0, float("nan"), float("inf"), "5", True])
+def test_a_spec_refuses_a_bad_time_limit_naming_it(name, limit):
+    refused(lambda: TIME_LIMITED[name](time_limit=limit), "time_limit")
+
+
+@pytest.mark.parametrize("name", TIME_LIMITED)
+def test_no_time_limit_is_the_default(name):
+    assert TIME_LIMITED[name]().time_limit is None
+
+
+@pytest.mark.parametrize("name", TIME_LIMITED)
+def test_a_time_limit_stops_between_units_keeping_those_done(name, tmp_path):
+    """A limit of 2.5 ticks: the checks before units 0 and 1 read 1 and 2, the one before unit 2
+    reads 3: two units done, then STOPPED (no verdict, nothing saved). Without a limit (and
+    with one the clock never reaches) the run is the unlimited one, key for key."""
+    extra = {} if name == "lossless" else {"save_dir": str(tmp_path / "ce")}
+    make = TIME_LIMITED[name]
+    full = make(**extra).run().to_json()
+    assert timeless(make(time_limit=1.0, **extra).run(clock=lambda: 0.0).to_json()) == timeless(full)
+    assert "status" not in full and "stopped" not in full  # an unlimited answer is as before
+    result = make(time_limit=2.5, **extra).run(clock=Ticks())
+    data = result.to_json()
+    assert result.status == STOPPED == data["status"] == "stopped: time limit"
+    assert data["stopped"] == "time limit of 2.5 s" and data["trials_run"] == 2 and data["trials"] == 4
+    assert not (tmp_path / "ce").exists()
+    if name == "lossless":
+        assert result.status is Losslessness.STOPPED and not result.lossless and data["lossless"] is None
+        assert data["instances"] == full["instances"][:2]  # the two instances done, as in a full run
+        assert result.max_tv is None and result.worst_instance is None
+        return
+    assert result.status is Verdict.STOPPED and not result.passed and not data["passed"]
+    assert result.trials_run == 2 and result.kind is None and result.counterexample is None
+    if name == "bv-optimal":
+        assert data["certified"] == 2  # both done certified, as in the full run (4 of 4)
+        assert full["certified"] == 4
+    else:
+        assert sum(data["relations"]["class vs full"].values()) == 2
+        assert data["relations"]["class vs full"]["="] == 2  # Theorem 5.5 on both
+
+
+@pytest.mark.parametrize("name", TIME_LIMITED)
+def test_an_expired_time_limit_stops_before_the_first_unit(name, tmp_path):
+    extra = {} if name == "lossless" else {"save_dir": str(tmp_path / "ce")}
+    times = iter([0.0, 10.0])
+    data = TIME_LIMITED[name](time_limit=1.0, **extra).run(clock=lambda: next(times)).to_json()
+    assert data["status"] == STOPPED and data["trials_run"] == 0 and not (tmp_path / "ce").exists()
 
 
 # --- ProveSpec ------------------------------------------------------------------------------
@@ -528,3 +612,65 @@ def test_trees_and_realgap_results_are_their_objects_with_typed_fields():
     renormalised = {k: v for k, v in full.items() if k not in ("failures", "contexts")}
     renormalised = RealgapResult.from_json({**renormalised, "instances": MODE_RENORMALISED, "label": "T"})
     assert renormalised.status is RealgapStatus.UNBOUNDED and renormalised.failures == ()
+
+
+# --- realgap and trees: the library returns the typed result (no CLI) -----------------------
+
+def _tiny_loader(name, prompts, loads):
+    """A loader of tiny models standing in for the pair `name` (tests/tiny_models), counting
+    its calls; each prompt gets its tokens as cli.trees.load_run_pair gives them."""
+    from tiny_models import tiny_loaded_pair
+
+    def load():
+        loads.append(name)
+        pair = tiny_loaded_pair(name)
+        for p in prompts:
+            p["tokens"] = pair.target.tokenizer.encode(p["text"])
+        return pair
+    return load
+
+
+def test_realgap_full_is_the_typed_result_of_the_library_and_resumes_without_a_model(tmp_path):
+    """At L = 1, K = 1 the optimum is 1 + sum min(p, q) (closed form) and BV attains it
+    (docs/theory.md Theorem 3.3): the upper bound and BV's exact value agree in every context."""
+    from speclp.experiments.prompts import read_prompts
+    from speclp.experiments.realgap import RealgapResult, RealgapStatus, realgap_full
+    from speclp.experiments.realgap_spec import RealgapSpec
+
+    spec = RealgapSpec(pair="smollm2-135m", prompts="humaneval:1", depths=(1,), paths=(1, 2),
+                       widths=(3,), samples=8, batch=8, contexts_per_prompt=2, every=2,
+                       verifiers=("bv", "gbv"))
+    prompts, loads = read_prompts(spec.prompts, seed=spec.prompt_seed), []
+    result = realgap_full(spec, prompts, tmp_path, _tiny_loader(spec.pair, prompts, loads))
+    assert isinstance(result, RealgapResult) and result.status is RealgapStatus.BRACKETED
+    assert loads == ["smollm2-135m"] and result.figures == () and result.failures == ()
+    assert result.computed == result.records == 2 and result.reused == 0  # 1 prompt x 2 contexts x L = 1
+    data = result.to_json()
+    for context in data["contexts"]:
+        upper, bv = context["by_paths"]["1"]["upper"], context["by_paths"]["1"]["verifiers"]["bv"]
+        assert upper.endswith("(closed form)") and upper.split()[0] == f"{bv[0]:.4f}"
+    again = realgap_full(spec, prompts, tmp_path, lambda: pytest.fail("a model was loaded"))
+    assert (again.computed, again.reused) == (0, 2)
+    assert again.to_json()["contexts"] == data["contexts"]
+
+
+def test_trees_result_is_the_typed_result_of_the_library_and_stops_at_its_deadline(tmp_path):
+    from speclp.experiments.prompts import read_prompts
+    from speclp.experiments.trees import TreesResult, TreesSpec, TreesStatus, trees_result
+
+    spec = TreesSpec(pair="smollm2-135m", prompts="humaneval:1", budgets=[1, 2], top=2, depth=2,
+                     contexts_per_prompt=2, every=2, no_timing=True)
+    prompts, loads = read_prompts(spec.prompts), []
+    times = itertools.chain([0.0], itertools.repeat(10.0))  # made at 0, then 10: over before any context
+    stopped = trees_result(spec, prompts, tmp_path / "a", _tiny_loader(spec.pair, prompts, loads),
+                           Deadline(1.0, lambda: next(times)))
+    assert stopped.status is TreesStatus.STOPPED and stopped.computed == stopped.contexts == 0
+    assert stopped.stopped[0].startswith("contexts: time limit of 1 s (0 of 2 done")
+    result = trees_result(spec, prompts, tmp_path / "b", _tiny_loader(spec.pair, prompts, loads))
+    assert isinstance(result, TreesResult) and result.status is TreesStatus.COMPLETE
+    assert result.computed == result.contexts == 2 and result.figures == ()
+    budgets = {(row["rule"], row["budget"]) for row in result.summary}
+    assert {(rule, n) for rule in spec.rules for n in (1, 2)} <= budgets
+    again = trees_result(spec, prompts, tmp_path / "b", lambda: pytest.fail("a model was loaded"))
+    assert (again.computed, again.reused) == (0, 2)
+    assert again.to_json()["summary"] == result.to_json()["summary"]

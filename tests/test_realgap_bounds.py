@@ -667,6 +667,7 @@ def test_the_kept_limit_flag_is_checked_and_reaches_run_realgap(tmp_path, monkey
     from speclp.cli import app
     from speclp.cli import realgap as cli_realgap
     from speclp.cli.realgap import MODE_RENORMALISED, RealgapSpec
+    from speclp.experiments import realgap as realgap_library
     from speclp.inputs import BadArgument
     from typer.testing import CliRunner
 
@@ -687,9 +688,9 @@ def test_the_kept_limit_flag_is_checked_and_reaches_run_realgap(tmp_path, monkey
         seen.update(kwargs)
         raise Stop
 
-    monkeypatch.setattr(cli_realgap, "run_realgap", fake_run)
+    monkeypatch.setattr(realgap_library, "run_realgap", fake_run)  # realgap_full calls it
     monkeypatch.setattr(cli_realgap, "check_model_pair", lambda name: [name])
-    monkeypatch.setattr(cli_realgap, "recorded", lambda out_file, keys: True)
+    monkeypatch.setattr(realgap_library, "recorded", lambda out_file, keys: True)
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("def f():\n")
     result = CliRunner().invoke(app, ["realgap", "--pair", "nosuchmodel", "--prompts", f"file:{prompts}",
