@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...deadline import Deadline
 from .algebra import poly_text
 from .cells import Branch, Cell, Unsupported
 from .shapes import Shape
@@ -198,10 +199,10 @@ class Exploration:
     def run(self, time_limit: float | None = None) -> None:
         """Steps until the stack is empty, stop() asks to stop or time_limit (seconds from
         now) has passed (checked before each step)."""
-        start = time.perf_counter()
+        deadline = Deadline(time_limit, clock=time.perf_counter)
         while self.stack and not self.stopped:
-            if time_limit is not None and time.perf_counter() - start > time_limit:
-                self.stopped = f"time limit of {time_limit:g} s"
+            if deadline.passed:
+                self.stopped = deadline.reason
                 break
             index = self.stack.pop()
             created = self.step(index)
