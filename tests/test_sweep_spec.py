@@ -112,13 +112,14 @@ def _recorded_flags(argv: list[str], out: Path) -> dict:
 
 def test_the_recorded_sweep_folder_resumes_with_the_spec_of_its_flags(tmp_path):
     stored = json.loads(RECORDED.read_text())
-    [run] = stored["runs"]
-    flags = _recorded_flags(run["argv"], tmp_path / "grid")
-    spec, _ = cli_sweep.sweep_spec(**flags)
-    assert spec.vocab == (2, 3, 4, 8) and spec.alpha == (0.5, 1.0) and spec.max_enumerated == 100_000
-    wanted = folder_spec(spec, flags["fmt"], skip_large=False)
-    assert spec_differences(stored["spec"], wanted) == []  # store's own comparison
-    assert json.dumps(wanted, indent=1) == json.dumps(stored["spec"], indent=1)  # same bytes, same order
+    assert stored["runs"]
+    for run in stored["runs"]:  # every resumed run's command line gives the folder's spec
+        flags = _recorded_flags(run["argv"], tmp_path / "grid")
+        spec, _ = cli_sweep.sweep_spec(**flags)
+        assert spec.vocab == (2, 3, 4, 8) and spec.alpha == (0.5, 1.0) and spec.max_enumerated == 100_000
+        wanted = folder_spec(spec, flags["fmt"], skip_large=False)
+        assert spec_differences(stored["spec"], wanted) == []  # store's own comparison
+        assert json.dumps(wanted, indent=1) == json.dumps(stored["spec"], indent=1)  # same bytes and order
     folder = tmp_path / "grid"
     folder.mkdir()
     shutil.copy(RECORDED, folder / "spec.json")
