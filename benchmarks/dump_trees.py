@@ -16,7 +16,7 @@ sha256 of every file). benchmarks/gpu_laws.py reads them.
 --run PAIR:T:N[:K:L]: N trees of the pair at target temperature T (one file per run; K, L
 default to --paths, --depth, at most 4). A single
 model drafts for itself at draft temperature 1.5 as `speclp realgap` does
-(cli.trees.run_identity); a built-in pair drafts at T. Trees are the first steps of the
+(experiments.realgap.run_identity); a built-in pair drafts at T. Trees are the first steps of the
 first prompts (round robin over prompts, so that N trees come from min(N, prompts) prompts).
 
 File layout (one .npz per run; rows stored once per DISTINCT row, bit for bit):
@@ -184,9 +184,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "gpu" / "trees"))
     args = parser.parse_args(argv)
-    from speclp.cli.trees import run_identity  # lazy: models extra
     from speclp.decode.models import load_pair, pair_names
     from speclp.experiments.prompts import read_prompts
+    from speclp.experiments.realgap import run_identity  # lazy: models extra
 
     torch.set_num_threads(args.threads)
     runs = [parse_run(r, args.paths, args.depth) for r in args.run]

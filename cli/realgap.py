@@ -24,7 +24,6 @@ from ..experiments.realgap import (
     realgap_full,
     realgap_renormalised,
 )
-from ..experiments.realgap import context_view as _context_view  # noqa: F401 - benchmarks/results/realgap/README.md
 from ..experiments.realgap_spec import MODE_FULL, MODE_RENORMALISED, RealgapSpec
 from ..experiments.store import slug
 from . import options as option

@@ -8,7 +8,7 @@ folders record their spec and take one writer at a time (experiments.store). Eve
 checked before a model is loaded (the values by TreesSpec's construction). The run is a
 experiments.trees.TreesSpec, whose defaults are the flags' defaults; --time-limit stops
 starting new work once it has passed (finished records are kept). The record keys of both
-commands follow from the flags and the prompt texts (run_identity, planned_dtype), so a
+commands follow from the flags and the prompt texts (experiments.realgap run_identity, planned_dtype), so a
 run whose every record is already in --out loads no model. Off a terminal, progress is
 printed as plain lines on stderr (common.reporting).
 """
@@ -30,12 +30,6 @@ from ..decode.models import (
 )
 from ..experiments.plots import plot_trees, trees_title
 from ..experiments.prompts import read_prompts
-from ..experiments.realgap import (  # noqa: F401 - re-exported (benchmarks/dump_trees.py)
-    SELF_DRAFT_TEMPERATURE,
-    planned_dtype,
-    recorded,
-    run_identity,
-)
 from ..experiments.store import ResultsFolderError, open_folder
 from ..experiments.trees import REFERENCE_HELP, RULE_HELP, TreesSpec, trees_result
 from ..proofs.tree_selection import RULES
