@@ -26,7 +26,12 @@ from speclp.lp.dual_bound import dual_upper_bound
 from speclp.lp.hitting import HittingFunction
 from speclp.lp.instance import Instance, bv_toy, dirichlet_instance, from_rows, ties_instance
 from speclp.lp.node import node_optimum
-from speclp.lp.node_form import node_form_optimum
+from speclp.lp.node_form import (
+    antichain_form_optimum,
+    antichain_violations,
+    node_form_optimum,
+    path_masses,
+)
 from speclp.proofs.audit import audit_instance
 from speclp.proofs.tree_selection import draft_ranked_tree, tree_accepted
 from speclp.verifiers.exact import exact_result
@@ -130,6 +135,24 @@ def node_form_example() -> None:
     beta = [str(b) for b in form.details["beta"]]
     check("7.1", "node-form point beta = (7/8, 1/8, 7/8, 0, 127/4096, 1/16)",
           beta == ["7/8", "1/8", "7/8", "0", "127/4096", "1/16"], ", ".join(beta))
+
+
+def antichain_form() -> None:
+    inst = dirichlet_instance(2, 2, alpha=1.0, seed=4, denominator=8)
+    form = antichain_form_optimum(inst, 2)
+    check("7.5", "antichain form = optimum 6055/2048 on the node-form example (K=2)",
+          form.certified and form.exact_value == F(6055, 2048), str(form.exact))
+    beta = [F(0)] + list(node_form_optimum(inst, 2).details["beta"])
+    worst = antichain_violations(beta, path_masses(inst.model(exact=True)), 2, 2, 2, exact=True)
+    check("7.5", "the node-form point violates the antichain {00, 1} by 49/4096",
+          bool(worst) and worst[0][1] == (2, 3) and worst[0][0] == F(49, 4096),
+          f"{worst[0] if worst else None}")
+    for vocab, depth, paths, seed in ((3, 2, 3, 1), (2, 3, 2, 2), (3, 3, 2, 3)):
+        inst = dirichlet_instance(vocab, depth, alpha=0.8, seed=seed, denominator=16)
+        form, best = antichain_form_optimum(inst, paths), optimum(inst, paths)
+        check("7.5", f"antichain form = certified optimum, K={paths} ({inst.name})",
+              form.certified and best.certified and form.exact_value == best.exact_value,
+              f"{form.exact} vs {best.exact}")
 
 
 def dual_and_coarse() -> None:
@@ -507,7 +530,8 @@ def ragged_laws() -> None:
               opt.certified and low <= opt.exact_value <= up)
 
 
-CHECKS: list[Callable[[], None]] = [single_path, lp_equalities, node_form_example, dual_and_coarse,
+CHECKS: list[Callable[[], None]] = [single_path, lp_equalities, node_form_example, antichain_form,
+                                    dual_and_coarse,
                                     depth_one, gbv_law, counterexamples, extended_bv,
                                     ragged_coarse_lp, ragged_laws]
 

@@ -12,17 +12,29 @@ strict in general for L >= 2 (section 7.1 has an exact instance; `speclp check n
 finds such instances); equal at K = 1 and at L = 1. Solved by the same
 cutting planes as the class LP (speclp.lp.class_lp.solve_with_cuts), separating each
 depth with the separation lemma.
+
+The antichain form (docs/theory.md section 7.5; antichain_form_optimum) has the rows
+beta(Z) <= f(cyl(Z)) for every antichain Z, nodes of mixed depths allowed, and is EXACT:
+its optimum is the K-path optimum (Theorem 7.5, by Frank's discrete sandwich theorem). It
+is separated (i.i.d.) by the upper concave hulls of the points (Q(Z), beta(Z)), built
+bottom-up as Minkowski sums (antichain_hulls). Not the engine: a second, independent route
+to the optimum, and the subject of benchmarks/antichain_lp.py.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
+from ..inputs import BadArgument
 from ..verifiers.tree import TreeModel, depth_offset, node_prefix, num_nodes
 from .class_lp import (
+    METHODS,
     all_subsets,
     choose_method,
     finish_lp,
@@ -31,7 +43,7 @@ from .class_lp import (
     solve_with_cuts,
 )
 from .engine import Optimum
-from .hitting import HittingFunction, hitting_function
+from .hitting import HittingFunction, g_exact, hitting_function
 from .instance import Instance
 from .program import Block, LinearProgram, ValueTable
 from .rows import chain_rows
@@ -45,34 +57,44 @@ def node_form_lp(model: TreeModel, hittings: Sequence[HittingFunction],
     column z - 1 (shortlex, z = 1..N-1). Rows: N-1 chain rows, then one row per cut
     (S = node codes at depth d).
     """
+    vocab = model.vocab_size
+    return node_set_lp(model, [tuple(depth_offset(vocab, d) + e for e in s) for d, s in cuts],
+                       [hittings[d - 1].exact(s) for d, s in cuts], "node-form", "subset",
+                       hittings[0].paths)
+
+
+def node_set_lp(model: TreeModel, sets: Sequence[tuple[int, ...]], bounds: Sequence[Fraction],
+                kind: str, row_word: str, paths: int) -> LinearProgram:
+    """max 1 + sum beta over the chain rows and one row beta(S) <= bound per node set S
+    (node indices 1..N-1, shortlex): the LP of the node form (sets of one depth) and of the
+    antichain form (antichains). Columns: beta(z) at column z - 1."""
     vocab, depth = model.vocab_size, model.depth
     n_nodes = num_nodes(vocab, depth)
     table = ValueTable(True)
     rows, cols, refs, c_rhs = chain_rows(model, table, 0, 0)
     rhs = [c_rhs]
     cut_row0 = n_nodes - 1
-    if cuts:
-        rhs.append(table.add(np.array([hittings[d - 1].exact(s) for d, s in cuts], dtype=object)))
-    for i, (d, s) in enumerate(cuts):
-        rows.append(np.full(len(s), cut_row0 + i, dtype=np.int64))
-        cols.append(depth_offset(vocab, d) + np.asarray(s, dtype=np.int64) - 1)
-        refs.append(np.full(len(s), table.one, dtype=np.int64))
-    cut_list = list(cuts)
+    if sets:
+        rhs.append(table.add(np.array(list(bounds), dtype=object)))
+    for i, members in enumerate(sets):
+        rows.append(np.full(len(members), cut_row0 + i, dtype=np.int64))
+        cols.append(np.asarray(members, dtype=np.int64) - 1)
+        refs.append(np.full(len(members), table.one, dtype=np.int64))
+    set_list = list(sets)
 
     def ub_label(i: int) -> str:
         i = int(i)
         if i < cut_row0:
             return f"chain[{node_prefix(i + 1, vocab)}]"
-        d, s = cut_list[i - cut_row0]
-        return "subset[" + ", ".join(str(node_prefix(depth_offset(vocab, d) + e, vocab))
-                                     for e in s) + "]"
+        return f"{row_word}[" + ", ".join(str(node_prefix(z, vocab))
+                                          for z in set_list[i - cut_row0]) + "]"
 
     return finish_lp(
-        f"node-form-V{vocab}-L{depth}-K{hittings[0].paths}", n_nodes - 1,
+        f"{kind}-V{vocab}-L{depth}-K{paths}", n_nodes - 1,
         np.full(n_nodes - 1, table.one, dtype=np.int64), table, Block.empty(), rows, cols, refs,
         rhs, variable_label=lambda j: f"beta[{node_prefix(int(j) + 1, vocab)}]", ub_label=ub_label,
-        meta={"kind": "node-form", "vocab_size": vocab, "depth": depth,
-              "paths": hittings[0].paths, "cuts": len(cut_list)})
+        meta={"kind": kind, "vocab_size": vocab, "depth": depth, "paths": paths,
+              "cuts": len(set_list)})
 
 
 def node_form_optimum(instance: Instance | TreeModel, paths: int, draft_sampling: str = "iid",
@@ -117,6 +139,216 @@ def node_form_optimum(instance: Instance | TreeModel, paths: int, draft_sampling
 
     record, vertex = solve_with_cuts(lambda c: node_form_lp(model, hittings, c), separate,
                                      exact_separate, cuts, enumerate_all, rational, chosen,
+                                     max_rounds)
+    record.details["beta"] = list(vertex) if vertex is not None else None
+    return record
+
+
+# ---------------------------------------------------------------------------
+# the antichain form (exact for i.i.d. drafts; docs/theory.md section 7.5)
+# ---------------------------------------------------------------------------
+
+AUTO_ENUMERATED_ANTICHAINS = 1024  # method "auto" lists every antichain up to this many
+
+
+@dataclass
+class AntichainHulls:
+    """For every node n (0 = the root): the upper concave hull, from the origin, of the points
+    (Q(Z), beta(Z)) over the antichains Z of nodes of depth >= 1 inside n's subtree (n itself
+    included, except the root), Q(Z) the total draft probability of the paths to Z's nodes.
+
+    vertices[n]: [(x, y)] left to right, origin excluded, slopes decreasing and positive;
+    made[n][k]: how vertex k was made: -1 = the antichain {n}, else m >= 1 = the sum of the
+    first m edges of the merged children's hulls (owner[n][i] = the child token of edge i)."""
+
+    vertices: list[list[tuple[Any, Any]]]
+    made: list[list[int]]
+    owner: list[list[int]]
+
+
+def antichain_hulls(beta: Sequence[Any], mass: Sequence[Any], vocab: int, depth: int
+                    ) -> AntichainHulls:
+    """The hulls of AntichainHulls, bottom-up: a node's hull is the Minkowski sum of its
+    children's (their edges merged by slope), with the point (Q(n), beta(n)) added on top
+    (it has the largest abscissa; the vertices it leaves below the hull are dropped).
+    beta, mass: [N] per node (index 0, the root, unused), floats or Fractions alike;
+    O(N L log V) operations."""
+    n_nodes = num_nodes(vocab, depth)
+    first_leaf = num_nodes(vocab, depth - 1)
+    vertices: list[list[tuple[Any, Any]]] = [[] for _ in range(n_nodes)]
+    made: list[list[int]] = [[] for _ in range(n_nodes)]
+    owner: list[list[int]] = [[] for _ in range(n_nodes)]
+    for n in range(n_nodes - 1, -1, -1):
+        points: list[tuple[Any, Any]] = []
+        kinds: list[int] = []
+        if n < first_leaf:
+            edges = []
+            for t in range(vocab):
+                px, py = 0, 0
+                for x, y in vertices[n * vocab + 1 + t]:
+                    # slope key: an edge of no width (a node of draft mass 0) comes first
+                    dx, dy = x - px, y - py
+                    edges.append(((0, 0) if dx == 0 else (1, -(dy / dx)), t, dx, dy))
+                    px, py = x, y
+            edges.sort(key=lambda e: e[0])  # stable: each child's edges stay in order
+            x = y = 0
+            for i, (_, t, dx, dy) in enumerate(edges):
+                x, y = x + dx, y + dy
+                points.append((x, y))
+                kinds.append(i + 1)
+                owner[n].append(t)
+        if n > 0 and beta[n] > (points[-1][1] if points else 0):
+            top_x, top_y = mass[n], beta[n]
+            while points:
+                ox, oy = points[-2] if len(points) >= 2 else (0, 0)
+                ax, ay = points[-1]
+                if (ay - oy) * (top_x - ox) <= (top_y - oy) * (ax - ox):  # on or below the chord
+                    points.pop()
+                    kinds.pop()
+                else:
+                    break
+            points.append((top_x, top_y))
+            kinds.append(-1)
+        vertices[n], made[n] = points, kinds
+    return AntichainHulls(vertices, made, owner)
+
+
+def antichain_of(hulls: AntichainHulls, node: int, vertex: int, vocab: int) -> tuple[int, ...]:
+    """The antichain (node indices, sorted) of vertex `vertex` (0-based) of node's hull."""
+    out: list[int] = []
+    stack_ = [(node, vertex)]
+    while stack_:
+        n, k = stack_.pop()
+        how = hulls.made[n][k]
+        if how == -1:
+            out.append(n)
+            continue
+        counts = np.bincount(np.asarray(hulls.owner[n][:how], dtype=np.int64), minlength=vocab)
+        stack_ += [(n * vocab + 1 + t, int(c) - 1) for t, c in enumerate(counts) if c]
+    return tuple(sorted(out))
+
+
+def path_masses(model: TreeModel) -> list[Fraction]:
+    """[N] Q(z): the draft probability of the path to node z (root: 1), exact (model exact)."""
+    out = [Fraction(1)]
+    for d in range(1, model.depth + 1):
+        out += [Fraction(x) for x in model.draft_path_probabilities(d)]
+    return out
+
+
+def antichain_violations(beta: Sequence[Any], mass: Sequence[Any], paths: int, vocab: int,
+                         depth: int, exact: bool, every_node: bool = True
+                         ) -> list[tuple[Any, tuple[int, ...]]]:
+    """[(beta(Z) - g(Q(Z)), Z)] for the hull vertices violating beta(Z) <= g(Q(Z)), g(s) = 1 -
+    (1 - s)^K, most violated first: those of the root's hull (which include a most violated
+    antichain of the whole tree: beta(Z) - g(Q(Z)) is convex in (Q(Z), beta(Z)), so it is
+    largest at a vertex of the hull), and with every_node those of every subtree's hull."""
+    hulls = antichain_hulls(beta, mass, vocab, depth)
+    found = []
+    for n in (range(len(hulls.vertices)) if every_node else [0]):
+        for k, (x, y) in enumerate(hulls.vertices[n]):
+            excess = y - (g_exact(x, paths) if exact else
+                          1.0 if x >= 1 else -math.expm1(paths * math.log1p(-x)))
+            if excess > 0:
+                found.append((excess, n, k))
+    found.sort(key=lambda f: -f[0])
+    out, seen = [], set()
+    for excess, n, k in found:
+        members = antichain_of(hulls, n, k, vocab)
+        if members not in seen:
+            seen.add(members)
+            out.append((excess, members))
+    return out
+
+
+def all_antichains(vocab: int, depth: int, limit: int) -> list[tuple[int, ...]] | None:
+    """Every nonempty antichain of the nodes of depth 1..L, or None when there are more than
+    `limit` (A(n) = 1 + prod over children A(c) antichains in a subtree, the empty one counted)."""
+    n_nodes = num_nodes(vocab, depth)
+    first_leaf = num_nodes(vocab, depth - 1)
+    per_node: list[int] = [0] * n_nodes
+    for n in range(n_nodes - 1, -1, -1):
+        below = 1
+        if n < first_leaf:
+            for t in range(vocab):
+                below *= per_node[n * vocab + 1 + t]
+        per_node[n] = below + (1 if n > 0 else 0)
+    if per_node[0] - 1 > limit:
+        return None
+    lists: list[list[tuple[int, ...]]] = [[] for _ in range(n_nodes)]
+    for n in range(n_nodes - 1, -1, -1):
+        combos: list[tuple[int, ...]] = [()]
+        if n < first_leaf:
+            for t in range(vocab):
+                combos = [a + b for a in combos for b in lists[n * vocab + 1 + t]]
+        lists[n] = combos + ([(n,)] if n > 0 else [])
+    return sorted((tuple(sorted(z)) for z in lists[0] if z), key=lambda z: (len(z), z))
+
+
+def antichain_form_optimum(instance: Instance | TreeModel, paths: int, method: str = "auto",
+                           max_rounds: int = 500, cuts_per_round: int = 16) -> Optimum:
+    """Optimum of the antichain form (i.i.d. drafts; docs/theory.md section 7.5), which equals
+    the K-path optimum (Theorem 7.5):
+
+        maximise 1 + sum beta  over beta(z) >= 0 (depth 1..L), the chain rows, and
+        beta(Z) <= 1 - (1 - Q(Z))^K  for every antichain Z of nodes (mixed depths allowed).
+
+    It differs from the node form (section 7.1) only in allowing antichains of mixed depth,
+    which is exactly what makes it tight. method "enumerate" lists every antichain (auto: up
+    to AUTO_ENUMERATED_ANTICHAINS), "cuts" starts from the single nodes and the full levels
+    and adds, each round, the most violated antichains of the float solution found by the
+    hull separation (antichain_violations, each confirmed violated exactly); the relaxation
+    is certified from its basis and exact separation on its exact point ends the loop
+    (speclp.lp.class_lp.solve_with_cuts). record.details: cuts, rounds, min_subset_slack
+    (exact minimum of g(Q(Z)) - beta(Z) over all antichains at the final point), beta."""
+    model, rational, _ = model_of(instance)
+    vocab, depth = model.vocab_size, model.depth
+    if method not in METHODS:
+        raise BadArgument("method", f"must be one of {', '.join(METHODS)}, got {method!r}")
+    mass = path_masses(model)
+    mass_float = [float(m) for m in mass]
+    listed = None if method == "cuts" else all_antichains(
+        vocab, depth, AUTO_ENUMERATED_ANTICHAINS if method == "auto" else 2**16)
+    if method == "enumerate" and listed is None:
+        raise BadArgument("method", "enumerate: more than 65536 antichains; use cuts")
+    enumerate_all = listed is not None
+    bound = {}
+
+    def g_of(members: tuple[int, ...]) -> Fraction:
+        if members not in bound:
+            bound[members] = g_exact(sum((mass[z] for z in members), Fraction(0)), paths)
+        return bound[members]
+
+    if enumerate_all:
+        cuts = list(listed)
+    else:
+        n_nodes = num_nodes(vocab, depth)
+        cuts = [tuple(range(depth_offset(vocab, d), depth_offset(vocab, d + 1)))
+                for d in range(1, depth + 1)] + [(z,) for z in range(1, n_nodes)]
+
+    def build(sets: list[tuple[int, ...]]) -> LinearProgram:
+        return node_set_lp(model, sets, [g_of(z) for z in sets], "antichain-form", "antichain",
+                           paths)
+
+    def separate(x: np.ndarray) -> list[tuple[int, ...]]:
+        beta = [0.0] + [float(v) for v in x]
+        out = []
+        for _, members in antichain_violations(beta, mass_float, paths, vocab, depth, False):
+            if sum((Fraction(beta[z]) for z in members), Fraction(0)) > g_of(members):
+                out.append(members)
+                if len(out) == cuts_per_round:
+                    break
+        return out
+
+    def exact_separate(x: np.ndarray) -> tuple[Fraction, tuple[int, ...] | None]:
+        beta = [Fraction(0)] + list(x)
+        found = antichain_violations(beta, mass, paths, vocab, depth, True, every_node=False)
+        if not found:
+            return Fraction(0), None
+        return -found[0][0], found[0][1]
+
+    record, vertex = solve_with_cuts(build, separate, exact_separate, cuts, enumerate_all,
+                                     rational, "enumerate" if enumerate_all else "cuts",
                                      max_rounds)
     record.details["beta"] = list(vertex) if vertex is not None else None
     return record

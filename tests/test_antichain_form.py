@@ -1,0 +1,148 @@
+"""The antichain form of the K-path LP (docs/theory.md section 7.5, i.i.d. drafts): its hull
+separation against brute force over every antichain, and its optimum against the engine's
+certified optimum and the enumerated full LP, exactly in rationals."""
+
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from speclp.inputs import BadArgument
+from speclp.lp import optimum
+from speclp.lp.hitting import g_exact
+from speclp.lp.instance import bv_toy, dirichlet_instance, ties_instance
+from speclp.lp.node_form import (
+    all_antichains,
+    antichain_form_optimum,
+    antichain_hulls,
+    antichain_of,
+    antichain_violations,
+    node_form_optimum,
+    path_masses,
+)
+from speclp.verifiers.tree import node_parents, num_nodes
+
+
+def is_antichain(members, vocab, depth):
+    """No member is a proper prefix of another (walk each member's parents)."""
+    parents, _ = node_parents(vocab, depth)
+    chosen = set(members)
+    for z in members:
+        u = parents[z]
+        while u > 0:
+            if u in chosen:
+                return False
+            u = parents[u]
+    return True
+
+
+def brute_antichains(vocab, depth):
+    """Every nonempty antichain, by testing every subset of nodes (tiny trees only)."""
+    nodes = range(1, num_nodes(vocab, depth))
+    return [s for r in range(1, len(nodes) + 1) for s in itertools.combinations(nodes, r)
+            if is_antichain(s, vocab, depth)]
+
+
+@pytest.mark.parametrize("vocab,depth", [(2, 2), (2, 3), (3, 2)])
+def test_all_antichains_matches_brute_force(vocab, depth):
+    listed = all_antichains(vocab, depth, limit=10**6)
+    assert sorted(listed) == sorted(brute_antichains(vocab, depth))
+    assert all_antichains(vocab, depth, limit=len(listed) - 1) is None
+
+
+@pytest.mark.parametrize("vocab,depth,paths,seed", [(2, 2, 2, 0), (2, 3, 3, 1), (3, 2, 2, 2),
+                                                    (2, 3, 2, 3), (3, 2, 4, 4)])
+def test_hull_separation_finds_the_most_violated_antichain(vocab, depth, paths, seed):
+    """The exact maximum of beta(Z) - g(Q(Z)) over all antichains equals the first
+    violation the hull reports (or none is violated), for random rational beta of every
+    scale; every reported antichain is one, with its excess recomputed from its members."""
+    model = dirichlet_instance(vocab, depth, seed=seed, denominator=16).model(exact=True)
+    mass = path_masses(model)
+    everything = brute_antichains(vocab, depth)
+    rng = np.random.default_rng(seed)
+    for scale in (Fraction(1, 8), Fraction(1, 2), Fraction(1), Fraction(2)):
+        beta = [Fraction(0)] + [scale * Fraction(int(v), 64)
+                                for v in rng.integers(0, 65, num_nodes(vocab, depth) - 1)]
+        best = max(sum((beta[z] for z in s), Fraction(0))
+                   - g_exact(sum((mass[z] for z in s), Fraction(0)), paths) for s in everything)
+        found = antichain_violations(beta, mass, paths, vocab, depth, exact=True)
+        if best <= 0:
+            assert found == []
+        else:
+            assert found[0][0] == best
+        for excess, members in found:
+            assert is_antichain(members, vocab, depth)
+            assert excess == (sum((beta[z] for z in members), Fraction(0))
+                              - g_exact(sum((mass[z] for z in members), Fraction(0)), paths))
+            assert excess > 0
+
+
+def test_hull_vertices_are_the_points_of_their_antichains():
+    model = dirichlet_instance(3, 3, seed=5, denominator=16).model(exact=True)
+    mass = path_masses(model)
+    rng = np.random.default_rng(0)
+    beta = [Fraction(0)] + [Fraction(int(v), 32) for v in rng.integers(0, 33, num_nodes(3, 3) - 1)]
+    hulls = antichain_hulls(beta, mass, 3, 3)
+    for n in (0, 1, 5):
+        for k, (x, y) in enumerate(hulls.vertices[n]):
+            members = antichain_of(hulls, n, k, 3)
+            assert x == sum((mass[z] for z in members), Fraction(0))
+            assert y == sum((beta[z] for z in members), Fraction(0))
+
+
+def test_the_node_form_example_is_cut_by_a_mixed_depth_antichain():
+    """docs/theory.md 7.1: the node form's optimal point violates beta(00) + beta(1) <=
+    1 - (7/64)^2 (an antichain of two depths), and the antichain form gives the optimum."""
+    inst = dirichlet_instance(2, 2, alpha=1.0, seed=4, denominator=8)
+    node = node_form_optimum(inst, 2)
+    assert node.exact_value == Fraction(12159, 4096)
+    beta = [Fraction(0)] + list(node.details["beta"])
+    model = inst.model(exact=True)
+    found = antichain_violations(beta, path_masses(model), 2, 2, 2, exact=True)
+    assert found and found[0][1] == (2, 3)  # nodes (1) and (0, 0)
+    assert found[0][0] == Fraction(7, 8) + Fraction(1, 8) - (1 - Fraction(49, 4096))
+    for method in ("enumerate", "cuts"):
+        form = antichain_form_optimum(inst, 2, method=method)
+        assert form.certified and form.exact_value == Fraction(6055, 2048)
+
+
+CASES = [(dirichlet_instance(2, 2, alpha=0.5, seed=s, denominator=16), k)
+         for s, k in ((0, 2), (1, 3), (2, 4))] + [
+    (dirichlet_instance(3, 2, alpha=1.0, seed=3, denominator=12), 2),
+    (dirichlet_instance(2, 3, alpha=0.7, seed=4, denominator=16), 3),
+    (dirichlet_instance(3, 3, alpha=1.0, seed=5, denominator=16), 2),
+    (dirichlet_instance(4, 2, alpha=0.3, seed=6, denominator=8), 3),
+    (dirichlet_instance(2, 4, alpha=1.0, seed=7, denominator=16), 2),
+    (ties_instance(3, 2, seed=1), 2), (ties_instance(2, 3, seed=2, denominator=6), 3),
+    (bv_toy(3), 2)]
+
+
+@pytest.mark.parametrize("inst,paths", CASES, ids=lambda c: getattr(c, "name", str(c)))
+def test_antichain_form_equals_the_optimum(inst, paths):
+    """Theorem 7.5 on rational instances (ties, zeros, up to 4 paths): the antichain form's
+    certified optimum is the engine's certified K-path optimum, exactly."""
+    best = optimum(inst, paths)
+    form = antichain_form_optimum(inst, paths)
+    assert best.certified and form.certified
+    assert form.exact_value == best.exact_value
+    assert form.details["min_subset_slack"] == 0
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_antichain_form_equals_the_enumerated_full_lp(seed):
+    inst = dirichlet_instance(2, 2, alpha=1.0, seed=20 + seed, denominator=8)
+    for paths in (2, 3):
+        full = optimum(inst, paths, method="full")
+        assert full.certified
+        assert antichain_form_optimum(inst, paths, method="enumerate").exact_value == full.exact_value
+        assert antichain_form_optimum(inst, paths, method="cuts").exact_value == full.exact_value
+
+
+def test_antichain_form_refuses_a_bad_method():
+    with pytest.raises(BadArgument, match="method"):
+        antichain_form_optimum(bv_toy(2), 2, method="nope")
+    with pytest.raises(BadArgument, match="enumerate"):
+        antichain_form_optimum(dirichlet_instance(3, 3, seed=0, denominator=8), 2,
+                               method="enumerate")
