@@ -164,20 +164,30 @@ class AntichainHulls:
     vertices: list[list[tuple[Any, Any]]]
     made: list[list[int]]
     owner: list[list[int]]
+    scale: list[Any] | None = None  # antichain_hulls(..., repair=K): each subtree's factor
 
 
-def antichain_hulls(beta: Sequence[Any], mass: Sequence[Any], vocab: int, depth: int
-                    ) -> AntichainHulls:
+def _g(x: Any, paths: int) -> Any:
+    """g(x) = 1 - (1 - x)^K: exact for a Fraction, float64 (no cancellation) for a float."""
+    if isinstance(x, Fraction):
+        return g_exact(x, paths)
+    return 1.0 if x >= 1 else -math.expm1(paths * math.log1p(-x))
+
+
+def antichain_hulls(beta: Sequence[Any], mass: Sequence[Any], vocab: int, depth: int,
+                    repair: int | None = None) -> AntichainHulls:
     """The hulls of AntichainHulls, bottom-up: a node's hull is the Minkowski sum of its
     children's (their edges merged by slope), with the point (Q(n), beta(n)) added on top
     (it has the largest abscissa; the vertices it leaves below the hull are dropped).
     beta, mass: [N] per node (index 0, the root, unused), floats or Fractions alike;
-    O(N L log V) operations."""
+    O(N L log V) operations. repair=K: each subtree's hull is scaled, as it is built, by the
+    largest factor <= 1 that puts its vertices under g_K (kept in .scale; antichain_feasible)."""
     n_nodes = num_nodes(vocab, depth)
     first_leaf = num_nodes(vocab, depth - 1)
     vertices: list[list[tuple[Any, Any]]] = [[] for _ in range(n_nodes)]
     made: list[list[int]] = [[] for _ in range(n_nodes)]
     owner: list[list[int]] = [[] for _ in range(n_nodes)]
+    scale: list[Any] = [1] * n_nodes
     for n in range(n_nodes - 1, -1, -1):
         points: list[tuple[Any, Any]] = []
         kinds: list[int] = []
@@ -209,8 +219,30 @@ def antichain_hulls(beta: Sequence[Any], mass: Sequence[Any], vocab: int, depth:
                     break
             points.append((top_x, top_y))
             kinds.append(-1)
+        if repair is not None:  # scale the subtree so that every antichain row inside it holds
+            factor = min([1] + [_g(x, repair) / y for x, y in points if y > 0])
+            if factor < 1:
+                points = [(x, factor * y) for x, y in points]
+                scale[n] = factor
         vertices[n], made[n] = points, kinds
-    return AntichainHulls(vertices, made, owner)
+    return AntichainHulls(vertices, made, owner, scale if repair is not None else None)
+
+
+def antichain_feasible(beta: Sequence[Any], mass: Sequence[Any], paths: int, vocab: int,
+                       depth: int) -> list[Any]:
+    """[N] a point that satisfies every antichain row beta(Z) <= g(Q(Z)), obtained from beta by
+    scaling subtrees down (bottom-up, each by the least factor its own rows need: the hull's
+    min g(x)/y): chain rows that beta satisfies still hold (a subtree scaled as a whole, by a
+    factor <= 1), and a point already feasible is returned unchanged. Exact for Fractions."""
+    hulls = antichain_hulls(beta, mass, vocab, depth, repair=paths)
+    assert hulls.scale is not None
+    factor = list(hulls.scale)
+    out = list(beta)
+    for n in range(1, len(out)):  # shortlex: every parent before its children
+        parent = (n - 1) // vocab
+        factor[n] = factor[n] * factor[parent]
+        out[n] = out[n] * factor[n]
+    return out
 
 
 def antichain_of(hulls: AntichainHulls, node: int, vertex: int, vocab: int) -> tuple[int, ...]:
@@ -247,8 +279,7 @@ def antichain_violations(beta: Sequence[Any], mass: Sequence[Any], paths: int, v
     found = []
     for n in (range(len(hulls.vertices)) if every_node else [0]):
         for k, (x, y) in enumerate(hulls.vertices[n]):
-            excess = y - (g_exact(x, paths) if exact else
-                          1.0 if x >= 1 else -math.expm1(paths * math.log1p(-x)))
+            excess = y - (g_exact(x, paths) if exact else _g(float(x), paths))
             if excess > 0:
                 found.append((excess, n, k))
     found.sort(key=lambda f: -f[0])

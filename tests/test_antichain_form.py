@@ -15,6 +15,7 @@ from speclp.lp.hitting import g_exact
 from speclp.lp.instance import bv_toy, dirichlet_instance, ties_instance
 from speclp.lp.node_form import (
     all_antichains,
+    antichain_feasible,
     antichain_form_optimum,
     antichain_hulls,
     antichain_of,
@@ -146,3 +147,25 @@ def test_antichain_form_refuses_a_bad_method():
     with pytest.raises(BadArgument, match="enumerate"):
         antichain_form_optimum(dirichlet_instance(3, 3, seed=0, denominator=8), 2,
                                method="enumerate")
+
+
+@pytest.mark.parametrize("vocab,depth,paths,seed", [(2, 3, 2, 0), (3, 2, 3, 1), (3, 3, 2, 2)])
+def test_antichain_feasible_repairs_by_scaling_subtrees(vocab, depth, paths, seed):
+    """The repaired point violates no antichain row (exactly), is below the input, scales every
+    subtree as a whole (so chain rows that held still hold), and leaves a feasible point as
+    it is."""
+    model = dirichlet_instance(vocab, depth, seed=seed, denominator=16).model(exact=True)
+    mass = path_masses(model)
+    rng = np.random.default_rng(seed)
+    parents, _ = node_parents(vocab, depth)
+    for scale in (Fraction(1, 4), Fraction(1), Fraction(3)):
+        beta = [Fraction(0)] + [scale * Fraction(int(v) + 1, 64)
+                                for v in rng.integers(0, 64, num_nodes(vocab, depth) - 1)]
+        fixed = antichain_feasible(beta, mass, paths, vocab, depth)
+        assert antichain_violations(fixed, mass, paths, vocab, depth, exact=True) == []
+        ratio = [f / b for f, b in zip(fixed[1:], beta[1:], strict=True)]
+        assert all(0 <= r <= 1 for r in ratio)  # 0: a node of draft mass 0
+        for z in range(1, len(beta)):  # a node's factor is its parent's times its own
+            if parents[z] > 0:
+                assert ratio[z - 1] <= ratio[parents[z] - 1]
+        assert antichain_feasible(fixed, mass, paths, vocab, depth) == fixed
