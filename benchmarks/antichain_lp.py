@@ -44,6 +44,7 @@ from speclp.verifiers.tree import TreeModel, depth_offset, num_nodes
 
 TOLERANCE = 1e-13  # a cut is added when violated by more (the lower bound's repair scales subtrees:
 # violations of 1e-10 left it 2e-8 below at (8, 3, 4))
+MARGIN = 2e-10  # the rows' tightening for the lower bound's point (twice HiGHS's tolerance)
 GAP = 1e-10  # stop when the LP value and the core's value are this close
 
 
@@ -69,6 +70,7 @@ def antichain_inout(model: TreeModel, paths: int, time_limit: float, cuts_per_ro
     lp = node_set_lp(model, cuts, [g_exact(sum((mass[z] for z in c), Fraction(0)), paths) for c in cuts],
                      "antichain-form", "antichain", paths)
     h = highs_model(lp, presolve=False, method="simplex")
+    present = set(cuts)
     start = time.process_time()
     rounds, core, lower, value, stop = 0, None, 1.0, float("nan"), "time limit"
     while time.process_time() - start < time_limit:
@@ -82,14 +84,15 @@ def antichain_inout(model: TreeModel, paths: int, time_limit: float, cuts_per_ro
         found: list[tuple[int, ...]] = []
         for point, at_lp in ((alpha * x + (1 - alpha) * core, False), (x, True)):
             violated = [m for e, m in antichain_violations(list(point), mass_float, paths, vocab,
-                                                           depth, False) if e > TOLERANCE]
+                                                           depth, False)
+                        if e > TOLERANCE and m not in present]  # a row in the LP: solver tolerance
             if violated:
                 found = violated[:cuts_per_round]
                 break
             if not at_lp:
                 core, lower = point, 1 + float(point[1:].sum())
         if not found:
-            core, lower, stop = x, value, "no violated antichain at the LP point"
+            core, lower, stop = x, value, "no violated antichain outside the LP at the LP point"
             break
         if value - lower <= GAP:
             stop = "LP value and core value 1e-10 apart"
@@ -99,9 +102,21 @@ def antichain_inout(model: TreeModel, paths: int, time_limit: float, cuts_per_ro
         h.addRows(len(found), np.full(len(found), -np.inf), np.array([bound(m) for m in found]), len(index),
                   starts, index, np.ones(len(index)))
         cuts += found
+        present.update(found)
+    duals = np.abs(np.asarray(h.getSolution().row_dual, dtype=np.float64))
+    if stop != "time limit":
+        # a point strictly inside the LP's rows for the lower bound: HiGHS meets a row only to its
+        # 1e-10 feasibility tolerance, and the repair's scaling turns such excesses into a loss
+        # several times larger; the upper bound keeps the duals of the untightened LP
+        rows = np.arange(n_nodes - 1, n_nodes - 1 + len(cuts), dtype=np.int32)
+        h.changeRowsBounds(len(rows), rows, np.full(len(rows), -np.inf),
+                           np.array([bound(m) for m in cuts]) - MARGIN)
+        h.run()
+        x = np.concatenate([[0.0], np.asarray(h.getSolution().col_value, dtype=np.float64)])
+        core, lower = x, 1 + float(x[1:].sum())
     seconds = time.process_time() - start
-    return {"h": h, "cuts": cuts, "core": core, "value": value, "lower_float": lower, "rounds": rounds,
-            "cut_rows": len(cuts), "seconds": seconds, "stop": stop}
+    return {"duals": duals, "cuts": cuts, "core": core, "value": value, "lower_float": lower,
+            "rounds": rounds, "cut_rows": len(cuts), "seconds": seconds, "stop": stop}
 
 
 def antichain_bounds(model: TreeModel, paths: int, run: dict[str, Any]) -> tuple[Fraction, Fraction]:
@@ -109,7 +124,7 @@ def antichain_bounds(model: TreeModel, paths: int, run: dict[str, Any]) -> tuple
     vocab, depth = model.vocab_size, model.depth
     n_nodes, first_leaf = num_nodes(vocab, depth), num_nodes(vocab, depth - 1)
     target, mass, cuts = model.target, path_masses(model), run["cuts"]
-    duals = np.abs(np.asarray(run["h"].getSolution().row_dual, dtype=np.float64))[n_nodes - 1:]
+    duals = run["duals"][n_nodes - 1:]
     covered = [Fraction(0)] * n_nodes
     upper = Fraction(1)
     for members, dual in zip(cuts, duals, strict=True):
