@@ -44,7 +44,8 @@ from speclp.verifiers.tree import TreeModel, depth_offset, num_nodes
 
 TOLERANCE = 1e-13  # a cut is added when violated by more (the lower bound's repair scales subtrees:
 # violations of 1e-10 left it 2e-8 below at (8, 3, 4))
-MARGIN = 2e-10  # the rows' tightening for the lower bound's point (twice HiGHS's tolerance)
+MARGIN = 1.2e-10  # the rows' tightening for the lower bound's point (HiGHS meets rows to 1e-10)
+POLISH_ROUNDS = 50  # at most this many rounds of cuts on the tightened LP
 GAP = 1e-10  # stop when the LP value and the core's value are this close
 
 
@@ -71,6 +72,16 @@ def antichain_inout(model: TreeModel, paths: int, time_limit: float, cuts_per_ro
                      "antichain-form", "antichain", paths)
     h = highs_model(lp, presolve=False, method="simplex")
     present = set(cuts)
+
+    def add_rows(found: list[tuple[int, ...]], margin: float) -> None:
+        starts = np.cumsum([0] + [len(m) for m in found[:-1]]).astype(np.int32)
+        index = np.concatenate([np.asarray(m, dtype=np.int32) - 1 for m in found])
+        h.addRows(len(found), np.full(len(found), -np.inf),
+                  np.array([bound(m) for m in found]) - margin, len(index), starts, index,
+                  np.ones(len(index)))
+        cuts.extend(found)
+        present.update(found)
+
     start = time.process_time()
     rounds, core, lower, value, stop = 0, None, 1.0, float("nan"), "time limit"
     while time.process_time() - start < time_limit:
@@ -97,25 +108,29 @@ def antichain_inout(model: TreeModel, paths: int, time_limit: float, cuts_per_ro
         if value - lower <= GAP:
             stop = "LP value and core value 1e-10 apart"
             break
-        starts = np.cumsum([0] + [len(m) for m in found[:-1]]).astype(np.int32)
-        index = np.concatenate([np.asarray(m, dtype=np.int32) - 1 for m in found])
-        h.addRows(len(found), np.full(len(found), -np.inf), np.array([bound(m) for m in found]), len(index),
-                  starts, index, np.ones(len(index)))
-        cuts += found
-        present.update(found)
+        add_rows(found, 0.0)
     duals = np.abs(np.asarray(h.getSolution().row_dual, dtype=np.float64))
+    dual_cuts = list(cuts)
     if stop != "time limit":
-        # a point strictly inside the LP's rows for the lower bound: HiGHS meets a row only to its
-        # 1e-10 feasibility tolerance, and the repair's scaling turns such excesses into a loss
-        # several times larger; the upper bound keeps the duals of the untightened LP
+        # a point strictly inside the rows for the lower bound: HiGHS meets a row only to its 1e-10
+        # feasibility tolerance, and the repair's scaling turns such excesses over rows of small
+        # bound into a loss far larger; so every row is tightened by MARGIN, and the tightened LP
+        # is cut again until its point violates no antichain outside it (the upper bound keeps
+        # the duals of the untightened LP)
         rows = np.arange(n_nodes - 1, n_nodes - 1 + len(cuts), dtype=np.int32)
         h.changeRowsBounds(len(rows), rows, np.full(len(rows), -np.inf),
                            np.array([bound(m) for m in cuts]) - MARGIN)
-        h.run()
-        x = np.concatenate([[0.0], np.asarray(h.getSolution().col_value, dtype=np.float64)])
+        for _ in range(POLISH_ROUNDS):
+            h.run()
+            x = np.concatenate([[0.0], np.asarray(h.getSolution().col_value, dtype=np.float64)])
+            found = [m for e, m in antichain_violations(list(x), mass_float, paths, vocab, depth, False)
+                     if e > -MARGIN / 2 and m not in present][:cuts_per_round]
+            if not found:
+                break
+            add_rows(found, MARGIN)
         core, lower = x, 1 + float(x[1:].sum())
     seconds = time.process_time() - start
-    return {"duals": duals, "cuts": cuts, "core": core, "value": value, "lower_float": lower,
+    return {"duals": duals, "cuts": dual_cuts, "core": core, "value": value, "lower_float": lower,
             "rounds": rounds, "cut_rows": len(cuts), "seconds": seconds, "stop": stop}
 
 
