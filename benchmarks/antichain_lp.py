@@ -57,7 +57,7 @@ def grid_model(vocab: int, depth: int, paths: int, alpha: float, seed: int) -> T
 
 
 def antichain_inout(model: TreeModel, paths: int, time_limit: float, cuts_per_round: int = 200,
-                    alpha: float = 0.5) -> dict[str, Any]:
+                    alpha: float = 0.5, drop_every: int = 0) -> dict[str, Any]:
     vocab, depth = model.vocab_size, model.depth
     n_nodes = num_nodes(vocab, depth)
     mass = path_masses(model)
@@ -72,6 +72,9 @@ def antichain_inout(model: TreeModel, paths: int, time_limit: float, cuts_per_ro
                      "antichain-form", "antichain", paths)
     h = highs_model(lp, presolve=False, method="simplex")
     present = set(cuts)
+    initial = len(cuts)
+    born = [0] * initial
+    dropped = 0
 
     def add_rows(found: list[tuple[int, ...]], margin: float) -> None:
         starts = np.cumsum([0] + [len(m) for m in found[:-1]]).astype(np.int32)
@@ -81,6 +84,25 @@ def antichain_inout(model: TreeModel, paths: int, time_limit: float, cuts_per_ro
                   np.ones(len(index)))
         cuts.extend(found)
         present.update(found)
+        born.extend([rounds] * len(found))
+
+    def drop_slack_rows() -> int:
+        """Delete the antichain rows (not the levels and single nodes) with no dual and a slack
+        over 1e-9 that are at least drop_every rounds old; they are separated again if needed."""
+        solution = h.getSolution()
+        row_value = np.asarray(solution.row_value, dtype=np.float64)
+        row_dual = np.asarray(solution.row_dual, dtype=np.float64)
+        gone = [i for i in range(initial, len(cuts))
+                if row_dual[n_nodes - 1 + i] == 0 and rounds - born[i] >= drop_every
+                and bound(cuts[i]) - row_value[n_nodes - 1 + i] > 1e-9]
+        if gone:
+            h.deleteRows(len(gone), np.asarray([n_nodes - 1 + i for i in gone], dtype=np.int32))
+            keep = sorted(set(range(len(cuts))) - set(gone))
+            for i in gone:
+                present.discard(cuts[i])
+            cuts[:] = [cuts[i] for i in keep]
+            born[:] = [born[i] for i in keep]
+        return len(gone)
 
     start = time.process_time()
     rounds, core, lower, value, stop = 0, None, 1.0, float("nan"), "time limit"
@@ -109,6 +131,8 @@ def antichain_inout(model: TreeModel, paths: int, time_limit: float, cuts_per_ro
             stop = "LP value and core value 1e-10 apart"
             break
         add_rows(found, 0.0)
+        if drop_every and rounds % drop_every == 0:
+            dropped += drop_slack_rows()
     duals = np.abs(np.asarray(h.getSolution().row_dual, dtype=np.float64))
     dual_cuts = list(cuts)
     if stop != "time limit":
@@ -131,7 +155,8 @@ def antichain_inout(model: TreeModel, paths: int, time_limit: float, cuts_per_ro
         core, lower = x, 1 + float(x[1:].sum())
     seconds = time.process_time() - start
     return {"duals": duals, "cuts": dual_cuts, "core": core, "value": value, "lower_float": lower,
-            "rounds": rounds, "cut_rows": len(cuts), "seconds": seconds, "stop": stop}
+            "rounds": rounds, "cut_rows": len(cuts), "seconds": seconds, "stop": stop,
+            "dropped_rows": dropped}
 
 
 def antichain_bounds(model: TreeModel, paths: int, run: dict[str, Any]) -> tuple[Fraction, Fraction]:
@@ -171,15 +196,18 @@ def main() -> None:
     parser.add_argument("seed", type=int)
     parser.add_argument("--time-limit", type=float, default=1800.0)
     parser.add_argument("--skip-master", action="store_true")
+    parser.add_argument("--drop-every", type=int, default=0,
+                        help="every N rounds delete old slack antichain rows (0: never)")
     parser.add_argument("--out")
     args = parser.parse_args()
     model = grid_model(args.V, args.L, args.K, args.alpha, args.seed)
     record: dict[str, Any] = {"shape": [args.V, args.L, args.K], "alpha": args.alpha, "seed": args.seed}
-    run = antichain_inout(model, args.K, args.time_limit)
+    run = antichain_inout(model, args.K, args.time_limit, drop_every=args.drop_every)
     t0 = time.process_time()
     lower, upper = antichain_bounds(model, args.K, run)
     record["antichain"] = {k: run[k] for k in ("rounds", "cut_rows", "seconds", "stop", "value",
-                                               "lower_float")}
+                                               "lower_float", "dropped_rows")}
+    record["drop_every"] = args.drop_every
     record["antichain"].update({"bounds_seconds": time.process_time() - t0, "lower": float(lower),
                                 "upper": float(upper), "width": float(upper - lower)})
     print(json.dumps(record["antichain"]), flush=True)
