@@ -136,7 +136,7 @@ RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 # folders of records that other scripts draw (benchmarks/*.py): `speclp plot` refuses them
 # (exit 2, naming what it reads); every other recorded folder is redrawn
 NOT_PLOT_RECORDS = {"beyond/adversarial", "beyond/adversarial_bv_extended", "beyond/realgap",
-                    "beyond/sweep", "gap_robustness", "realgap/l3"}
+                    "beyond/sweep", "gap_robustness", "gap_speed", "realgap/l3"}
 
 
 def recorded_folders() -> list[str]:
