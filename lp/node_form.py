@@ -180,8 +180,9 @@ def antichain_hulls(beta: Sequence[Any], mass: Sequence[Any], vocab: int, depth:
     children's (their edges merged by slope), with the point (Q(n), beta(n)) added on top
     (it has the largest abscissa; the vertices it leaves below the hull are dropped).
     beta, mass: [N] per node (index 0, the root, unused), floats or Fractions alike; the
-    hulls have O(N L) edges in all, each node sorting its children's. repair=K: each subtree's hull is scaled, as it is built, by the
-    largest factor <= 1 that puts its vertices under g_K (kept in .scale; antichain_feasible)."""
+    hulls have O(N L) edges in all, each node sorting its children's. repair=K: each
+    subtree's hull is scaled, as it is built, by the largest factor <= 1 that puts its
+    vertices under g_K (kept in .scale; antichain_feasible)."""
     n_nodes = num_nodes(vocab, depth)
     first_leaf = num_nodes(vocab, depth - 1)
     vertices: list[list[tuple[Any, Any]]] = [[] for _ in range(n_nodes)]
