@@ -92,8 +92,8 @@ def antichain_inout(model: TreeModel, paths: int, time_limit: float, cuts_per_ro
         solution = h.getSolution()
         row_value = np.asarray(solution.row_value, dtype=np.float64)
         row_dual = np.asarray(solution.row_dual, dtype=np.float64)
-        gone = [i for i in range(initial, len(cuts))
-                if row_dual[n_nodes - 1 + i] == 0 and rounds - born[i] >= drop_every
+        gone = [i for i in range(initial, len(cuts))  # old rows only: the last solve saw them
+                if rounds - born[i] >= drop_every and row_dual[n_nodes - 1 + i] == 0
                 and bound(cuts[i]) - row_value[n_nodes - 1 + i] > 1e-9]
         if gone:
             h.deleteRows(len(gone), np.asarray([n_nodes - 1 + i for i in gone], dtype=np.int32))
