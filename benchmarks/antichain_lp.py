@@ -200,6 +200,10 @@ def main() -> None:
                         help="every N rounds delete old slack antichain rows (0: never)")
     parser.add_argument("--out")
     args = parser.parse_args()
+    if not (2 <= args.V and 1 <= args.L and 1 <= args.K and args.seed >= 0 and args.alpha > 0
+            and args.V ** (args.L + 1) <= 10**6 and args.time_limit > 0):
+        parser.error("need V >= 2, L >= 1, K >= 1, seed >= 0, alpha > 0, time limit > 0 and at most "
+                     "10^6 nodes (V^(L+1))")
     model = grid_model(args.V, args.L, args.K, args.alpha, args.seed)
     record: dict[str, Any] = {"shape": [args.V, args.L, args.K], "alpha": args.alpha, "seed": args.seed}
     run = antichain_inout(model, args.K, args.time_limit, drop_every=args.drop_every)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 from speclp.experiments.sweep import folder_tasks, load_results, summarize
+from speclp.inputs import BadArgument
 
 ROOT = Path(__file__).resolve().parent.parent
 TOLERANCE = 1e-12
@@ -85,7 +86,10 @@ def main() -> None:
     parser.add_argument("folder", nargs="?", default=str(ROOT / "benchmarks/results/sweep_grid"))
     parser.add_argument("--out", help="write the markdown here too")
     args = parser.parse_args()
-    text = findings(Path(args.folder))
+    try:
+        text = findings(Path(args.folder))
+    except BadArgument as err:  # a missing or foreign folder: one line, exit 2
+        parser.error(str(err))
     print(text, end="")
     if args.out:
         Path(args.out).write_text(text)
