@@ -35,13 +35,20 @@ The record (Optimum)
                      when details["certified_within"] is set)
     details["certified_within"], ["lower_bound_exact"], ["upper_bound_exact"] (colgen,
                      i.i.d. drafts, where the exact certificate was skipped or failed): exact
-                     bounds lower <= optimum <= upper with upper - lower = w <= 1e-9 from the
-                     node-budget master (speclp.lp.colgen.node_master_bounds). lower = the
-                     exact value of the float master's mixture (weights rationalised and
-                     renormalised, BV against the mixture's skewed law r: a lossless
-                     verifier); upper = weak duality with the rationalised float duals and
-                     every priority priced exactly. "certified within w" is labelled apart
-                     from "certified" (exactly); value is then the exact lower bound.
+                     bounds lower <= optimum <= upper with upper - lower = w <= 1e-9, from
+                     the node-budget master (details["master"] "node-budget";
+                     speclp.lp.colgen.node_master_bounds): lower = the exact value of the
+                     float master's mixture (weights rationalised and renormalised, BV
+                     against the mixture's skewed law r: a lossless verifier); upper = weak
+                     duality with the rationalised float duals and every priority priced
+                     exactly. Or, at V^L >= 512 leaves and depth <= 3, from the antichain
+                     form (details["master"] "antichain form"; docs/theory.md 7.5,
+                     speclp.lp.node_form.antichain_bounds): lower = 1 + sum of a point made
+                     exactly feasible for every antichain row, upper = weak duality with
+                     its rationalised row duals (both bound the K-path optimum by Theorem
+                     7.5); where that fails to certify within 1e-9 the node-budget master
+                     runs. "certified within w" is labelled apart from "certified"
+                     (exactly); value is then the exact lower bound.
     certificate      text: what was checked, or why it failed
     status           Status ("optimal", "time_limit", ...: a str Enum; OTHER for a solver
                      word not listed, kept in solver_status, which to_json prints)
@@ -107,6 +114,12 @@ EXACT_PHASE_MAX_LEAVES = 128  # i.i.d. instances with more leaves V^L are solved
 # of the selection master's exact basis certificate (its dense core exceeded
 # certify.MAX_DENSE_CORE after minutes at V = 8, L = 3, K = 4; 15 min did not finish at
 # V = 4, L = 4, K = 4); a failed exact certificate also falls back to the bounds
+ANTICHAIN_MIN_LEAVES = 512  # past EXACT_PHASE_MAX_LEAVES, i.i.d. instances with at least this
+ANTICHAIN_MAX_DEPTH = 3  # many leaves and at most this depth are solved first on the antichain
+# form (node_form.antichain_inout; docs/theory.md 7.5), the node-budget master where it does not
+# certify within BOUNDS_WIDTH: side by side (benchmarks/results/gap_speed/antichain_lp.md) it is
+# 3.2x and 8.2x faster at V = 8, L = 3 (K = 3, 4), slower at 256 leaves ((4, 4, 4), (16, 2, 4),
+# (2, 8, 3)), and it does not converge in 900 s at V = 8, L = 4
 DEFAULT_TIME_LIMIT = 600.0  # seconds: column generation and the full LP never run on unbounded
 BACKENDS = ("highs", "cvxpy")
 
@@ -416,8 +429,74 @@ def _colgen_optimum(model: TreeModel, paths: int, draft_sampling: str, certify: 
 
 def _bounded_optimum(model: TreeModel, paths: int, rational: bool, time_limit: float | None,
                      start: float, why: str) -> Optimum:
-    """The optimum from the node-budget master, certified within w by exact bounds when they
-    are at most BOUNDS_WIDTH apart (the Optimum docstring); model exact, i.i.d. drafts."""
+    """The optimum certified within w by exact bounds when they are at most BOUNDS_WIDTH apart
+    (the Optimum docstring): from the antichain form at ANTICHAIN_MIN_LEAVES leaves and
+    ANTICHAIN_MAX_DEPTH (half the time limit), else, or where it did not certify, from the
+    node-budget master; model exact, i.i.d. drafts."""
+    notes = [why]
+    if (model.depth <= ANTICHAIN_MAX_DEPTH
+            and model.vocab_size ** model.depth >= ANTICHAIN_MIN_LEAVES):
+        record = _antichain_optimum(model, paths, rational,
+                                    None if time_limit is None else time_limit / 2, start, why)
+        if record.certified_within is not None:
+            return record
+        notes.append(f"antichain form: {record.certificate}; the node-budget master instead")
+        if time_limit is not None:
+            time_limit -= time.perf_counter() - start
+    return _node_master_optimum(model, paths, rational, time_limit, start, notes)
+
+
+def _antichain_optimum(model: TreeModel, paths: int, rational: bool, time_limit: float | None,
+                       start: float, why: str) -> Optimum:
+    """The optimum from the antichain form by in-out cutting planes, with exact bounds
+    (speclp.lp.node_form.antichain_inout, antichain_bounds); model exact, i.i.d. drafts."""
+    from .node_form import antichain_bounds, antichain_inout  # node_form imports this module
+
+    run = antichain_inout(model, paths, time_limit)
+    record = Optimum(
+        value=None, exact_value=None, certified=False, certificate="", status=run.status,
+        method="colgen", rational=rational, seconds=0.0, solve_seconds=run.seconds,
+        size={"antichain_rows": run.cut_rows,
+              "chain_rows": num_nodes(model.vocab_size, model.depth) - 1},
+        notes=[why, f"antichain form: {run.rounds} rounds, {run.cut_rows} antichain rows "
+               f"({run.stop})"] + run.notes,
+        details={"iterations": run.rounds, "exact_rounds": 0, "master": "antichain form"})
+    if run.status != "optimal":
+        record.certificate = (f"time limit {time_limit:g} s hit after {run.rounds} rounds"
+                              if run.status == "time_limit" else f"HiGHS status {run.status}")
+        record.seconds = time.perf_counter() - start
+        return record
+    t0 = time.perf_counter()
+    lower, upper = antichain_bounds(model, paths, run)
+    record.certify_seconds = time.perf_counter() - t0
+    _set_bounds(record, lower, upper, (
+        f"exact lower bound {float(lower):.15g} = 1 + sum of the final point made exactly "
+        f"feasible for every antichain row, exact upper bound {float(upper):.15g} = weak "
+        f"duality of the {run.cut_rows} rows' rationalised duals (the antichain form, whose "
+        f"optimum is the K-path optimum: docs/theory.md Theorem 7.5); {why}"), why)
+    record.seconds = time.perf_counter() - start
+    return record
+
+
+def _set_bounds(record: Optimum, lower: Fraction, upper: Fraction, how: str, why: str) -> None:
+    """Put exact bounds on a record: "certified within w" when 0 <= w <= BOUNDS_WIDTH."""
+    width = upper - lower
+    record.value = float(lower)
+    record.details.update({"lower_bound_exact": fraction_text(lower),
+                           "upper_bound_exact": fraction_text(upper), "bounds_width": float(width)})
+    if 0 <= width <= BOUNDS_WIDTH:
+        record.details["certified_within"] = float(width)
+        record.certificate = f"certified within {float(width):.3g} (not exactly): {how}"
+    else:
+        record.certificate = (f"{why}; exact bounds [{float(lower):.15g}, {float(upper):.15g}] "
+                              f"are {float(width):.3g} apart (> {float(BOUNDS_WIDTH):g}): NOT "
+                              "certified")
+
+
+def _node_master_optimum(model: TreeModel, paths: int, rational: bool, time_limit: float | None,
+                         start: float, notes: list[str]) -> Optimum:
+    """The optimum from the node-budget master with its exact bounds (node_master_bounds)."""
+    why = notes[0]
     master = master_data(model, paths, "iid", exact=True)
     result = solve_node_master(master, time_limit=time_limit)
     record = Optimum(
@@ -426,7 +505,7 @@ def _bounded_optimum(model: TreeModel, paths: int, rational: bool, time_limit: f
         size={"configurations": master.count_configurations(),
               "node_master_rows": 2 * (num_nodes(model.vocab_size, model.depth) - 1) + 1,
               "priorities": len(result.priorities)},
-        notes=[why, f"node-budget master: {result.iterations} solves"] + list(result.notes),
+        notes=notes + [f"node-budget master: {result.iterations} solves"] + list(result.notes),
         details={"iterations": result.iterations, "exact_rounds": 0,
                  "master": "node-budget"})
     if result.status != "optimal":
@@ -439,22 +518,11 @@ def _bounded_optimum(model: TreeModel, paths: int, rational: bool, time_limit: f
         return record
     t0 = time.perf_counter()
     lower, upper = node_master_bounds(model, master, result)
-    width = upper - lower
     record.certify_seconds = time.perf_counter() - t0
-    record.value = float(lower)
-    record.details.update({"lower_bound_exact": fraction_text(lower),
-                           "upper_bound_exact": fraction_text(upper), "bounds_width": float(width)})
-    if 0 <= width <= BOUNDS_WIDTH:
-        record.details["certified_within"] = float(width)
-        record.certificate = (
-            f"certified within {float(width):.3g} (not exactly): exact lower bound "
-            f"{float(lower):.15g} = BV against the node master's mixture of "
-            f"{len(result.priorities)} priorities (weights rationalised), exact upper bound "
-            f"{float(upper):.15g} = weak duality of the rationalised duals with every priority "
-            f"priced exactly; {why}")
-    else:
-        record.certificate = (f"{why}; exact bounds [{float(lower):.15g}, {float(upper):.15g}] "
-                              f"are {float(width):.3g} apart (> {float(BOUNDS_WIDTH):g}): NOT "
-                              "certified")
+    _set_bounds(record, lower, upper, (
+        f"exact lower bound {float(lower):.15g} = BV against the node master's mixture of "
+        f"{len(result.priorities)} priorities (weights rationalised), exact upper bound "
+        f"{float(upper):.15g} = weak duality of the rationalised duals with every priority "
+        f"priced exactly; {why}"), why)
     record.seconds = time.perf_counter() - start
     return record

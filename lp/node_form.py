@@ -17,15 +17,19 @@ The antichain form (docs/theory.md section 7.5; antichain_form_optimum) has the 
 beta(Z) <= f(cyl(Z)) for every antichain Z, nodes of mixed depths allowed, and is EXACT:
 its optimum is the K-path optimum (Theorem 7.5, by Frank's discrete sandwich theorem). It
 is separated (i.i.d.) by the upper concave hulls of the points (Q(Z), beta(Z)), built
-bottom-up as Minkowski sums (antichain_hulls). Not the engine: a second, independent route
-to the optimum, and the subject of benchmarks/antichain_lp.py.
+bottom-up as Minkowski sums (antichain_hulls). antichain_form_optimum solves it with an exact
+basis certificate (small trees); antichain_inout and antichain_bounds solve it by in-out
+cutting planes with exact bounds, the engine's route past 128 leaves where it beats the
+node-budget master (speclp.lp.engine: V^L >= 512 leaves at depth <= 3;
+benchmarks/antichain_lp.py measures both side by side).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -47,6 +51,7 @@ from .hitting import HittingFunction, g_exact, hitting_function
 from .instance import Instance
 from .program import Block, LinearProgram, ValueTable
 from .rows import chain_rows
+from .solve import highs_model
 
 
 def node_form_lp(model: TreeModel, hittings: Sequence[HittingFunction],
@@ -384,3 +389,220 @@ def antichain_form_optimum(instance: Instance | TreeModel, paths: int, method: s
                                      max_rounds)
     record.details["beta"] = list(vertex) if vertex is not None else None
     return record
+
+
+# ---------------------------------------------------------------------------
+# the antichain form by in-out cutting planes, with exact bounds (the engine's route at
+# V^L >= 512 leaves and depth <= 3; benchmarks/antichain_lp.py)
+# ---------------------------------------------------------------------------
+
+INOUT_TOLERANCE = 1e-13  # an antichain is cut when violated by more (the lower bound's repair
+# scales subtrees: violations of 1e-10 left it 2e-8 below at (8, 3, 4))
+INOUT_MARGIN = 1.2e-10  # the rows' tightening for the lower bound's point (HiGHS meets rows to 1e-10)
+INOUT_POLISH_ROUNDS = 50  # at most this many rounds of cuts on the tightened LP
+INOUT_GAP = 1e-10  # stop when the LP value and the core's value are this close
+
+
+@dataclass
+class AntichainRun:
+    """A run of antichain_inout. status: "optimal" (stopped by its test, `stop` says which),
+    "time_limit", or HiGHS's word for a solve that did not end optimal; value: the last LP
+    value (float, an upper bound up to float error); lower_float: 1 + sum of `core`, the
+    point the lower bound starts from; duals: [rows] the row duals (absolute values) of the
+    last untightened solve, for the rows `cuts` (after the N - 1 chain rows)."""
+
+    status: str
+    stop: str
+    rounds: int
+    seconds: float
+    value: float
+    lower_float: float
+    core: np.ndarray
+    duals: np.ndarray
+    cuts: list[tuple[int, ...]]
+    dropped_rows: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def cut_rows(self) -> int:
+        return len(self.cuts)
+
+
+def antichain_inout(model: TreeModel, paths: int, time_limit: float | None = None,
+                    cuts_per_round: int = 200, alpha: float = 0.5, drop_every: int = 0,
+                    clock: Callable[[], float] = time.perf_counter) -> AntichainRun:
+    """The antichain form (i.i.d. drafts) by in-out cutting planes, float64 on a warm HiGHS
+    model: it starts from the full levels and the single nodes; each round separates first at
+    the midpoint (weight alpha) of the LP point and a feasible "core" point, and at the LP
+    point only when the midpoint is feasible (the midpoint then becomes the core); the cuts are
+    the most violated antichains of every subtree's hull (antichain_violations) not yet in the
+    LP. It stops when no antichain outside the LP is violated by more than INOUT_TOLERANCE at
+    the LP point, when the LP value and the core's value are INOUT_GAP apart, or at the time
+    limit (seconds of `clock`). At a stop by its test, every row is then tightened by
+    INOUT_MARGIN and cut again (HiGHS meets rows only to 1e-10) for the point of the lower
+    bound. drop_every = N > 0: every N rounds, delete the antichain rows with no dual and a
+    slack over 1e-9 that are at least N rounds old. antichain_bounds turns a run into exact
+    bounds, valid whatever the run's numbers (a run stopped early gives a wider bracket)."""
+    start = clock()
+    vocab, depth = model.vocab_size, model.depth
+    n_nodes = num_nodes(vocab, depth)
+    mass = path_masses(model)
+    mass_float = [float(m) for m in mass]
+    cuts = [tuple(range(depth_offset(vocab, d), depth_offset(vocab, d + 1)))
+            for d in range(1, depth + 1)] + [(z,) for z in range(1, n_nodes)]
+    bounds: dict[tuple[int, ...], Fraction] = {}
+
+    def bound(members: tuple[int, ...]) -> Fraction:
+        if members not in bounds:
+            bounds[members] = g_exact(sum((mass[z] for z in members), Fraction(0)), paths)
+        return bounds[members]
+
+    h = highs_model(node_set_lp(model, cuts, [bound(c) for c in cuts], "antichain-form",
+                                "antichain", paths), presolve=False, method="simplex")
+    present = set(cuts)
+    initial = len(cuts)
+    born = [0] * initial
+    rounds = dropped = 0
+
+    def add_rows(found: list[tuple[int, ...]], margin: float) -> None:
+        starts = np.cumsum([0] + [len(m) for m in found[:-1]]).astype(np.int32)
+        index = np.concatenate([np.asarray(m, dtype=np.int32) - 1 for m in found])
+        h.addRows(len(found), np.full(len(found), -np.inf),
+                  np.array([float(bound(m)) for m in found]) - margin, len(index), starts, index,
+                  np.ones(len(index)))
+        cuts.extend(found)
+        present.update(found)
+        born.extend([rounds] * len(found))
+
+    def drop_slack_rows() -> int:
+        solution = h.getSolution()
+        row_value = np.asarray(solution.row_value, dtype=np.float64)
+        row_dual = np.asarray(solution.row_dual, dtype=np.float64)
+        gone = [i for i in range(initial, len(cuts))  # old rows only: the last solve saw them
+                if rounds - born[i] >= drop_every and row_dual[n_nodes - 1 + i] == 0
+                and float(bound(cuts[i])) - row_value[n_nodes - 1 + i] > 1e-9]
+        if gone:
+            h.deleteRows(len(gone), np.asarray([n_nodes - 1 + i for i in gone], dtype=np.int32))
+            keep = sorted(set(range(len(cuts))) - set(gone))
+            for i in gone:
+                present.discard(cuts[i])
+            cuts[:] = [cuts[i] for i in keep]
+            born[:] = [born[i] for i in keep]
+        return len(gone)
+
+    def left() -> float | None:
+        return None if time_limit is None else time_limit - (clock() - start)
+
+    def run_lp() -> str:
+        remaining = left()
+        h.setOptionValue("time_limit", float("inf") if remaining is None else max(remaining, 1e-3))
+        h.run()
+        status = h.modelStatusToString(h.getModelStatus()).lower()
+        return "optimal" if status == "optimal" else (
+            "time_limit" if "time limit" in status else status)
+
+    def point() -> np.ndarray:
+        return np.concatenate([[0.0], np.asarray(h.getSolution().col_value, dtype=np.float64)])
+
+    core: np.ndarray | None = None
+    lower, value, status, stop = 1.0, float("nan"), "time_limit", "time limit"
+    duals, dual_cuts = np.zeros(0), []
+    while (remaining := left()) is None or remaining > 0:
+        solved = run_lp()
+        if solved != "optimal":
+            status, stop = solved, f"HiGHS ended {solved} in round {rounds + 1}"
+            break
+        rounds += 1
+        x = point()
+        duals = np.abs(np.asarray(h.getSolution().row_dual, dtype=np.float64))[n_nodes - 1:]
+        dual_cuts = list(cuts)  # the rows of these duals (rows are added and dropped below)
+        value = 1.0 + float(x[1:].sum())
+        if core is None:
+            core = np.asarray(antichain_feasible(list(x), mass_float, paths, vocab, depth))
+            lower = 1.0 + float(core[1:].sum())
+        found: list[tuple[int, ...]] = []
+        for candidate, at_lp in ((alpha * x + (1 - alpha) * core, False), (x, True)):
+            violated = [m for e, m in antichain_violations(list(candidate), mass_float, paths,
+                                                           vocab, depth, False)
+                        if e > INOUT_TOLERANCE and m not in present]  # in the LP: HiGHS's part
+            if violated:
+                found = violated[:cuts_per_round]
+                break
+            if not at_lp:
+                core, lower = candidate, 1.0 + float(candidate[1:].sum())
+        if not found:
+            core, lower = x, value
+            status, stop = "optimal", "no antichain outside the LP violated at the LP point"
+            break
+        if value - lower <= INOUT_GAP:
+            status, stop = "optimal", f"LP value and core value {INOUT_GAP:g} apart"
+            break
+        add_rows(found, 0.0)
+        if drop_every and rounds % drop_every == 0:
+            dropped += drop_slack_rows()
+    notes: list[str] = []
+    if status == "optimal":
+        # a point strictly inside the rows for the lower bound: HiGHS meets a row only to its
+        # 1e-10 feasibility tolerance, and the repair's scaling turns such excesses over rows
+        # of small bound into a far larger loss; so every row is tightened by INOUT_MARGIN and
+        # the tightened LP is cut again until its point violates no antichain outside it
+        rows = np.arange(n_nodes - 1, n_nodes - 1 + len(cuts), dtype=np.int32)
+        h.changeRowsBounds(len(rows), rows, np.full(len(rows), -np.inf),
+                           np.array([float(bound(m)) for m in cuts]) - INOUT_MARGIN)
+        for _ in range(INOUT_POLISH_ROUNDS):
+            if run_lp() != "optimal":
+                notes.append("the tightened LP did not end optimal: the lower bound keeps the "
+                             "untightened point")
+                break
+            x = point()
+            core, lower = x, 1.0 + float(x[1:].sum())
+            found = [m for e, m in antichain_violations(list(x), mass_float, paths, vocab,
+                                                         depth, False)
+                     if e > -INOUT_MARGIN / 2 and m not in present][:cuts_per_round]
+            if not found:
+                break
+            add_rows(found, INOUT_MARGIN)
+    if core is None:
+        core = np.zeros(n_nodes)
+    return AntichainRun(status, stop, rounds, clock() - start, value, lower, core, duals,
+                        dual_cuts, dropped, notes)
+
+
+def antichain_bounds(model: TreeModel, paths: int, run: AntichainRun) -> tuple[Fraction, Fraction]:
+    """Exact (lower, upper) bounds on the K-path optimum (i.i.d.) from a run of
+    antichain_inout, trusting none of its numbers (model exact):
+
+    upper: weak duality of the antichain form with the antichain rows' duals y(Z) >= 0
+    rationalised from the run's floats and the chain duals recomputed bottom-up as the
+    smallest that keep every beta column dual feasible, nu(z) = max(0, 1 + sum_t p(t|z)
+    nu(z t) - sum_{Z containing z} y(Z)): upper = 1 + sum_Z y(Z) g(Q(Z)) + sum_t p(t) nu(t).
+    Valid for any y >= 0; the antichain form's optimum is the K-path optimum (Theorem 7.5).
+    lower: 1 + sum of the run's core point made exactly feasible (rationalised, clipped to
+    beta >= 0 and to the chain rows top-down, then subtrees scaled down until every antichain
+    row holds: antichain_feasible); a feasible point of the antichain form is at most its
+    optimum, the K-path optimum (Theorem 7.5)."""
+    vocab, depth = model.vocab_size, model.depth
+    n_nodes, first_leaf = num_nodes(vocab, depth), num_nodes(vocab, depth - 1)
+    target, mass = model.target, path_masses(model)
+    covered = [Fraction(0)] * n_nodes
+    upper = Fraction(1)
+    for members, dual in zip(run.cuts, run.duals, strict=True):
+        if dual > 0:
+            y = Fraction(float(dual))
+            upper += y * g_exact(sum((mass[z] for z in members), Fraction(0)), paths)
+            for z in members:
+                covered[z] += y
+    chain = [Fraction(0)] * n_nodes
+    for z in range(n_nodes - 1, 0, -1):  # deepest first (shortlex)
+        below = Fraction(0)
+        if z < first_leaf:
+            below = sum((target[z, t] * chain[z * vocab + 1 + t] for t in range(vocab)),
+                        Fraction(0))
+        chain[z] = max(Fraction(0), 1 + below - covered[z])
+    upper += sum((target[0, t] * chain[1 + t] for t in range(vocab)), Fraction(0))
+    beta = [Fraction(0)] + [max(Fraction(0), Fraction(float(v))) for v in run.core[1:]]
+    for n in range(1, n_nodes):  # chain rows, top-down
+        parent, token = (n - 1) // vocab, (n - 1) % vocab
+        beta[n] = min(beta[n], target[parent, token] * (1 if parent == 0 else beta[parent]))
+    beta = antichain_feasible(beta, mass, paths, vocab, depth)
+    return 1 + sum(beta[1:], Fraction(0)), upper

@@ -1,6 +1,8 @@
 """The antichain form of the K-path LP (docs/theory.md section 7.5, i.i.d. drafts): its hull
-separation against brute force over every antichain, and its optimum against the engine's
-certified optimum and the enumerated full LP, exactly in rationals."""
+separation against brute force over every antichain, its optimum against the engine's
+certified optimum and the enumerated full LP, exactly in rationals, and its in-out cutting
+planes with exact bounds (the engine's route at V^L >= 512 leaves, depth <= 3) against the
+same certified optima, with tampered runs that must not certify."""
 
 from __future__ import annotations
 
@@ -10,14 +12,16 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from speclp.inputs import BadArgument
-from speclp.lp import optimum
+from speclp.lp import engine, optimum
 from speclp.lp.hitting import g_exact
 from speclp.lp.instance import bv_toy, dirichlet_instance, ties_instance
 from speclp.lp.node_form import (
     all_antichains,
+    antichain_bounds,
     antichain_feasible,
     antichain_form_optimum,
     antichain_hulls,
+    antichain_inout,
     antichain_of,
     antichain_violations,
     node_form_optimum,
@@ -169,3 +173,93 @@ def test_antichain_feasible_repairs_by_scaling_subtrees(vocab, depth, paths, see
             if parents[z] > 0:
                 assert ratio[z - 1] <= ratio[parents[z] - 1]
         assert antichain_feasible(fixed, mass, paths, vocab, depth) == fixed
+
+
+@pytest.mark.parametrize("inst,paths", CASES, ids=lambda c: getattr(c, "name", str(c)))
+def test_inout_bounds_bracket_the_certified_optimum(inst, paths):
+    """The in-out run's exact bounds hold the engine's exactly certified optimum (an
+    independent solve: the selection master with its basis certificate) within 1e-9."""
+    best = optimum(inst, paths)
+    model = inst.model(exact=True)
+    run = antichain_inout(model, paths)
+    assert run.status == "optimal", run.stop
+    lower, upper = antichain_bounds(model, paths, run)
+    assert isinstance(lower, Fraction) and isinstance(upper, Fraction)
+    assert lower <= best.exact_value <= upper
+    assert upper - lower <= Fraction(1, 10**9)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_inout_bounds_hold_for_any_duals_and_any_point(seed):
+    """The bounds trust none of the run's numbers: with the duals replaced by random
+    non-negative ones, the upper bound still holds (weak duality with the chain duals
+    recomputed); with the point replaced by a random one, far outside the rows, the lower
+    bound still holds (the exact repair). Both are then far from tight."""
+    inst = dirichlet_instance(3, 3, alpha=0.7, seed=seed, denominator=12)
+    best = optimum(inst, 2).exact_value
+    model = inst.model(exact=True)
+    run = antichain_inout(model, 2)
+    rng = np.random.default_rng(seed)
+    run.duals = rng.random(len(run.duals)) * rng.integers(0, 2, len(run.duals))
+    run.core = np.concatenate([[0.0], rng.random(len(run.core) - 1) * 2])
+    lower, upper = antichain_bounds(model, 2, run)
+    assert lower <= best <= upper
+    assert upper - lower > Fraction(1, 10**3)
+    run.duals = run.duals * 0  # no antichain dual: the chain duals alone (the BV-free bound)
+    assert antichain_bounds(model, 2, run)[1] >= best
+
+
+def test_inout_time_limit_gives_valid_wide_bounds():
+    """A run stopped by its time limit says so, and its bounds still hold the optimum."""
+    inst = dirichlet_instance(3, 3, alpha=1.0, seed=5, denominator=16)
+    best = optimum(inst, 3).exact_value
+    model = inst.model(exact=True)
+    run = antichain_inout(model, 3, time_limit=0.0)
+    assert run.status == "time_limit" and run.rounds == 0
+    lower, upper = antichain_bounds(model, 3, run)
+    assert lower <= best <= upper
+
+
+def _antichain_engine(monkeypatch):
+    monkeypatch.setattr(engine, "EXACT_PHASE_MAX_LEAVES", 0)  # certify by exact bounds
+    monkeypatch.setattr(engine, "ANTICHAIN_MIN_LEAVES", 0)  # on the antichain form
+
+
+def test_engine_certifies_within_w_on_the_antichain_form(monkeypatch):
+    inst = dirichlet_instance(3, 3, alpha=0.7, seed=3, denominator=12)
+    exact = optimum(inst, 3)
+    _antichain_engine(monkeypatch)
+    bounded = optimum(inst, 3)
+    assert bounded.details["master"] == "antichain form"
+    assert not bounded.certified and bounded.certified_within <= 1e-9
+    lower, upper = bounded.bounds
+    assert lower <= exact.exact_value <= upper and bounded.value == float(lower)
+    assert "Theorem 7.5" in bounded.certificate and bounded.label.startswith("certified within")
+
+
+def test_engine_falls_back_to_the_node_master_when_the_bounds_do_not_meet(monkeypatch):
+    """Tampered bounds (the upper one 1e-6 too low, below the lower one) are refused by the
+    antichain route, never reported: the node-budget master then certifies, and the record
+    says why."""
+    from speclp.lp import node_form
+
+    inst = dirichlet_instance(3, 3, alpha=0.7, seed=3, denominator=12)
+    exact = optimum(inst, 2)
+    _antichain_engine(monkeypatch)
+    real = node_form.antichain_bounds
+    monkeypatch.setattr(node_form, "antichain_bounds", lambda model, paths, run: (
+        real(model, paths, run)[0], real(model, paths, run)[1] - Fraction(1, 10**6)))
+    record = optimum(inst, 2)
+    assert record.details["master"] == "node-budget"
+    assert any(n.startswith("antichain form:") and "NOT certified" in n for n in record.notes)
+    lower, upper = record.bounds
+    assert lower <= exact.exact_value <= upper and record.certified_within <= 1e-9
+
+
+def test_engine_keeps_the_node_master_below_512_leaves_or_past_depth_3(monkeypatch):
+    monkeypatch.setattr(engine, "EXACT_PHASE_MAX_LEAVES", 0)
+    assert optimum(dirichlet_instance(3, 3, seed=1, denominator=12), 2).details[
+        "master"] == "node-budget"  # 27 leaves < 512
+    monkeypatch.setattr(engine, "ANTICHAIN_MIN_LEAVES", 0)
+    assert optimum(dirichlet_instance(2, 4, seed=1, denominator=12), 2).details[
+        "master"] == "node-budget"  # depth 4 > 3
