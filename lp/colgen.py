@@ -793,6 +793,8 @@ class _NodePricing:
     best_nu: np.ndarray | None = None  # chain duals of the best bound (zeros before any)
     notes: list[str] = field(default_factory=list)
     failed: str | None = None  # the status of a cold re-solve that did not end optimal
+    converged: bool = False  # the pricing test ended the loop (no improving column, or the
+    # master value within tolerance of the best bound)
     count: int = field(init=False)  # nodes of depth 1..L: budget rows, then as many chain rows
     target: np.ndarray = field(init=False)  # [N, V] float64 target rows
     leaf_paths: np.ndarray = field(init=False)  # [P, L] the budget rows of every leaf's prefixes
@@ -846,6 +848,7 @@ class _NodePricing:
         self.history.append({"iteration": iteration, "value": self.value, "bound": bound,
                              "max_reduced_cost": reduced})
         if reduced <= self.tolerance or abs(self.best - self.value) <= self.tolerance:
+            self.converged = True
             return True
         # the greedy priority of the current duals, plus those of the smoothed duals and of
         # the smallest feasible budget duals when they also improve the current master
@@ -889,6 +892,8 @@ def solve_node_master(master: MasterData, tolerance: float = 1e-10,
         pricing.add(lexicographic_priority(ratio, model.vocab_size, model.depth))
     status, iterations = _column_loop(pricing, max_iterations, _clock(time_limit, start))
     status = pricing.failed or status
+    if status == "optimal" and not pricing.converged:  # stopped by max_iterations
+        status = "iteration_limit"
     weights_all = np.asarray(pricing.h.getSolution().col_value[pricing.count:], dtype=np.float64)
     chosen = [k for k, w in enumerate(weights_all) if w > 0]
     return NodeMasterResult(status, pricing.value, [pricing.priorities[k] for k in chosen],

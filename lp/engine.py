@@ -41,14 +41,14 @@ The record (Optimum)
                      float master's mixture (weights rationalised and renormalised, BV
                      against the mixture's skewed law r: a lossless verifier); upper = weak
                      duality with the rationalised float duals and every priority priced
-                     exactly. Or, at V^L >= 512 leaves and depth <= 3, from the antichain
-                     form (details["master"] "antichain form"; docs/theory.md 7.5,
-                     speclp.lp.node_form.antichain_bounds): lower = 1 + sum of a point made
-                     exactly feasible for every antichain row, upper = weak duality with
-                     its rationalised row duals (both bound the K-path optimum by Theorem
-                     7.5); where that fails to certify within 1e-9 the node-budget master
-                     runs. "certified within w" is labelled apart from "certified"
-                     (exactly); value is then the exact lower bound.
+                     exactly. Or, at depth <= 3 where the node master has not converged in
+                     200 solves, from the antichain form (details["master"] "antichain
+                     form"; docs/theory.md 7.5, speclp.lp.node_form.antichain_bounds):
+                     lower = 1 + sum of a point made exactly feasible for every antichain
+                     row, upper = weak duality with its rationalised row duals (both bound
+                     the K-path optimum by Theorem 7.5); where that fails to certify within
+                     1e-9 the node-budget master runs on. "certified within w" is labelled
+                     apart from "certified" (exactly); value is then the exact lower bound.
     certificate      text: what was checked, or why it failed
     status           Status ("optimal", "time_limit", ...: a str Enum; OTHER for a solver
                      word not listed, kept in solver_status, which to_json prints)
@@ -114,12 +114,14 @@ EXACT_PHASE_MAX_LEAVES = 128  # i.i.d. instances with more leaves V^L are solved
 # of the selection master's exact basis certificate (its dense core exceeded
 # certify.MAX_DENSE_CORE after minutes at V = 8, L = 3, K = 4; 15 min did not finish at
 # V = 4, L = 4, K = 4); a failed exact certificate also falls back to the bounds
-ANTICHAIN_MIN_LEAVES = 512  # past EXACT_PHASE_MAX_LEAVES, i.i.d. instances with at least this
-ANTICHAIN_MAX_DEPTH = 3  # many leaves and at most this depth are solved first on the antichain
-# form (node_form.antichain_inout; docs/theory.md 7.5), the node-budget master where it does not
-# certify within BOUNDS_WIDTH: side by side (benchmarks/results/gap_speed/antichain_lp.md) it is
-# 3.2x and 8.2x faster at V = 8, L = 3 (K = 3, 4), slower at 256 leaves ((4, 4, 4), (16, 2, 4),
-# (2, 8, 3)), and it does not converge in 900 s at V = 8, L = 4
+ANTICHAIN_MAX_DEPTH = 3  # past EXACT_PHASE_MAX_LEAVES, i.i.d. instances of at most this depth
+NODE_MASTER_FIRST_SOLVES = 200  # run the node-budget master for at most this many solves; if
+# it has not converged, the antichain form (node_form.antichain_inout; docs/theory.md 7.5), and
+# the node-budget master again, uncapped, where that does not certify within BOUNDS_WIDTH. Side
+# by side on the grid's 16 instances at V = 8, L = 3 (benchmarks/results/gap_speed/
+# antichain_lp.md) the node master converges in 1 to 114 solves (0.05-1.8 s) where it is the
+# faster, and needs 308, 654 and 1,378 solves (20 to 875 s) where the antichain form takes 5.6
+# to 24 s; the antichain form does not converge in 900 s at V = 8, L = 4 (depth 4)
 DEFAULT_TIME_LIMIT = 600.0  # seconds: column generation and the full LP never run on unbounded
 BACKENDS = ("highs", "cvxpy")
 
@@ -430,36 +432,48 @@ def _colgen_optimum(model: TreeModel, paths: int, draft_sampling: str, certify: 
 def _bounded_optimum(model: TreeModel, paths: int, rational: bool, time_limit: float | None,
                      start: float, why: str) -> Optimum:
     """The optimum certified within w by exact bounds when they are at most BOUNDS_WIDTH apart
-    (the Optimum docstring): from the antichain form at ANTICHAIN_MIN_LEAVES leaves and
-    ANTICHAIN_MAX_DEPTH (half the time limit), else, or where it did not certify, from the
-    node-budget master; model exact, i.i.d. drafts."""
+    (the Optimum docstring), from the node-budget master; at depth <= ANTICHAIN_MAX_DEPTH, if
+    that has not converged in NODE_MASTER_FIRST_SOLVES solves, from the antichain form, and
+    where that does not certify (not for lack of time), from the node-budget master again
+    without the cap. Model exact, i.i.d. drafts."""
     notes = [why]
-    if (model.depth <= ANTICHAIN_MAX_DEPTH
-            and model.vocab_size ** model.depth >= ANTICHAIN_MIN_LEAVES):
-        record = _antichain_optimum(model, paths, rational,
-                                    None if time_limit is None else time_limit / 2, start, why)
-        if record.certified_within is not None:
+    if model.depth <= ANTICHAIN_MAX_DEPTH:
+        if NODE_MASTER_FIRST_SOLVES:
+            record = _node_master_optimum(model, paths, rational, time_limit, start, notes,
+                                          NODE_MASTER_FIRST_SOLVES)
+            if record.status != Status.ITERATION_LIMIT:
+                return record
+        notes = notes + [f"node-budget master: not converged in {NODE_MASTER_FIRST_SOLVES} "
+                         "solves; the antichain form instead"]
+        record = _antichain_optimum(model, paths, rational, _left(time_limit, start), start,
+                                    notes)
+        if record.certified_within is not None or record.status == Status.TIME_LIMIT:
             return record
-        notes.append(f"antichain form: {record.certificate}; the node-budget master instead")
-        if time_limit is not None:
-            time_limit -= time.perf_counter() - start
-    return _node_master_optimum(model, paths, rational, time_limit, start, notes)
+        notes = notes + [f"antichain form: {record.certificate}; the node-budget master "
+                         "again, without a cap on its solves"]
+    return _node_master_optimum(model, paths, rational, _left(time_limit, start), start, notes)
+
+
+def _left(time_limit: float | None, start: float) -> float | None:
+    """Seconds left of time_limit since perf_counter() start (None: no limit)."""
+    return None if time_limit is None else time_limit - (time.perf_counter() - start)
 
 
 def _antichain_optimum(model: TreeModel, paths: int, rational: bool, time_limit: float | None,
-                       start: float, why: str) -> Optimum:
+                       start: float, notes: list[str]) -> Optimum:
     """The optimum from the antichain form by in-out cutting planes, with exact bounds
     (speclp.lp.node_form.antichain_inout, antichain_bounds); model exact, i.i.d. drafts."""
     from .node_form import antichain_bounds, antichain_inout  # node_form imports this module
 
+    why = notes[0]
     run = antichain_inout(model, paths, time_limit)
     record = Optimum(
         value=None, exact_value=None, certified=False, certificate="", status=run.status,
         method="colgen", rational=rational, seconds=0.0, solve_seconds=run.seconds,
         size={"antichain_rows": run.cut_rows,
               "chain_rows": num_nodes(model.vocab_size, model.depth) - 1},
-        notes=[why, f"antichain form: {run.rounds} rounds, {run.cut_rows} antichain rows "
-               f"({run.stop})"] + run.notes,
+        notes=notes + [f"antichain form: {run.rounds} rounds, {run.cut_rows} antichain rows "
+                       f"({run.stop})"] + run.notes,
         details={"iterations": run.rounds, "exact_rounds": 0, "master": "antichain form"})
     if run.status != "optimal":
         record.certificate = (f"time limit {time_limit:g} s hit after {run.rounds} rounds"
@@ -494,11 +508,13 @@ def _set_bounds(record: Optimum, lower: Fraction, upper: Fraction, how: str, why
 
 
 def _node_master_optimum(model: TreeModel, paths: int, rational: bool, time_limit: float | None,
-                         start: float, notes: list[str]) -> Optimum:
-    """The optimum from the node-budget master with its exact bounds (node_master_bounds)."""
+                         start: float, notes: list[str], max_iterations: int = 20_000
+                         ) -> Optimum:
+    """The optimum from the node-budget master with its exact bounds (node_master_bounds);
+    status "iteration_limit" (no bounds) when max_iterations solves did not converge."""
     why = notes[0]
     master = master_data(model, paths, "iid", exact=True)
-    result = solve_node_master(master, time_limit=time_limit)
+    result = solve_node_master(master, time_limit=time_limit, max_iterations=max_iterations)
     record = Optimum(
         value=None, exact_value=None, certified=False, certificate="", status=result.status,
         method="colgen", rational=rational, seconds=0.0, solve_seconds=result.seconds,

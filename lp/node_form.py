@@ -19,8 +19,8 @@ its optimum is the K-path optimum (Theorem 7.5, by Frank's discrete sandwich the
 is separated (i.i.d.) by the upper concave hulls of the points (Q(Z), beta(Z)), built
 bottom-up as Minkowski sums (antichain_hulls). antichain_form_optimum solves it with an exact
 basis certificate (small trees); antichain_inout and antichain_bounds solve it by in-out
-cutting planes with exact bounds, the engine's route past 128 leaves where it beats the
-node-budget master (speclp.lp.engine: V^L >= 512 leaves at depth <= 3;
+cutting planes with exact bounds, the engine's route past 128 leaves at depth <= 3 where
+the node-budget master has not converged in 200 solves (speclp.lp.engine;
 benchmarks/antichain_lp.py measures both side by side).
 """
 
@@ -392,8 +392,8 @@ def antichain_form_optimum(instance: Instance | TreeModel, paths: int, method: s
 
 
 # ---------------------------------------------------------------------------
-# the antichain form by in-out cutting planes, with exact bounds (the engine's route at
-# V^L >= 512 leaves and depth <= 3; benchmarks/antichain_lp.py)
+# the antichain form by in-out cutting planes, with exact bounds (an engine route at depth
+# <= 3: speclp.lp.engine._bounded_optimum; benchmarks/antichain_lp.py)
 # ---------------------------------------------------------------------------
 
 INOUT_TOLERANCE = 1e-13  # an antichain is cut when violated by more (the lower bound's repair
@@ -408,8 +408,10 @@ class AntichainRun:
     """A run of antichain_inout. status: "optimal" (stopped by its test, `stop` says which),
     "time_limit", or HiGHS's word for a solve that did not end optimal; value: the last LP
     value (float, an upper bound up to float error); lower_float: 1 + sum of `core`, the
-    point the lower bound starts from; duals: [rows] the row duals (absolute values) of the
-    last untightened solve, for the rows `cuts` (after the N - 1 chain rows)."""
+    point the lower bound starts from (the tightened LP's point after a stop by the test);
+    raw: the last untightened LP point (None before any solve), a second start for the lower
+    bound; duals: [rows] the row duals (absolute values) of the last untightened solve, for
+    the rows `cuts` (after the N - 1 chain rows)."""
 
     status: str
     stop: str
@@ -422,6 +424,7 @@ class AntichainRun:
     cuts: list[tuple[int, ...]]
     dropped_rows: int = 0
     notes: list[str] = field(default_factory=list)
+    raw: np.ndarray | None = None
 
     @property
     def cut_rows(self) -> int:
@@ -505,6 +508,7 @@ def antichain_inout(model: TreeModel, paths: int, time_limit: float | None = Non
         return np.concatenate([[0.0], np.asarray(h.getSolution().col_value, dtype=np.float64)])
 
     core: np.ndarray | None = None
+    last: np.ndarray | None = None
     lower, value, status, stop = 1.0, float("nan"), "time_limit", "time limit"
     duals, dual_cuts = np.zeros(0), []
     while (remaining := left()) is None or remaining > 0:
@@ -513,7 +517,7 @@ def antichain_inout(model: TreeModel, paths: int, time_limit: float | None = Non
             status, stop = solved, f"HiGHS ended {solved} in round {rounds + 1}"
             break
         rounds += 1
-        x = point()
+        x = last = point()
         duals = np.abs(np.asarray(h.getSolution().row_dual, dtype=np.float64))[n_nodes - 1:]
         dual_cuts = list(cuts)  # the rows of these duals (rows are added and dropped below)
         value = 1.0 + float(x[1:].sum())
@@ -541,6 +545,7 @@ def antichain_inout(model: TreeModel, paths: int, time_limit: float | None = Non
         if drop_every and rounds % drop_every == 0:
             dropped += drop_slack_rows()
     notes: list[str] = []
+    raw = last  # the untightened LP's point, before the polish below
     if status == "optimal":
         # a point strictly inside the rows for the lower bound: HiGHS meets a row only to its
         # 1e-10 feasibility tolerance, and the repair's scaling turns such excesses over rows
@@ -565,7 +570,7 @@ def antichain_inout(model: TreeModel, paths: int, time_limit: float | None = Non
     if core is None:
         core = np.zeros(n_nodes)
     return AntichainRun(status, stop, rounds, clock() - start, value, lower, core, duals,
-                        dual_cuts, dropped, notes)
+                        dual_cuts, dropped, notes, raw)
 
 
 def antichain_bounds(model: TreeModel, paths: int, run: AntichainRun) -> tuple[Fraction, Fraction]:
@@ -577,9 +582,11 @@ def antichain_bounds(model: TreeModel, paths: int, run: AntichainRun) -> tuple[F
     smallest that keep every beta column dual feasible, nu(z) = max(0, 1 + sum_t p(t|z)
     nu(z t) - sum_{Z containing z} y(Z)): upper = 1 + sum_Z y(Z) g(Q(Z)) + sum_t p(t) nu(t).
     Valid for any y >= 0; the antichain form's optimum is the K-path optimum (Theorem 7.5).
-    lower: 1 + sum of the run's core point made exactly feasible (rationalised, clipped to
-    beta >= 0 and to the chain rows top-down, then subtrees scaled down until every antichain
-    row holds: antichain_feasible); a feasible point of the antichain form is at most its
+    lower: 1 + sum of a point made exactly feasible (rationalised, clipped to beta >= 0 and
+    to the chain rows top-down, then subtrees scaled down until every antichain row holds:
+    antichain_feasible), the better of the run's core point and its last untightened LP point
+    (whose rows HiGHS meets to 1e-10: the repair's loss is then sometimes smaller, sometimes
+    larger than the tightening's); a feasible point of the antichain form is at most its
     optimum, the K-path optimum (Theorem 7.5)."""
     vocab, depth = model.vocab_size, model.depth
     n_nodes, first_leaf = num_nodes(vocab, depth), num_nodes(vocab, depth - 1)
@@ -600,9 +607,12 @@ def antichain_bounds(model: TreeModel, paths: int, run: AntichainRun) -> tuple[F
                         Fraction(0))
         chain[z] = max(Fraction(0), 1 + below - covered[z])
     upper += sum((target[0, t] * chain[1 + t] for t in range(vocab)), Fraction(0))
-    beta = [Fraction(0)] + [max(Fraction(0), Fraction(float(v))) for v in run.core[1:]]
-    for n in range(1, n_nodes):  # chain rows, top-down
-        parent, token = (n - 1) // vocab, (n - 1) % vocab
-        beta[n] = min(beta[n], target[parent, token] * (1 if parent == 0 else beta[parent]))
-    beta = antichain_feasible(beta, mass, paths, vocab, depth)
-    return 1 + sum(beta[1:], Fraction(0)), upper
+    lower = Fraction(1)
+    for start in [run.core] + ([] if run.raw is None else [run.raw]):
+        beta = [Fraction(0)] + [max(Fraction(0), Fraction(float(v))) for v in start[1:]]
+        for n in range(1, n_nodes):  # chain rows, top-down
+            parent, token = (n - 1) // vocab, (n - 1) % vocab
+            beta[n] = min(beta[n], target[parent, token] * (1 if parent == 0 else beta[parent]))
+        beta = antichain_feasible(beta, mass, paths, vocab, depth)
+        lower = max(lower, 1 + sum(beta[1:], Fraction(0)))
+    return lower, upper

@@ -202,6 +202,7 @@ def test_inout_bounds_hold_for_any_duals_and_any_point(seed):
     rng = np.random.default_rng(seed)
     run.duals = rng.random(len(run.duals)) * rng.integers(0, 2, len(run.duals))
     run.core = np.concatenate([[0.0], rng.random(len(run.core) - 1) * 2])
+    run.raw = np.concatenate([[0.0], rng.random(len(run.core) - 1) * 3])
     lower, upper = antichain_bounds(model, 2, run)
     assert lower <= best <= upper
     assert upper - lower > Fraction(1, 10**3)
@@ -222,7 +223,7 @@ def test_inout_time_limit_gives_valid_wide_bounds():
 
 def _antichain_engine(monkeypatch):
     monkeypatch.setattr(engine, "EXACT_PHASE_MAX_LEAVES", 0)  # certify by exact bounds
-    monkeypatch.setattr(engine, "ANTICHAIN_MIN_LEAVES", 0)  # on the antichain form
+    monkeypatch.setattr(engine, "NODE_MASTER_FIRST_SOLVES", 0)  # on the antichain form
 
 
 def test_engine_certifies_within_w_on_the_antichain_form(monkeypatch):
@@ -256,10 +257,33 @@ def test_engine_falls_back_to_the_node_master_when_the_bounds_do_not_meet(monkey
     assert lower <= exact.exact_value <= upper and record.certified_within <= 1e-9
 
 
-def test_engine_keeps_the_node_master_below_512_leaves_or_past_depth_3(monkeypatch):
+def test_engine_switches_to_the_antichain_form_after_the_solve_cap(monkeypatch):
+    """A node master stopped by the cap is "iteration_limit", never bounded as if converged;
+    the antichain form then certifies. Below the cap, or past depth 3, the node master alone."""
+    inst = dirichlet_instance(3, 3, alpha=1.0, seed=5, denominator=16)
+    exact = optimum(inst, 3)
     monkeypatch.setattr(engine, "EXACT_PHASE_MAX_LEAVES", 0)
-    assert optimum(dirichlet_instance(3, 3, seed=1, denominator=12), 2).details[
-        "master"] == "node-budget"  # 27 leaves < 512
-    monkeypatch.setattr(engine, "ANTICHAIN_MIN_LEAVES", 0)
-    assert optimum(dirichlet_instance(2, 4, seed=1, denominator=12), 2).details[
-        "master"] == "node-budget"  # depth 4 > 3
+    alone = optimum(inst, 3)
+    assert alone.details["master"] == "node-budget" and alone.certified_within <= 1e-9
+    solves = alone.details["iterations"]
+    assert solves >= 2
+    monkeypatch.setattr(engine, "NODE_MASTER_FIRST_SOLVES", solves - 1)
+    record = optimum(inst, 3)
+    assert record.details["master"] == "antichain form"
+    assert f"node-budget master: not converged in {solves - 1} solves" in " ".join(record.notes)
+    lower, upper = record.bounds
+    assert lower <= exact.exact_value <= upper and record.certified_within <= 1e-9
+    deep = dirichlet_instance(2, 4, seed=1, denominator=12)
+    monkeypatch.setattr(engine, "NODE_MASTER_FIRST_SOLVES", 1)
+    assert optimum(deep, 3).details["master"] == "node-budget"  # depth 4 > 3
+
+
+def test_node_master_stopped_by_max_iterations_says_so():
+    from speclp.lp.colgen import master_data, solve_node_master
+
+    model = dirichlet_instance(3, 3, alpha=1.0, seed=5, denominator=16).model(exact=True)
+    master = master_data(model, 3, "iid", exact=True)
+    full = solve_node_master(master)
+    assert full.status == "optimal" and full.iterations >= 2
+    assert solve_node_master(master, max_iterations=full.iterations - 1).status == "iteration_limit"
+    assert solve_node_master(master, max_iterations=full.iterations).status == "optimal"
