@@ -4,7 +4,7 @@ for issue 30 part 4, side by side with the engine's node-budget master on the sa
 Both are timed in this process (CPU seconds, one thread); both end with exact bounds lower <= OPT_K <= upper:
     node master  lp.colgen.solve_node_master, then lp.colgen.node_master_bounds (as the engine runs them);
     antichain    lp.node_form.antichain_inout, then lp.node_form.antichain_bounds (as the engine runs them
-                 at depth <= 3 since 2026-12-08, where the node master has not converged in 200
+                 at depth <= 3 since 2026-12-08, where the node master has not converged in 100
                  solves; before, this file held them):
                  cutting planes on the antichain form with in-out separation: each round separates first
                  at the midpoint of the LP point and a feasible "core" point, and at the LP point only

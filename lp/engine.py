@@ -42,7 +42,7 @@ The record (Optimum)
                      against the mixture's skewed law r: a lossless verifier); upper = weak
                      duality with the rationalised float duals and every priority priced
                      exactly. Or, at depth <= 3 where the node master has not converged in
-                     200 solves, from the antichain form (details["master"] "antichain
+                     100 solves, from the antichain form (details["master"] "antichain
                      form"; docs/theory.md 7.5, speclp.lp.node_form.antichain_bounds):
                      lower = 1 + sum of a point made exactly feasible for every antichain
                      row, upper = weak duality with its rationalised row duals (both bound
@@ -115,13 +115,16 @@ EXACT_PHASE_MAX_LEAVES = 128  # i.i.d. instances with more leaves V^L are solved
 # certify.MAX_DENSE_CORE after minutes at V = 8, L = 3, K = 4; 15 min did not finish at
 # V = 4, L = 4, K = 4); a failed exact certificate also falls back to the bounds
 ANTICHAIN_MAX_DEPTH = 3  # past EXACT_PHASE_MAX_LEAVES, i.i.d. instances of at most this depth
-NODE_MASTER_FIRST_SOLVES = 200  # run the node-budget master for at most this many solves; if
+NODE_MASTER_FIRST_SOLVES = 100  # run the node-budget master for at most this many solves; if
 # it has not converged, the antichain form (node_form.antichain_inout; docs/theory.md 7.5), and
-# the node-budget master again, uncapped, where that does not certify within BOUNDS_WIDTH. Side
-# by side on the grid's 16 instances at V = 8, L = 3 (benchmarks/results/gap_speed/
-# antichain_lp.md) the node master converges in 1 to 114 solves (0.05-1.8 s) where it is the
-# faster, and needs 308, 654 and 1,378 solves (20 to 875 s) where the antichain form takes 5.6
-# to 24 s; the antichain form does not converge in 900 s at V = 8, L = 4 (depth 4)
+# the node-budget master again, uncapped, where that does not certify within BOUNDS_WIDTH (not
+# for lack of time). Side by side on the grid's 16 instances at V = 8, L = 3
+# (benchmarks/results/gap_speed/antichain_lp.md): the node master converges in 1 to 49 solves
+# (at most 2.3 s with its bounds) on 10 of them, in 111 to 308 solves (2.9 to 23 s) on 4, and in
+# 654 and 1,378 (202 s; 875 s in the grid) on 2; the antichain form takes 5 to 31 s on the 12
+# at K >= 2, and its bounds are 4.6e-10 to 6.5e-10 apart where the node master needs more than
+# 100 solves (up to 7e-7 apart where it needs fewer: there it is not the route). It does not
+# converge in 900 s at V = 8, L = 4 (depth 4), hence the depth limit.
 DEFAULT_TIME_LIMIT = 600.0  # seconds: column generation and the full LP never run on unbounded
 BACKENDS = ("highs", "cvxpy")
 

@@ -20,7 +20,7 @@ is separated (i.i.d.) by the upper concave hulls of the points (Q(Z), beta(Z)), 
 bottom-up as Minkowski sums (antichain_hulls). antichain_form_optimum solves it with an exact
 basis certificate (small trees); antichain_inout and antichain_bounds solve it by in-out
 cutting planes with exact bounds, the engine's route past 128 leaves at depth <= 3 where
-the node-budget master has not converged in 200 solves (speclp.lp.engine;
+the node-budget master has not converged in 100 solves (speclp.lp.engine;
 benchmarks/antichain_lp.py measures both side by side).
 """
 
@@ -501,6 +501,10 @@ def antichain_inout(model: TreeModel, paths: int, time_limit: float | None = Non
         h.setOptionValue("time_limit", float("inf") if remaining is None else max(remaining, 1e-3))
         h.run()
         status = h.modelStatusToString(h.getModelStatus()).lower()
+        if status != "optimal" and "time limit" not in status:  # a warm solve lost: cold
+            h.clearSolver()
+            h.run()
+            status = h.modelStatusToString(h.getModelStatus()).lower()
         return "optimal" if status == "optimal" else (
             "time_limit" if "time limit" in status else status)
 
