@@ -450,6 +450,10 @@ def _bounded_optimum(model: TreeModel, paths: int, rational: bool, time_limit: f
                          "solves; the antichain form instead"]
         record = _antichain_optimum(model, paths, rational, _left(time_limit, start), start,
                                     notes)
+        if record.status == Status.TIME_LIMIT:
+            record.certificate = (f"time limit {time_limit:g} s hit: the node-budget master not "
+                                  f"converged in {NODE_MASTER_FIRST_SOLVES} solves, then the "
+                                  f"antichain form after {record.details['iterations']} rounds")
         if record.certified_within is not None or record.status == Status.TIME_LIMIT:
             return record
         notes = notes + [f"antichain form: {record.certificate}; the node-budget master "
@@ -479,8 +483,10 @@ def _antichain_optimum(model: TreeModel, paths: int, rational: bool, time_limit:
                        f"({run.stop})"] + run.notes,
         details={"iterations": run.rounds, "exact_rounds": 0, "master": "antichain form"})
     if run.status != "optimal":
-        record.certificate = (f"time limit {time_limit:g} s hit after {run.rounds} rounds"
+        record.certificate = (f"time limit hit after {run.rounds} rounds"
                               if run.status == "time_limit" else f"HiGHS status {run.status}")
+        if run.rounds:  # a point of the antichain form, feasible up to float error
+            record.details["lower_bound"] = run.lower_float
         record.seconds = time.perf_counter() - start
         return record
     t0 = time.perf_counter()

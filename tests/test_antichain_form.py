@@ -287,3 +287,21 @@ def test_node_master_stopped_by_max_iterations_says_so():
     assert full.status == "optimal" and full.iterations >= 2
     assert solve_node_master(master, max_iterations=full.iterations - 1).status == "iteration_limit"
     assert solve_node_master(master, max_iterations=full.iterations).status == "optimal"
+
+
+def test_engine_antichain_route_reports_its_time_limit(monkeypatch):
+    """The antichain route stopped by the time limit gives no value and says where the time
+    went (gap then reports the optimum as not found, never a bound as the optimum)."""
+    from speclp.lp import node_form
+    from speclp.proofs.gap import OptimumNotFound, gap
+
+    _antichain_engine(monkeypatch)
+    real = node_form.antichain_inout
+    monkeypatch.setattr(node_form, "antichain_inout",
+                        lambda model, paths, time_limit=None: real(model, paths, time_limit=0.0))
+    inst = dirichlet_instance(3, 3, alpha=0.7, seed=3, denominator=12)
+    record = optimum(inst, 2, time_limit=50)
+    assert record.status == "time_limit" and record.value is None
+    assert record.certificate.startswith("time limit 50 s hit") and "antichain form" in record.certificate
+    with pytest.raises(OptimumNotFound, match="time_limit"):
+        gap(inst, 2, time_limit=50)
