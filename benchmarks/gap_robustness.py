@@ -59,6 +59,7 @@ def run_task(instance: Path, paths: int) -> dict:
     opt = result.get("optimum", {})
     record["certified"] = opt.get("certified")
     record["certified_within"] = opt.get("certified_within")
+    record["master"] = opt.get("master")  # past 128 leaves: "node-budget" or "antichain form"
     return record
 
 

@@ -96,7 +96,8 @@ def run_gap(instance: Path, paths: int) -> dict:
     opt = result.get("optimum", {})
     record["optimum"] = {"value": opt.get("value"), "certified": opt.get("certified"),
                          "certified_within": opt.get("certified_within"),
-                         "seconds": opt.get("seconds"), "certificate": opt.get("certificate")}
+                         "seconds": opt.get("seconds"), "certificate": opt.get("certificate"),
+                         "master": opt.get("master")}
     record["verifiers"] = {name: {"evaluation": v["evaluation"], "seconds": v["seconds"],
                                   "block_efficiency": v["block_efficiency"]}
                            for name, v in result.get("verifiers", {}).items()}
