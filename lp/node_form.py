@@ -471,8 +471,8 @@ def antichain_inout(model: TreeModel, paths: int, time_limit: float | None = Non
         starts = np.cumsum([0] + [len(m) for m in found[:-1]]).astype(np.int32)
         index = np.concatenate([np.asarray(m, dtype=np.int32) - 1 for m in found])
         h.addRows(len(found), np.full(len(found), -np.inf),
-                  np.array([float(bound(m)) for m in found]) - margin, len(index), starts, index,
-                  np.ones(len(index)))
+                  np.array([max(float(bound(m)) - margin, 0.0) for m in found]), len(index),
+                  starts, index, np.ones(len(index)))
         cuts.extend(found)
         present.update(found)
         born.extend([rounds] * len(found))
@@ -556,8 +556,8 @@ def antichain_inout(model: TreeModel, paths: int, time_limit: float | None = Non
         # of small bound into a far larger loss; so every row is tightened by INOUT_MARGIN and
         # the tightened LP is cut again until its point violates no antichain outside it
         rows = np.arange(n_nodes - 1, n_nodes - 1 + len(cuts), dtype=np.int32)
-        h.changeRowsBounds(len(rows), rows, np.full(len(rows), -np.inf),
-                           np.array([float(bound(m)) for m in cuts]) - INOUT_MARGIN)
+        tightened = [max(float(bound(m)) - INOUT_MARGIN, 0.0) for m in cuts]  # beta >= 0
+        h.changeRowsBounds(len(rows), rows, np.full(len(rows), -np.inf), np.array(tightened))
         for _ in range(INOUT_POLISH_ROUNDS):
             if run_lp() != "optimal":
                 notes.append("the tightened LP did not end optimal: the lower bound keeps the "

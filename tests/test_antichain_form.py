@@ -305,3 +305,17 @@ def test_engine_antichain_route_reports_its_time_limit(monkeypatch):
     assert record.certificate.startswith("time limit 50 s hit") and "antichain form" in record.certificate
     with pytest.raises(OptimumNotFound, match="time_limit"):
         gap(inst, 2, time_limit=50)
+
+
+@pytest.mark.parametrize("inst", [ties_instance(3, 2, seed=1),
+                                  dirichlet_instance(3, 3, alpha=0.3, seed=5, denominator=8)],
+                         ids=["ties", "sparse"])
+def test_inout_tightening_keeps_rows_of_zero_bound_feasible(inst):
+    """Nodes of draft mass 0 give rows beta(Z) <= 0: tightening them below 0 made the polish
+    LP infeasible (beta >= 0); they stay at 0, the polish ends optimal, the bracket holds."""
+    model = inst.model(exact=True)
+    assert any(q == 0 for q in path_masses(model))
+    run = antichain_inout(model, 2)
+    assert run.status == "optimal" and run.notes == []
+    lower, upper = antichain_bounds(model, 2, run)
+    assert lower <= optimum(inst, 2).exact_value <= upper
