@@ -3,19 +3,19 @@ for issue 30 part 4, side by side with the engine's node-budget master on the sa
 
 Both are timed in this process (CPU seconds, one thread); both end with exact bounds lower <= OPT_K <= upper:
     node master  lp.colgen.solve_node_master, then lp.colgen.node_master_bounds (as the engine runs them);
-    antichain    lp.node_form.antichain_inout, then lp.node_form.antichain_bounds (as the engine runs them
+    antichain    lp.antichain.antichain_inout, then lp.antichain.antichain_bounds (as the engine runs them
                  at depth <= 3 since 2026-12-08, where the node master has not converged in 100
                  solves; before, this file held them):
                  cutting planes on the antichain form with in-out separation: each round separates first
                  at the midpoint of the LP point and a feasible "core" point, and at the LP point only
                  when the midpoint is feasible (the midpoint then becomes the core); cuts = the most
-                 violated antichains of every subtree's hull (lp.node_form.antichain_violations), added to
+                 violated antichains of every subtree's hull (lp.antichain.antichain_violations), added to
                  the warm HiGHS model. It stops when no antichain is violated by more than 1e-13 at the LP
                  point, when the LP value and the core's value are 1e-10 apart, or at the time limit.
                  Exact bounds: upper = weak duality with the LP's row duals rationalised (the chain duals
                  recomputed bottom-up as the smallest that keep every beta column dual feasible);
                  lower = 1 + sum of the core (or the last LP point) made exactly feasible (rationalised,
-                 chain rows clipped top-down, then subtrees scaled down: lp.node_form.antichain_feasible).
+                 chain rows clipped top-down, then subtrees scaled down: lp.antichain.antichain_feasible).
 
     OMP_NUM_THREADS=1 python benchmarks/antichain_lp.py V L K ALPHA SEED [--time-limit S] [--skip-master]
         [--out FILE.jsonl]
@@ -31,9 +31,9 @@ import time
 from typing import Any
 
 from speclp.experiments.sweep import SweepSpec, plan
+from speclp.lp.antichain import antichain_bounds, antichain_inout
 from speclp.lp.colgen import master_data, node_master_bounds, solve_node_master
 from speclp.lp.engine import _model_and_rational
-from speclp.lp.node_form import antichain_bounds, antichain_inout
 from speclp.verifiers.tree import TreeModel
 
 

@@ -20,18 +20,14 @@ from fractions import Fraction as F
 
 import numpy as np
 from speclp.lp import optimum
+from speclp.lp.antichain import antichain_violations, path_masses
 from speclp.lp.coarsen import coarsen_instance
 from speclp.lp.colgen import master_data, priority_law
 from speclp.lp.dual_bound import dual_upper_bound
 from speclp.lp.hitting import HittingFunction
 from speclp.lp.instance import Instance, bv_toy, dirichlet_instance, from_rows, ties_instance
 from speclp.lp.node import node_optimum
-from speclp.lp.node_form import (
-    antichain_form_optimum,
-    antichain_violations,
-    node_form_optimum,
-    path_masses,
-)
+from speclp.lp.node_form import antichain_form_optimum, node_form_optimum
 from speclp.proofs.audit import audit_instance
 from speclp.proofs.tree_selection import draft_ranked_tree, tree_accepted
 from speclp.verifiers.exact import exact_result

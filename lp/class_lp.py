@@ -68,7 +68,7 @@ from .hitting import MAX_ENUMERATED_GROUND, HittingFunction, hitting_function, m
 from .instance import Instance
 from .node import node_optimum
 from .program import Block, LinearProgram, ValueTable
-from .rows import chain_rows, stack
+from .rows import chain_rows, finish_lp
 from .solve import solve
 
 AUTO_ENUMERATED_GROUND = 10  # method "auto" enumerates up to here: at 16 paths enumeration
@@ -79,19 +79,6 @@ METHODS = ("auto", "enumerate", "cuts")
 # ---------------------------------------------------------------------------
 # the class LP
 # ---------------------------------------------------------------------------
-
-def finish_lp(name: str, n_vars: int, objective_refs: np.ndarray, table: ValueTable, eq: Block,
-              rows: list[np.ndarray], cols: list[np.ndarray], refs: list[np.ndarray],
-              rhs: list[np.ndarray], **kwargs: Any) -> LinearProgram:
-    """A LinearProgram with <= rows from COO pieces (shared with speclp.lp.node_form)."""
-    r, c, f = stack(rows), stack(cols), stack(refs)
-    order = np.lexsort((c, r))
-    ub = Block(r[order], c[order], f[order], stack(rhs))
-    values, exact_values = table.tables()
-    return LinearProgram(name=name, num_vars=n_vars, objective_refs=objective_refs,
-                         constant_ref=table.one, eq=eq, ub=ub, table=values,
-                         exact_table=exact_values, **kwargs)
-
 
 def class_lp(model: TreeModel, hitting: HittingFunction, cuts: Sequence[tuple[int, ...]]
              ) -> LinearProgram:

@@ -43,7 +43,7 @@ The record (Optimum)
                      duality with the rationalised float duals and every priority priced
                      exactly. Or, at depth <= 3 where the node master has not converged in
                      100 solves, from the antichain form (details["master"] "antichain
-                     form"; docs/theory.md 7.5, speclp.lp.node_form.antichain_bounds):
+                     form"; docs/theory.md 7.5, speclp.lp.antichain.antichain_bounds):
                      lower = 1 + sum of a point made exactly feasible for every antichain
                      row, upper = weak duality with its rationalised row duals (both bound
                      the K-path optimum by Theorem 7.5); where that fails to certify within
@@ -91,6 +91,7 @@ from ..inputs import BadArgument
 from ..rationals import fraction_text, parse_fraction
 from ..verifiers.drafts import check_draft_sampling
 from ..verifiers.tree import TreeModel, num_nodes
+from .antichain import antichain_bounds, antichain_inout
 from .certify import refine_basis
 from .closed_form import one_step_optimum
 from .colgen import (
@@ -116,7 +117,7 @@ EXACT_PHASE_MAX_LEAVES = 128  # i.i.d. instances with more leaves V^L are solved
 # V = 4, L = 4, K = 4); a failed exact certificate also falls back to the bounds
 ANTICHAIN_MAX_DEPTH = 3  # past EXACT_PHASE_MAX_LEAVES, i.i.d. instances of at most this depth
 NODE_MASTER_FIRST_SOLVES = 100  # run the node-budget master for at most this many solves; if
-# it has not converged, the antichain form (node_form.antichain_inout; docs/theory.md 7.5), and
+# it has not converged, the antichain form (antichain.antichain_inout; docs/theory.md 7.5), and
 # the node-budget master again, uncapped, where that does not certify within BOUNDS_WIDTH (not
 # for lack of time). Side by side on the grid's 16 instances at V = 8, L = 3
 # (benchmarks/results/gap_speed/antichain_lp.md): the node master converges in 1 to 49 solves
@@ -469,9 +470,7 @@ def _left(time_limit: float | None, start: float) -> float | None:
 def _antichain_optimum(model: TreeModel, paths: int, rational: bool, time_limit: float | None,
                        start: float, notes: list[str]) -> Optimum:
     """The optimum from the antichain form by in-out cutting planes, with exact bounds
-    (speclp.lp.node_form.antichain_inout, antichain_bounds); model exact, i.i.d. drafts."""
-    from .node_form import antichain_bounds, antichain_inout  # node_form imports this module
-
+    (speclp.lp.antichain.antichain_inout, antichain_bounds); model exact, i.i.d. drafts."""
     why = notes[0]
     run = antichain_inout(model, paths, time_limit)
     record = Optimum(

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..verifiers.tree import TreeModel, node_parents, num_nodes
-from .program import ValueTable
+from .program import Block, LinearProgram, ValueTable
 
 
 def nonzero(values: np.ndarray) -> np.ndarray:
@@ -106,3 +106,17 @@ def chain_rows(model: TreeModel, table: ValueTable, beta_col0: int, row0: int
 def stack(pieces: list[Any]) -> np.ndarray:
     """Concatenate COO pieces as int64."""
     return np.concatenate(pieces).astype(np.int64) if pieces else np.zeros(0, dtype=np.int64)
+
+
+def finish_lp(name: str, n_vars: int, objective_refs: np.ndarray, table: ValueTable, eq: Block,
+              rows: list[np.ndarray], cols: list[np.ndarray], refs: list[np.ndarray],
+              rhs: list[np.ndarray], **kwargs: Any) -> LinearProgram:
+    """A LinearProgram with <= rows from COO pieces (the class LP, the node form, the
+    antichain form)."""
+    r, c, f = stack(rows), stack(cols), stack(refs)
+    order = np.lexsort((c, r))
+    ub = Block(r[order], c[order], f[order], stack(rhs))
+    values, exact_values = table.tables()
+    return LinearProgram(name=name, num_vars=n_vars, objective_refs=objective_refs,
+                         constant_ref=table.one, eq=eq, ub=ub, table=values,
+                         exact_table=exact_values, **kwargs)

@@ -13,20 +13,18 @@ import numpy as np
 import pytest
 from speclp.inputs import BadArgument
 from speclp.lp import engine, optimum
-from speclp.lp.hitting import g_exact
-from speclp.lp.instance import bv_toy, dirichlet_instance, ties_instance
-from speclp.lp.node_form import (
-    all_antichains,
+from speclp.lp.antichain import (
     antichain_bounds,
     antichain_feasible,
-    antichain_form_optimum,
     antichain_hulls,
     antichain_inout,
     antichain_of,
     antichain_violations,
-    node_form_optimum,
     path_masses,
 )
+from speclp.lp.hitting import g_exact
+from speclp.lp.instance import bv_toy, dirichlet_instance, ties_instance
+from speclp.lp.node_form import all_antichains, antichain_form_optimum, node_form_optimum
 from speclp.verifiers.tree import node_parents, num_nodes
 
 
@@ -242,13 +240,11 @@ def test_engine_falls_back_to_the_node_master_when_the_bounds_do_not_meet(monkey
     """Tampered bounds (the upper one 1e-6 too low, below the lower one) are refused by the
     antichain route, never reported: the node-budget master then certifies, and the record
     says why."""
-    from speclp.lp import node_form
-
     inst = dirichlet_instance(3, 3, alpha=0.7, seed=3, denominator=12)
     exact = optimum(inst, 2)
     _antichain_engine(monkeypatch)
-    real = node_form.antichain_bounds
-    monkeypatch.setattr(node_form, "antichain_bounds", lambda model, paths, run: (
+    real = engine.antichain_bounds
+    monkeypatch.setattr(engine, "antichain_bounds", lambda model, paths, run: (
         real(model, paths, run)[0], real(model, paths, run)[1] - Fraction(1, 10**6)))
     record = optimum(inst, 2)
     assert record.details["master"] == "node-budget"
@@ -292,12 +288,11 @@ def test_node_master_stopped_by_max_iterations_says_so():
 def test_engine_antichain_route_reports_its_time_limit(monkeypatch):
     """The antichain route stopped by the time limit gives no value and says where the time
     went (gap then reports the optimum as not found, never a bound as the optimum)."""
-    from speclp.lp import node_form
     from speclp.proofs.gap import OptimumNotFound, gap
 
     _antichain_engine(monkeypatch)
-    real = node_form.antichain_inout
-    monkeypatch.setattr(node_form, "antichain_inout",
+    real = engine.antichain_inout
+    monkeypatch.setattr(engine, "antichain_inout",
                         lambda model, paths, time_limit=None: real(model, paths, time_limit=0.0))
     inst = dirichlet_instance(3, 3, alpha=0.7, seed=3, denominator=12)
     record = optimum(inst, 2, time_limit=50)
