@@ -121,10 +121,10 @@ NODE_MASTER_FIRST_SOLVES = 100  # run the node-budget master for at most this ma
 # the node-budget master again, uncapped, where that does not certify within BOUNDS_WIDTH (not
 # for lack of time). Side by side on the grid's 16 instances at V = 8, L = 3
 # (benchmarks/results/gap_speed/antichain_lp.md): the node master converges in 1 to 49 solves
-# (at most 2.3 s with its bounds) on 10 of them, in 111 to 308 solves (2.9 to 23 s) on 4, and in
-# 654 and 1,378 (202 s; 875 s in the grid) on 2; the antichain form takes 5 to 31 s on the 12
-# at K >= 2, and its bounds are 4.6e-10 to 6.5e-10 apart where the node master needs more than
-# 100 solves (up to 7e-7 apart where it needs fewer: there it is not the route). It does not
+# (at most 2.3 s with its bounds) on 9 of them, in 111 to 308 solves (2.9 to 23 s) on 4, in 782
+# (249 s) and 1,378 (875 s in the grid) on 2, and not in 300 s on 1; the antichain form takes 5
+# to 31 s on the 12 at K >= 2, its bounds 9e-16 to 4.8e-10 apart on the 7 where the node master
+# needs more than 100 solves (up to 7e-7 apart where it needs fewer: not the route there). It does not
 # converge in 900 s at V = 8, L = 4 (depth 4), hence the depth limit.
 DEFAULT_TIME_LIMIT = 600.0  # seconds: column generation and the full LP never run on unbounded
 BACKENDS = ("highs", "cvxpy")
