@@ -89,8 +89,15 @@ def main() -> None:
     parser.add_argument("--float", action="store_true", help="float64 rows (no denominator)")
     parser.add_argument("--out", default=str(OUT))
     args = parser.parse_args()
-    shapes = ([tuple(int(v) for v in s.split(",")) for s in args.shapes] if args.shapes
-              else SHAPES)
+    try:
+        shapes = ([tuple(int(v) for v in s.split(",")) for s in args.shapes] if args.shapes
+                  else SHAPES)
+    except ValueError:
+        parser.error(f"--shapes: V,L,K triples of integers, got {args.shapes}")
+    if any(len(s) != 3 or min(s) < 1 or s[0] < 2 for s in shapes):
+        parser.error(f"--shapes: V,L,K triples with V >= 2, L >= 1, K >= 1, got {args.shapes}")
+    if args.instances < 1 or any(not a > 0 for a in args.alphas):
+        parser.error("--instances must be >= 1 and every --alphas value > 0")
     from speclp.lp.instance import dirichlet_instance
 
     out = Path(args.out)
