@@ -79,6 +79,7 @@ out); .bounds gives the exact bounds (lower, upper) as Fractions of a record cer
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
@@ -488,14 +489,21 @@ def _antichain_optimum(model: TreeModel, paths: int, rational: bool, time_limit:
             record.details["lower_bound"] = run.lower_float
         record.seconds = time.perf_counter() - start
         return record
+    return _with_bounds(record, start, lambda: antichain_bounds(model, paths, run), lambda lo, up: (
+        f"exact lower bound {lo:.15g} = 1 + sum of the final point made exactly feasible for "
+        f"every antichain row, exact upper bound {up:.15g} = weak duality of the "
+        f"{run.cut_rows} rows' rationalised duals (the antichain form, whose optimum is the "
+        f"K-path optimum: docs/theory.md Theorem 7.5); {why}"), why)
+
+
+def _with_bounds(record: Optimum, start: float, bounds: Callable[[], tuple[Fraction, Fraction]],
+                 how: Callable[[float, float], str], why: str) -> Optimum:
+    """Compute a route's exact bounds (timed as the certificate), put them on the record
+    (_set_bounds, with the text how(lower, upper)) and finish it."""
     t0 = time.perf_counter()
-    lower, upper = antichain_bounds(model, paths, run)
+    lower, upper = bounds()
     record.certify_seconds = time.perf_counter() - t0
-    _set_bounds(record, lower, upper, (
-        f"exact lower bound {float(lower):.15g} = 1 + sum of the final point made exactly "
-        f"feasible for every antichain row, exact upper bound {float(upper):.15g} = weak "
-        f"duality of the {run.cut_rows} rows' rationalised duals (the antichain form, whose "
-        f"optimum is the K-path optimum: docs/theory.md Theorem 7.5); {why}"), why)
+    _set_bounds(record, lower, upper, how(float(lower), float(upper)), why)
     record.seconds = time.perf_counter() - start
     return record
 
@@ -540,13 +548,9 @@ def _node_master_optimum(model: TreeModel, paths: int, rational: bool, time_limi
             record.details["lower_bound"] = result.value
         record.seconds = time.perf_counter() - start
         return record
-    t0 = time.perf_counter()
-    lower, upper = node_master_bounds(model, master, result)
-    record.certify_seconds = time.perf_counter() - t0
-    _set_bounds(record, lower, upper, (
-        f"exact lower bound {float(lower):.15g} = BV against the node master's mixture of "
+    return _with_bounds(record, start, lambda: node_master_bounds(model, master, result),
+                        lambda lo, up: (
+        f"exact lower bound {lo:.15g} = BV against the node master's mixture of "
         f"{len(result.priorities)} priorities (weights rationalised), exact upper bound "
-        f"{float(upper):.15g} = weak duality of the rationalised duals with every priority "
-        f"priced exactly; {why}"), why)
-    record.seconds = time.perf_counter() - start
-    return record
+        f"{up:.15g} = weak duality of the rationalised duals with every priority priced exactly; "
+        f"{why}"), why)
